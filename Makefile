@@ -1,0 +1,45 @@
+# bracket: the two commands a fresh Debian machine needs are `make demo` and `make test`.
+# Each installs the Debian packages it lacks first (apt-get, through sudo when not root).
+
+BUILD ?= build
+CMAKE_FLAGS ?=
+NP ?= 4
+PLAN ?=
+DEB_PKGS := build-essential cmake ninja-build pkg-config openmpi-bin libopenmpi-dev \
+            hwloc libhwloc-dev libzmq3-dev libmsgpack-dev libjansson-dev libcmocka-dev \
+            python3 iproute2
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-run-as-root)
+GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+
+.PHONY: all deps build demo test bench clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "bracket: installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+build: deps
+	@[ -f $(BUILD)/CMakeCache.txt ] || cmake -S . -B $(BUILD) $(GENERATOR) $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $$(nproc)
+
+# A real B -> C -> B' bracket on this machine: the cuda backend where a GPU and a
+# CUDA build are present, the cpu backend otherwise.
+demo: build
+	@./tests/run-demo.sh $(BUILD) $(NP) $(PLAN)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure --timeout 900
+
+bench: build
+	@./tests/bench/run-all.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,128 @@
+/* catalog.h - the target catalog: targets (callable contracts), variants (implementations)
+ * with their capability domains, and routing of calls outside a candidate's domain. */
+#ifndef BK_CATALOG_H
+#define BK_CATALOG_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plans/plan.h"
+#include "runner/status.h"
+
+#define BK_CATALOG_SCHEMA "bracket.catalog/1"
+#define BK_MAX_TENSORS 12
+
+/* Backend bit masks for domains and variants. */
+#define BK_BK_CPU (1u << BK_BACKEND_CPU)
+#define BK_BK_CUDA (1u << BK_BACKEND_CUDA)
+
+/* Where a variant is correct and meant to be used. A call whose shape lies
+ * outside it is served by the incumbent (routing). Zero in a max field means
+ * "no upper bound"; worlds is a bit mask (bit w: world size w allowed),
+ * 0 meaning any. */
+typedef struct bk_domain {
+    unsigned backends;   /* BK_BK_* mask */
+    const char *dtypes;  /* comma list, e.g. "bf16" */
+    uint32_t worlds;
+    int64_t min_tokens, max_tokens;
+    int64_t min_hidden, max_hidden, hidden_multiple;
+    int needs_p2p;
+} bk_domain;
+
+/* One tensor of one shape on one rank. `data` is host memory for the cpu
+ * backend and device memory for cuda. Elements are bf16 (uint16_t) unless
+ * elem_bytes says otherwise. */
+typedef struct bk_tensor {
+    const char *name;
+    int output;
+    size_t elems;
+    size_t elem_bytes;
+    void *data;
+} bk_tensor;
+
+/* One call of a target on one rank: a shape, its tensors in the target's
+ * order, and the backend's communicator for this lane (bk_shm * on cpu,
+ * the cuda backend's own object on cuda). */
+typedef struct bk_call {
+    const bk_shape *shape;
+    int shape_index;
+    long iter;          /* timed iteration index, or -1 during warm-up and audit */
+    int rank, world;
+    bk_tensor *t;
+    int nt;
+    void *comm;
+    void *stream;       /* cudaStream_t on cuda, NULL on cpu */
+    double timeout_s;   /* bound for every wait on a peer inside the call */
+} bk_call;
+
+typedef struct bk_target {
+    const char *name;
+    const char *summary;
+    int ntensors;
+    const char *tensor_names[BK_MAX_TENSORS];
+    int tensor_is_output[BK_MAX_TENSORS];
+    /* elements of tensor idx for this shape on one rank */
+    size_t (*tensor_elems)(const bk_shape *s, int world, int idx);
+    size_t (*tensor_elem_bytes)(int idx);
+    /* Fill this rank's input tensors (host memory) from the seed: the same
+     * (seed, shape_index, rank) always gives the same bits. Output tensors are
+     * left alone (the engine poisons them). */
+    void (*init_inputs)(bk_tensor *t, const bk_shape *s, uint64_t seed, int shape_index,
+                        int rank, int world);
+    /* Float64 reference of this rank's outputs, regenerating every rank's
+     * inputs from the seed. outs[k] (k-th output tensor, in order) is malloc'd
+     * by the callee and freed by the caller. */
+    bk_status (*reference)(const bk_shape *s, uint64_t seed, int shape_index, int rank,
+                           int world, double **outs, bk_err *err);
+    /* Algorithm bytes of one call (nccl-tests' "size": the bytes of one rank's
+     * reduced tensor) and the bus-bandwidth factor (2(n-1)/n for allreduce). */
+    double (*algo_bytes)(const bk_shape *s, int world);
+    double (*busbw_factor)(int world);
+    /* Peer memory one rank needs for this shape (the engine takes the max
+     * over shapes and maps it once). */
+    size_t (*peer_bytes)(const bk_shape *s, int world);
+    /* Shape check beyond the domain (e.g. hidden > 0 and required MoE fields). */
+    bk_status (*check_shape)(const bk_shape *s, int world, char *why, size_t why_len);
+} bk_target;
+
+typedef struct bk_variant {
+    const char *name;
+    const char *target;
+    unsigned backends;  /* BK_BK_* mask */
+    int diagnostic;     /* fault-injection variant: never a real candidate */
+    const char *summary;
+    bk_domain domain;
+    /* Parse params (a JSON object, never NULL) and build per-process state.
+     * Errors name the parameter ("candidate.params.fraction: ..."). */
+    bk_status (*create)(const json_t *params, bk_backend backend, int rank, int world,
+                        void **state, bk_err *err);
+    /* One call. Must write every element of every output tensor. */
+    bk_status (*run)(void *state, bk_call *call, bk_err *err);
+    void (*destroy)(void *state);
+} bk_variant;
+
+const bk_target *bk_catalog_target(const char *name);
+/* NULL when the target has no variant of that name. */
+const bk_variant *bk_catalog_variant(const char *target, const char *name);
+/* Iterate all variants (for --help and `bracket verify`). */
+int bk_catalog_nvariants(void);
+const bk_variant *bk_catalog_variant_at(int i);
+int bk_catalog_ntargets(void);
+const bk_target *bk_catalog_target_at(int i);
+
+/* 1 when the call (shape, world, dtype, backend, peer access) lies inside the
+ * domain; otherwise 0 and `why` says which bound excluded it. */
+int bk_domain_contains(const bk_domain *d, const bk_shape *s, int world, const char *dtype,
+                       bk_backend backend, int have_p2p, char *why, size_t why_len);
+
+/* Check a plan against the catalog: target exists, both variants exist for
+ * it and support the backend, params parse (create + destroy on rank 0 of a
+ * lane of the arena's size), every shape passes check_shape. Errors name the
+ * plan's dotted path ("candidate.variant: no variant 'x' for target 'y'"). */
+bk_status bk_catalog_check_plan(const bk_plan *plan, bk_backend backend, bk_err *err);
+
+/* Workload weight of the shapes the candidate's domain serves (0..1). */
+double bk_routing_share(const bk_plan *plan, bk_backend backend, int have_p2p);
+
+#endif

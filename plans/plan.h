@@ -1,0 +1,110 @@
+/* plan.h - the bracket.plan/1 loader and validator (jansson), and --set overrides. */
+#ifndef BK_PLAN_H
+#define BK_PLAN_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "runner/status.h"
+
+#define BK_PLAN_SCHEMA "bracket.plan/1"
+#define BK_MAX_SHAPES 64
+#define BK_NAME_LEN 128
+#define BK_DIGEST_LEN 96
+
+typedef enum { BK_PHASE_DECODE, BK_PHASE_PREFILL, BK_PHASE_CHUNKED_PREFILL } bk_phase;
+typedef enum { BK_PROTO_V7 = 7, BK_PROTO_V8 = 8 } bk_protocol_version;
+typedef enum { BK_DRIFT_EXCLUDE_LATER, BK_DRIFT_STRICT } bk_drift_policy;
+typedef enum { BK_LANES_DISJOINT, BK_LANES_SHARED } bk_lane_policy;
+typedef enum { BK_BACKEND_AUTO, BK_BACKEND_CPU, BK_BACKEND_CUDA } bk_backend;
+
+/* One workload shape. tokens and hidden are always present; the MoE fields
+ * (experts, topk, intermediate) are 0 unless the target uses them. */
+typedef struct bk_shape {
+    int64_t tokens;
+    int64_t hidden;
+    int64_t experts;
+    int64_t topk;
+    int64_t intermediate;
+    double weight; /* normalised by the loader so the weights sum to 1 */
+} bk_shape;
+
+typedef struct bk_variant_ref {
+    char name[BK_NAME_LEN];
+    char source_digest[BK_DIGEST_LEN]; /* "" for the incumbent */
+    json_t *params;                    /* object, owned by the plan (never NULL) */
+} bk_variant_ref;
+
+typedef struct bk_arena {
+    char stack_digest[BK_DIGEST_LEN];
+    int64_t incumbent_generation;
+    char model[BK_NAME_LEN];
+    char substrate[BK_NAME_LEN];
+    char target_catalog[BK_NAME_LEN];
+    char architecture[BK_NAME_LEN];
+    int tp, ep;
+    char dtype[16];
+    char quantization[32];
+    char graph_mode[16]; /* "eager" or "graph" */
+    char calib_speed[BK_NAME_LEN];
+    char calib_quality[BK_NAME_LEN];
+} bk_arena;
+
+typedef struct bk_plan {
+    char path[512]; /* where it was loaded from (for messages) */
+    char name[BK_NAME_LEN];
+    bk_arena arena;
+    char target[BK_NAME_LEN];
+    bk_variant_ref incumbent;
+    bk_variant_ref candidate;
+    struct {
+        bk_phase phase;
+        int nshapes;
+        bk_shape shapes[BK_MAX_SHAPES];
+        int warmup_iters;
+        int iters;
+        uint64_t seed;
+    } workload;
+    struct {
+        bk_protocol_version version;
+        double confidence;  /* (0.5, 1) */
+        double min_gain;    /* >= 0 */
+        double drift_limit; /* >= 0 */
+        bk_drift_policy drift_policy;
+        int bootstrap_resamples;
+    } protocol;
+    struct {
+        double rtol, atol;
+    } quality;
+    bk_lane_policy lane_policy;
+    bk_backend backend;
+    struct {
+        double arm_s;
+        double rendezvous_s;
+    } timeouts;
+    json_t *doc; /* the plan as run (after --set), owned */
+} bk_plan;
+
+/* Load and validate a plan file, applying `nsets` overrides "dotted.path=value"
+ * first (value parsed as JSON when it parses, else taken as a string).
+ * Errors name the file and either line:column (syntax) or the dotted path of
+ * the bad field, e.g. "plans/x.json: arena.tp: must be an integer >= 1".
+ * On success *out owns its memory (bk_plan_free). On failure *out is zeroed. */
+bk_status bk_plan_load(const char *path, const char *const *sets, int nsets, bk_plan *out,
+                       bk_err *err);
+
+/* The same from JSON text; `label` stands for the file name in messages. */
+bk_status bk_plan_parse(const char *text, const char *label, const char *const *sets,
+                        int nsets, bk_plan *out, bk_err *err);
+
+void bk_plan_free(bk_plan *plan);
+
+/* The plan as run, as canonical JSON text (sorted keys, compact); caller frees. */
+char *bk_plan_dump(const bk_plan *plan);
+
+const char *bk_phase_name(bk_phase p);
+const char *bk_backend_name(bk_backend b);
+const char *bk_drift_policy_name(bk_drift_policy p);
+const char *bk_lane_policy_name(bk_lane_policy p);
+
+#endif

@@ -1,0 +1,36 @@
+/* main.c - the bracket command line: dispatch to subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "runner/cli.h"
+
+typedef struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *summary;
+} bk_command;
+
+static const bk_command commands[] = {
+    { NULL, NULL, NULL },
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: bracket COMMAND [ARGS]   (bracket COMMAND --help for each)\n\n");
+    for (const bk_command *c = commands; c->name; c++)
+        fprintf(f, "  %-8s %s\n", c->name, c->summary);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? BK_EXIT_USAGE : 0;
+    }
+    for (const bk_command *c = commands; c->name; c++)
+        if (!strcmp(c->name, argv[1]))
+            return c->fn(argc - 1, argv + 1);
+    fprintf(stderr, "bracket: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return BK_EXIT_USAGE;
+}

@@ -1,0 +1,85 @@
+/* status.c - error recording and relay, clocks, string helpers. */
+#define _POSIX_C_SOURCE 200809L
+#include "runner/status.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+bk_status bk__fail_at(bk_err *err, bk_status code, const char *file, int line,
+                      const char *fmt, ...)
+{
+    if (!err)
+        return code;
+    if (err->code == BK_OK || err->msg[0] == '\0') {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+        err->code = code;
+        snprintf(err->trail, sizeof err->trail, "%s:%d", file, line);
+    }
+    return code;
+}
+
+bk_status bk__relay_at(bk_err *err, bk_status code, const char *file, int line)
+{
+    if (!err)
+        return code;
+    if (err->code == BK_OK)
+        err->code = code;
+    size_t n = strlen(err->trail);
+    if (n + 2 < sizeof err->trail)
+        snprintf(err->trail + n, sizeof err->trail - n, "%s%s:%d", n ? " <- " : "",
+                 file, line);
+    return err->code;
+}
+
+void bk_err_clear(bk_err *err)
+{
+    if (err)
+        memset(err, 0, sizeof *err);
+}
+
+const char *bk_status_name(bk_status st)
+{
+    switch (st) {
+    case BK_OK: return "ok";
+    case BK_ERR_INPUT: return "bad input";
+    case BK_ERR_SYSTEM: return "system error";
+    case BK_ERR_TIMEOUT: return "time-out";
+    case BK_ERR_PEER: return "peer failure";
+    case BK_ERR_UNSUPPORTED: return "unsupported";
+    case BK_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown";
+}
+
+uint64_t bk_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void bk_sleep_ns(uint64_t ns)
+{
+    struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+int bk_strlcpy(char *dst, const char *src, size_t dst_size)
+{
+    size_t n = strlen(src);
+    if (dst_size == 0)
+        return -1;
+    if (n >= dst_size) {
+        memcpy(dst, src, dst_size - 1);
+        dst[dst_size - 1] = '\0';
+        return -1;
+    }
+    memcpy(dst, src, n + 1);
+    return 0;
+}

@@ -1,0 +1,61 @@
+/* status.h - bk_status results, error messages that travel upward, and small shared helpers. */
+#ifndef BK_STATUS_H
+#define BK_STATUS_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Every library function returns one of these; only main() prints and exits.
+ * The process exit status a command maps to is in runner/cli.h. */
+typedef enum bk_status {
+    BK_OK = 0,
+    BK_ERR_INPUT,       /* bad plan, snapshot, flag, message: the user's to fix */
+    BK_ERR_SYSTEM,      /* a system call failed (errno in the message) */
+    BK_ERR_TIMEOUT,     /* a bounded wait ran out */
+    BK_ERR_PEER,        /* a peer process failed or sent garbage */
+    BK_ERR_UNSUPPORTED, /* outside what this build or machine can do */
+    BK_ERR_INTERNAL     /* a bug or an unexpected library failure */
+} bk_status;
+
+/* The message buffer a failing call fills. The first failure writes `msg`;
+ * callers that relay it upward append "file:line" to `trail`, so the user sees
+ * what went wrong and a developer sees where. */
+typedef struct bk_err {
+    bk_status code;
+    char msg[1024];
+    char trail[256];
+} bk_err;
+
+/* Record a failure (printf-style message) and return `code`. A message already
+ * set is kept: the first, most specific failure wins. `err` may be NULL. */
+bk_status bk__fail_at(bk_err *err, bk_status code, const char *file, int line,
+                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+#define BK_FAIL(err, code, ...) bk__fail_at((err), (code), __FILE__, __LINE__, __VA_ARGS__)
+
+/* Append where an error passed through; returns err->code. */
+bk_status bk__relay_at(bk_err *err, bk_status code, const char *file, int line);
+
+/* BK_TRY(call, err): run a bk_status call; on failure relay and `goto out`
+ * (the function's one exit path) with `st` holding the status. */
+#define BK_TRY(call)                                                   \
+    do {                                                               \
+        st = (call);                                                   \
+        if (st != BK_OK) {                                             \
+            bk__relay_at(err, st, __FILE__, __LINE__);                 \
+            goto out;                                                  \
+        }                                                              \
+    } while (0)
+
+void bk_err_clear(bk_err *err);
+const char *bk_status_name(bk_status st);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t bk_now_ns(void);
+/* Sleep for `ns` nanoseconds (restarts on EINTR unless `interruptible`). */
+void bk_sleep_ns(uint64_t ns);
+
+/* Copy at most dst_size-1 bytes and NUL-terminate; returns 0 when it fitted. */
+int bk_strlcpy(char *dst, const char *src, size_t dst_size);
+
+#endif

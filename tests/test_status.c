@@ -1,0 +1,50 @@
+/* test_status.c - error recording keeps the first message and relays the trail. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "runner/status.h"
+
+static bk_status inner(bk_err *err) { return BK_FAIL(err, BK_ERR_INPUT, "bad %s", "thing"); }
+static bk_status outer(bk_err *err)
+{
+    bk_status st = BK_OK;
+    BK_TRY(inner(err));
+    BK_FAIL(err, BK_ERR_INTERNAL, "not reached");
+out:
+    return st;
+}
+
+static void test_first_message_wins(void **state)
+{
+    (void)state;
+    bk_err err = { 0 };
+    assert_int_equal(outer(&err), BK_ERR_INPUT);
+    assert_string_equal(err.msg, "bad thing");
+    assert_non_null(strstr(err.trail, "<-"));
+    BK_FAIL(&err, BK_ERR_SYSTEM, "later");
+    assert_string_equal(err.msg, "bad thing");
+    bk_err_clear(&err);
+    assert_int_equal(err.code, BK_OK);
+}
+
+static void test_strlcpy(void **state)
+{
+    (void)state;
+    char b[4];
+    assert_int_equal(bk_strlcpy(b, "abc", sizeof b), 0);
+    assert_int_not_equal(bk_strlcpy(b, "abcd", sizeof b), 0);
+    assert_string_equal(b, "abc");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_first_message_wins),
+        cmocka_unit_test(test_strlcpy),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
