@@ -1,0 +1,420 @@
+/* cmd_run.c - `bracket run PLAN`: set-up on rank 0, the arms, scoring, the record. */
+#include <errno.h>
+#include <getopt.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef BK_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "kernels/catalog.h"
+#include "runner/cli.h"
+#include "runner/digest.h"
+#include "runner/orchestrate.h"
+#include "runner/report.h"
+
+#define MAX_SETS 64
+
+typedef struct run_opts {
+    const char *plan;
+    const char *out;
+    const char *sets[MAX_SETS];
+    int nsets;
+    int quiet;
+    int help;
+} run_opts;
+
+typedef struct setup_msg {
+    int32_t status;     /* exit status when nonzero: every rank leaves */
+    int32_t backend;
+    double arm_s;
+    char run_id[BK_RUN_ID_LEN];
+    char ep_rv[320];
+    char ep_samples[320];
+    int64_t plan_len;
+} setup_msg;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: mpirun -np N bracket run PLAN [--out DIR] [--set PATH=VALUE]... [--quiet]\n"
+        "\n"
+        "Runs the plan's bracket: B (incumbent, baseline lane) -> C (candidate, disjoint\n"
+        "lane) -> B' (incumbent again; under protocol v7 only when B/C cannot decide), then\n"
+        "the audit A (candidate, eager, untimed) and the pristine reference T (incumbent),\n"
+        "each arm as fresh engine processes. Needs 2 x tp x ep ranks (tp x ep with\n"
+        "lanes.policy=shared, a one-GPU rehearsal).\n"
+        "\n"
+        "  -o, --out DIR        where DIR/<run-id>/record.json and samples.msgpack go\n"
+        "                       (default: bracket-out)\n"
+        "  -s, --set PATH=VAL   override one plan field by its dotted path, e.g.\n"
+        "                       --set candidate.variant=shm_twopass (repeatable; the record\n"
+        "                       keeps the plan as run)\n"
+        "  -q, --quiet          no progress line\n"
+        "  -h, --help           this text\n"
+        "\n"
+        "Exit status: 0 PASS, 3 FAIL, 4 NO_DECISION, 2 bad input or usage, 1 internal failure.\n");
+}
+
+static int parse(int argc, char **argv, run_opts *o, char *msg, size_t len)
+{
+    static const struct option opts[] = {
+        { "out", required_argument, 0, 'o' }, { "set", required_argument, 0, 's' },
+        { "quiet", no_argument, 0, 'q' },     { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 }
+    };
+    memset(o, 0, sizeof *o);
+    o->out = "bracket-out";
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "+o:s:qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': o->out = optarg; break;
+        case 's':
+            if (o->nsets == MAX_SETS) {
+                snprintf(msg, len, "too many --set (at most %d)", MAX_SETS);
+                return -1;
+            }
+            o->sets[o->nsets++] = optarg;
+            break;
+        case 'q': o->quiet = 1; break;
+        case 'h': o->help = 1; return 0;
+        default:
+            snprintf(msg, len, "unknown or incomplete option '%s'", argv[optind - 1]);
+            return -1;
+        }
+    }
+    if (optind != argc - 1) {
+        snprintf(msg, len, optind >= argc ? "missing PLAN" : "one PLAN expected, got %d",
+                 argc - optind);
+        return -1;
+    }
+    o->plan = argv[optind];
+    return 0;
+}
+
+static bk_status mkdir_p(const char *path, bk_err *err)
+{
+    char tmp[512];
+    if (bk_strlcpy(tmp, path, sizeof tmp) != 0)
+        return BK_FAIL(err, BK_ERR_INPUT, "--out: path too long");
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+            return BK_FAIL(err, BK_ERR_INPUT, "cannot create output folder %s: %s", tmp,
+                           strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+        return BK_FAIL(err, BK_ERR_INPUT, "cannot create output folder %s: %s", tmp, strerror(errno));
+    if (access(tmp, W_OK | X_OK) != 0)
+        return BK_FAIL(err, BK_ERR_INPUT, "output folder %s is not writable: %s", tmp,
+                       strerror(errno));
+    return BK_OK;
+}
+
+static void make_run_id(const bk_plan *p, char *out, size_t len)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    unsigned rnd = (unsigned)(bk_now_ns() ^ ((uint64_t)getpid() << 16));
+    rnd = rnd * 2654435761u;
+    char name[48];
+    bk_strlcpy(name, p->name, sizeof name);
+    snprintf(out, len, "%04d%02d%02dT%02d%02d%02dZ-%s-%06x", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, name, rnd & 0xFFFFFF);
+}
+
+static bk_backend resolve_backend(bk_backend want)
+{
+    if (want != BK_BACKEND_AUTO)
+        return want;
+#ifdef BK_HAVE_CUDA
+    int n = 0;
+    if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0)
+        return BK_BACKEND_CUDA;
+#endif
+    return BK_BACKEND_CPU;
+}
+
+/* Lanes for the walking skeleton: ranks 0..L-1 and L..2L-1 on one host. */
+static bk_status pick_lanes(bk_run *run, bk_err *err)
+{
+    const bk_plan *p = &run->plan;
+    int L = p->arena.tp * p->arena.ep;
+    run->lane_size = L;
+    if (L > BK_MAX_LANE)
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: arena.tp x arena.ep = %d exceeds %d ranks", p->path,
+                       L, BK_MAX_LANE);
+    int shared = p->lane_policy == BK_LANES_SHARED;
+    int need = shared ? L : 2 * L;
+    if (run->world_size < need)
+        return BK_FAIL(err, BK_ERR_INPUT,
+                       "%s: lanes.policy %s with tp %d x ep %d needs %d ranks, mpirun started %d "
+                       "(use -np %d%s)", p->path, shared ? "shared" : "disjoint", p->arena.tp,
+                       p->arena.ep, need, run->world_size, need,
+                       shared ? "" : ", or lanes.policy=shared for a one-GPU rehearsal");
+    for (int i = 0; i < L; i++) {
+        run->baseline[i] = i;
+        run->candidate[i] = shared ? i : L + i;
+    }
+    run->shared_lanes = shared;
+    for (int i = 0; i < need; i++)
+        if (strcmp(run->hosts[i], run->hosts[0]) != 0)
+            return BK_FAIL(err, BK_ERR_UNSUPPORTED,
+                           "rank %d runs on %s and rank 0 on %s: lanes across hosts need the TCP "
+                           "transport, which this version does not have yet", i, run->hosts[i],
+                           run->hosts[0]);
+    snprintf(run->lane_signature, sizeof run->lane_signature, "%s:1host:%dranks",
+             bk_backend_name(run->backend), L);
+    snprintf(run->lane_note, sizeof run->lane_note,
+             shared ? "shared lanes: B and C ran on the same ranks (a rehearsal, not a bracket)"
+                    : "disjoint lanes on one host");
+    return BK_OK;
+}
+
+/* Rank 0's set-up; on failure the message is printed and the exit status returned. */
+static int setup_rank0(const run_opts *o, bk_run *run, bk_coord **coord, char **plan_text,
+                       bk_err *err)
+{
+    bk_status st;
+    if ((st = bk_plan_load(o->plan, o->sets, o->nsets, &run->plan, err)) != BK_OK)
+        return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
+    run->backend = resolve_backend(run->plan.backend);
+    if ((st = bk_catalog_check_plan(&run->plan, run->backend, err)) != BK_OK)
+        return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
+    if ((st = pick_lanes(run, err)) != BK_OK)
+        return BK_EXIT_USAGE;
+    make_run_id(&run->plan, run->run_id, sizeof run->run_id);
+    bk_strlcpy(run->out_dir, o->out, sizeof run->out_dir);
+    snprintf(run->run_dir, sizeof run->run_dir, "%s/%s", o->out, run->run_id);
+    if ((st = mkdir_p(o->out, err)) != BK_OK)
+        return BK_EXIT_USAGE;
+    if (mkdir(run->run_dir, 0755) != 0) {
+        BK_FAIL(err, BK_ERR_INPUT, "cannot create %s: %s", run->run_dir, strerror(errno));
+        return BK_EXIT_USAGE;
+    }
+    *plan_text = bk_plan_dump(&run->plan);
+    if (!*plan_text) {
+        BK_FAIL(err, BK_ERR_INTERNAL, "cannot serialise the plan");
+        return BK_EXIT_INTERNAL;
+    }
+    bk_sha256_hex(*plan_text, strlen(*plan_text), run->plan_digest);
+    run->routing_share = bk_routing_share(&run->plan, run->backend, 1);
+    const bk_target *tg = bk_catalog_target(run->plan.target);
+    run->noutputs = 0;
+    for (int t = 0; t < tg->ntensors; t++)
+        if (tg->tensor_is_output[t] && run->noutputs < 16)
+            run->output_names[run->noutputs++] = tg->tensor_names[t];
+    if ((st = bk_coord_open(coord, run->run_id, run->plan.workload.nshapes,
+                            run->plan.workload.iters, run->noutputs, err)) != BK_OK)
+        return BK_EXIT_INTERNAL;
+    return 0;
+}
+
+/* Write the plan as run into a private folder of this agent. */
+static int write_private_plan(const char *text, char *dir, size_t dlen, char *path, size_t plen)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, dlen, "%s/bracket-agent-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir))
+        return -1;
+    snprintf(path, plen, "%s/plan.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    int ok = fputs(text, f) >= 0;
+    ok = fclose(f) == 0 && ok;
+    return ok ? 0 : -1;
+}
+
+static void run_arms(bk_run *run, bk_coord *coord, const bk_agent_env *env)
+{
+    const bk_plan *p = &run->plan;
+    int order[3] = { BK_ARM_IDX_B, BK_ARM_IDX_C, BK_ARM_IDX_BP };
+    for (int k = 0; k < 3; k++) {
+        int idx = order[k];
+        if (idx == BK_ARM_IDX_BP && p->protocol.version == BK_PROTO_V7) {
+            bk_score look;
+            bk_err e = { 0 };
+            if (bk_run_evaluate(run, 1, &look, &e) == BK_OK &&
+                look.verdict != BK_VERDICT_NO_DECISION) {
+                snprintf(run->stopped, sizeof run->stopped,
+                         "v7: B/C decided (%s), B' not run", bk_verdict_name(look.verdict));
+                break;
+            }
+        }
+        bk_err err = { 0 };
+        if (!env->quiet)
+            fprintf(stderr, "bracket: arm %s (%s) on %d rank(s)...\n", bk_arm_names[idx],
+                    idx == BK_ARM_IDX_C ? p->candidate.name : p->incumbent.name, run->lane_size);
+        if (bk_run_arm(run, coord, env, idx, &err) != BK_OK || !run->arms[idx].ok) {
+            snprintf(run->stopped, sizeof run->stopped, "arm %s failed; later arms not run",
+                     bk_arm_names[idx]);
+            if (err.msg[0])
+                bk_strlcpy(run->arms[idx].reason, err.msg, sizeof run->arms[idx].reason);
+            return;
+        }
+    }
+    for (int idx = BK_ARM_IDX_A; idx <= BK_ARM_IDX_T; idx++) {
+        bk_err err = { 0 };
+        if (!env->quiet)
+            fprintf(stderr, "bracket: arm %s (%s, audit) on %d rank(s)...\n", bk_arm_names[idx],
+                    idx == BK_ARM_IDX_A ? p->candidate.name : p->incumbent.name, run->lane_size);
+        if (bk_run_arm(run, coord, env, idx, &err) != BK_OK || !run->arms[idx].ok) {
+            snprintf(run->stopped, sizeof run->stopped, "arm %s failed; later arms not run",
+                     bk_arm_names[idx]);
+            if (err.msg[0])
+                bk_strlcpy(run->arms[idx].reason, err.msg, sizeof run->arms[idx].reason);
+            return;
+        }
+    }
+}
+
+static int verdict_exit(bk_verdict v)
+{
+    return v == BK_VERDICT_PASS ? BK_EXIT_PASS
+         : v == BK_VERDICT_FAIL ? BK_EXIT_FAIL : BK_EXIT_NO_DECISION;
+}
+
+int bk_cmd_run(int argc, char **argv)
+{
+    int rank = 0, size = 1;
+    MPI_Init(NULL, NULL);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+
+    run_opts o;
+    char msg[256];
+    int rc = 0;
+    bk_run *run = NULL;
+    bk_coord *coord = NULL;
+    char *plan_text = NULL;
+    char agent_dir[300] = "", plan_path[340] = "";
+    bk_err err = { 0 };
+
+    if (parse(argc, argv, &o, msg, sizeof msg) != 0) {
+        if (rank == 0) {
+            fprintf(stderr, "bracket run: %s\n", msg);
+            usage(stderr);
+        }
+        rc = BK_EXIT_USAGE;
+        goto out;
+    }
+    if (o.help) {
+        if (rank == 0)
+            usage(stdout);
+        goto out;
+    }
+    run = calloc(1, sizeof *run);
+    if (!run) {
+        rc = BK_EXIT_INTERNAL;
+        goto out;
+    }
+    run->world_size = size;
+    run->hosts = calloc((size_t)size, sizeof *run->hosts);
+    char host[BK_HOST_LEN] = "";
+    gethostname(host, sizeof host - 1);
+    MPI_Allgather(host, BK_HOST_LEN, MPI_CHAR, run->hosts, BK_HOST_LEN, MPI_CHAR, MPI_COMM_WORLD);
+
+    setup_msg sm;
+    memset(&sm, 0, sizeof sm);
+    if (rank == 0) {
+        sm.status = setup_rank0(&o, run, &coord, &plan_text, &err);
+        if (sm.status != 0) {
+            fprintf(stderr, "bracket run: %s\n", err.msg);
+        } else {
+            sm.backend = run->backend;
+            sm.arm_s = run->plan.timeouts.arm_s;
+            bk_strlcpy(sm.run_id, run->run_id, sizeof sm.run_id);
+            bk_strlcpy(sm.ep_rv, bk_coord_rendezvous_ep(coord), sizeof sm.ep_rv);
+            bk_strlcpy(sm.ep_samples, bk_coord_samples_ep(coord), sizeof sm.ep_samples);
+            sm.plan_len = (int64_t)strlen(plan_text);
+        }
+    }
+    MPI_Bcast(&sm, sizeof sm, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (sm.status != 0) {
+        rc = sm.status;
+        goto out;
+    }
+    if (rank != 0) {
+        plan_text = malloc((size_t)sm.plan_len + 1);
+        if (!plan_text)
+            MPI_Abort(MPI_COMM_WORLD, BK_EXIT_INTERNAL);
+    }
+    MPI_Bcast(plan_text, (int)sm.plan_len + 1, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (write_private_plan(plan_text, agent_dir, sizeof agent_dir, plan_path, sizeof plan_path)) {
+        fprintf(stderr, "bracket [%s rank %d]: cannot write the plan to a private folder: %s\n",
+                host, rank, strerror(errno));
+        MPI_Abort(MPI_COMM_WORLD, BK_EXIT_INTERNAL);
+    }
+    char exe[1024];
+    if (bk_self_exe(exe, sizeof exe, &err) != BK_OK) {
+        fprintf(stderr, "bracket [%s rank %d]: %s\n", host, rank, err.msg);
+        MPI_Abort(MPI_COMM_WORLD, BK_EXIT_INTERNAL);
+    }
+    MPI_Comm local;
+    int local_rank = 0;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
+    MPI_Comm_rank(local, &local_rank);
+    MPI_Comm_free(&local);
+    bk_agent_env env = {
+        .exe = exe, .plan_path = plan_path, .run_id = sm.run_id, .ep_rv = sm.ep_rv,
+        .ep_samples = sm.ep_samples, .backend = (bk_backend)sm.backend,
+        .device = sm.backend == BK_BACKEND_CUDA ? bk_local_device(local_rank) : -1,
+        .mpi_rank = rank, .host = host, .arm_s = sm.arm_s, .quiet = o.quiet,
+    };
+    if (rank != 0) {
+        bk_agent_loop(&env);
+        rc = 0;
+        goto out;
+    }
+    if (!o.quiet)
+        bk_report_header(stdout, run);
+    run_arms(run, coord, &env);
+    bk_run_finish_agents();
+    run->wire = *bk_coord_stats(coord);
+    bk_run_quality(run);
+    bk_score score;
+    memset(&score, 0, sizeof score);
+    if (bk_run_evaluate(run, 0, &score, &err) != BK_OK) {
+        fprintf(stderr, "bracket run: scoring failed: %s\n", err.msg);
+        rc = BK_EXIT_INTERNAL;
+    }
+    bk_err rerr = { 0 };
+    bk_status rst = bk_record_write(run, &score, &rerr);
+    bk_report_print(stdout, run, &score);
+    if (rst != BK_OK) {
+        fprintf(stderr, "bracket run: the record was not written: %s\n", rerr.msg);
+        rc = BK_EXIT_INTERNAL;
+    } else {
+        printf("record: %s/record.json\n", run->run_dir);
+    }
+    if (rc == 0)
+        rc = verdict_exit(score.verdict);
+out:
+    if (plan_path[0])
+        unlink(plan_path);
+    if (agent_dir[0])
+        rmdir(agent_dir);
+    bk_coord_close(coord);
+    free(plan_text);
+    if (run) {
+        for (int i = 0; i < BK_ARM_NAMES; i++)
+            bk_arm_free(&run->arms[i], run->plan.workload.nshapes, run->noutputs);
+        bk_run_free(run);
+        free(run);
+    }
+    fflush(stdout);
+    MPI_Finalize();
+    return rc;
+}

@@ -1,0 +1,356 @@
+/* coordinator.c - rank 0's rendezvous and sample sink over ZeroMQ. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "collectives/collectives.h"
+#include "runner/coordinator.h"
+
+const char *const bk_arm_names[BK_ARM_NAMES] = { "B", "C", "B'", "A", "T" };
+
+typedef struct rv_slot {
+    unsigned char id[256];
+    size_t id_len;
+    unsigned char blob[BK_BLOB_MAX];
+    size_t blob_len;
+} rv_slot;
+
+struct bk_coord {
+    void *zctx, *router, *pull;
+    char dir[256];
+    char ep_rv[320], ep_samples[320];
+    bk_wire_decoder *dec;
+    bk_wire_stats stats;
+    char run_id[BK_RUN_ID_LEN];
+    int nshapes, iters, noutputs;
+    bk_arm_run *cur;
+    rv_slot *slots;
+    int nhello;
+    int answered;
+    bk_wire_buf buf;
+};
+
+bk_status bk_coord_open(bk_coord **out, const char *run_id, int nshapes, int iters, int noutputs,
+                        bk_err *err)
+{
+    bk_status st = BK_OK;
+    bk_coord *c = calloc(1, sizeof *c);
+    if (!c)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "coordinator: out of memory");
+    bk_strlcpy(c->run_id, run_id, sizeof c->run_id);
+    c->nshapes = nshapes;
+    c->iters = iters;
+    c->noutputs = noutputs;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(c->dir, sizeof c->dir, "%s/bracket-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (strlen(c->dir) > 80 || !mkdtemp(c->dir)) { /* ipc paths must stay short */
+        snprintf(c->dir, sizeof c->dir, "/tmp/bracket-XXXXXX");
+        if (!mkdtemp(c->dir)) {
+            st = BK_FAIL(err, BK_ERR_SYSTEM, "coordinator: mkdtemp: %s", strerror(errno));
+            c->dir[0] = '\0';
+            goto out;
+        }
+    }
+    chmod(c->dir, 0700);
+    snprintf(c->ep_rv, sizeof c->ep_rv, "ipc://%s/rv", c->dir);
+    snprintf(c->ep_samples, sizeof c->ep_samples, "ipc://%s/samples", c->dir);
+    c->zctx = zmq_ctx_new();
+    if (!c->zctx) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "coordinator: zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
+        goto out;
+    }
+    c->router = zmq_socket(c->zctx, ZMQ_ROUTER);
+    c->pull = zmq_socket(c->zctx, ZMQ_PULL);
+    int zero = 0, hwm = 100000;
+    if (!c->router || !c->pull ||
+        zmq_setsockopt(c->router, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+        zmq_setsockopt(c->pull, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+        zmq_setsockopt(c->pull, ZMQ_RCVHWM, &hwm, sizeof hwm) != 0 ||
+        zmq_bind(c->router, c->ep_rv) != 0 || zmq_bind(c->pull, c->ep_samples) != 0) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "coordinator: cannot bind %s / %s: %s", c->ep_rv,
+                     c->ep_samples, zmq_strerror(zmq_errno()));
+        goto out;
+    }
+    BK_TRY(bk_wire_decoder_new(&c->dec, err));
+out:
+    if (st != BK_OK) {
+        bk_coord_close(c);
+        c = NULL;
+    }
+    *out = c;
+    return st;
+}
+
+const char *bk_coord_rendezvous_ep(const bk_coord *c) { return c->ep_rv; }
+const char *bk_coord_samples_ep(const bk_coord *c) { return c->ep_samples; }
+const bk_wire_stats *bk_coord_stats(const bk_coord *c) { return &c->stats; }
+
+bk_status bk_coord_begin_arm(bk_coord *c, bk_arm_run *arm, bk_err *err)
+{
+    free(c->slots);
+    c->slots = calloc((size_t)arm->world, sizeof *c->slots);
+    if (!c->slots)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "coordinator: out of memory");
+    c->nhello = 0;
+    c->answered = 0;
+    for (int r = 0; r < arm->world; r++) {
+        bk_rank_data *d = &arm->r[r];
+        d->ns = calloc((size_t)c->nshapes, sizeof *d->ns);
+        d->ns_seen = calloc((size_t)c->nshapes, sizeof *d->ns_seen);
+        d->tensors = calloc((size_t)(c->nshapes * c->noutputs), sizeof *d->tensors);
+        d->tensor_len = calloc((size_t)(c->nshapes * c->noutputs), sizeof *d->tensor_len);
+        if (!d->ns || !d->ns_seen || !d->tensors || !d->tensor_len)
+            return BK_FAIL(err, BK_ERR_SYSTEM, "coordinator: out of memory");
+        if (arm->audit)
+            continue;
+        for (int s = 0; s < c->nshapes; s++) {
+            d->ns[s] = malloc((size_t)c->iters * sizeof(uint64_t));
+            if (!d->ns[s])
+                return BK_FAIL(err, BK_ERR_SYSTEM, "coordinator: out of memory for samples");
+            memset(d->ns[s], 0xFF, (size_t)c->iters * sizeof(uint64_t));
+        }
+    }
+    c->cur = arm;
+    return BK_OK;
+}
+
+void bk_arm_free(bk_arm_run *arm, int nshapes, int noutputs)
+{
+    if (!arm || !arm->r)
+        return;
+    for (int r = 0; r < arm->world; r++) {
+        bk_rank_data *d = &arm->r[r];
+        for (int s = 0; d->ns && s < nshapes; s++)
+            free(d->ns[s]);
+        for (int k = 0; d->tensors && k < nshapes * noutputs; k++)
+            free(d->tensors[k]);
+        free(d->ns);
+        free(d->ns_seen);
+        free(d->tensors);
+        free(d->tensor_len);
+    }
+    free(arm->r);
+    free(arm->lane);
+    arm->r = NULL;
+    arm->lane = NULL;
+}
+
+static void answer_rendezvous(bk_coord *c)
+{
+    bk_arm_run *a = c->cur;
+    const void **blobs = calloc((size_t)a->world, sizeof *blobs);
+    size_t *lens = calloc((size_t)a->world, sizeof *lens);
+    if (!blobs || !lens)
+        goto out;
+    for (int r = 0; r < a->world; r++) {
+        blobs[r] = c->slots[r].blob;
+        lens[r] = c->slots[r].blob_len;
+    }
+    for (int r = 0; r < a->world; r++) {
+        bk_wire_hdr h = { c->run_id, a->name, (uint32_t)r };
+        if (bk_wire_peers(&c->buf, &h, (uint32_t)a->world, blobs, lens, NULL) != BK_OK)
+            goto out;
+        zmq_send(c->router, c->slots[r].id, c->slots[r].id_len, ZMQ_SNDMORE);
+        zmq_send(c->router, c->buf.data, c->buf.size, 0);
+    }
+    c->answered = 1;
+out:
+    free(blobs);
+    free(lens);
+}
+
+static void on_router(bk_coord *c)
+{
+    zmq_msg_t id, body;
+    zmq_msg_init(&id);
+    zmq_msg_init(&body);
+    if (zmq_msg_recv(&id, c->router, 0) < 0)
+        goto out;
+    if (!zmq_msg_more(&id) || zmq_msg_recv(&body, c->router, 0) < 0) {
+        c->stats.rejected[BK_REJ_MALFORMED]++;
+        goto out;
+    }
+    while (zmq_msg_more(&body)) { /* extra frames: drain and reject */
+        zmq_msg_close(&body);
+        zmq_msg_init(&body);
+        if (zmq_msg_recv(&body, c->router, 0) < 0)
+            break;
+    }
+    bk_arm_run *a = c->cur;
+    if (!a) {
+        c->stats.rejected[BK_REJ_WRONG_ARM]++;
+        goto out;
+    }
+    bk_wire_expect ex = { c->run_id, a->name, (uint32_t)a->world, 0 };
+    bk_msg m;
+    bk_wire_reject why;
+    if (bk_wire_decode(c->dec, zmq_msg_data(&body), zmq_msg_size(&body), &ex, &m, &c->stats, &why,
+                       NULL) != BK_OK)
+        goto out;
+    if (m.type != BK_MSG_HELLO || m.world != (uint32_t)a->world || m.blob_len > BK_BLOB_MAX ||
+        zmq_msg_size(&id) > sizeof c->slots[0].id || a->r[m.rank].hello) {
+        c->stats.accepted--;
+        c->stats.rejected[BK_REJ_BAD_FIELD]++;
+        goto out;
+    }
+    rv_slot *s = &c->slots[m.rank];
+    memcpy(s->id, zmq_msg_data(&id), zmq_msg_size(&id));
+    s->id_len = zmq_msg_size(&id);
+    memcpy(s->blob, m.blob, m.blob_len);
+    s->blob_len = m.blob_len;
+    a->r[m.rank].hello = 1;
+    a->r[m.rank].pid = m.pid;
+    if (++c->nhello == a->world)
+        answer_rendezvous(c);
+out:
+    zmq_msg_close(&id);
+    zmq_msg_close(&body);
+}
+
+static void on_pull(bk_coord *c)
+{
+    zmq_msg_t body;
+    zmq_msg_init(&body);
+    if (zmq_msg_recv(&body, c->pull, 0) < 0)
+        goto out;
+    bk_arm_run *a = c->cur;
+    if (!a) {
+        c->stats.rejected[BK_REJ_WRONG_ARM]++;
+        goto out;
+    }
+    bk_wire_expect ex = { c->run_id, a->name, (uint32_t)a->world, (uint32_t)c->nshapes };
+    bk_msg m;
+    bk_wire_reject why;
+    if (bk_wire_decode(c->dec, zmq_msg_data(&body), zmq_msg_size(&body), &ex, &m, &c->stats, &why,
+                       NULL) != BK_OK)
+        goto out;
+    bk_rank_data *d = &a->r[m.rank];
+    switch (m.type) {
+    case BK_MSG_SAMPLES:
+        if (a->audit || m.first > (uint64_t)c->iters || m.n > (uint64_t)c->iters - m.first) {
+            c->stats.accepted--;
+            c->stats.rejected[BK_REJ_BAD_FIELD]++;
+            break;
+        }
+        memcpy(d->ns[m.shape] + m.first, m.ns, m.n * sizeof(uint64_t));
+        d->ns_seen[m.shape] += m.n;
+        d->samples_got += m.n;
+        break;
+    case BK_MSG_TENSOR: {
+        int k = -1;
+        /* outputs are sent in target order; the name picks the slot */
+        for (int o = 0; o < c->noutputs; o++) {
+            size_t idx = (size_t)m.shape * (size_t)c->noutputs + (size_t)o;
+            if (!d->tensors[idx]) {
+                k = (int)idx;
+                break;
+            }
+        }
+        if (!a->audit || k < 0) {
+            c->stats.accepted--;
+            c->stats.rejected[BK_REJ_BAD_FIELD]++;
+            break;
+        }
+        d->tensors[k] = malloc(m.data_len ? m.data_len : 1);
+        if (d->tensors[k]) {
+            memcpy(d->tensors[k], m.data, m.data_len);
+            d->tensor_len[k] = m.data_len;
+        }
+        break;
+    }
+    case BK_MSG_STATUS:
+        d->status_seen = 1;
+        d->status_ok = m.ok;
+        bk_strlcpy(d->status_msg, m.message, sizeof d->status_msg);
+        d->samples_claimed = m.samples;
+        d->t_first_ns = m.t_first_ns;
+        break;
+    default:
+        c->stats.accepted--;
+        c->stats.rejected[BK_REJ_UNKNOWN_TYPE]++;
+        break;
+    }
+out:
+    zmq_msg_close(&body);
+}
+
+int bk_coord_poll(bk_coord *c, int timeout_ms)
+{
+    int handled = 0;
+    zmq_pollitem_t items[2] = { { c->router, 0, ZMQ_POLLIN, 0 }, { c->pull, 0, ZMQ_POLLIN, 0 } };
+    int rc = zmq_poll(items, 2, timeout_ms);
+    if (rc <= 0)
+        return 0;
+    /* drain what is queued without waiting again */
+    for (int round = 0; round < 4096; round++) {
+        int any = 0;
+        int ev = 0;
+        size_t sz = sizeof ev;
+        if (zmq_getsockopt(c->router, ZMQ_EVENTS, &ev, &sz) == 0 && (ev & ZMQ_POLLIN)) {
+            on_router(c);
+            any = 1;
+        }
+        sz = sizeof ev;
+        if (zmq_getsockopt(c->pull, ZMQ_EVENTS, &ev, &sz) == 0 && (ev & ZMQ_POLLIN)) {
+            on_pull(c);
+            any = 1;
+        }
+        if (!any)
+            break;
+        handled += any;
+    }
+    return handled;
+}
+
+int bk_coord_all_status(const bk_coord *c)
+{
+    if (!c->cur)
+        return 0;
+    for (int r = 0; r < c->cur->world; r++)
+        if (!c->cur->r[r].status_seen)
+            return 0;
+    return 1;
+}
+
+uint64_t bk_coord_progress(const bk_coord *c, int *shape_out)
+{
+    *shape_out = 0;
+    if (!c->cur || c->cur->audit)
+        return 0;
+    const bk_rank_data *d = &c->cur->r[0];
+    uint64_t total = 0;
+    for (int s = 0; s < c->nshapes; s++) {
+        total += d->ns_seen[s];
+        if (d->ns_seen[s])
+            *shape_out = s;
+    }
+    return total;
+}
+
+void bk_coord_close(bk_coord *c)
+{
+    if (!c)
+        return;
+    if (c->router)
+        zmq_close(c->router);
+    if (c->pull)
+        zmq_close(c->pull);
+    if (c->zctx)
+        zmq_ctx_term(c->zctx);
+    bk_wire_decoder_free(c->dec);
+    bk_wire_buf_free(&c->buf);
+    free(c->slots);
+    if (c->dir[0]) {
+        char p[300];
+        snprintf(p, sizeof p, "%s/rv", c->dir);
+        unlink(p);
+        snprintf(p, sizeof p, "%s/samples", c->dir);
+        unlink(p);
+        rmdir(c->dir);
+    }
+    free(c);
+}

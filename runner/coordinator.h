@@ -1,0 +1,86 @@
+/* coordinator.h - rank 0's ZeroMQ side: the rendezvous (ROUTER) and the sample sink (PULL)
+ * of one run, and what each arm's engines sent. */
+#ifndef BK_COORDINATOR_H
+#define BK_COORDINATOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runner/agent.h"
+#include "runner/status.h"
+#include "runner/wire.h"
+
+#define BK_ARM_NAMES 5
+enum { BK_ARM_IDX_B = 0, BK_ARM_IDX_C, BK_ARM_IDX_BP, BK_ARM_IDX_A, BK_ARM_IDX_T };
+extern const char *const bk_arm_names[BK_ARM_NAMES]; /* "B", "C", "B'", "A", "T" */
+
+#define BK_HOST_LEN 64
+
+/* What one lane rank of one arm produced. */
+typedef struct bk_rank_data {
+    int mpi_rank;
+    char host[BK_HOST_LEN];
+    int hello;              /* its hello reached the rendezvous */
+    int64_t pid;
+    int status_seen, status_ok;
+    char status_msg[512];
+    uint64_t samples_claimed;   /* as its status says */
+    uint64_t samples_got;
+    uint64_t t_first_ns;        /* engine start -> first timed iteration */
+    uint64_t **ns;              /* [shape][iter], UINT64_MAX where missing */
+    size_t *ns_seen;            /* [shape] samples received */
+    void **tensors;             /* [shape * noutputs] (audit arms) */
+    size_t *tensor_len;
+    bk_proc proc;               /* as its agent reported it */
+    int reported;               /* its agent's report arrived */
+    double spawn_s;             /* spawn -> exit, seconds */
+} bk_rank_data;
+
+typedef struct bk_arm_run {
+    int idx;                 /* BK_ARM_IDX_* */
+    const char *name;
+    char variant[128];
+    int audit;
+    int world;
+    int *lane;               /* MPI rank of each lane rank */
+    bk_rank_data *r;         /* [world] */
+    int ran;                 /* the arm was started */
+    int ok;
+    char reason[1024];
+    uint64_t t_start_ns, t_end_ns;
+} bk_arm_run;
+
+typedef struct bk_coord bk_coord; /* opaque */
+
+/* Bind the rendezvous and sample endpoints of run `run_id` in a private
+ * 0700 directory (ipc://). nshapes, iters and noutputs size the sample and
+ * tensor tables of each arm. */
+bk_status bk_coord_open(bk_coord **out, const char *run_id, int nshapes, int iters,
+                        int noutputs, bk_err *err);
+const char *bk_coord_rendezvous_ep(const bk_coord *c);
+const char *bk_coord_samples_ep(const bk_coord *c);
+
+/* Make `arm` the arm whose messages are accepted (others are rejected as
+ * WRONG_ARM and counted). Allocates its per-rank tables. */
+bk_status bk_coord_begin_arm(bk_coord *c, bk_arm_run *arm, bk_err *err);
+
+/* Serve the sockets for up to timeout_ms: answer the rendezvous once every
+ * lane rank said hello, store samples, tensors and statuses. Returns the
+ * number of messages handled. */
+int bk_coord_poll(bk_coord *c, int timeout_ms);
+
+/* 1 when every lane rank of the current arm sent its final status. */
+int bk_coord_all_status(const bk_coord *c);
+
+/* Samples received so far by lane rank 0 (progress). */
+uint64_t bk_coord_progress(const bk_coord *c, int *shape_out);
+
+const bk_wire_stats *bk_coord_stats(const bk_coord *c);
+
+/* Close sockets and context, remove the private directory. */
+void bk_coord_close(bk_coord *c);
+
+/* Free an arm's tables. */
+void bk_arm_free(bk_arm_run *arm, int nshapes, int noutputs);
+
+#endif

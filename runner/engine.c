@@ -1,0 +1,275 @@
+/* engine.c - `bracket engine`: one arm on one lane rank, started by an agent, never MPI.
+ * Rendezvous, peer memory, per-shape work with routing, samples and a final status pushed
+ * to the coordinator over ZeroMQ, then exit. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "runner/cli.h"
+#include "runner/engine.h"
+#include "runner/wire.h"
+
+typedef struct engine {
+    bk_engine_args a;
+    bk_plan plan;
+    const bk_target *target;
+    const bk_variant *v_arm;   /* the arm's variant */
+    const bk_variant *v_inc;   /* the incumbent, serving calls outside v_arm's domain */
+    void *s_arm, *s_inc;
+    const bk_engine_backend *be;
+    bk_backend_ctx *ctx;
+    void *zctx, *push;
+    bk_wire_buf buf;
+    bk_wire_hdr hdr;
+    uint64_t sent_samples;
+    uint64_t t_start_ns, t_first_ns;
+} engine;
+
+static bk_status push_msg(engine *e, bk_err *err)
+{
+    for (;;) {
+        if (zmq_send(e->push, e->buf.data, e->buf.size, 0) >= 0)
+            return BK_OK;
+        if (zmq_errno() != EINTR)
+            return BK_FAIL(err, BK_ERR_SYSTEM, "engine: push to %s: %s", e->a.samples,
+                           zmq_strerror(zmq_errno()));
+    }
+}
+
+static bk_status emit_samples(void *user, uint32_t shape, uint64_t first, const uint64_t *ns,
+                              size_t n, bk_err *err)
+{
+    engine *e = user;
+    bk_status st = bk_wire_samples(&e->buf, &e->hdr, shape, first, ns, n, err);
+    if (st != BK_OK)
+        return st;
+    e->sent_samples += n;
+    return push_msg(e, err);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: bracket engine --plan FILE --run ID --arm ARM --variant NAME\n"
+            "                      --rendezvous EP --samples EP --rank R --world N\n"
+            "                      [--device D] [--backend cpu|cuda] [--audit]\n"
+            "Started by the runner's agents, one per lane rank and arm; not for direct use.\n"
+            "Exit status 0 when the arm's work finished, 1 otherwise (the reason is pushed to\n"
+            "the coordinator as a status message and printed on stderr).\n");
+}
+
+static bk_status parse_args(int argc, char **argv, bk_engine_args *a, bk_err *err)
+{
+    static const struct option opts[] = {
+        { "plan", required_argument, 0, 'p' },  { "run", required_argument, 0, 'r' },
+        { "arm", required_argument, 0, 'a' },   { "variant", required_argument, 0, 'v' },
+        { "rendezvous", required_argument, 0, 'z' }, { "samples", required_argument, 0, 's' },
+        { "rank", required_argument, 0, 'k' },  { "world", required_argument, 0, 'w' },
+        { "device", required_argument, 0, 'd' }, { "backend", required_argument, 0, 'b' },
+        { "audit", no_argument, 0, 'A' },       { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 }
+    };
+    memset(a, 0, sizeof *a);
+    a->rank = a->world = -1;
+    a->device = -1;
+    a->backend = BK_BACKEND_CPU;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'p': a->plan_path = optarg; break;
+        case 'r': a->run_id = optarg; break;
+        case 'a': a->arm = optarg; break;
+        case 'v': a->variant = optarg; break;
+        case 'z': a->rendezvous = optarg; break;
+        case 's': a->samples = optarg; break;
+        case 'k': a->rank = atoi(optarg); break;
+        case 'w': a->world = atoi(optarg); break;
+        case 'd': a->device = atoi(optarg); break;
+        case 'b':
+            if (!strcmp(optarg, "cpu"))
+                a->backend = BK_BACKEND_CPU;
+            else if (!strcmp(optarg, "cuda"))
+                a->backend = BK_BACKEND_CUDA;
+            else
+                return BK_FAIL(err, BK_ERR_INPUT, "engine: --backend: '%s' is not cpu or cuda", optarg);
+            break;
+        case 'A': a->audit = 1; break;
+        case 'h': usage(stdout); exit(0);
+        default: return BK_FAIL(err, BK_ERR_INPUT, "engine: bad arguments (see --help)");
+        }
+    }
+    if (!a->plan_path || !a->run_id || !a->arm || !a->variant || !a->rendezvous || !a->samples)
+        return BK_FAIL(err, BK_ERR_INPUT, "engine: --plan, --run, --arm, --variant, --rendezvous "
+                                         "and --samples are required");
+    if (a->world < 1 || a->rank < 0 || a->rank >= a->world)
+        return BK_FAIL(err, BK_ERR_INPUT, "engine: --rank %d / --world %d out of range", a->rank,
+                       a->world);
+    return BK_OK;
+}
+
+static const bk_engine_backend *backend_for(bk_backend b)
+{
+#ifdef BK_HAVE_CUDA
+    if (b == BK_BACKEND_CUDA)
+        return &bk_engine_cuda;
+#endif
+    return b == BK_BACKEND_CPU ? &bk_engine_cpu : NULL;
+}
+
+/* Build the variants: the arm's, and the incumbent for routing (the same
+ * state when the arm runs the incumbent). */
+static bk_status make_variants(engine *e, bk_err *err)
+{
+    bk_status st = BK_OK;
+    const bk_plan *p = &e->plan;
+    e->target = bk_catalog_target(p->target);
+    if (!e->target)
+        return BK_FAIL(err, BK_ERR_INPUT, "engine: unknown target '%s'", p->target);
+    e->v_arm = bk_catalog_variant(p->target, e->a.variant);
+    e->v_inc = bk_catalog_variant(p->target, p->incumbent.name);
+    if (!e->v_arm || !e->v_inc)
+        return BK_FAIL(err, BK_ERR_INPUT, "engine: unknown variant '%s' or '%s' for %s",
+                       e->a.variant, p->incumbent.name, p->target);
+    int arm_is_candidate = !strcmp(e->a.variant, p->candidate.name) &&
+                           strcmp(e->a.variant, p->incumbent.name) != 0;
+    const json_t *params = arm_is_candidate ? p->candidate.params : p->incumbent.params;
+    BK_TRY(e->v_inc->create(p->incumbent.params, e->a.backend, e->a.rank, e->a.world,
+                            &e->s_inc, err));
+    if (e->v_arm == e->v_inc && !arm_is_candidate) {
+        e->s_arm = e->s_inc;
+    } else {
+        BK_TRY(e->v_arm->create(params, e->a.backend, e->a.rank, e->a.world, &e->s_arm, err));
+    }
+out:
+    return st;
+}
+
+static bk_status run_engine(engine *e, bk_err *err)
+{
+    bk_status st = BK_OK;
+    const bk_plan *p = &e->plan;
+    unsigned char (*blobs)[BK_BLOB_MAX] = NULL;
+    size_t *lens = NULL;
+    void *outs[BK_MAX_TENSORS] = { 0 };
+    size_t out_bytes[BK_MAX_TENSORS] = { 0 };
+
+    BK_TRY(bk_plan_load(e->a.plan_path, NULL, 0, &e->plan, err));
+    BK_TRY(make_variants(e, err));
+    e->be = backend_for(e->a.backend);
+    if (!e->be) {
+        st = BK_FAIL(err, BK_ERR_UNSUPPORTED, "engine: backend %s is not in this build",
+                     bk_backend_name(e->a.backend));
+        goto out;
+    }
+    size_t peer_bytes = 0;
+    for (int i = 0; i < p->workload.nshapes; i++) {
+        size_t b = e->target->peer_bytes(&p->workload.shapes[i], e->a.world);
+        if (b > peer_bytes)
+            peer_bytes = b;
+    }
+    BK_TRY(e->be->open(&e->ctx, e->a.rank, e->a.world, e->a.device, err));
+    unsigned char blob[BK_BLOB_MAX];
+    size_t blob_len = 0;
+    BK_TRY(e->be->comm_create(e->ctx, e->a.run_id, e->a.arm, peer_bytes, blob, &blob_len, err));
+    blobs = calloc((size_t)e->a.world, sizeof *blobs);
+    lens = calloc((size_t)e->a.world, sizeof *lens);
+    if (!blobs || !lens) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "engine: out of memory");
+        goto out;
+    }
+    BK_TRY(bk_rendezvous(e->zctx, e->a.rendezvous, e->a.run_id, e->a.arm, e->a.rank, e->a.world,
+                         blob, blob_len, blobs, lens, p->timeouts.rendezvous_s, err));
+    BK_TRY(e->be->comm_connect(e->ctx, blobs, lens, p->timeouts.rendezvous_s, err));
+
+    for (int i = 0; i < p->workload.nshapes; i++) {
+        const bk_shape *s = &p->workload.shapes[i];
+        const bk_variant *v = e->v_arm;
+        void *vs = e->s_arm;
+        if (v != e->v_inc &&
+            !bk_domain_contains(&v->domain, s, e->a.world, p->arena.dtype, e->a.backend, 1, NULL, 0)) {
+            v = e->v_inc; /* routing: outside the candidate's domain the incumbent serves */
+            vs = e->s_inc;
+        }
+        bk_shape_job job = {
+            .target = e->target, .variant = v, .vstate = vs, .shape = s, .shape_index = i,
+            .seed = p->workload.seed, .rank = e->a.rank, .world = e->a.world,
+            .warmup = p->workload.warmup_iters, .iters = p->workload.iters,
+            .graph = !e->a.audit && !strcmp(p->arena.graph_mode, "graph"),
+            .timeout_s = p->timeouts.rendezvous_s, .emit = emit_samples, .emit_user = e,
+            .t_first_ns = &e->t_first_ns,
+        };
+        if (!e->a.audit) {
+            BK_TRY(e->be->time_shape(e->ctx, &job, err));
+            continue;
+        }
+        BK_TRY(e->be->audit_shape(e->ctx, &job, outs, out_bytes, err));
+        int k = 0;
+        for (int t = 0; t < e->target->ntensors; t++) {
+            if (!e->target->tensor_is_output[t])
+                continue;
+            BK_TRY(bk_wire_tensor(&e->buf, &e->hdr, (uint32_t)i, e->target->tensor_names[t],
+                                  p->arena.dtype, outs[k], out_bytes[k], err));
+            BK_TRY(push_msg(e, err));
+            free(outs[k]);
+            outs[k] = NULL;
+            k++;
+        }
+    }
+out:
+    for (int k = 0; k < BK_MAX_TENSORS; k++)
+        free(outs[k]);
+    free(blobs);
+    free(lens);
+    return st;
+}
+
+int bk_cmd_engine(int argc, char **argv)
+{
+    engine e;
+    memset(&e, 0, sizeof e);
+    bk_err err = { 0 };
+    e.t_start_ns = bk_now_ns();
+    if (parse_args(argc, argv, &e.a, &err) != BK_OK) {
+        fprintf(stderr, "bracket engine: %s\n", err.msg);
+        return BK_EXIT_USAGE;
+    }
+    setpgid(0, 0); /* harmless if the agent already made us a group leader */
+    e.hdr = (bk_wire_hdr){ e.a.run_id, e.a.arm, (uint32_t)e.a.rank };
+    e.zctx = zmq_ctx_new();
+    e.push = e.zctx ? zmq_socket(e.zctx, ZMQ_PUSH) : NULL;
+    int linger = 10000; /* bounded: a vanished coordinator cannot hold us forever */
+    if (!e.push || zmq_setsockopt(e.push, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
+        zmq_connect(e.push, e.a.samples) != 0) {
+        fprintf(stderr, "bracket engine: cannot connect to %s: %s\n", e.a.samples,
+                zmq_strerror(zmq_errno()));
+        if (e.push)
+            zmq_close(e.push);
+        if (e.zctx)
+            zmq_ctx_term(e.zctx);
+        return BK_EXIT_INTERNAL;
+    }
+    bk_status st = run_engine(&e, &err);
+    uint64_t t_first = e.t_first_ns ? e.t_first_ns - e.t_start_ns : 0;
+    bk_err serr = { 0 };
+    if (bk_wire_status(&e.buf, &e.hdr, st == BK_OK, (int64_t)st, st == BK_OK ? "" : err.msg,
+                       e.sent_samples, t_first, &serr) == BK_OK)
+        push_msg(&e, &serr);
+    if (st != BK_OK)
+        fprintf(stderr, "bracket engine [arm %s rank %d pid %d]: %s (%s)\n", e.a.arm, e.a.rank,
+                (int)getpid(), err.msg, err.trail);
+    if (e.v_arm && e.s_arm && e.s_arm != e.s_inc)
+        e.v_arm->destroy(e.s_arm);
+    if (e.v_inc && e.s_inc)
+        e.v_inc->destroy(e.s_inc);
+    if (e.be && e.ctx)
+        e.be->close(e.ctx);
+    bk_wire_buf_free(&e.buf);
+    zmq_close(e.push);
+    zmq_ctx_term(e.zctx);
+    bk_plan_free(&e.plan);
+    return st == BK_OK ? 0 : BK_EXIT_INTERNAL;
+}

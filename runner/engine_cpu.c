@@ -1,0 +1,181 @@
+/* engine_cpu.c - the cpu backend of the engine: host tensors, POSIX shared-memory peers,
+ * monotonic-clock timing. Never presented as a GPU result. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner/engine.h"
+
+#define BK_CPU_BATCH 256 /* samples per pushed message */
+
+struct bk_backend_ctx {
+    int rank, world;
+    bk_shm *shm;
+};
+
+static bk_status cpu_open(bk_backend_ctx **out, int rank, int world, int device, bk_err *err)
+{
+    (void)device;
+    bk_backend_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "cpu backend: out of memory");
+    c->rank = rank;
+    c->world = world;
+    *out = c;
+    return BK_OK;
+}
+
+static bk_status cpu_comm_create(bk_backend_ctx *c, const char *run_id, const char *arm,
+                                 size_t peer_bytes, void *blob, size_t *blob_len, bk_err *err)
+{
+    char name[BK_SHM_NAME_LEN];
+    bk_status st = bk_shm_create(run_id, arm, c->rank, c->world, peer_bytes, &c->shm, name, err);
+    if (st != BK_OK)
+        return st;
+    *blob_len = strlen(name) + 1;
+    memcpy(blob, name, *blob_len);
+    return BK_OK;
+}
+
+static bk_status cpu_comm_connect(bk_backend_ctx *c, unsigned char (*blobs)[BK_BLOB_MAX],
+                                  const size_t *lens, double timeout_s, bk_err *err)
+{
+    const char **names = calloc((size_t)c->world, sizeof *names);
+    if (!names)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "cpu backend: out of memory");
+    bk_status st = BK_OK;
+    for (int r = 0; r < c->world; r++) {
+        if (lens[r] == 0 || lens[r] > BK_SHM_NAME_LEN || blobs[r][lens[r] - 1] != '\0') {
+            st = BK_FAIL(err, BK_ERR_PEER, "cpu backend: rank %d sent a malformed segment name", r);
+            goto out;
+        }
+        names[r] = (const char *)blobs[r];
+    }
+    st = bk_shm_connect(c->shm, names, timeout_s, err);
+out:
+    free(names);
+    return st;
+}
+
+/* Allocate and fill one shape's tensors; outputs poisoned with a bf16 NaN
+ * pattern (0xFFFF) so an unwritten element can never pass a comparison. */
+static bk_status make_tensors(const bk_shape_job *job, bk_tensor *t, bk_err *err)
+{
+    const bk_target *tg = job->target;
+    for (int i = 0; i < tg->ntensors; i++) {
+        t[i].name = tg->tensor_names[i];
+        t[i].output = tg->tensor_is_output[i];
+        t[i].elems = tg->tensor_elems(job->shape, job->world, i);
+        t[i].elem_bytes = tg->tensor_elem_bytes(i);
+        size_t bytes = t[i].elems * t[i].elem_bytes;
+        t[i].data = malloc(bytes ? bytes : 1);
+        if (!t[i].data)
+            return BK_FAIL(err, BK_ERR_SYSTEM, "cpu backend: cannot allocate %zu bytes for %s",
+                           bytes, t[i].name);
+        if (t[i].output)
+            memset(t[i].data, 0xFF, bytes);
+    }
+    tg->init_inputs(t, job->shape, job->seed, job->shape_index, job->rank, job->world);
+    return BK_OK;
+}
+
+static void free_tensors(bk_tensor *t, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(t[i].data);
+        t[i].data = NULL;
+    }
+}
+
+static void init_call(bk_backend_ctx *c, const bk_shape_job *job, bk_tensor *t, bk_call *call)
+{
+    *call = (bk_call){ .shape = job->shape, .shape_index = job->shape_index, .iter = -1,
+                       .rank = job->rank, .world = job->world, .t = t,
+                       .nt = job->target->ntensors, .comm = c->shm, .stream = NULL,
+                       .timeout_s = job->timeout_s };
+}
+
+/* Warm-up then timed iterations; each iteration starts after a lane barrier,
+ * so the slowest rank's time is the iteration's critical path. Inputs are
+ * not rotated on the cpu backend: the working sets of the demo shapes are far
+ * larger than the per-core caches would hold across iterations of 4 ranks. */
+static bk_status cpu_time_shape(bk_backend_ctx *c, const bk_shape_job *job, bk_err *err)
+{
+    bk_status st = BK_OK;
+    bk_tensor t[BK_MAX_TENSORS];
+    memset(t, 0, sizeof t);
+    uint64_t batch[BK_CPU_BATCH];
+    size_t nb = 0;
+    uint64_t first = 0;
+    bk_call call;
+    BK_TRY(make_tensors(job, t, err));
+    init_call(c, job, t, &call);
+    for (long it = 0; it < (long)job->warmup + job->iters; it++) {
+        int timed = it >= job->warmup;
+        call.iter = timed ? it - job->warmup : -1;
+        BK_TRY(bk_shm_barrier(c->shm, job->timeout_s, err));
+        if (timed && job->t_first_ns && *job->t_first_ns == 0)
+            *job->t_first_ns = bk_now_ns();
+        uint64_t t0 = bk_now_ns();
+        BK_TRY(job->variant->run(job->vstate, &call, err));
+        uint64_t t1 = bk_now_ns();
+        if (!timed)
+            continue;
+        batch[nb++] = t1 - t0;
+        if (nb == BK_CPU_BATCH) {
+            BK_TRY(job->emit(job->emit_user, (uint32_t)job->shape_index, first, batch, nb, err));
+            first += nb;
+            nb = 0;
+        }
+    }
+    if (nb)
+        BK_TRY(job->emit(job->emit_user, (uint32_t)job->shape_index, first, batch, nb, err));
+    /* the next shape's first write must not race with a peer still reading */
+    BK_TRY(bk_shm_barrier(c->shm, job->timeout_s, err));
+out:
+    free_tensors(t, BK_MAX_TENSORS);
+    return st;
+}
+
+static bk_status cpu_audit_shape(bk_backend_ctx *c, const bk_shape_job *job, void **outs,
+                                 size_t *bytes, bk_err *err)
+{
+    bk_status st = BK_OK;
+    bk_tensor t[BK_MAX_TENSORS];
+    memset(t, 0, sizeof t);
+    bk_call call;
+    BK_TRY(make_tensors(job, t, err));
+    init_call(c, job, t, &call);
+    BK_TRY(bk_shm_barrier(c->shm, job->timeout_s, err));
+    BK_TRY(job->variant->run(job->vstate, &call, err));
+    BK_TRY(bk_shm_barrier(c->shm, job->timeout_s, err));
+    int k = 0;
+    for (int i = 0; i < job->target->ntensors; i++) {
+        if (!t[i].output)
+            continue;
+        bytes[k] = t[i].elems * t[i].elem_bytes;
+        outs[k] = t[i].data; /* ownership passes to the caller */
+        t[i].data = NULL;
+        k++;
+    }
+out:
+    free_tensors(t, BK_MAX_TENSORS);
+    return st;
+}
+
+static void cpu_close(bk_backend_ctx *c)
+{
+    if (!c)
+        return;
+    bk_shm_destroy(c->shm);
+    free(c);
+}
+
+const bk_engine_backend bk_engine_cpu = {
+    .name = "cpu",
+    .open = cpu_open,
+    .comm_create = cpu_comm_create,
+    .comm_connect = cpu_comm_connect,
+    .time_shape = cpu_time_shape,
+    .audit_shape = cpu_audit_shape,
+    .close = cpu_close,
+};

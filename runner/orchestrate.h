@@ -1,0 +1,36 @@
+/* orchestrate.h - the MPI side of a run: rank 0 drives arms, the other ranks are agents. */
+#ifndef BK_ORCHESTRATE_H
+#define BK_ORCHESTRATE_H
+
+#include "runner/agent.h"
+#include "runner/coordinator.h"
+#include "runner/run.h"
+
+/* What every agent needs to start its engines. */
+typedef struct bk_agent_env {
+    const char *exe;         /* the bracket binary */
+    const char *plan_path;   /* the plan as run, in the agent's private folder */
+    const char *run_id;
+    const char *ep_rv, *ep_samples;
+    bk_backend backend;
+    int device;              /* GPU ordinal for cuda, -1 otherwise */
+    int mpi_rank;
+    const char *host;
+    double arm_s;
+    int quiet;
+} bk_agent_env;
+
+/* Agents (rank != 0): serve arms until rank 0 says the run is over. */
+int bk_agent_loop(const bk_agent_env *env);
+
+/* Rank 0: run arm idx (BK_ARM_IDX_*) on its lane, filling run->arms[idx]. */
+bk_status bk_run_arm(bk_run *run, bk_coord *c, const bk_agent_env *env, int idx, bk_err *err);
+
+/* Rank 0: tell the agents the run is over. */
+void bk_run_finish_agents(void);
+
+/* Remove what a failed engine of (arm idx, lane rank) may have left (its
+ * shared-memory segment). */
+void bk_cleanup_engine(const bk_agent_env *env, int arm_idx, int lane_rank);
+
+#endif

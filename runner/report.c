@@ -1,0 +1,106 @@
+/* report.c - the run's header, per-arm table, score and verdict, as printed text. */
+#include <string.h>
+
+#include "runner/report.h"
+
+void bk_report_header(FILE *f, const bk_run *run)
+{
+    const bk_plan *p = &run->plan;
+    fprintf(f, "bracket %s  run %s\n", BK_VERSION, run->run_id);
+    fprintf(f, "  plan       %s (%s)  %s\n", p->name, p->path, run->plan_digest);
+    fprintf(f, "  target     %s  dtype %s  tp %d ep %d  graph %s\n", p->target, p->arena.dtype,
+            p->arena.tp, p->arena.ep, p->arena.graph_mode);
+    fprintf(f, "  incumbent  %s\n  candidate  %s  %s\n", p->incumbent.name, p->candidate.name,
+            p->candidate.source_digest);
+    fprintf(f, "  backend    %s%s\n", bk_backend_name(run->backend),
+            run->backend == BK_BACKEND_CPU ? "  (cpu backend: a rehearsal, never a GPU result)" : "");
+    fprintf(f, "  lanes      baseline [");
+    for (int i = 0; i < run->lane_size; i++)
+        fprintf(f, "%s%d", i ? "," : "", run->baseline[i]);
+    fprintf(f, "]  candidate [");
+    for (int i = 0; i < run->lane_size; i++)
+        fprintf(f, "%s%d", i ? "," : "", run->candidate[i]);
+    fprintf(f, "]  %s\n", run->lane_note);
+    fprintf(f, "  workload   %s, %d shape(s), %d warm-up + %d timed iterations, seed %llu\n",
+            bk_phase_name(p->workload.phase), p->workload.nshapes, p->workload.warmup_iters,
+            p->workload.iters, (unsigned long long)p->workload.seed);
+    fprintf(f, "  protocol   v%d  confidence %.3g  min gain %.3g  drift limit %.3g (%s)\n",
+            (int)p->protocol.version, p->protocol.confidence, p->protocol.min_gain,
+            p->protocol.drift_limit, bk_drift_policy_name(p->protocol.drift_policy));
+    fprintf(f, "  routing    the candidate serves %.1f%% of the workload's weight\n",
+            100.0 * run->routing_share);
+    fflush(f);
+}
+
+static void print_arm(FILE *f, const bk_run *run, const bk_score *sc, int idx, int k)
+{
+    const bk_arm_run *a = &run->arms[idx];
+    if (!a->ran) {
+        fprintf(f, "  %-3s %-22s not run\n", bk_arm_names[idx], a->variant[0] ? a->variant : "-");
+        return;
+    }
+    char procs[256] = "";
+    size_t len = 0;
+    for (int r = 0; r < a->world && len < sizeof procs - 32; r++) {
+        char d[96];
+        bk_proc_describe(&a->r[r].proc, d, sizeof d);
+        len += (size_t)snprintf(procs + len, sizeof procs - len, "%sr%d:%s", r ? " " : "",
+                                a->r[r].mpi_rank, d);
+    }
+    if (k >= 0 && sc->arms[k].scored) {
+        const bk_arm_summary *s = &sc->arms[k];
+        size_t n = 0;
+        for (int i = 0; i < run->plan.workload.nshapes; i++)
+            n += s->n[i];
+        fprintf(f, "  %-3s %-22s n %-7zu cost %10.2f us  [%9.2f, %9.2f]  %s\n", bk_arm_names[idx],
+                a->variant, n, s->cost_ns / 1e3, s->cost_lo_ns / 1e3, s->cost_hi_ns / 1e3, procs);
+        for (int i = 0; i < run->plan.workload.nshapes; i++)
+            fprintf(f, "        shape %d (tokens %lld, hidden %lld, weight %.3g): median %.2f us\n",
+                    i, (long long)run->plan.workload.shapes[i].tokens,
+                    (long long)run->plan.workload.shapes[i].hidden,
+                    run->plan.workload.shapes[i].weight, s->median_ns[i] / 1e3);
+    } else {
+        fprintf(f, "  %-3s %-22s %s  %s\n", bk_arm_names[idx], a->variant,
+                a->ok ? (a->audit ? "ok (audit)" : "ok") : "FAILED", procs);
+    }
+    if (!a->ok && a->reason[0])
+        fprintf(f, "        %s\n", a->reason);
+}
+
+void bk_report_print(FILE *f, const bk_run *run, const bk_score *sc)
+{
+    fprintf(f, "\narms:\n");
+    print_arm(f, run, sc, BK_ARM_IDX_B, BK_ARM_B);
+    print_arm(f, run, sc, BK_ARM_IDX_C, BK_ARM_C);
+    print_arm(f, run, sc, BK_ARM_IDX_BP, BK_ARM_BP);
+    print_arm(f, run, sc, BK_ARM_IDX_A, -1);
+    print_arm(f, run, sc, BK_ARM_IDX_T, -1);
+    if (run->stopped[0])
+        fprintf(f, "  note: %s\n", run->stopped);
+    fprintf(f, "\nquality: %s%s%s\n", bk_quality_name(run->quality.state),
+            run->quality.reason[0] ? ": " : "", run->quality.reason);
+    if (sc->have_drift)
+        fprintf(f, "drift:   B'/B - 1 = %+.2f%% (limit %.2f%%)%s\n", 100 * sc->drift,
+                100 * sc->drift_limit,
+                sc->drift_exceeded ? (sc->bp_excluded ? "  exceeded: B' kept, excluded"
+                                                      : "  exceeded")
+                                   : "");
+    if (sc->have_speedup)
+        fprintf(f, "speed-up: %.4f  [%.4f, %.4f] at %.0f%% vs baseline %s; PASS needs lower "
+                   "bound > %.4f\n", sc->speedup, sc->speedup_lo, sc->speedup_hi,
+                100 * sc->confidence, sc->baseline, 1 + sc->min_gain);
+    const bk_wire_stats *w = &run->wire;
+    uint64_t rej = 0;
+    for (int i = 0; i < BK_REJ_COUNT; i++)
+        rej += w->rejected[i];
+    if (rej)
+        fprintf(f, "wire:    %llu messages accepted, %llu rejected\n",
+                (unsigned long long)w->accepted, (unsigned long long)rej);
+    fprintf(f, "\nverdict: %s (%s)\n", bk_verdict_name(sc->verdict), sc->status);
+    if (sc->reasons[0])
+        fprintf(f, "  %s\n", sc->reasons);
+    if (run->backend == BK_BACKEND_CPU)
+        fprintf(f, "  (cpu backend: rehearsal of the process, not a GPU measurement)\n");
+    if (run->shared_lanes)
+        fprintf(f, "  (shared lanes: B and C ran on the same ranks; a rehearsal, not a bracket)\n");
+}

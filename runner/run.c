@@ -1,0 +1,410 @@
+/* run.c - the arms of a bracket under MPI: rank 0 coordinates, every rank is an agent that
+ * spawns its lane's engine, watches it with a bound and reports how it ended. Agents wait
+ * with MPI_Test and short sleeps, never MPI's busy poll (the machine may be oversubscribed). */
+#include <errno.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runner/orchestrate.h"
+
+#define TAG_REPORT 101
+#define TAG_CTRL 102
+#define CTRL_END 1
+#define CTRL_ABORT 2
+#define POLL_NS 1000000ull /* agents' nap between MPI tests */
+
+typedef struct arm_msg {
+    int32_t kind; /* 1 run an arm, 2 done */
+    int32_t idx;
+    int32_t audit;
+    int32_t world;
+    char variant[128];
+    int32_t lane[BK_MAX_LANE];
+} arm_msg;
+
+typedef struct report_msg {
+    int32_t lane_rank;
+    int32_t exit_code;
+    int32_t signal;
+    int32_t timed_out;
+    int32_t killed;
+    int32_t spawned;
+    double spawn_s;
+    char host[BK_HOST_LEN];
+} report_msg;
+
+/* Wait for a non-blocking request by testing and napping. */
+static int wait_req(MPI_Request *req)
+{
+    int done = 0;
+    while (!done) {
+        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return -1;
+        if (!done)
+            bk_sleep_ns(POLL_NS);
+    }
+    return 0;
+}
+
+static void build_argv(const bk_agent_env *env, const arm_msg *m, int lane_rank, char *buf[32],
+                       char store[8][64])
+{
+    int n = 0;
+    snprintf(store[0], 64, "%d", lane_rank);
+    snprintf(store[1], 64, "%d", m->world);
+    snprintf(store[2], 64, "%d", env->device);
+    buf[n++] = (char *)env->exe;
+    buf[n++] = "engine";
+    buf[n++] = "--plan";
+    buf[n++] = (char *)env->plan_path;
+    buf[n++] = "--run";
+    buf[n++] = (char *)env->run_id;
+    buf[n++] = "--arm";
+    buf[n++] = (char *)bk_arm_names[m->idx];
+    buf[n++] = "--variant";
+    buf[n++] = (char *)m->variant;
+    buf[n++] = "--rendezvous";
+    buf[n++] = (char *)env->ep_rv;
+    buf[n++] = "--samples";
+    buf[n++] = (char *)env->ep_samples;
+    buf[n++] = "--rank";
+    buf[n++] = store[0];
+    buf[n++] = "--world";
+    buf[n++] = store[1];
+    buf[n++] = "--device";
+    buf[n++] = store[2];
+    buf[n++] = "--backend";
+    buf[n++] = (char *)bk_backend_name(env->backend);
+    if (m->audit)
+        buf[n++] = "--audit";
+    buf[n] = NULL;
+}
+
+static void fill_report(report_msg *r, int lane_rank, const bk_proc *p, int spawned,
+                        const char *host)
+{
+    memset(r, 0, sizeof *r);
+    r->lane_rank = lane_rank;
+    r->exit_code = p->exit_code;
+    r->signal = p->signal;
+    r->timed_out = p->timed_out;
+    r->killed = p->killed;
+    r->spawned = spawned;
+    r->spawn_s = p->t_exit_ns > p->t_spawn_ns ? (double)(p->t_exit_ns - p->t_spawn_ns) / 1e9 : 0;
+    bk_strlcpy(r->host, host, sizeof r->host);
+}
+
+static int lane_index(const arm_msg *m, int mpi_rank)
+{
+    for (int i = 0; i < m->world; i++)
+        if (m->lane[i] == mpi_rank)
+            return i;
+    return -1;
+}
+
+/* ---- agents (every rank but 0) ---- */
+
+static void agent_arm(const bk_agent_env *env, const arm_msg *m)
+{
+    int lr = lane_index(m, env->mpi_rank);
+    if (lr < 0)
+        return;
+    char *argv[32];
+    char store[8][64];
+    build_argv(env, m, lr, argv, store);
+    bk_proc p;
+    bk_err err = { 0 };
+    int spawned = bk_proc_spawn(env->exe, argv, &p, &err) == BK_OK;
+    if (!spawned) {
+        fprintf(stderr, "bracket [%s rank %d]: %s\n", env->host, env->mpi_rank, err.msg);
+        p.done = 1;
+        p.exit_code = 127;
+    }
+    int32_t ctrl = 0;
+    MPI_Request creq, rreq = MPI_REQUEST_NULL;
+    MPI_Irecv(&ctrl, 1, MPI_INT32_T, 0, TAG_CTRL, MPI_COMM_WORLD, &creq);
+    report_msg rep;
+    int reported = 0, got_ctrl = 0;
+    uint64_t deadline = bk_now_ns() + (uint64_t)(env->arm_s * 1e9);
+    while (!got_ctrl) {
+        if (!p.done && bk_now_ns() > deadline)
+            bk_proc_kill(&p, 2.0, 1);
+        if (!reported && bk_proc_poll(&p)) {
+            fill_report(&rep, lr, &p, spawned, env->host);
+            MPI_Isend(&rep, sizeof rep, MPI_BYTE, 0, TAG_REPORT, MPI_COMM_WORLD, &rreq);
+            reported = 1;
+        }
+        int flag = 0;
+        MPI_Test(&creq, &flag, MPI_STATUS_IGNORE);
+        if (flag) {
+            got_ctrl = 1;
+            if (!p.done)
+                bk_proc_kill(&p, 2.0, 0);
+            if (!reported) {
+                fill_report(&rep, lr, &p, spawned, env->host);
+                MPI_Isend(&rep, sizeof rep, MPI_BYTE, 0, TAG_REPORT, MPI_COMM_WORLD, &rreq);
+                reported = 1;
+            }
+            break;
+        }
+        bk_sleep_ns(POLL_NS);
+    }
+    wait_req(&rreq);
+    if (p.exit_code != 0)
+        bk_cleanup_engine(env, m->idx, lr);
+}
+
+int bk_agent_loop(const bk_agent_env *env)
+{
+    for (;;) {
+        arm_msg m;
+        MPI_Request req;
+        MPI_Ibcast(&m, sizeof m, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+        if (wait_req(&req) != 0)
+            return -1;
+        if (m.kind != 1)
+            return 0;
+        agent_arm(env, &m);
+    }
+}
+
+/* ---- rank 0: run one arm ---- */
+
+static void progress(const bk_run *run, bk_coord *c, const bk_arm_run *a, uint64_t t0)
+{
+    int shape = 0;
+    uint64_t got = bk_coord_progress(c, &shape);
+    double el = (double)(bk_now_ns() - t0) / 1e9;
+    if (a->audit)
+        fprintf(stderr, "\r  arm %-2s  audit  elapsed %6.1f s   ", a->name, el);
+    else
+        fprintf(stderr, "\r  arm %-2s  shape %d/%d  iter %llu/%d  elapsed %6.1f s   ", a->name,
+                shape + 1, run->plan.workload.nshapes,
+                (unsigned long long)(got - (uint64_t)shape * (uint64_t)run->plan.workload.iters),
+                run->plan.workload.iters, el);
+}
+
+static void judge_arm(const bk_run *run, bk_arm_run *a)
+{
+    a->ok = 1;
+    size_t len = 0;
+    uint64_t want = a->audit ? 0
+                             : (uint64_t)run->plan.workload.iters * (uint64_t)run->plan.workload.nshapes;
+    for (int r = 0; r < a->world; r++) {
+        const bk_rank_data *d = &a->r[r];
+        char why[700] = "";
+        char pd[96];
+        bk_proc_describe(&d->proc, pd, sizeof pd);
+        if (!d->reported)
+            snprintf(why, sizeof why, "no report from the agent of MPI rank %d", d->mpi_rank);
+        else if (d->proc.timed_out)
+            snprintf(why, sizeof why, "engine timed out after %.0f s", run->plan.timeouts.arm_s);
+        else if (d->proc.signal && !d->proc.killed)
+            snprintf(why, sizeof why, "engine crashed: %s", pd);
+        else if (d->proc.killed)
+            snprintf(why, sizeof why, "engine killed after a peer failed");
+        else if (d->proc.exit_code != 0)
+            snprintf(why, sizeof why, "engine failed (%s)%s%s", pd, d->status_msg[0] ? ": " : "",
+                     d->status_msg);
+        else if (!d->status_seen)
+            snprintf(why, sizeof why, "no final status received");
+        else if (!d->status_ok)
+            snprintf(why, sizeof why, "engine reported failure: %s", d->status_msg);
+        else if (!a->audit && (d->samples_got != want || d->samples_claimed != want))
+            snprintf(why, sizeof why, "samples missing: got %llu, sent %llu, expected %llu",
+                     (unsigned long long)d->samples_got, (unsigned long long)d->samples_claimed,
+                     (unsigned long long)want);
+        if (!why[0])
+            continue;
+        if (a->ok || (!d->proc.killed && len < sizeof a->reason - 2)) {
+            int n = snprintf(a->reason + len, sizeof a->reason - len, "%sarm %s lane rank %d "
+                             "(%s, MPI rank %d): %s", len ? "; " : "", a->name, r, d->host,
+                             d->mpi_rank, why);
+            if (n > 0)
+                len += (size_t)n < sizeof a->reason - len ? (size_t)n : sizeof a->reason - len - 1;
+        }
+        a->ok = 0;
+    }
+}
+
+bk_status bk_run_arm(bk_run *run, bk_coord *c, const bk_agent_env *env, int idx, bk_err *err)
+{
+    bk_status st = BK_OK;
+    bk_arm_run *a = &run->arms[idx];
+    int is_cand = idx == BK_ARM_IDX_C || idx == BK_ARM_IDX_A;
+    const int *lane = is_cand ? run->candidate : run->baseline;
+    arm_msg m;
+    memset(&m, 0, sizeof m);
+    m.kind = 1;
+    m.idx = idx;
+    m.audit = idx >= BK_ARM_IDX_A;
+    m.world = run->lane_size;
+    bk_strlcpy(m.variant, is_cand ? run->plan.candidate.name : run->plan.incumbent.name,
+               sizeof m.variant);
+    memcpy(m.lane, lane, sizeof(int32_t) * (size_t)run->lane_size);
+
+    a->idx = idx;
+    a->name = bk_arm_names[idx];
+    bk_strlcpy(a->variant, m.variant, sizeof a->variant);
+    a->audit = m.audit;
+    a->world = m.world;
+    a->lane = calloc((size_t)a->world, sizeof *a->lane);
+    a->r = calloc((size_t)a->world, sizeof *a->r);
+    if (!a->lane || !a->r)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "out of memory");
+    for (int i = 0; i < a->world; i++) {
+        a->lane[i] = lane[i];
+        a->r[i].mpi_rank = lane[i];
+        bk_strlcpy(a->r[i].host, run->hosts[lane[i]], BK_HOST_LEN);
+    }
+    BK_TRY(bk_coord_begin_arm(c, a, err));
+    a->ran = 1;
+    a->t_start_ns = bk_now_ns();
+
+    MPI_Request breq;
+    MPI_Ibcast(&m, sizeof m, MPI_BYTE, 0, MPI_COMM_WORLD, &breq);
+    wait_req(&breq);
+
+    int my = lane_index(&m, 0);
+    bk_proc own;
+    memset(&own, 0, sizeof own);
+    int own_spawned = 0;
+    if (my >= 0) {
+        char *argv[32];
+        char store[8][64];
+        build_argv(env, &m, my, argv, store);
+        bk_err serr = { 0 };
+        own_spawned = bk_proc_spawn(env->exe, argv, &own, &serr) == BK_OK;
+        if (!own_spawned) {
+            own.done = 1;
+            own.exit_code = 127;
+            fprintf(stderr, "bracket: %s\n", serr.msg);
+        }
+    }
+    /* one report per lane rank; rank 0's own is filled in place */
+    int nrem = 0;
+    MPI_Request *rq = calloc((size_t)a->world, sizeof *rq);
+    report_msg *reps = calloc((size_t)a->world, sizeof *reps);
+    if (!rq || !reps) {
+        free(rq);
+        free(reps);
+        return BK_FAIL(err, BK_ERR_SYSTEM, "out of memory");
+    }
+    for (int i = 0; i < a->world; i++) {
+        rq[i] = MPI_REQUEST_NULL;
+        if (i == my)
+            continue;
+        MPI_Irecv(&reps[i], sizeof reps[i], MPI_BYTE, a->lane[i], TAG_REPORT, MPI_COMM_WORLD, &rq[i]);
+        nrem++;
+    }
+    int own_reported = my < 0;
+    int aborted = 0, all_in_since = 0;
+    uint64_t t0 = bk_now_ns(), t_all_in = 0;
+    uint64_t deadline = t0 + (uint64_t)(run->plan.timeouts.arm_s * 1e9);
+    uint64_t hard = deadline + 15000000000ull; /* agents kill at arm_s; reports follow */
+    int tty = isatty(2) && !env->quiet;
+    uint64_t last_prog = 0;
+    for (;;) {
+        bk_coord_poll(c, 2);
+        uint64_t now = bk_now_ns();
+        if (!own_reported) {
+            if (!own.done && now > deadline)
+                bk_proc_kill(&own, 2.0, 1);
+            if (bk_proc_poll(&own)) {
+                a->r[my].proc = own;
+                a->r[my].reported = 1;
+                a->r[my].spawn_s = (double)(own.t_exit_ns - own.t_spawn_ns) / 1e9;
+                own_reported = 1;
+                if (own.exit_code != 0 && !aborted)
+                    aborted = -1; /* trigger below */
+            }
+        }
+        for (int i = 0; i < a->world; i++) {
+            if (rq[i] == MPI_REQUEST_NULL)
+                continue;
+            int flag = 0;
+            MPI_Test(&rq[i], &flag, MPI_STATUS_IGNORE);
+            if (!flag)
+                continue;
+            rq[i] = MPI_REQUEST_NULL;
+            nrem--;
+            bk_rank_data *d = &a->r[i];
+            d->reported = 1;
+            d->proc.done = 1;
+            d->proc.exit_code = reps[i].exit_code;
+            d->proc.signal = reps[i].signal;
+            d->proc.timed_out = reps[i].timed_out;
+            d->proc.killed = reps[i].killed;
+            d->spawn_s = reps[i].spawn_s;
+            if (reps[i].exit_code != 0 && !aborted)
+                aborted = -1;
+        }
+        if (aborted == -1 || (!aborted && now > hard)) {
+            /* a crash or a hang: stop the whole lane now rather than letting
+             * peers wait out their barrier time-outs */
+            aborted = 1;
+            int32_t ctrl = CTRL_ABORT;
+            for (int i = 0; i < a->world; i++)
+                if (i != my)
+                    MPI_Send(&ctrl, 1, MPI_INT32_T, a->lane[i], TAG_CTRL, MPI_COMM_WORLD);
+            if (my >= 0 && !own.done) {
+                bk_proc_kill(&own, 2.0, 0);
+                a->r[my].proc = own;
+                a->r[my].reported = 1;
+                own_reported = 1;
+            }
+        }
+        int all_in = nrem == 0 && own_reported;
+        if (all_in && !all_in_since) {
+            all_in_since = 1;
+            t_all_in = now;
+        }
+        /* after every process ended, give queued messages a short grace */
+        if (all_in && (bk_coord_all_status(c) || now - t_all_in > 2000000000ull))
+            break;
+        if (now > hard + 10000000000ull) {
+            /* an agent never answered: give up on it (its report stays missing) */
+            for (int i = 0; i < a->world; i++)
+                if (rq[i] != MPI_REQUEST_NULL) {
+                    MPI_Cancel(&rq[i]);
+                    MPI_Request_free(&rq[i]);
+                }
+            break;
+        }
+        if (tty && now - last_prog > 100000000ull) {
+            progress(run, c, a, t0);
+            last_prog = now;
+        }
+    }
+    if (tty)
+        fprintf(stderr, "\r%*s\r", 72, "");
+    if (!aborted) {
+        int32_t ctrl = CTRL_END;
+        for (int i = 0; i < a->world; i++)
+            if (i != my)
+                MPI_Send(&ctrl, 1, MPI_INT32_T, a->lane[i], TAG_CTRL, MPI_COMM_WORLD);
+    }
+    if (my >= 0 && own.exit_code != 0)
+        bk_cleanup_engine(env, idx, my);
+    (void)own_spawned;
+    free(rq);
+    free(reps);
+    a->t_end_ns = bk_now_ns();
+    judge_arm(run, a);
+out:
+    return st;
+}
+
+void bk_run_finish_agents(void)
+{
+    arm_msg m;
+    memset(&m, 0, sizeof m);
+    m.kind = 2;
+    MPI_Request req;
+    MPI_Ibcast(&m, sizeof m, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+    wait_req(&req);
+}

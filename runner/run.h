@@ -1,0 +1,72 @@
+/* run.h - one bracket run as rank 0 sees it: the plan, lanes, arms and what came of them.
+ * Shared by the orchestration (run.c), the evaluation (evaluate.c) and the record (record.c). */
+#ifndef BK_RUN_H
+#define BK_RUN_H
+
+#include <stdint.h>
+
+#include "plans/plan.h"
+#include "runner/coordinator.h"
+#include "runner/score.h"
+
+#define BK_MAX_LANE 1024
+
+/* A against T, per shape and output tensor, over every lane rank. */
+typedef struct bk_quality_shape {
+    uint64_t elems;
+    uint64_t mismatches;   /* |a - t| > atol + rtol * |t| */
+    uint64_t nan_a, nan_t; /* NaN (includes unwritten: outputs are poisoned with NaN) */
+    double max_abs, max_rel;
+    char digest_a[80], digest_t[80];
+} bk_quality_shape;
+
+typedef struct bk_quality {
+    bk_quality_state state;
+    char reason[512];
+    int nshapes, noutputs;
+    bk_quality_shape *per; /* [shape * noutputs] */
+} bk_quality;
+
+typedef struct bk_run {
+    bk_plan plan;
+    char plan_digest[80];
+    char run_id[BK_RUN_ID_LEN];
+    char out_dir[512];
+    char run_dir[700];
+    bk_backend backend;
+    int world_size;             /* MPI ranks */
+    int lane_size;
+    int baseline[BK_MAX_LANE];
+    int candidate[BK_MAX_LANE];
+    int shared_lanes;           /* lane policy shared: both lanes are the same ranks */
+    char lane_signature[256];
+    char lane_note[512];
+    char (*hosts)[BK_HOST_LEN]; /* [world_size] */
+    double routing_share;
+    int noutputs;
+    const char *output_names[16];
+    bk_arm_run arms[BK_ARM_NAMES];
+    bk_quality quality;
+    bk_wire_stats wire;
+    char created[32];           /* UTC ISO 8601 */
+    char binary_digest[80];
+    char stopped[256];          /* why later arms did not run, if any */
+} bk_run;
+
+/* Score a run from its arms' samples (B, C, B') and its quality; bc_only for
+ * v7's first look. */
+bk_status bk_run_evaluate(const bk_run *run, int bc_only, bk_score *out, bk_err *err);
+
+/* Compare A with T (tensors kept on the arms) into run->quality. */
+void bk_run_quality(bk_run *run);
+
+/* The record: record.json (bracket.record/1) and samples.msgpack in run_dir,
+ * each written to a temporary file, flushed and renamed. */
+bk_status bk_record_write(const bk_run *run, const bk_score *score, bk_err *err);
+
+/* Read a record back for `bracket score`: the plan, arms (status, processes
+ * and samples from samples.msgpack) and quality; enough to re-evaluate. */
+bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err);
+void bk_run_free(bk_run *run);
+
+#endif
