@@ -77,7 +77,7 @@ static bk_status check_exact(const bk__chk *c, json_t *obj, const char *base, co
     json_t *v = json_object_get(obj, key);
     bk__join(path, sizeof path, base, key);
     if (!v)
-        return bk__bad(c, path, NULL, "missing");
+        return bk__bad(c, path, NULL, "missing (\"%s\")", want);
     if (!json_is_string(v) || strcmp(json_string_value(v), want) != 0)
         return bk__bad(c, path, v, "must be \"%s\"", want);
     return BK_OK;
@@ -177,7 +177,8 @@ static bk_status check_workload(const bk__chk *c, json_t *root, bk_plan *p)
     p->workload.phase = (bk_phase)e;
     arr = json_object_get(o, "shapes");
     if (!arr)
-        return bk__bad(c, "workload.shapes", NULL, "missing");
+        return bk__bad(c, "workload.shapes", NULL,
+                       "missing (a non-empty array of shapes)");
     if (!json_is_array(arr) || json_array_size(arr) == 0)
         return bk__bad(c, "workload.shapes", arr, "must be a non-empty array of shapes");
     if (json_array_size(arr) > BK_MAX_SHAPES)

@@ -51,9 +51,10 @@ void bk__join(char *dst, size_t n, const char *base, const char *key)
 }
 
 /* obj[key], or the default set into obj when absent (def is consumed);
- * a required field (def NULL) that is absent is an error. */
+ * a required field (def NULL) that is absent is an error that says what the
+ * field should hold (`want`, e.g. "an integer in 1..1024"). */
 static bk_status fetch(const bk__chk *c, json_t *obj, const char *path, const char *key,
-                       json_t *def, json_t **v)
+                       json_t *def, const char *want, json_t **v)
 {
     *v = json_object_get(obj, key);
     if (*v) {
@@ -61,7 +62,7 @@ static bk_status fetch(const bk__chk *c, json_t *obj, const char *path, const ch
         return BK_OK;
     }
     if (!def)
-        return bk__bad(c, path, NULL, "missing");
+        return bk__bad(c, path, NULL, "missing (%s)", want);
     if (json_object_set_new(obj, key, def) != 0)
         return BK_FAIL(c->err, BK_ERR_INTERNAL, "%s: %s: cannot set the default", c->label,
                        path);
@@ -95,7 +96,8 @@ bk_status bk__get_obj(const bk__chk *c, json_t *obj, const char *base, const cha
     char path[BK__PATH_LEN];
     bk_status st;
     bk__join(path, sizeof path, base, key);
-    if ((st = fetch(c, obj, path, key, optional ? json_object() : NULL, out)) != BK_OK)
+    if ((st = fetch(c, obj, path, key, optional ? json_object() : NULL, "an object", out)) !=
+        BK_OK)
         return st;
     if (!json_is_object(*out))
         return bk__bad(c, path, *out, "must be an object");
@@ -108,12 +110,17 @@ bk_status bk__get_int(const bk__chk *c, json_t *obj, const char *base, const cha
                       const json_int_t *def, json_int_t lo, json_int_t hi, json_int_t *out)
 {
     char path[BK__PATH_LEN];
+    char want[96];
     json_t *v;
     json_int_t i = 0;
     int ok = 0;
     bk_status st;
     bk__join(path, sizeof path, base, key);
-    if ((st = fetch(c, obj, path, key, def ? json_integer(*def) : NULL, &v)) != BK_OK)
+    if (hi == INT64_MAX)
+        snprintf(want, sizeof want, "an integer >= %lld", (long long)lo);
+    else
+        snprintf(want, sizeof want, "an integer in %lld..%lld", (long long)lo, (long long)hi);
+    if ((st = fetch(c, obj, path, key, def ? json_integer(*def) : NULL, want, &v)) != BK_OK)
         return st;
     if (json_is_integer(v)) {
         i = json_integer_value(v);
@@ -123,12 +130,8 @@ bk_status bk__get_int(const bk__chk *c, json_t *obj, const char *base, const cha
         ok = d == floor(d) && fabs(d) < 9.0e18; /* integral and inside int64 */
         i = ok ? (json_int_t)d : 0;
     }
-    if (!ok) {
-        if (hi == INT64_MAX)
-            return bk__bad(c, path, v, "must be an integer >= %lld", (long long)lo);
-        return bk__bad(c, path, v, "must be an integer in %lld..%lld", (long long)lo,
-                       (long long)hi);
-    }
+    if (!ok)
+        return bk__bad(c, path, v, "must be %s", want);
     if (i < lo)
         return bk__bad(c, path, v, "must be an integer >= %lld", (long long)lo);
     if (i > hi)
@@ -139,14 +142,14 @@ bk_status bk__get_int(const bk__chk *c, json_t *obj, const char *base, const cha
     return BK_OK;
 }
 
-/* "in (0.5, 1)", "in [0, 1)", "> 0", ">= 0" */
+/* "a number in (0.5, 1)", "a number in [0, 1)", "a number > 0", ... */
 static void range_text(bk__range r, char *dst, size_t n)
 {
     if (r.has_hi)
-        snprintf(dst, n, "in %c%g, %g%c", r.lo_open ? '(' : '[', r.lo, r.hi,
+        snprintf(dst, n, "a number in %c%g, %g%c", r.lo_open ? '(' : '[', r.lo, r.hi,
                  r.hi_open ? ')' : ']');
     else
-        snprintf(dst, n, "%s %g", r.lo_open ? ">" : ">=", r.lo);
+        snprintf(dst, n, "a number %s %g", r.lo_open ? ">" : ">=", r.lo);
 }
 
 bk_status bk__get_num(const bk__chk *c, json_t *obj, const char *base, const char *key,
@@ -156,16 +159,16 @@ bk_status bk__get_num(const bk__chk *c, json_t *obj, const char *base, const cha
     json_t *v;
     bk_status st;
     bk__join(path, sizeof path, base, key);
-    if ((st = fetch(c, obj, path, key, def ? json_real(*def) : NULL, &v)) != BK_OK)
-        return st;
     range_text(r, rt, sizeof rt);
+    if ((st = fetch(c, obj, path, key, def ? json_real(*def) : NULL, rt, &v)) != BK_OK)
+        return st;
     if (!json_is_number(v)) /* true/false are not numbers in jansson */
-        return bk__bad(c, path, v, "must be a number %s", rt);
+        return bk__bad(c, path, v, "must be %s", rt);
     double d = json_number_value(v);
     int low_ok = r.lo_open ? d > r.lo : d >= r.lo;
     int high_ok = !r.has_hi || (r.hi_open ? d < r.hi : d <= r.hi);
     if (!isfinite(d) || !low_ok || !high_ok)
-        return bk__bad(c, path, v, "must be a number %s", rt);
+        return bk__bad(c, path, v, "must be %s", rt);
     *out = d;
     return BK_OK;
 }
@@ -179,12 +182,15 @@ bk_status bk__get_str(const bk__chk *c, json_t *obj, const char *base, const cha
     json_t *v;
     bk_status st;
     bk__join(path, sizeof path, base, key);
-    if ((st = fetch(c, obj, path, key, def ? json_string(def) : NULL, &v)) != BK_OK)
+    if ((st = fetch(c, obj, path, key, def ? json_string(def) : NULL, "a non-empty string",
+                    &v)) != BK_OK)
         return st;
     if (!json_is_string(v) || json_string_length(v) == 0)
         return bk__bad(c, path, v, "must be a non-empty string");
-    if (json_string_length(v) >= n || strlen(json_string_value(v)) != json_string_length(v))
-        return bk__bad(c, path, v, "must be shorter than %zu characters, without NUL", n);
+    if (json_string_length(v) >= n)
+        return bk__bad(c, path, v, "must be shorter than %zu characters", n);
+    if (strlen(json_string_value(v)) != json_string_length(v))
+        return bk__bad(c, path, v, "must not contain NUL characters");
     bk_strlcpy(dst, json_string_value(v), n);
     return BK_OK;
 }
@@ -196,15 +202,17 @@ bk_status bk__get_enum(const bk__chk *c, json_t *obj, const char *base, const ch
     json_t *v;
     bk_status st;
     bk__join(path, sizeof path, base, key);
-    if ((st = fetch(c, obj, path, key, def ? json_string(def) : NULL, &v)) != BK_OK)
+    for (int i = 0; names[i]; i++) {
+        size_t used = strlen(list);
+        snprintf(list + used, sizeof list - used, "%s\"%s\"", i ? ", " : "one of ", names[i]);
+    }
+    if ((st = fetch(c, obj, path, key, def ? json_string(def) : NULL, list, &v)) != BK_OK)
         return st;
     for (int i = 0; names[i]; i++) {
         if (json_is_string(v) && strcmp(json_string_value(v), names[i]) == 0) {
             *out = i;
             return BK_OK;
         }
-        size_t used = strlen(list);
-        snprintf(list + used, sizeof list - used, "%s\"%s\"", i ? ", " : "", names[i]);
     }
-    return bk__bad(c, path, v, "must be one of %s", list);
+    return bk__bad(c, path, v, "must be %s", list);
 }

@@ -255,7 +255,8 @@ static void test_bad_fixtures(void **state)
                                    "non-empty array of shapes, got []" },
         { "bad-duplicate-shape.json", "bad-duplicate-shape.json: workload.shapes[2]: "
                                       "duplicate of workload.shapes[0]" },
-        { "bad-missing-iters.json", "bad-missing-iters.json: workload.iters: missing" },
+        { "bad-missing-iters.json", "bad-missing-iters.json: workload.iters: missing (an integer "
+                                  "in 1..10000000)" },
         { "bad-bool-number.json", "bad-bool-number.json: workload.iters: must be an integer "
                                   "in 1..10000000, got true" },
         { "bad-non-integral.json", "bad-non-integral.json: arena.tp: must be an integer in "
@@ -320,14 +321,29 @@ static void test_bad_values(void **state)
                        "plans/x.json: arena.target_catalog: must be \"bracket.catalog/1\", got "
                        "\"bracket.catalog/0\"");
     expect_parse_error(demo_with("candidate", "source_digest", NULL),
-                       "plans/x.json: candidate.source_digest: missing");
+                       "plans/x.json: candidate.source_digest: missing (a non-empty string)");
     expect_parse_error(demo_with("incumbent", "source_digest", json_string("sha256:00")),
                        "plans/x.json: incumbent.source_digest: unknown key");
     expect_parse_error(demo_with("candidate", "params", json_array()),
                        "plans/x.json: candidate.params: must be an object, got []");
     expect_parse_error(demo_with("", "lanes", json_string("disjoint")),
                        "plans/x.json: lanes: must be an object, got \"disjoint\"");
-    expect_parse_error(demo_with("", "arena", NULL), "plans/x.json: arena: missing");
+    expect_parse_error(demo_with("", "arena", NULL), "plans/x.json: arena: missing (an object)");
+    expect_parse_error(demo_with("workload", "phase", NULL),
+                       "plans/x.json: workload.phase: missing (one of \"decode\", \"prefill\", "
+                       "\"chunked_prefill\")");
+    char longname[200];
+    memset(longname, 'a', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    expect_parse_error(demo_with("", "name", json_string(longname)),
+                       "plans/x.json: name: must be shorter than 128 characters, got "
+                       "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...");
+    json_t *many = json_array();
+    for (int i = 0; i <= BK_MAX_SHAPES; i++)
+        json_array_append_new(many, json_pack("{sisisf}", "tokens", i + 1, "hidden", 64,
+                                              "weight", 1.0));
+    expect_parse_error(demo_with("workload", "shapes", many),
+                       "plans/x.json: workload.shapes: must hold at most 64 shapes, got 65");
 }
 
 /* ---- --set ---- */
