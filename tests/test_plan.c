@@ -373,8 +373,14 @@ static void test_set_ok(void **state)
     bk_plan_free(&p);
 
     /* sections the file leaves out can be created by a --set */
-    const char *more[] = { "timeouts.arm_s=5", "arena.calibration.speed=cal-7" };
-    load_ok("tests/fixtures/plans/minimal.json", more, 2, &p);
+    const char *more[] = { "timeouts.arm_s=5", "arena.calibration.speed=cal-7",
+                           "workload.iters=1e3", "arena.quantization=\"8\"",
+                           "workload.shapes[2]={\"tokens\":64,\"hidden\":64,\"weight\":4}" };
+    load_ok("tests/fixtures/plans/minimal.json", more, 5, &p);
+    assert_int_equal(p.workload.iters, 1000);
+    assert_string_equal(p.arena.quantization, "8");
+    assert_int_equal(p.workload.nshapes, 3);
+    assert_float_equal(p.workload.shapes[2].weight, 0.5, 1e-12);
     assert_float_equal(p.timeouts.arm_s, 5, 0);
     assert_float_equal(p.timeouts.rendezvous_s, 30, 0);
     assert_string_equal(p.arena.calib_speed, "cal-7");
