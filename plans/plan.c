@@ -1,0 +1,145 @@
+/* plan.c - loading a bracket.plan/1 file: read and parse (jansson), apply --set overrides,
+ * validate (plan_check.c), and hand out the plan as run. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "plans/plan.h"
+#include "plans/plan_internal.h"
+
+/* "LABEL:LINE:COLUMN: syntax error: TEXT" from jansson's error. */
+static bk_status syntax_error(const char *label, const json_error_t *je, bk_err *err)
+{
+    return BK_FAIL(err, BK_ERR_INPUT, "%s:%d:%d: syntax error: %s", label, je->line,
+                   je->column, je->text);
+}
+
+/* Takes `root` (NULL-safe). Applies the sets, validates, and on success moves
+ * the document into `out`; on failure frees everything and zeroes `out`. */
+static bk_status finish(json_t *root, const char *label, const char *const *sets, int nsets,
+                        bk_plan *out, bk_err *err)
+{
+    bk_status st = BK_OK;
+    if (!json_is_object(root)) {
+        st = BK_FAIL(err, BK_ERR_INPUT, "%s: the plan must be a JSON object", label);
+        goto out;
+    }
+    for (int i = 0; i < nsets; i++)
+        BK_TRY(bk__plan_apply_set(root, sets[i], err));
+    BK_TRY(bk__plan_check(root, label, out, err));
+    /* the params objects live in the document; the plan holds its own references */
+    out->incumbent.params = json_incref(json_object_get(json_object_get(root, "incumbent"),
+                                                        "params"));
+    out->candidate.params = json_incref(json_object_get(json_object_get(root, "candidate"),
+                                                        "params"));
+    out->doc = root;
+    root = NULL;
+out:
+    json_decref(root);
+    if (st != BK_OK)
+        bk_plan_free(out);
+    return st;
+}
+
+bk_status bk_plan_parse(const char *text, const char *label, const char *const *sets,
+                        int nsets, bk_plan *out, bk_err *err)
+{
+    json_error_t je;
+    json_t *root;
+
+    memset(out, 0, sizeof *out);
+    if (!label)
+        label = "(plan)";
+    if (!text)
+        return BK_FAIL(err, BK_ERR_INTERNAL, "%s: no plan text", label);
+    if (!(root = json_loads(text, JSON_REJECT_DUPLICATES, &je)))
+        return syntax_error(label, &je, err);
+    bk_strlcpy(out->path, label, sizeof out->path);
+    return finish(root, label, sets, nsets, out, err);
+}
+
+bk_status bk_plan_load(const char *path, const char *const *sets, int nsets, bk_plan *out,
+                       bk_err *err)
+{
+    json_error_t je;
+    json_t *root;
+    struct stat sb;
+    FILE *f;
+
+    memset(out, 0, sizeof *out);
+    if (!(f = fopen(path, "rb")))
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: cannot read: %s", path, strerror(errno));
+    if (fstat(fileno(f), &sb) != 0 || S_ISDIR(sb.st_mode)) {
+        int e = S_ISDIR(sb.st_mode) ? EISDIR : errno;
+        fclose(f);
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: cannot read: %s", path, strerror(e));
+    }
+    root = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
+    if (ferror(f)) {
+        int e = errno;
+        fclose(f);
+        json_decref(root);
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: cannot read: %s", path, strerror(e));
+    }
+    fclose(f);
+    if (!root)
+        return syntax_error(path, &je, err);
+    bk_strlcpy(out->path, path, sizeof out->path);
+    return finish(root, path, sets, nsets, out, err);
+}
+
+void bk_plan_free(bk_plan *plan)
+{
+    if (!plan)
+        return;
+    json_decref(plan->incumbent.params);
+    json_decref(plan->candidate.params);
+    json_decref(plan->doc);
+    memset(plan, 0, sizeof *plan);
+}
+
+char *bk_plan_dump(const bk_plan *plan)
+{
+    if (!plan || !plan->doc)
+        return NULL;
+    return json_dumps(plan->doc, JSON_SORT_KEYS | JSON_COMPACT);
+}
+
+const char *bk_phase_name(bk_phase p)
+{
+    switch (p) {
+    case BK_PHASE_DECODE: return "decode";
+    case BK_PHASE_PREFILL: return "prefill";
+    case BK_PHASE_CHUNKED_PREFILL: return "chunked_prefill";
+    }
+    return "unknown";
+}
+
+const char *bk_backend_name(bk_backend b)
+{
+    switch (b) {
+    case BK_BACKEND_AUTO: return "auto";
+    case BK_BACKEND_CPU: return "cpu";
+    case BK_BACKEND_CUDA: return "cuda";
+    }
+    return "unknown";
+}
+
+const char *bk_drift_policy_name(bk_drift_policy p)
+{
+    switch (p) {
+    case BK_DRIFT_EXCLUDE_LATER: return "exclude_later";
+    case BK_DRIFT_STRICT: return "strict";
+    }
+    return "unknown";
+}
+
+const char *bk_lane_policy_name(bk_lane_policy p)
+{
+    switch (p) {
+    case BK_LANES_DISJOINT: return "disjoint";
+    case BK_LANES_SHARED: return "shared";
+    }
+    return "unknown";
+}
