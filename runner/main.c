@@ -11,6 +11,11 @@ typedef struct {
 } bk_command;
 
 static const bk_command commands[] = {
+    { "run", bk_cmd_run, "run a plan's B -> C -> B' bracket (under mpirun or srun)" },
+    { "plan", bk_cmd_plan, "plan check PLAN: validate a plan against its schema and the catalog" },
+    { "score", bk_cmd_score, "recompute a record's verdict from its raw samples" },
+    { "worth", bk_cmd_worth, "the materiality bound of a slot made k times faster" },
+    { "engine", bk_cmd_engine, "(internal) one arm on one lane rank, started by the runner" },
     { NULL, NULL, NULL },
 };
 
@@ -19,6 +24,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: bracket COMMAND [ARGS]   (bracket COMMAND --help for each)\n\n");
     for (const bk_command *c = commands; c->name; c++)
         fprintf(f, "  %-8s %s\n", c->name, c->summary);
+    fprintf(f, "\nExit status: 0 PASS (or success), 3 FAIL, 4 NO_DECISION, 2 bad input or usage,\n"
+               "1 internal failure.\n");
 }
 
 int main(int argc, char **argv)

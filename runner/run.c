@@ -9,7 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "collectives/collectives.h"
 #include "runner/orchestrate.h"
+#ifdef BK_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #define TAG_REPORT 101
 #define TAG_CTRL 102
@@ -407,4 +411,33 @@ void bk_run_finish_agents(void)
     MPI_Request req;
     MPI_Ibcast(&m, sizeof m, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
     wait_req(&req);
+}
+
+void bk_cleanup_engine(const bk_agent_env *env, int arm_idx, int lane_rank)
+{
+    if (env->backend != BK_BACKEND_CPU)
+        return;
+    char name[BK_SHM_NAME_LEN];
+    bk_shm_name(env->run_id, bk_arm_names[arm_idx], lane_rank, name);
+    bk_shm_unlink_name(name, NULL); /* absent is fine: the engine cleaned up itself */
+}
+
+int bk_local_device(int local_rank)
+{
+    /* One visible GPU (Slurm --gpus-per-task, or CUDA_VISIBLE_DEVICES=N) is
+     * device 0 for this process, whatever the local rank. */
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    if (v && *v && !strchr(v, ','))
+        return 0;
+    int n = 1;
+    for (const char *p = v; p && *p; p++)
+        n += *p == ',';
+#ifdef BK_HAVE_CUDA
+    if (!v || !*v) {
+        int c = 0;
+        if (cudaGetDeviceCount(&c) == cudaSuccess && c > 0)
+            n = c;
+    }
+#endif
+    return local_rank % (n > 0 ? n : 1);
 }

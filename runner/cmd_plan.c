@@ -1,0 +1,98 @@
+/* cmd_plan.c - `bracket plan check PLAN`: validate a plan against its schema and the catalog. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/catalog.h"
+#include "runner/cli.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: bracket plan check PLAN [--set PATH=VALUE]... [--backend cpu|cuda]\n"
+        "\n"
+        "Validates PLAN (schema bracket.plan/1, see plans/README.md) and checks it against\n"
+        "the target catalog: the target, both variants, their params, the dtype and every\n"
+        "shape. Errors name the file and the line:column of a syntax error or the dotted\n"
+        "path of a bad field. Nothing is run.\n"
+        "\n"
+        "  -s, --set PATH=VAL   apply an override first, as `bracket run` would\n"
+        "  -b, --backend B      check for this backend (default: the plan's; auto = cpu here)\n"
+        "  -h, --help           this text\n"
+        "\n"
+        "Exit status: 0 valid, 2 invalid or bad usage, 1 internal failure.\n");
+}
+
+int bk_cmd_plan(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? BK_EXIT_USAGE : 0;
+    }
+    if (strcmp(argv[1], "check") != 0) {
+        fprintf(stderr, "bracket plan: unknown subcommand '%s' (only 'check')\n", argv[1]);
+        return BK_EXIT_USAGE;
+    }
+    argc--;
+    argv++;
+    static const struct option opts[] = { { "set", required_argument, 0, 's' },
+                                          { "backend", required_argument, 0, 'b' },
+                                          { "help", no_argument, 0, 'h' },
+                                          { 0, 0, 0, 0 } };
+    const char *sets[64];
+    int nsets = 0, c;
+    const char *backend = NULL;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "s:b:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            if (nsets == 64) {
+                fprintf(stderr, "bracket plan check: too many --set\n");
+                return BK_EXIT_USAGE;
+            }
+            sets[nsets++] = optarg;
+            break;
+        case 'b': backend = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default:
+            fprintf(stderr, "bracket plan check: unknown or incomplete option '%s'\n",
+                    argv[optind - 1]);
+            return BK_EXIT_USAGE;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "bracket plan check: one PLAN expected\n");
+        return BK_EXIT_USAGE;
+    }
+    bk_plan plan;
+    bk_err err = { 0 };
+    bk_status st = bk_plan_load(argv[optind], sets, nsets, &plan, &err);
+    if (st != BK_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
+    }
+    bk_backend b = plan.backend == BK_BACKEND_CUDA ? BK_BACKEND_CUDA : BK_BACKEND_CPU;
+    if (backend) {
+        if (!strcmp(backend, "cpu"))
+            b = BK_BACKEND_CPU;
+        else if (!strcmp(backend, "cuda"))
+            b = BK_BACKEND_CUDA;
+        else {
+            fprintf(stderr, "bracket plan check: --backend: '%s' is not cpu or cuda\n", backend);
+            bk_plan_free(&plan);
+            return BK_EXIT_USAGE;
+        }
+    }
+    st = bk_catalog_check_plan(&plan, b, &err);
+    if (st != BK_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        bk_plan_free(&plan);
+        return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
+    }
+    printf("%s: valid (%s, %s vs %s, %d shape(s), backend %s, candidate serves %.1f%% of the "
+           "workload)\n", argv[optind], plan.target, plan.incumbent.name, plan.candidate.name,
+           plan.workload.nshapes, bk_backend_name(b), 100 * bk_routing_share(&plan, b, 1));
+    bk_plan_free(&plan);
+    return 0;
+}

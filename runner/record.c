@@ -1,0 +1,283 @@
+/* record.c - the run's record: record.json (bracket.record/1) with the plan, identities,
+ * lanes, arms, quality, score and verdict, and samples.msgpack with every raw sample. */
+#include <hwloc.h>
+#include <jansson.h>
+#include <msgpack.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+#ifdef BK_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#endif
+
+#include "runner/digest.h"
+#include "runner/record_io.h"
+#include "runner/run.h"
+
+#define BK_RECORD_SCHEMA "bracket.record/1"
+#define BK_SAMPLES_SCHEMA "bracket.samples/1"
+
+static json_t *versions(void)
+{
+    json_t *v = json_object();
+    char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int len = 0;
+    MPI_Get_library_version(mpi, &len);
+    char *nl = strchr(mpi, '\n');
+    if (nl)
+        *nl = '\0';
+    char *comma = strchr(mpi, ',');
+    if (comma)
+        *comma = '\0';
+    json_object_set_new(v, "mpi", json_string(mpi));
+    unsigned hv = hwloc_get_api_version();
+    char buf[64];
+    snprintf(buf, sizeof buf, "%u.%u.%u", hv >> 16, (hv >> 8) & 0xff, hv & 0xff);
+    json_object_set_new(v, "hwloc", json_string(buf));
+    int a, b, c;
+    zmq_version(&a, &b, &c);
+    snprintf(buf, sizeof buf, "%d.%d.%d", a, b, c);
+    json_object_set_new(v, "zeromq", json_string(buf));
+    json_object_set_new(v, "msgpack_c", json_string(msgpack_version()));
+    json_object_set_new(v, "jansson", json_string(JANSSON_VERSION));
+#ifdef BK_HAVE_CUDA
+    int d = 0, r = 0, n = 0;
+    if (cudaDriverGetVersion(&d) == cudaSuccess) {
+        snprintf(buf, sizeof buf, "%d.%d", d / 1000, (d % 1000) / 10);
+        json_object_set_new(v, "cuda_driver", json_string(buf));
+    }
+    if (cudaRuntimeGetVersion(&r) == cudaSuccess) {
+        snprintf(buf, sizeof buf, "%d.%d", r / 1000, (r % 1000) / 10);
+        json_object_set_new(v, "cuda_runtime", json_string(buf));
+    }
+    if (ncclGetVersion(&n) == ncclSuccess) {
+        snprintf(buf, sizeof buf, "%d.%d.%d", n / 10000, (n % 10000) / 100, n % 100);
+        json_object_set_new(v, "nccl", json_string(buf));
+    }
+#endif
+    return v;
+}
+
+static json_t *int_array(const int *v, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(a, json_integer(v[i]));
+    return a;
+}
+
+static json_t *arm_json(const bk_run *run, const bk_score *sc, int idx)
+{
+    const bk_arm_run *a = &run->arms[idx];
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(bk_arm_names[idx]));
+    json_object_set_new(o, "ran", json_boolean(a->ran));
+    if (!a->ran)
+        return o;
+    json_object_set_new(o, "variant", json_string(a->variant));
+    json_object_set_new(o, "audit", json_boolean(a->audit));
+    json_object_set_new(o, "ok", json_boolean(a->ok));
+    json_object_set_new(o, "reason", json_string(a->reason));
+    json_object_set_new(o, "wall_s", json_real((double)(a->t_end_ns - a->t_start_ns) / 1e9));
+    json_object_set_new(o, "lane", int_array(a->lane, a->world));
+    json_t *procs = json_array();
+    for (int r = 0; r < a->world; r++) {
+        const bk_rank_data *d = &a->r[r];
+        char desc[96];
+        bk_proc_describe(&d->proc, desc, sizeof desc);
+        json_t *p = json_pack("{s:i, s:i, s:s, s:I, s:b, s:i, s:i, s:b, s:b, s:s, s:b, s:b, s:s, "
+                              "s:I, s:I, s:f, s:f}",
+                              "lane_rank", r, "mpi_rank", d->mpi_rank, "host", d->host,
+                              "pid", (json_int_t)d->pid, "reported", d->reported,
+                              "exit_code", d->proc.exit_code, "signal", d->proc.signal,
+                              "timed_out", d->proc.timed_out, "killed", d->proc.killed,
+                              "ended", desc, "status_seen", d->status_seen,
+                              "status_ok", d->status_ok, "status_message", d->status_msg,
+                              "samples_sent", (json_int_t)d->samples_claimed,
+                              "samples_received", (json_int_t)d->samples_got,
+                              "spawn_to_first_s", (double)d->t_first_ns / 1e9,
+                              "spawn_to_exit_s", d->spawn_s);
+        json_array_append_new(procs, p);
+    }
+    json_object_set_new(o, "processes", procs);
+    int k = idx <= BK_ARM_IDX_BP ? idx : -1;
+    if (k >= 0 && sc->arms[k].scored) {
+        const bk_arm_summary *s = &sc->arms[k];
+        json_t *sum = json_object(), *med = json_array(), *n = json_array();
+        for (int i = 0; i < run->plan.workload.nshapes; i++) {
+            json_array_append_new(med, json_real(s->median_ns[i]));
+            json_array_append_new(n, json_integer((json_int_t)s->n[i]));
+        }
+        json_object_set_new(sum, "n", n);
+        json_object_set_new(sum, "median_ns", med);
+        json_object_set_new(sum, "cost_ns", json_real(s->cost_ns));
+        json_object_set_new(sum, "cost_interval_ns", json_pack("[f,f]", s->cost_lo_ns, s->cost_hi_ns));
+        json_object_set_new(o, "summary", sum);
+    }
+    return o;
+}
+
+static json_t *quality_json(const bk_run *run)
+{
+    const bk_quality *q = &run->quality;
+    json_t *o = json_pack("{s:s, s:s, s:f, s:f}", "state", bk_quality_name(q->state), "reason",
+                          q->reason, "rtol", run->plan.quality.rtol, "atol", run->plan.quality.atol);
+    json_t *per = json_array();
+    for (int s = 0; q->per && s < q->nshapes; s++)
+        for (int k = 0; k < q->noutputs; k++) {
+            const bk_quality_shape *x = &q->per[s * q->noutputs + k];
+            json_array_append_new(per, json_pack("{s:i, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:s, s:s}",
+                "shape", s, "tensor", run->output_names[k], "elements", (json_int_t)x->elems,
+                "mismatches", (json_int_t)x->mismatches, "nan_a", (json_int_t)x->nan_a,
+                "nan_t", (json_int_t)x->nan_t, "max_abs_err", x->max_abs, "max_rel_err", x->max_rel,
+                "digest_a", x->digest_a, "digest_t", x->digest_t));
+        }
+    json_object_set_new(o, "tensors", per);
+    return o;
+}
+
+static json_t *score_json(const bk_score *sc)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "baseline", json_string(sc->baseline));
+    json_object_set_new(o, "bp_excluded", json_boolean(sc->bp_excluded));
+    if (sc->have_speedup) {
+        json_object_set_new(o, "speedup", json_real(sc->speedup));
+        json_object_set_new(o, "speedup_interval", json_pack("[f,f]", sc->speedup_lo, sc->speedup_hi));
+    }
+    if (sc->have_baseline)
+        json_object_set_new(o, "baseline_cost_ns", json_real(sc->base_cost_ns));
+    if (sc->have_drift) {
+        json_object_set_new(o, "drift", json_real(sc->drift));
+        json_object_set_new(o, "drift_exceeded", json_boolean(sc->drift_exceeded));
+    }
+    json_object_set_new(o, "thresholds",
+        json_pack("{s:f, s:f, s:f, s:s, s:i, s:I, s:b}", "confidence", sc->confidence,
+                  "min_gain", sc->min_gain, "drift_limit", sc->drift_limit, "drift_policy",
+                  bk_drift_policy_name(sc->drift_policy), "bootstrap_resamples", sc->resamples,
+                  "seed", (json_int_t)sc->seed, "bc_only", sc->bc_only));
+    return o;
+}
+
+/* samples.msgpack: a header map, then one map per (timed arm, lane rank, shape). */
+static bk_status write_samples(const bk_run *run, char *digest, bk_err *err)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+#define PSTR(s) do { size_t l_ = strlen(s); msgpack_pack_str(&pk, l_); msgpack_pack_str_body(&pk, s, l_); } while (0)
+    msgpack_pack_map(&pk, 4);
+    PSTR("schema"); PSTR(BK_SAMPLES_SCHEMA);
+    PSTR("run"); PSTR(run->run_id);
+    PSTR("nshapes"); msgpack_pack_int(&pk, run->plan.workload.nshapes);
+    PSTR("iters"); msgpack_pack_int(&pk, run->plan.workload.iters);
+    for (int idx = BK_ARM_IDX_B; idx <= BK_ARM_IDX_BP; idx++) {
+        const bk_arm_run *a = &run->arms[idx];
+        if (!a->ran)
+            continue;
+        for (int r = 0; r < a->world; r++)
+            for (int s = 0; s < run->plan.workload.nshapes; s++) {
+                const bk_rank_data *d = &a->r[r];
+                size_t n = d->ns_seen ? d->ns_seen[s] : 0;
+                if (n > (size_t)run->plan.workload.iters)
+                    n = (size_t)run->plan.workload.iters;
+                msgpack_pack_map(&pk, 4);
+                PSTR("arm"); PSTR(a->name);
+                PSTR("rank"); msgpack_pack_int(&pk, r);
+                PSTR("shape"); msgpack_pack_int(&pk, s);
+                PSTR("ns"); msgpack_pack_array(&pk, n);
+                for (size_t i = 0; i < n; i++)
+                    msgpack_pack_uint64(&pk, d->ns[s][i]);
+            }
+    }
+#undef PSTR
+    char path[800];
+    snprintf(path, sizeof path, "%s/samples.msgpack", run->run_dir);
+    bk_sha256_hex(sb.data, sb.size, digest);
+    bk_status st = bk_write_atomic(path, sb.data, sb.size, err);
+    msgpack_sbuffer_destroy(&sb);
+    return st;
+}
+
+bk_status bk_record_write(const bk_run *run, const bk_score *sc, bk_err *err)
+{
+    bk_status st = BK_OK;
+    char samples_digest[BK_SHA256_HEX_LEN] = "";
+    char *text = NULL;
+    json_t *rec = NULL;
+    BK_TRY(write_samples(run, samples_digest, err));
+    const bk_plan *p = &run->plan;
+    json_error_t jerr;
+    char *plan_text = bk_plan_dump(p);
+    json_t *plan = plan_text ? json_loads(plan_text, 0, &jerr) : NULL;
+    free(plan_text);
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    char created[32];
+    strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    json_t *hosts = json_array();
+    for (int i = 0; i < run->world_size; i++)
+        json_array_append_new(hosts, json_string(run->hosts[i]));
+    json_t *wire = json_object(), *rej = json_object();
+    for (int i = 0; i < BK_REJ_COUNT; i++)
+        json_object_set_new(rej, bk_wire_reject_name((bk_wire_reject)i),
+                            json_integer((json_int_t)run->wire.rejected[i]));
+    json_object_set_new(wire, "accepted", json_integer((json_int_t)run->wire.accepted));
+    json_object_set_new(wire, "rejected", rej);
+    json_t *routing = json_pack("{s:f, s:o}", "candidate_share", run->routing_share, "shapes",
+                                json_array());
+    json_t *arms = json_array();
+    for (int i = 0; i < BK_ARM_NAMES; i++)
+        json_array_append_new(arms, arm_json(run, sc, i));
+    rec = json_object();
+    json_object_set_new(rec, "schema", json_string(BK_RECORD_SCHEMA));
+    json_object_set_new(rec, "run_id", json_string(run->run_id));
+    json_object_set_new(rec, "created", json_string(created));
+    json_object_set_new(rec, "bracket_version", json_string(BK_VERSION));
+    json_object_set_new(rec, "plan", plan ? plan : json_null());
+    json_object_set_new(rec, "plan_digest", json_string(run->plan_digest));
+    json_object_set_new(rec, "identity",
+        json_pack("{s:s, s:I, s:s, s:s, s:s, s:o, s:o}", "stack_digest", p->arena.stack_digest,
+                  "incumbent_generation", (json_int_t)p->arena.incumbent_generation,
+                  "candidate_source_digest", p->candidate.source_digest, "binary_digest",
+                  run->binary_digest, "topology_signature", run->lane_signature, "versions",
+                  versions(), "hosts", hosts));
+    json_object_set_new(rec, "backend", json_string(bk_backend_name(run->backend)));
+    json_object_set_new(rec, "rehearsal", json_boolean(run->backend == BK_BACKEND_CPU ||
+                                                       run->shared_lanes));
+    json_object_set_new(rec, "lanes",
+        json_pack("{s:s, s:i, s:o, s:o, s:s, s:s}", "policy", bk_lane_policy_name(p->lane_policy),
+                  "size", run->lane_size, "baseline", int_array(run->baseline, run->lane_size),
+                  "candidate", int_array(run->candidate, run->lane_size), "signature",
+                  run->lane_signature, "note", run->lane_note));
+    json_object_set_new(rec, "routing", routing);
+    json_object_set_new(rec, "arms", arms);
+    json_object_set_new(rec, "stopped", json_string(run->stopped));
+    json_object_set_new(rec, "quality", quality_json(run));
+    json_object_set_new(rec, "score", score_json(sc));
+    json_object_set_new(rec, "verdict", json_string(bk_verdict_name(sc->verdict)));
+    json_object_set_new(rec, "status", json_string(sc->status));
+    json_object_set_new(rec, "reasons", json_string(sc->reasons));
+    json_object_set_new(rec, "wire", wire);
+    json_object_set_new(rec, "samples", json_pack("{s:s, s:s}", "file", "samples.msgpack",
+                                                  "digest", samples_digest));
+    text = json_dumps(rec, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+    if (!text) {
+        st = BK_FAIL(err, BK_ERR_INTERNAL, "cannot serialise the record");
+        goto out;
+    }
+    char path[800];
+    snprintf(path, sizeof path, "%s/record.json", run->run_dir);
+    size_t len = strlen(text);
+    BK_TRY(bk_write_atomic(path, text, len, err));
+out:
+    free(text);
+    json_decref(rec);
+    return st;
+}
