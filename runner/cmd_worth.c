@@ -51,7 +51,7 @@ int bk_cmd_worth(int argc, char **argv)
     };
     double f = NAN, k = NAN, noise = NAN;
     int have_f = 0, have_k = 0, have_noise = 0, c;
-    optind = 1;
+    optind = 0; /* glibc: 0 fully re-initialises getopt (the command may run twice) */
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":f:k:n:h", opts, NULL)) != -1) {
         double *dst = c == 'f' ? &f : c == 'k' ? &k : c == 'n' ? &noise : NULL;

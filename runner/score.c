@@ -528,4 +528,4 @@ bk_status bk_worth_bound(double f, double k, double *bound, bk_err *err)
     return BK_OK;
 }
 
-int bk_worth_clears(double bound, double noise) { return bound - 1.0 > noise; }
+int bk_worth_clears(double bound, double noise) { return bound > 1.0 + noise; }

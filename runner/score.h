@@ -154,7 +154,7 @@ bk_status bk_sort_u64(uint64_t *v, size_t n, bk_err *err);
  * BK_ERR_INPUT (message names the value) for f or k out of range or not finite. */
 bk_status bk_worth_bound(double f, double k, double *bound, bk_err *err);
 
-/* 1 when the bound's gain (bound - 1) exceeds the resolvable noise (a
+/* 1 when the bound exceeds 1 + noise (its gain beats the resolvable noise, a
  * fraction >= 0, e.g. 0.01), else 0. */
 int bk_worth_clears(double bound, double noise);
 
