@@ -4,8 +4,10 @@
 
 #include <stdint.h>
 
-/* Generator state. Same seed -> same stream, bit for bit, on every platform
- * with IEEE-754 doubles (no global state, no threads, no libc rand). */
+/* Generator state. Same seed -> same stream, bit for bit (no global state, no
+ * threads, no libc rand). bk_rng_next and bk_rng_uniform are exact integer /
+ * IEEE-754 arithmetic, identical everywhere; normal, gamma and beta also call
+ * libm (log, sqrt, pow), so they are bit-identical for the same build and libm. */
 typedef struct bk_rng {
     uint64_t s[4];
 } bk_rng;

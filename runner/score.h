@@ -134,7 +134,8 @@ typedef struct bk_score_timing {
  *    1 + min_gain: lo above -> PASS, hi below -> FAIL ("slower or no material
  *    gain"), otherwise NO_DECISION ("interval straddles 1+min_gain").
  * Numbers are filled wherever the samples allow, whatever the verdict.
- * Deterministic: the same input gives the same output bit for bit.
+ * Deterministic: the same input gives the same output bit for bit (same build
+ * and libm; one thread, a fixed order of RNG draws, see score.c).
  * Returns BK_ERR_INPUT for an input that breaks its contract (bad weights,
  * thresholds, counts), BK_ERR_SYSTEM when memory runs out; a missing evidence
  * is a verdict, not an error. `timing` may be NULL. */
