@@ -13,6 +13,8 @@
 
 /* the pooled baseline B+B' is scored as a fourth sample set beside the arms */
 enum { POOL = BK_NARMS, NSETS = BK_NARMS + 1 };
+/* room for "arm B' failed: " before a full-length failure reason */
+#define PROBLEM_LEN (BK_SCORE_REASON_LEN + 64)
 
 const char *bk_verdict_name(bk_verdict v)
 {
@@ -309,7 +311,7 @@ static void merge(const sample *a, const sample *b, uint64_t *dst)
 
 /* ---- the verdict ---- */
 
-static void decide(const bk_score_input *in, bk_score *out, char problem[][BK_SCORE_REASON_LEN])
+static void decide(const bk_score_input *in, bk_score *out, char problem[][PROBLEM_LEN])
 {
     const double bar = 1.0 + in->min_gain;
     int blocked = 0, decided = 0;
@@ -376,7 +378,7 @@ bk_status bk_score_compute(const bk_score_input *in, bk_score *out, bk_score_tim
     uint64_t t0 = bk_now_ns(), t1 = t0, t2 = t0;
     uint64_t *buf[NSETS][BK_MAX_SHAPES];
     sample smp[NSETS][BK_MAX_SHAPES];
-    char problem[BK_NARMS][BK_SCORE_REASON_LEN];
+    char problem[BK_NARMS][PROBLEM_LEN];
     int have[NSETS] = { 0 };
     double cost[NSETS] = { 0 }, *rep[NSETS] = { 0 }, *srep = NULL;
     const int R = in->resamples, ns = in->nshapes;
