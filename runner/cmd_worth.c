@@ -1,0 +1,114 @@
+/* cmd_worth.c - `bracket worth`: the materiality bound 1 / ((1 - f) + f / k) of a slot,
+ * checked against the arena's resolvable noise before any GPU time is spent. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "runner/cli.h"
+#include "runner/score.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: bracket worth --fraction F --speedup K [--noise N]\n"
+            "\n"
+            "Upper bound of the end-to-end speed-up when a slot taking fraction F of the\n"
+            "critical path is made K times faster: 1 / ((1 - F) + F / K). Optimistic by\n"
+            "construction: a filter for where to invest, not evidence of a win.\n"
+            "\n"
+            "  -f, --fraction F   critical-path fraction of the slot, in (0, 1]  (required)\n"
+            "  -k, --speedup K    the slot's own speed-up factor, > 0           (required)\n"
+            "  -n, --noise N      the arena's resolvable noise as a fraction,\n"
+            "                     e.g. 0.01 for 1%%, >= 0   (default: none, not compared)\n"
+            "  -h, --help         this text\n"
+            "\n"
+            "Exit status: 0 printed the bound, 2 bad or missing input.\n"
+            "Example: bracket worth -f 0.08 -k 2 -n 0.01   (bound 1.0417, +4.17%%)\n");
+}
+
+/* Parse a whole argument as a finite double; 0 on success. */
+static int parse_number(const char *text, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || *end != '\0' || errno == ERANGE || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int bk_cmd_worth(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "fraction", required_argument, NULL, 'f' },
+        { "speedup", required_argument, NULL, 'k' },
+        { "noise", required_argument, NULL, 'n' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    double f = NAN, k = NAN, noise = NAN;
+    int have_f = 0, have_k = 0, have_noise = 0, c;
+    optind = 0; /* glibc: 0 fully re-initialises getopt (the command may run twice) */
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":f:k:n:h", opts, NULL)) != -1) {
+        double *dst = c == 'f' ? &f : c == 'k' ? &k : c == 'n' ? &noise : NULL;
+        switch (c) {
+        case 'f':
+        case 'k':
+        case 'n':
+            if (parse_number(optarg, dst) != 0) {
+                fprintf(stderr, "bracket worth: --%s: '%s' is not a number\n",
+                        c == 'f' ? "fraction" : c == 'k' ? "speedup" : "noise", optarg);
+                return BK_EXIT_USAGE;
+            }
+            have_f |= c == 'f';
+            have_k |= c == 'k';
+            have_noise |= c == 'n';
+            break;
+        case 'h':
+            usage(stdout);
+            return BK_EXIT_PASS;
+        case ':':
+            fprintf(stderr, "bracket worth: %s needs a value\n", argv[optind - 1]);
+            usage(stderr);
+            return BK_EXIT_USAGE;
+        default:
+            fprintf(stderr, "bracket worth: unknown option '%s'\n", argv[optind - 1]);
+            usage(stderr);
+            return BK_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "bracket worth: unexpected argument '%s'\n", argv[optind]);
+        return BK_EXIT_USAGE;
+    }
+    if (!have_f || !have_k) {
+        fprintf(stderr, "bracket worth: missing %s (see bracket worth --help)\n",
+                !have_f && !have_k ? "--fraction and --speedup"
+                : !have_f          ? "--fraction"
+                                   : "--speedup");
+        return BK_EXIT_USAGE;
+    }
+    if (have_noise && !(noise >= 0.0)) {
+        fprintf(stderr, "bracket worth: --noise %g must be a fraction >= 0 (e.g. 0.01)\n",
+                noise);
+        return BK_EXIT_USAGE;
+    }
+    double bound;
+    bk_err err = { 0 };
+    if (bk_worth_bound(f, k, &bound, &err) != BK_OK) {
+        fprintf(stderr, "bracket worth: %s\n", err.msg);
+        return BK_EXIT_USAGE;
+    }
+    printf("fraction %.6g, slot speed-up %.6g\n", f, k);
+    printf("end-to-end bound   %.4f  (%+.2f%%)\n", bound, 100.0 * (bound - 1.0));
+    if (have_noise)
+        printf("resolvable noise   %.2f%%  -> %s\n", 100.0 * noise,
+               bk_worth_clears(bound, noise)
+                   ? "worth an experiment"
+                   : "below the arena's resolvable noise: choose another target");
+    return BK_EXIT_PASS;
+}

@@ -1,0 +1,144 @@
+/* test_worth.c - the materiality bound and the `bracket worth` command (run in-process). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runner/cli.h"
+#include "runner/score.h"
+
+static void test_bound(void **state)
+{
+    (void)state;
+    double b = 0;
+    bk_err err = { 0 };
+    /* ARENA.md's worked example: f 0.08, k 2 -> 1.0417 */
+    assert_int_equal(bk_worth_bound(0.08, 2.0, &b, &err), BK_OK);
+    assert_true(fabs(b - 1.0 / 0.96) < 1e-12);
+    assert_true(fabs(b - 1.0417) < 5e-5);
+    /* the whole path made twice as fast: 2; deleting 0.5% of it: ~1.005 */
+    assert_int_equal(bk_worth_bound(1.0, 2.0, &b, &err), BK_OK);
+    assert_true(fabs(b - 2.0) < 1e-12);
+    assert_int_equal(bk_worth_bound(0.005, 1e300, &b, &err), BK_OK);
+    assert_true(fabs(b - 1.0 / 0.995) < 1e-12);
+    /* a slower slot lowers the bound below 1 */
+    assert_int_equal(bk_worth_bound(0.5, 0.5, &b, &err), BK_OK);
+    assert_true(fabs(b - 1.0 / 1.5) < 1e-12);
+}
+
+static void test_bound_rejects(void **state)
+{
+    (void)state;
+    const double bad[][2] = { { 0.0, 2.0 }, { -0.1, 2.0 }, { 1.5, 2.0 }, { NAN, 2.0 },
+                              { 0.5, 0.0 }, { 0.5, -1.0 }, { 0.5, INFINITY }, { 0.5, NAN } };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        double b = 0;
+        bk_err err = { 0 };
+        assert_int_equal(bk_worth_bound(bad[i][0], bad[i][1], &b, &err), BK_ERR_INPUT);
+        assert_true(isnan(b));
+        assert_true(strstr(err.msg, "fraction") || strstr(err.msg, "speed-up"));
+    }
+}
+
+static void test_clears(void **state)
+{
+    (void)state;
+    assert_int_equal(bk_worth_clears(1.0417, 0.01), 1);
+    assert_int_equal(bk_worth_clears(1.004, 0.01), 0);
+    assert_int_equal(bk_worth_clears(1.01, 0.01), 0); /* equal is not clearing */
+    assert_int_equal(bk_worth_clears(0.9, 0.0), 0);
+}
+
+/* Run bk_cmd_worth with stdout captured into `out`; returns its exit status. */
+static int run_worth(char *out, size_t len, const char *const *args)
+{
+    char *argv[16];
+    int argc = 0;
+    argv[argc++] = "worth";
+    for (; args[argc - 1]; argc++)
+        argv[argc] = (char *)args[argc - 1];
+    argv[argc] = NULL;
+    char path[] = "/tmp/bk_test_worth_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO);
+    assert_true(saved >= 0);
+    assert_true(dup2(fd, STDOUT_FILENO) >= 0);
+    int rc = bk_cmd_worth(argc, argv);
+    fflush(stdout);
+    assert_true(dup2(saved, STDOUT_FILENO) >= 0);
+    close(saved);
+    ssize_t n = pread(fd, out, len - 1, 0);
+    assert_true(n >= 0);
+    out[n] = '\0';
+    close(fd);
+    unlink(path);
+    return rc;
+}
+
+static void test_command(void **state)
+{
+    (void)state;
+    char out[4096];
+    const char *ex[] = { "--fraction", "0.08", "--speedup", "2", "--noise", "0.01", NULL };
+    assert_int_equal(run_worth(out, sizeof out, ex), 0);
+    assert_non_null(strstr(out, "1.0417"));
+    assert_non_null(strstr(out, "+4.17%"));
+    assert_non_null(strstr(out, "worth an experiment"));
+
+    const char *small[] = { "-f", "0.005", "-k", "1e9", "-n", "0.01", NULL };
+    assert_int_equal(run_worth(out, sizeof out, small), 0);
+    assert_non_null(strstr(out, "choose another target"));
+
+    const char *nonoise[] = { "-f0.5", "--speedup=2", NULL };
+    assert_int_equal(run_worth(out, sizeof out, nonoise), 0);
+    assert_non_null(strstr(out, "1.3333"));
+    assert_null(strstr(out, "noise"));
+
+    const char *help[] = { "--help", NULL };
+    assert_int_equal(run_worth(out, sizeof out, help), 0);
+    assert_non_null(strstr(out, "--fraction"));
+    assert_non_null(strstr(out, "default"));
+}
+
+static void test_command_rejects(void **state)
+{
+    (void)state;
+    char out[4096];
+    const char *cases[][8] = {
+        { "--speedup", "2", NULL },                       /* missing --fraction */
+        { "--fraction", "0.1", NULL },                    /* missing --speedup */
+        { "-f", "0", "-k", "2", NULL },                   /* f not in (0, 1] */
+        { "-f", "1.2", "-k", "2", NULL },
+        { "-f", "0.1", "-k", "0", NULL },                 /* k <= 0 */
+        { "-f", "0.1", "-k", "-3", NULL },
+        { "-f", "0.1x", "-k", "2", NULL },                /* garbage numbers */
+        { "-f", "abc", "-k", "2", NULL },
+        { "-f", "0.1", "-k", "nan", NULL },
+        { "-f", "0.1", "-k", "2", "-n", "-0.01", NULL },  /* negative noise */
+        { "-f", "0.1", "-k", "2", "--bogus", NULL },      /* unknown option */
+        { "-f", "0.1", "-k", "2", "extra", NULL },        /* stray argument */
+        { "-f", "0.1", "-k", NULL },                      /* option without its value */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        assert_int_equal(run_worth(out, sizeof out, cases[i]), BK_EXIT_USAGE);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bound),
+        cmocka_unit_test(test_bound_rejects),
+        cmocka_unit_test(test_clears),
+        cmocka_unit_test(test_command),
+        cmocka_unit_test(test_command_rejects),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
