@@ -373,15 +373,15 @@ int bk_cmd_run(int argc, char **argv)
         .device = sm.backend == BK_BACKEND_CUDA ? bk_local_device(local_rank) : -1,
         .mpi_rank = rank, .host = host, .arm_s = sm.arm_s, .quiet = o.quiet,
     };
+    if (rank == 0 && bk_sha256_file(exe, run->binary_digest, &err) != BK_OK)
+        bk_strlcpy(run->binary_digest, "unknown", sizeof run->binary_digest);
     if (rank != 0) {
-        bk_agent_loop(&env);
-        rc = 0;
+        rc = bk_agent_loop(&env);
         goto out;
     }
     if (!o.quiet)
         bk_report_header(stdout, run);
     run_arms(run, coord, &env);
-    bk_run_finish_agents();
     run->wire = *bk_coord_stats(coord);
     bk_run_quality(run);
     bk_score score;
@@ -401,6 +401,8 @@ int bk_cmd_run(int argc, char **argv)
     }
     if (rc == 0)
         rc = verdict_exit(score.verdict);
+    fflush(stdout);
+    bk_run_finish_agents(rc);
 out:
     if (plan_path[0])
         unlink(plan_path);

@@ -20,14 +20,16 @@ typedef struct bk_agent_env {
     int quiet;
 } bk_agent_env;
 
-/* Agents (rank != 0): serve arms until rank 0 says the run is over. */
+/* Agents (rank != 0): serve arms until rank 0 says the run is over; returns
+ * the run's exit status as rank 0 sent it. */
 int bk_agent_loop(const bk_agent_env *env);
 
 /* Rank 0: run arm idx (BK_ARM_IDX_*) on its lane, filling run->arms[idx]. */
 bk_status bk_run_arm(bk_run *run, bk_coord *c, const bk_agent_env *env, int idx, bk_err *err);
 
-/* Rank 0: tell the agents the run is over. */
-void bk_run_finish_agents(void);
+/* Rank 0: tell the agents the run is over and its exit status (so mpirun
+ * sees one exit status from every rank). */
+void bk_run_finish_agents(int exit_status);
 
 /* Remove what a failed engine of (arm idx, lane rank) may have left (its
  * shared-memory segment). */

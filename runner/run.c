@@ -171,7 +171,7 @@ int bk_agent_loop(const bk_agent_env *env)
         if (wait_req(&req) != 0)
             return -1;
         if (m.kind != 1)
-            return 0;
+            return m.idx; /* the run's exit status, the same on every rank */
         agent_arm(env, &m);
     }
 }
@@ -403,11 +403,12 @@ out:
     return st;
 }
 
-void bk_run_finish_agents(void)
+void bk_run_finish_agents(int exit_status)
 {
     arm_msg m;
     memset(&m, 0, sizeof m);
     m.kind = 2;
+    m.idx = exit_status;
     MPI_Request req;
     MPI_Ibcast(&m, sizeof m, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
     wait_req(&req);

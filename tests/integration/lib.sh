@@ -1,0 +1,69 @@
+# lib.sh - helpers for the integration tests: run bracket under mpirun on this machine.
+# Sourced by tests/integration/test_*.sh (CTest sets BK_BRACKET and BK_SOURCE_DIR).
+set -u
+BK_SOURCE_DIR=${BK_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+BK_BRACKET=${BK_BRACKET:-$BK_SOURCE_DIR/build/bracket}
+IT_PLAN=${IT_PLAN:-$BK_SOURCE_DIR/tests/fixtures/plans/it-cpu.json}
+IT_TMP=$(mktemp -d "${TMPDIR:-/tmp}/bk-it-XXXXXX")
+trap 'rm -rf "$IT_TMP"' EXIT
+MPIRUN_FLAGS=(--oversubscribe --bind-to none --mca btl self,vader
+              --mca mpi_yield_when_idle 1)
+[ "$(id -u)" = 0 ] && MPIRUN_FLAGS+=(--allow-run-as-root)
+export OMPI_MCA_rmaps_base_oversubscribe=1
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# it_run NAME NP [bracket run args...]: runs, sets RC, OUT (stdout+stderr file), RECORD
+it_run() {
+    local name=$1 np=$2
+    shift 2
+    OUT=$IT_TMP/$name.log
+    set +e
+    timeout 600 mpirun "${MPIRUN_FLAGS[@]}" -np "$np" "$BK_BRACKET" run "$@" --out "$IT_TMP/out-$name" \
+        --quiet >"$OUT" 2>&1
+    RC=$?
+    set -e
+    RECORD=$(ls -d "$IT_TMP/out-$name"/*/record.json 2>/dev/null | head -n 1 || true)
+    echo "---- $name: exit $RC"
+    cat "$OUT"
+}
+
+# expect_verdict WORD CODE: the run printed the verdict and exited with its code
+expect_verdict() {
+    grep -q "^verdict: $1 " "$OUT" || fail "expected verdict $1"
+    [ "$RC" = "$2" ] || fail "expected exit $2 for $1, got $RC"
+    [ -n "$RECORD" ] && [ -f "$RECORD" ] || fail "no record written"
+    python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['verdict']==sys.argv[2], r['verdict']" \
+        "$RECORD" "$1" || fail "record.json verdict is not $1"
+}
+
+# expect_rescore: `bracket score` reproduces the verdict and numbers bit for bit
+expect_rescore() {
+    set +e
+    "$BK_BRACKET" score "$RECORD" >"$IT_TMP/score.log" 2>&1
+    local rc=$?
+    set -e
+    cat "$IT_TMP/score.log"
+    [ "$rc" = "$RC" ] || fail "bracket score exited $rc, the run $RC"
+    grep -q "identical to the record" "$IT_TMP/score.log" || fail "bracket score differs from the record"
+}
+
+# expect_no_leftovers: no engine of this test's runs and no shared-memory segment remain
+expect_no_leftovers() {
+    sleep 0.2
+    if pgrep -f "bracket engine .*$IT_TMP" >/dev/null; then
+        pgrep -af "bracket engine .*$IT_TMP" >&2
+        fail "engine processes left behind"
+    fi
+    local run
+    run=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['run_id'])" "$RECORD" 2>/dev/null || true)
+    if ls /dev/shm 2>/dev/null | grep -q '^bk-'; then
+        # segments are named from a hash of the run id: any bk- segment newer than this test is ours
+        if [ -n "$(find /dev/shm -maxdepth 1 -name 'bk-*' -newer "$IT_PLAN_COPY" 2>/dev/null)" ]; then
+            ls -l /dev/shm >&2
+            fail "shared-memory segments left behind (run $run)"
+        fi
+    fi
+}
+IT_PLAN_COPY=$IT_TMP/plan-start-marker
+touch "$IT_PLAN_COPY"
