@@ -174,12 +174,12 @@ static void test_roundtrip_hello_peers(void **state)
     memcpy(copy, f->buf.data, f->buf.size);
     assert_int_equal(decode(f, copy, f->buf.size), BK_OK);
     memset(copy, 0xAA, f->buf.size);
-    free(copy);
     assert_int_equal(f->msg.type, BK_MSG_HELLO);
     assert_int_equal(f->msg.world, 4);
     assert_int_equal(f->msg.pid, -12);
     assert_int_equal(f->msg.blob_len, sizeof blob);
     assert_memory_equal(f->msg.blob, blob, sizeof blob);
+    free(copy);
 
     const char *b[4] = { "a", "", "ccc", "dddd" };
     size_t l[4] = { 1, 0, 3, 4 };
