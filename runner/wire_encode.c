@@ -21,7 +21,7 @@ void bk_wire_buf_free(bk_wire_buf *b)
 
 /* Make room for `extra` more bytes; 0 on success, -1 when out of memory or
  * the size would overflow. Grows geometrically so packing stays amortised O(1). */
-static int buf_reserve(bk_wire_buf *b, size_t extra)
+__attribute__((noinline)) static int buf_reserve(bk_wire_buf *b, size_t extra)
 {
     if (extra <= b->alloc - b->size)
         return 0;
@@ -43,11 +43,20 @@ static int buf_reserve(bk_wire_buf *b, size_t extra)
 static int buf_write(void *data, const char *src, size_t len)
 {
     bk_wire_buf *b = data;
-    if (buf_reserve(b, len) != 0)
+    if (__builtin_expect(len > b->alloc - b->size, 0) && buf_reserve(b, len) != 0)
         return -1;
-    memcpy(b->data + b->size, src, len);
+    char *dst = b->data + b->size;
     b->size += len;
-    return 0;
+    /* msgpack-c writes every scalar separately: copy the short ones with
+     * fixed-size (inlined) copies instead of a library call each. */
+    switch (len) {
+    case 1: dst[0] = src[0]; return 0;
+    case 2: memcpy(dst, src, 2); return 0;
+    case 3: memcpy(dst, src, 3); return 0;
+    case 5: memcpy(dst, src, 5); return 0;
+    case 9: memcpy(dst, src, 9); return 0;
+    default: memcpy(dst, src, len); return 0;
+    }
 }
 
 /* ---- packing helpers: each returns msgpack-c's 0 / -1 ---- */

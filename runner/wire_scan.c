@@ -79,6 +79,21 @@ int bk__wire_scan_bytes(const unsigned char *p, size_t len, bk__wire_scan *s)
         if (pos >= len)
             return fail(s, "truncated", pos);
         size_t at = pos;
+        unsigned char b = p[pos];
+        /* Fast paths for the bulk of a samples message: integers. */
+        if (b <= 0x7f || b >= 0xe0) {
+            pos++;
+            pending--;
+            continue;
+        }
+        if (b >= 0xcc && b <= 0xd3) { /* uint8..uint64, int8..int64 */
+            size_t w = (size_t)1 << (b & 3);
+            if (len - pos - 1 < w)
+                return fail(s, "truncated", at);
+            pos += 1 + w;
+            pending--;
+            continue;
+        }
         hdr_shape h;
         uint32_t n;
         if (classify(p[pos], &h, &n) != 0)

@@ -16,6 +16,7 @@
 #include "runner/wire.h"
 
 #define BENCH_SHAPES 4
+#define BENCH_ROUNDS 8
 #define BENCH_MAX_PRODUCERS 16
 #define BENCH_RCV_TIMEOUT_MS 5000  /* a lost message ends the run, never hangs it */
 #define BENCH_SND_TIMEOUT_MS 10000
@@ -47,22 +48,32 @@ static int bench_decode(size_t batch, uint64_t samples)
         ns[i] = synth_ns(1, 2, i);
     bk_wire_hdr h = bench_hdr_base;
     h.rank = 1;
-    uint64_t reps = samples / batch, t0 = bk_now_ns(), sum = 0;
-    for (uint64_t r = 0; r < reps; r++)
-        if (bk_wire_samples(&buf, &h, 2, r * batch, ns, batch, &err) != BK_OK)
-            goto out;
-    double enc_s = (double)(bk_now_ns() - t0) / 1e9;
-    t0 = bk_now_ns();
-    for (uint64_t r = 0; r < reps; r++) {
-        if (bk_wire_decode(d, buf.data, buf.size, &x, &msg, &stats, NULL, &err) != BK_OK)
-            goto out;
-        sum += msg.ns[msg.n - 1];
+    /* The best of BENCH_ROUNDS rounds: on a shared 2-core box the others are
+     * mostly someone else's noise. */
+    uint64_t reps = samples / batch / BENCH_ROUNDS + 1, sum = 0;
+    double enc_s = 1e9, dec_s = 1e9;
+    for (int round = 0; round < BENCH_ROUNDS; round++) {
+        uint64_t t0 = bk_now_ns();
+        for (uint64_t r = 0; r < reps; r++)
+            if (bk_wire_samples(&buf, &h, 2, r * batch, ns, batch, &err) != BK_OK)
+                goto out;
+        uint64_t t1 = bk_now_ns();
+        for (uint64_t r = 0; r < reps; r++) {
+            if (bk_wire_decode(d, buf.data, buf.size, &x, &msg, &stats, NULL, &err) != BK_OK)
+                goto out;
+            sum += msg.ns[msg.n - 1];
+        }
+        uint64_t t2 = bk_now_ns();
+        if ((double)(t1 - t0) / 1e9 < enc_s)
+            enc_s = (double)(t1 - t0) / 1e9;
+        if ((double)(t2 - t1) / 1e9 < dec_s)
+            dec_s = (double)(t2 - t1) / 1e9;
     }
-    double dec_s = (double)(bk_now_ns() - t0) / 1e9;
-    printf("| %6zu | %6zu | %9" PRIu64 " | %8.0f | %9.1f | %9.1f |\n", batch, buf.size, reps,
+    printf("| %6zu | %6zu | %10" PRIu64 " | %8.0f | %9.1f | %9.1f |\n", batch, buf.size, reps,
            dec_s * 1e9 / (double)reps, (double)(reps * batch) / dec_s / 1e6,
            (double)(reps * batch) / enc_s / 1e6);
-    rc = sum == reps * ns[batch - 1] && stats.accepted == reps ? 0 : 1;
+    rc = sum == BENCH_ROUNDS * reps * ns[batch - 1] &&
+                 stats.accepted == BENCH_ROUNDS * reps ? 0 : 1;
 out:
     if (rc)
         fprintf(stderr, "bench_ingest: decode loop failed: %s\n", err.msg);
@@ -369,9 +380,10 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
-    printf("decoder alone (one message decoded in a loop; encode rate for comparison)\n\n"
-           "| batch  | bytes  | messages  | ns/msg   | Msamples/s decode | Msamples/s encode |\n"
-           "| ---    | ---    | ---       | ---      | ---       | ---       |\n");
+    printf("decoder alone (one message decoded in a loop, best of %d rounds; encode rate for comparison)\n\n"
+           "| batch  | bytes  | msgs/round | ns/msg   | Msamples/s decode | Msamples/s encode |\n"
+           "| ---    | ---    | ---        | ---      | ---       | ---       |\n",
+           BENCH_ROUNDS);
     for (int b = 0; b < nbatch; b++)
         bad |= bench_decode(batches[b], 64000000);
     printf("\nflood: producers PUSH -> one PULL consumer (recv + decode + append), "
