@@ -333,10 +333,10 @@ static uint64_t parse_size(const char *s)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: bench_ingest [-n SAMPLES] [-p P1,P2] [-b B1,B2,B3] [-t ipc,tcp]\n"
-               "  -n, --samples N     samples per flood run (default 8M; K/M/G suffixes)\n"
+               "  -n, --samples N     samples per flood run (default 32M; K/M/G suffixes)\n"
                "  -p, --producers L   producer counts (default 2,4; at most %d)\n"
                "  -b, --batches L     samples per message (default 256,1024,4096)\n"
-               "  -t, --transports L  ipc and/or tcp (default ipc,tcp)\n",
+               "  -t, --transports L  ipc and/or tcp (default ipc,tcp; \"\" = decoder loop only)\n",
             BENCH_MAX_PRODUCERS);
 }
 
@@ -352,7 +352,7 @@ static int parse_list(const char *s, uint64_t *out, int max)
 
 int main(int argc, char **argv)
 {
-    uint64_t samples = 8000000, prod[8] = { 2, 4 }, batches[8] = { 256, 1024, 4096 };
+    uint64_t samples = 32000000, prod[8] = { 2, 4 }, batches[8] = { 256, 1024, 4096 };
     int nprod = 2, nbatch = 3, bad = 0;
     const char *transports = "ipc,tcp";
     static const struct option opts[] = {
