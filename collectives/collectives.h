@@ -41,6 +41,14 @@ bk_status bk_shm_barrier(bk_shm *shm, double timeout_s, bk_err *err);
 /* Unmap peers, unmap and unlink our own segment. NULL is fine. */
 void bk_shm_destroy(bk_shm *shm);
 
+/* The segment name bk_shm_create gives (run_id, arm, rank): a caller that
+ * knows a lane's run and arm can name every rank's segment without a blob. */
+void bk_shm_name(const char *run_id, const char *arm, int rank, char name_out[BK_SHM_NAME_LEN]);
+
+/* Unlink a segment by name (a crashed engine cannot unlink its own; the agent
+ * that spawned it calls this after the engine exits). Absent is BK_OK. */
+bk_status bk_shm_unlink_name(const char *name, bk_err *err);
+
 /* ---- Rendezvous client (ZeroMQ, wire format of runner/wire.h) ---- */
 
 #define BK_BLOB_MAX 4096

@@ -1,0 +1,291 @@
+/* shm.c - POSIX shared-memory peer memory and barriers for the cpu backend.
+ *
+ * Each rank creates one segment "/bk-<hash of run_id>-<arm>-<rank>": a 4 KiB flag
+ * page, then the payload. The flag page holds a magic word (published last, with
+ * release, so a peer that sees it sees a fully sized and initialised segment) and
+ * the rank's barrier epoch. A barrier bumps our own epoch (release) and waits until
+ * every peer's epoch has reached it (acquire): what a rank wrote before a barrier
+ * is visible to every peer after it.
+ *
+ * Waiting backs off: a few hundred pause spins, then sched_yield, then nanosleep
+ * naps growing to 200 us - the cpu backend runs more ranks than cores.
+ *
+ * Crash safety: destroy unlinks our own name. A process that dies cannot; its
+ * segment stays in /dev/shm until the agent that spawned the engine calls
+ * bk_shm_unlink_name on the name (bk_shm_name gives it), and a later create of
+ * the same name fails with EEXIST rather than sharing a stale segment. */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "collectives/collectives.h"
+
+#define SHM_MAGIC 0x31306d68736b62ull /* "bkshm01" */
+#define SHM_HDR 4096
+#define SPINS 256
+#define YIELDS 64
+#define MAX_NAP_NS 200000ull
+#define MAX_WORLD 1024
+
+typedef struct shm_hdr {
+    _Atomic uint64_t magic;
+    uint64_t payload;
+    int32_t rank, world;
+    char pad[64 - 24];
+    _Atomic uint64_t epoch; /* own cache line */
+} shm_hdr;
+
+struct bk_shm {
+    int rank, world;
+    size_t bytes;
+    char name[BK_SHM_NAME_LEN];
+    void **maps;     /* world mappings (ours at maps[rank]), each SHM_HDR + bytes */
+    uint64_t epoch;  /* our last published epoch */
+};
+
+static shm_hdr *hdr_of(const bk_shm *shm, int r) { return (shm_hdr *)shm->maps[r]; }
+
+/* ---- waiting ---- */
+
+static void backoff(unsigned *k)
+{
+    if (*k < SPINS) {
+#if defined(__x86_64__) || defined(__i386__)
+        __asm__ __volatile__("pause");
+#endif
+    } else if (*k < SPINS + YIELDS) {
+        sched_yield();
+    } else {
+        unsigned shift = *k - SPINS - YIELDS;
+        uint64_t nap = 1000ull << (shift > 8 ? 8 : shift);
+        bk_sleep_ns(nap > MAX_NAP_NS ? MAX_NAP_NS : nap);
+    }
+    (*k)++;
+}
+
+static uint64_t deadline_of(double timeout_s)
+{
+    return bk_now_ns() + (uint64_t)(timeout_s > 0 ? timeout_s * 1e9 : 0);
+}
+
+/* ---- names ---- */
+
+void bk_shm_name(const char *run_id, const char *arm, int rank, char name_out[BK_SHM_NAME_LEN])
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    char a[17];
+    size_t i = 0;
+    for (const char *p = run_id; p && *p; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    /* arms are short ("B", "C", "B'", "A", "T"): keep [A-Za-z0-9_], "'" -> "p" */
+    for (const char *p = arm; p && *p && i < sizeof a - 1; p++) {
+        char c = *p;
+        int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        a[i++] = ok ? c : c == '\'' ? 'p' : '_';
+    }
+    a[i] = '\0';
+    snprintf(name_out, BK_SHM_NAME_LEN, "/bk-%012llx-%s-%d",
+             (unsigned long long)(h & 0xffffffffffffull), a, rank);
+}
+
+bk_status bk_shm_unlink_name(const char *name, bk_err *err)
+{
+    if (shm_unlink(name) != 0 && errno != ENOENT)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "shm_unlink %s: %s", name, strerror(errno));
+    return BK_OK;
+}
+
+/* ---- create, connect, destroy ---- */
+
+bk_status bk_shm_create(const char *run_id, const char *arm, int rank, int world,
+                        size_t bytes, bk_shm **out, char name_out[BK_SHM_NAME_LEN],
+                        bk_err *err)
+{
+    bk_status st = BK_OK;
+    bk_shm *shm = NULL;
+    int fd = -1, created = 0;
+    *out = NULL;
+    if (world < 1 || world > MAX_WORLD || rank < 0 || rank >= world)
+        return BK_FAIL(err, BK_ERR_INTERNAL, "shm: rank %d of world %d is out of range", rank,
+                       world);
+    shm = calloc(1, sizeof *shm);
+    if (!shm || !(shm->maps = calloc((size_t)world, sizeof *shm->maps))) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "shm: out of memory");
+        goto out;
+    }
+    shm->rank = rank;
+    shm->world = world;
+    shm->bytes = bytes;
+    bk_shm_name(run_id, arm, rank, shm->name);
+    fd = shm_open(shm->name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "shm_open %s: %s%s", shm->name, strerror(errno),
+                     errno == EEXIST ? " (left by a crashed engine? bk_shm_unlink_name it, or "
+                                       "remove it from /dev/shm)" : "");
+        goto out;
+    }
+    created = 1;
+    if (ftruncate(fd, (off_t)(SHM_HDR + bytes)) != 0) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "ftruncate %s to %zu bytes: %s", shm->name,
+                     SHM_HDR + bytes, strerror(errno));
+        goto out;
+    }
+    void *m = mmap(NULL, SHM_HDR + bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "mmap %s (%zu bytes): %s", shm->name, SHM_HDR + bytes,
+                     strerror(errno));
+        goto out;
+    }
+    shm->maps[rank] = m;
+    shm_hdr *h = m;
+    h->payload = bytes;
+    h->rank = rank;
+    h->world = world;
+    atomic_store_explicit(&h->epoch, 0, memory_order_relaxed);
+    atomic_store_explicit(&h->magic, SHM_MAGIC, memory_order_release);
+    bk_strlcpy(name_out, shm->name, BK_SHM_NAME_LEN);
+    *out = shm;
+    shm = NULL;
+out:
+    if (fd >= 0)
+        close(fd);
+    if (shm) {
+        if (created)
+            shm_unlink(shm->name);
+        if (shm->maps && shm->maps[rank])
+            munmap(shm->maps[rank], SHM_HDR + bytes);
+        free(shm->maps);
+        free(shm);
+    }
+    return st;
+}
+
+/* Map peer r once its segment exists and is published; 1 when done, 0 to retry. */
+static bk_status try_map(bk_shm *shm, int r, const char *name, int *done, bk_err *err)
+{
+    struct stat sb;
+    *done = 0;
+    int fd = shm_open(name, O_RDWR, 0);
+    if (fd < 0)
+        return errno == ENOENT ? BK_OK
+                               : BK_FAIL(err, BK_ERR_SYSTEM, "shm_open %s (rank %d): %s", name,
+                                         r, strerror(errno));
+    if (fstat(fd, &sb) != 0 || (size_t)sb.st_size < SHM_HDR + shm->bytes) {
+        close(fd); /* not sized yet */
+        return BK_OK;
+    }
+    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "mmap %s (rank %d): %s", name, r, strerror(errno));
+    shm_hdr *h = m;
+    if (atomic_load_explicit(&h->magic, memory_order_acquire) != SHM_MAGIC) {
+        munmap(m, (size_t)sb.st_size);
+        return BK_OK;
+    }
+    if (h->payload != shm->bytes || h->rank != r || h->world != shm->world) {
+        bk_status st = BK_FAIL(err, BK_ERR_PEER,
+                               "shm: segment %s is rank %d/%d with %llu bytes, expected rank "
+                               "%d/%d with %zu", name, h->rank, h->world,
+                               (unsigned long long)h->payload, r, shm->world, shm->bytes);
+        munmap(m, (size_t)sb.st_size);
+        return st;
+    }
+    if ((size_t)sb.st_size != SHM_HDR + shm->bytes) {
+        munmap(m, (size_t)sb.st_size);
+        return BK_FAIL(err, BK_ERR_PEER, "shm: segment %s has %lld bytes, expected %zu", name,
+                       (long long)sb.st_size, SHM_HDR + shm->bytes);
+    }
+    shm->maps[r] = m;
+    *done = 1;
+    return BK_OK;
+}
+
+bk_status bk_shm_connect(bk_shm *shm, const char *const *names, double timeout_s, bk_err *err)
+{
+    bk_status st = BK_OK;
+    uint64_t deadline = deadline_of(timeout_s);
+    if (strcmp(names[shm->rank], shm->name) != 0)
+        return BK_FAIL(err, BK_ERR_INTERNAL, "shm connect: names[%d] is %s, our segment is %s",
+                       shm->rank, names[shm->rank], shm->name);
+    for (int r = 0; r < shm->world; r++) {
+        unsigned k = 0;
+        int done = shm->maps[r] != NULL;
+        while (!done) {
+            BK_TRY(try_map(shm, r, names[r], &done, err));
+            if (done)
+                break;
+            if (bk_now_ns() > deadline) {
+                st = BK_FAIL(err, BK_ERR_TIMEOUT,
+                             "shm connect: rank %d's segment %s did not appear within %.1f s", r,
+                             names[r], timeout_s);
+                goto out;
+            }
+            backoff(&k);
+        }
+    }
+    /* Every rank has mapped every segment before anyone may unlink its own. */
+    BK_TRY(bk_shm_barrier(shm, timeout_s, err));
+out:
+    return st;
+}
+
+void bk_shm_destroy(bk_shm *shm)
+{
+    if (!shm)
+        return;
+    for (int r = 0; r < shm->world; r++)
+        if (shm->maps[r])
+            munmap(shm->maps[r], SHM_HDR + shm->bytes);
+    shm_unlink(shm->name);
+    free(shm->maps);
+    free(shm);
+}
+
+/* ---- access ---- */
+
+void *bk_shm_local(bk_shm *shm) { return (char *)shm->maps[shm->rank] + SHM_HDR; }
+
+void *bk_shm_peer(bk_shm *shm, int rank)
+{
+    if (rank < 0 || rank >= shm->world || !shm->maps[rank])
+        return NULL;
+    return (char *)shm->maps[rank] + SHM_HDR;
+}
+
+size_t bk_shm_bytes(const bk_shm *shm) { return shm->bytes; }
+int bk_shm_rank(const bk_shm *shm) { return shm->rank; }
+int bk_shm_world(const bk_shm *shm) { return shm->world; }
+
+/* ---- barrier ---- */
+
+bk_status bk_shm_barrier(bk_shm *shm, double timeout_s, bk_err *err)
+{
+    uint64_t e = ++shm->epoch, deadline = deadline_of(timeout_s);
+    atomic_store_explicit(&hdr_of(shm, shm->rank)->epoch, e, memory_order_release);
+    unsigned k = 0;
+    for (int r = 0; r < shm->world; r++) {
+        if (r == shm->rank)
+            continue;
+        if (!shm->maps[r])
+            return BK_FAIL(err, BK_ERR_INTERNAL, "barrier: rank %d is not connected", r);
+        _Atomic uint64_t *pe = &hdr_of(shm, r)->epoch;
+        uint64_t seen;
+        while ((seen = atomic_load_explicit(pe, memory_order_acquire)) < e) {
+            if (k >= SPINS && bk_now_ns() > deadline)
+                return BK_FAIL(err, BK_ERR_TIMEOUT,
+                               "barrier: rank %d did not arrive within %.1f s (epoch %llu, it "
+                               "is at %llu)", r, timeout_s, (unsigned long long)e,
+                               (unsigned long long)seen);
+            backoff(&k);
+        }
+    }
+    return BK_OK;
+}

@@ -1,0 +1,257 @@
+/* catalog.c - the target catalog: the tables of targets and variants, lookups, capability
+ * domains, plan checks against the catalog, and the candidate's routing share.
+ *
+ * Registration: a target adds one line to k_targets; a file of variants adds its
+ * table (terminated by a NULL name) to k_tables, under #ifdef BK_HAVE_CUDA when it
+ * needs the toolkit. Nothing else changes. */
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/catalog_internal.h"
+
+static const bk_target *const k_targets[] = {
+    &bk__ar_rmsnorm_target,
+};
+
+static const bk_variant *const k_tables[] = {
+    bk__ar_rmsnorm_cpu_variants,
+    bk__ar_rmsnorm_diag_variants,
+};
+
+#define NTARGETS ((int)(sizeof k_targets / sizeof k_targets[0]))
+#define NTABLES ((int)(sizeof k_tables / sizeof k_tables[0]))
+
+/* ---- lookups and iteration ---- */
+
+const bk_target *bk_catalog_target(const char *name)
+{
+    for (int i = 0; name && i < NTARGETS; i++)
+        if (strcmp(k_targets[i]->name, name) == 0)
+            return k_targets[i];
+    return NULL;
+}
+
+int bk_catalog_ntargets(void) { return NTARGETS; }
+
+const bk_target *bk_catalog_target_at(int i)
+{
+    return i >= 0 && i < NTARGETS ? k_targets[i] : NULL;
+}
+
+int bk_catalog_nvariants(void)
+{
+    int n = 0;
+    for (int t = 0; t < NTABLES; t++)
+        for (const bk_variant *v = k_tables[t]; v->name; v++)
+            n++;
+    return n;
+}
+
+const bk_variant *bk_catalog_variant_at(int i)
+{
+    for (int t = 0; t < NTABLES && i >= 0; t++)
+        for (const bk_variant *v = k_tables[t]; v->name; v++)
+            if (i-- == 0)
+                return v;
+    return NULL;
+}
+
+const bk_variant *bk_catalog_variant(const char *target, const char *name)
+{
+    for (int t = 0; target && name && t < NTABLES; t++)
+        for (const bk_variant *v = k_tables[t]; v->name; v++)
+            if (strcmp(v->target, target) == 0 && strcmp(v->name, name) == 0)
+                return v;
+    return NULL;
+}
+
+/* ---- domains ---- */
+
+static const char *backend_name(bk_backend b)
+{
+    return b == BK_BACKEND_CPU ? "cpu" : b == BK_BACKEND_CUDA ? "cuda" : "auto";
+}
+
+/* 1 when `dtype` is an item of the comma list. */
+static int list_has(const char *list, const char *dtype)
+{
+    size_t n = strlen(dtype);
+    for (const char *p = list; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, dtype, n) == 0)
+            return 1;
+        p = end ? end + 1 : p + len;
+    }
+    return 0;
+}
+
+/* "1-8" or "1,2,4" from a worlds mask. */
+static void worlds_text(uint32_t mask, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int w = 0; w < 32 && used < len; w++) {
+        if (!(mask & (1u << w)))
+            continue;
+        int e = w;
+        while (e + 1 < 32 && (mask & (1u << (e + 1))))
+            e++;
+        int k = e > w ? snprintf(buf + used, len - used, "%s%d-%d", used ? "," : "", w, e)
+                      : snprintf(buf + used, len - used, "%s%d", used ? "," : "", w);
+        used += k > 0 ? (size_t)k : 0;
+        w = e;
+    }
+}
+
+int bk_domain_contains(const bk_domain *d, const bk_shape *s, int world, const char *dtype,
+                       bk_backend backend, int have_p2p, char *why, size_t why_len)
+{
+    char ws[96];
+    if (backend != BK_BACKEND_AUTO && !(d->backends & (1u << backend))) {
+        snprintf(why, why_len, "backend %s not supported", backend_name(backend));
+        return 0;
+    }
+    if (dtype && d->dtypes && !list_has(d->dtypes, dtype)) {
+        snprintf(why, why_len, "dtype %s not in {%s}", dtype, d->dtypes);
+        return 0;
+    }
+    if (d->worlds && (world < 0 || world > 31 || !(d->worlds & (1u << world)))) {
+        worlds_text(d->worlds, ws, sizeof ws);
+        snprintf(why, why_len, "world %d not in {%s}", world, ws);
+        return 0;
+    }
+    if (s->tokens < d->min_tokens || (d->max_tokens && s->tokens > d->max_tokens)) {
+        int low = s->tokens < d->min_tokens;
+        snprintf(why, why_len, "tokens %lld %s %lld", (long long)s->tokens,
+                 low ? "< min" : "> max", (long long)(low ? d->min_tokens : d->max_tokens));
+        return 0;
+    }
+    if (s->hidden < d->min_hidden || (d->max_hidden && s->hidden > d->max_hidden)) {
+        int low = s->hidden < d->min_hidden;
+        snprintf(why, why_len, "hidden %lld %s %lld", (long long)s->hidden,
+                 low ? "< min" : "> max", (long long)(low ? d->min_hidden : d->max_hidden));
+        return 0;
+    }
+    if (d->hidden_multiple > 1 && s->hidden % d->hidden_multiple != 0) {
+        snprintf(why, why_len, "hidden %lld not a multiple of %lld", (long long)s->hidden,
+                 (long long)d->hidden_multiple);
+        return 0;
+    }
+    if (d->needs_p2p && !have_p2p) {
+        snprintf(why, why_len, "needs peer-to-peer access, which the lane lacks");
+        return 0;
+    }
+    if (why_len)
+        why[0] = '\0';
+    return 1;
+}
+
+/* ---- plan checks ---- */
+
+/* A target takes a dtype when one of its variants' domains lists it. */
+static int target_takes_dtype(const char *target, const char *dtype, char *list, size_t len)
+{
+    int found = 0;
+    size_t used = 0;
+    list[0] = '\0';
+    for (int t = 0; t < NTABLES; t++)
+        for (const bk_variant *v = k_tables[t]; v->name; v++) {
+            if (strcmp(v->target, target) != 0 || !v->domain.dtypes)
+                continue;
+            found |= list_has(v->domain.dtypes, dtype);
+            if (!strstr(list, v->domain.dtypes) && used < len) {
+                int k = snprintf(list + used, len - used, "%s%s", used ? "," : "",
+                                 v->domain.dtypes);
+                used += k > 0 ? (size_t)k : 0;
+            }
+        }
+    return found;
+}
+
+/* `which` is "incumbent" or "candidate". */
+static bk_status check_variant(const bk_plan *plan, const char *which, const bk_variant_ref *ref,
+                               bk_backend backend, bk_err *err)
+{
+    const bk_variant *v = bk_catalog_variant(plan->target, ref->name);
+    if (!v) {
+        char known[512] = "";
+        size_t used = 0;
+        for (int i = 0; i < bk_catalog_nvariants(); i++) {
+            const bk_variant *k = bk_catalog_variant_at(i);
+            if (strcmp(k->target, plan->target) == 0 && used < sizeof known) {
+                int n = snprintf(known + used, sizeof known - used, "%s%s", used ? ", " : "",
+                                 k->name);
+                used += n > 0 ? (size_t)n : 0;
+            }
+        }
+        return BK_FAIL(err, BK_ERR_INPUT, "%s.variant: no variant '%s' for target '%s' "
+                       "(known: %s)", which, ref->name, plan->target, known);
+    }
+    if (backend != BK_BACKEND_AUTO && !(v->backends & (1u << backend)))
+        return BK_FAIL(err, BK_ERR_UNSUPPORTED, "%s.variant: '%s' does not support backend %s",
+                       which, v->name, backend_name(backend));
+    /* Params parse where they will run: rank 0 of a lane of the arena's size. */
+    bk_err inner = { 0 };
+    void *state = NULL;
+    json_t *empty = ref->params ? NULL : json_object();
+    bk_backend b = backend != BK_BACKEND_AUTO ? backend
+                   : (v->backends & BK_BK_CPU) ? BK_BACKEND_CPU : BK_BACKEND_CUDA;
+    bk_status st = v->create(ref->params ? ref->params : empty, b, 0,
+                             plan->arena.tp * (plan->arena.ep > 0 ? plan->arena.ep : 1), &state,
+                             &inner);
+    json_decref(empty);
+    if (st != BK_OK)
+        return BK_FAIL(err, st, "%s.%s", which, inner.msg);
+    v->destroy(state);
+    return BK_OK;
+}
+
+bk_status bk_catalog_check_plan(const bk_plan *plan, bk_backend backend, bk_err *err)
+{
+    bk_status st = BK_OK;
+    char buf[512];
+    const bk_target *t = bk_catalog_target(plan->target);
+    if (!t) {
+        size_t used = 0;
+        buf[0] = '\0';
+        for (int i = 0; i < NTARGETS && used < sizeof buf; i++) {
+            int n = snprintf(buf + used, sizeof buf - used, "%s%s", i ? ", " : "",
+                             k_targets[i]->name);
+            used += n > 0 ? (size_t)n : 0;
+        }
+        return BK_FAIL(err, BK_ERR_INPUT, "target: unknown target '%s' (known: %s)",
+                       plan->target, buf);
+    }
+    if (!target_takes_dtype(t->name, plan->arena.dtype, buf, sizeof buf))
+        return BK_FAIL(err, BK_ERR_INPUT, "arena.dtype: target '%s' does not take dtype '%s' "
+                       "(it takes: %s)", t->name, plan->arena.dtype, buf);
+    BK_TRY(check_variant(plan, "incumbent", &plan->incumbent, backend, err));
+    BK_TRY(check_variant(plan, "candidate", &plan->candidate, backend, err));
+    int world = plan->arena.tp * (plan->arena.ep > 0 ? plan->arena.ep : 1);
+    for (int i = 0; i < plan->workload.nshapes; i++) {
+        char why[256];
+        if (t->check_shape(&plan->workload.shapes[i], world, why, sizeof why) != BK_OK) {
+            st = BK_FAIL(err, BK_ERR_INPUT, "workload.shapes[%d]: %s", i, why);
+            goto out;
+        }
+    }
+out:
+    return st;
+}
+
+double bk_routing_share(const bk_plan *plan, bk_backend backend, int have_p2p)
+{
+    const bk_variant *v = bk_catalog_variant(plan->target, plan->candidate.name);
+    int world = plan->arena.tp * (plan->arena.ep > 0 ? plan->arena.ep : 1);
+    double in = 0.0, all = 0.0;
+    char why[256];
+    for (int i = 0; i < plan->workload.nshapes; i++) {
+        const bk_shape *s = &plan->workload.shapes[i];
+        all += s->weight;
+        if (v && bk_domain_contains(&v->domain, s, world, plan->arena.dtype, backend, have_p2p,
+                                    why, sizeof why))
+            in += s->weight;
+    }
+    return all > 0.0 ? in / all : 0.0;
+}

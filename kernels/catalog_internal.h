@@ -1,0 +1,69 @@
+/* catalog_internal.h - what the kernels/ files share behind kernels/catalog.h: the per-file
+ * variant tables the catalog lists, seeded input streams, and the allreduce_residual_rmsnorm
+ * target's tensor indices and peer-memory layout. Not a public header. */
+#ifndef BK_CATALOG_INTERNAL_H
+#define BK_CATALOG_INTERNAL_H
+
+#include <stdint.h>
+
+#include "kernels/catalog.h"
+
+/* ---- registration: adding a variant = one line in its file's table ---- */
+
+/* Each variant file exports one table terminated by an entry whose name is
+ * NULL; catalog.c lists the tables (and the targets) once. */
+extern const bk_target bk__ar_rmsnorm_target;
+extern const bk_variant bk__ar_rmsnorm_cpu_variants[];
+extern const bk_variant bk__ar_rmsnorm_diag_variants[];
+
+/* ---- seeded inputs: a counter-based stream (splitmix64) ---- */
+
+static inline uint64_t bk__splitmix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* The key of one tensor's stream; element i's bits are splitmix64(key + i).
+ * Pass rank 0 for tensors that must not depend on the rank. */
+static inline uint64_t bk__stream_key(uint64_t seed, int shape_index, int rank, int tensor)
+{
+    uint64_t k = bk__splitmix64(seed);
+    k = bk__splitmix64(k ^ (uint64_t)(uint32_t)shape_index);
+    k = bk__splitmix64(k ^ ((uint64_t)(uint32_t)rank << 20));
+    return bk__splitmix64(k ^ ((uint64_t)(uint32_t)tensor << 40));
+}
+
+/* Uniform in [0, 1) with 24 bits, element i of the stream. */
+static inline float bk__stream_unit(uint64_t key, uint64_t i)
+{
+    return (float)(bk__splitmix64(key + i) >> 40) * 0x1p-24f;
+}
+
+/* ---- collective.allreduce_residual_rmsnorm ---- */
+
+#define BK_AR_TARGET "collective.allreduce_residual_rmsnorm"
+enum { BK_AR_X = 0, BK_AR_RESIDUAL, BK_AR_GAMMA, BK_AR_OUT, BK_AR_RESIDUAL_OUT, BK_AR_NT };
+#define BK_AR_EPS 1e-6
+
+/* Peer-memory layout of one rank's shm payload for a shape: the rank's x (bf16)
+ * at x_off, then the reduced fp32 chunk it owns in the two-pass algorithm at
+ * red_off (chunk = ceil(tokens*hidden / world) elements). */
+typedef struct bk__ar_layout {
+    size_t n;     /* tokens * hidden */
+    size_t chunk; /* elements one rank reduces */
+    size_t x_off, red_off, bytes;
+} bk__ar_layout;
+bk__ar_layout bk__ar_layout_of(const bk_shape *s, int world);
+
+/* Check a call's tensors against the target (count, sizes, data present). */
+bk_status bk__ar_check_call(const bk_call *call, bk_err *err);
+
+/* ---- diagnostic variants: test hooks ---- */
+
+/* The last call's base time and the wait `slowed` asked for (ns). */
+void bk__diag_last_times(const void *state, uint64_t *base_ns, uint64_t *wait_ns);
+
+#endif

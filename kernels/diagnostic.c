@@ -1,0 +1,229 @@
+/* diagnostic.c - fault-injection variants (`slowed`, `crash`, `corrupt`) that wrap any real
+ * variant of the same target, found in the catalog by name, on any backend the base runs on.
+ * They exist to prove that the bracket notices: a slower candidate FAILs, a crash is a
+ * NO_DECISION, corrupted outputs FAIL on quality. Never real candidates (diagnostic = 1).
+ *
+ * Params: base (a real variant's name, default "shm_twopass"), and one of
+ *   slowed : fraction  number in [0, 10], default 0.2   (extra busy wait, x base time)
+ *   crash  : at_iter   integer >= 0, default 10         (abort() when call->iter == at_iter)
+ *   corrupt: magnitude number > 0, default 1.0          (added to every 7th element of out)
+ * The base is created with empty params. Domain: the table entries carry the default
+ * base's domain (all calls); a base with a narrower domain fails calls outside it
+ * itself (shm_oneshot_fused answers BK_ERR_UNSUPPORTED), so route with the base's domain. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/bf16.h"
+#include "kernels/catalog_internal.h"
+
+typedef enum { DIAG_SLOWED, DIAG_CRASH, DIAG_CORRUPT } diag_kind;
+
+typedef struct diag_state {
+    diag_kind kind;
+    const bk_variant *base;
+    void *base_state;
+    double fraction, magnitude;
+    long at_iter;
+    uint64_t last_base_ns, last_wait_ns;
+} diag_state;
+
+static const char *const k_kind_name[] = { "slowed", "crash", "corrupt" };
+static const char *const k_kind_param[] = { "fraction", "at_iter", "magnitude" };
+
+/* ---- params ---- */
+
+static bk_status parse_base(const char *target, const json_t *v, bk_backend backend,
+                            const bk_variant **base, bk_err *err)
+{
+    const char *name = "shm_twopass";
+    if (v) {
+        if (!json_is_string(v))
+            return BK_FAIL(err, BK_ERR_INPUT, "params.base: must be a variant name (a string)");
+        name = json_string_value(v);
+    }
+    *base = bk_catalog_variant(target, name);
+    if (!*base)
+        return BK_FAIL(err, BK_ERR_INPUT, "params.base: no variant '%s' for target '%s'", name,
+                       target);
+    if ((*base)->diagnostic)
+        return BK_FAIL(err, BK_ERR_INPUT,
+                       "params.base: '%s' is a diagnostic variant; the base must be a real one",
+                       name);
+    if (backend == BK_BACKEND_AUTO || !((*base)->backends & (1u << backend)))
+        return BK_FAIL(err, BK_ERR_UNSUPPORTED,
+                       "params.base: variant '%s' does not support backend %s", name,
+                       backend == BK_BACKEND_CUDA ? "cuda" : backend == BK_BACKEND_CPU ? "cpu"
+                                                                                        : "auto");
+    return BK_OK;
+}
+
+static bk_status parse_kind_param(diag_state *s, const json_t *v, bk_err *err)
+{
+    if (!v)
+        return BK_OK;
+    switch (s->kind) {
+    case DIAG_SLOWED:
+        if (!json_is_number(v) || !(json_number_value(v) >= 0.0 && json_number_value(v) <= 10.0))
+            return BK_FAIL(err, BK_ERR_INPUT, "params.fraction: must be a number in [0, 10]");
+        s->fraction = json_number_value(v);
+        break;
+    case DIAG_CRASH:
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            return BK_FAIL(err, BK_ERR_INPUT, "params.at_iter: must be an integer >= 0");
+        s->at_iter = (long)json_integer_value(v);
+        break;
+    case DIAG_CORRUPT:
+        if (!json_is_number(v) || !(json_number_value(v) > 0.0) ||
+            !isfinite(json_number_value(v)))
+            return BK_FAIL(err, BK_ERR_INPUT, "params.magnitude: must be a finite number > 0");
+        s->magnitude = json_number_value(v);
+        break;
+    }
+    return BK_OK;
+}
+
+static bk_status diag_create(const char *target, diag_kind kind, const json_t *params,
+                             bk_backend backend, int rank, int world, void **state, bk_err *err)
+{
+    bk_status st = BK_OK;
+    const char *key;
+    json_t *val, *empty = NULL;
+    diag_state *s = calloc(1, sizeof *s);
+    *state = NULL;
+    if (!s)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "%s: out of memory", k_kind_name[kind]);
+    s->kind = kind;
+    s->fraction = 0.2;
+    s->at_iter = 10;
+    s->magnitude = 1.0;
+    json_object_foreach((json_t *)params, key, val) {
+        (void)val;
+        if (strcmp(key, "base") != 0 && strcmp(key, k_kind_param[kind]) != 0) {
+            st = BK_FAIL(err, BK_ERR_INPUT, "params.%s: unknown parameter (%s takes base, %s)",
+                         key, k_kind_name[kind], k_kind_param[kind]);
+            goto out;
+        }
+    }
+    BK_TRY(parse_base(target, json_object_get(params, "base"), backend, &s->base, err));
+    BK_TRY(parse_kind_param(s, json_object_get(params, k_kind_param[kind]), err));
+    if (kind == DIAG_CORRUPT && backend != BK_BACKEND_CPU) {
+        st = BK_FAIL(err, BK_ERR_UNSUPPORTED,
+                     "corrupt: outputs outside host memory (backend cuda) are not supported yet");
+        goto out;
+    }
+    empty = json_object();
+    if (!empty) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: out of memory", k_kind_name[kind]);
+        goto out;
+    }
+    BK_TRY(s->base->create(empty, backend, rank, world, &s->base_state, err));
+    *state = s;
+    s = NULL;
+out:
+    json_decref(empty);
+    free(s);
+    return st;
+}
+
+static void diag_destroy(void *state)
+{
+    diag_state *s = state;
+    if (s && s->base)
+        s->base->destroy(s->base_state);
+    free(s);
+}
+
+/* ---- run ---- */
+
+/* The target's first output tensor (`out` for allreduce_residual_rmsnorm). */
+static bk_tensor *first_output(const diag_state *s, bk_call *call)
+{
+    const bk_target *t = bk_catalog_target(s->base->target);
+    for (int i = 0; t && i < t->ntensors && i < call->nt; i++)
+        if (t->tensor_is_output[i])
+            return &call->t[i];
+    return NULL;
+}
+
+static bk_status corrupt_outputs(const diag_state *s, bk_call *call, bk_err *err)
+{
+    bk_tensor *t = first_output(s, call);
+    if (!t || !t->data)
+        return BK_FAIL(err, BK_ERR_INTERNAL, "corrupt: the call has no output tensor");
+    for (size_t i = 0; i < t->elems; i += 7) {
+        if (t->elem_bytes == 2) {
+            uint16_t *p = (uint16_t *)t->data + i;
+            *p = bk_bf16_from_f32(bk_bf16_to_f32(*p) + (float)s->magnitude);
+        } else if (t->elem_bytes == 4) {
+            ((float *)t->data)[i] += (float)s->magnitude;
+        } else {
+            return BK_FAIL(err, BK_ERR_UNSUPPORTED, "corrupt: %zu-byte elements of '%s'",
+                           t->elem_bytes, t->name ? t->name : "?");
+        }
+    }
+    return BK_OK;
+}
+
+static bk_status diag_run(void *state, bk_call *call, bk_err *err)
+{
+    bk_status st = BK_OK;
+    diag_state *s = state;
+    uint64_t t0 = bk_now_ns();
+    BK_TRY(s->base->run(s->base_state, call, err));
+    uint64_t t1 = bk_now_ns();
+    switch (s->kind) {
+    case DIAG_SLOWED:
+        /* a busy wait: the delay must count as the call's time on any clock */
+        s->last_base_ns = t1 - t0;
+        s->last_wait_ns = (uint64_t)(s->fraction * (double)(t1 - t0));
+        while (bk_now_ns() - t1 < s->last_wait_ns) {
+        }
+        break;
+    case DIAG_CRASH:
+        if (call->iter == s->at_iter)
+            abort();
+        break;
+    case DIAG_CORRUPT:
+        BK_TRY(corrupt_outputs(s, call, err));
+        break;
+    }
+out:
+    return st;
+}
+
+void bk__diag_last_times(const void *state, uint64_t *base_ns, uint64_t *wait_ns)
+{
+    const diag_state *s = state;
+    *base_ns = s->last_base_ns;
+    *wait_ns = s->last_wait_ns;
+}
+
+/* ---- tables: one block per target (create needs to know its target) ---- */
+
+#define BK__DIAG_CREATE(tag, target, kind)                                                    \
+    static bk_status tag(const json_t *p, bk_backend b, int r, int w, void **st, bk_err *e)   \
+    {                                                                                         \
+        return diag_create(target, kind, p, b, r, w, st, e);                                  \
+    }
+#define BK__DIAG_ENTRY(vname, tgt, create_fn, text)                                           \
+    { .name = vname, .target = tgt, .backends = BK_BK_CPU | BK_BK_CUDA, .diagnostic = 1,      \
+      .summary = text,                                                                        \
+      .domain = { .backends = BK_BK_CPU | BK_BK_CUDA, .dtypes = "bf16", .min_tokens = 1,      \
+                  .min_hidden = 1 },                                                          \
+      .create = create_fn, .run = diag_run, .destroy = diag_destroy }
+
+BK__DIAG_CREATE(ar_slowed_create, BK_AR_TARGET, DIAG_SLOWED)
+BK__DIAG_CREATE(ar_crash_create, BK_AR_TARGET, DIAG_CRASH)
+BK__DIAG_CREATE(ar_corrupt_create, BK_AR_TARGET, DIAG_CORRUPT)
+
+const bk_variant bk__ar_rmsnorm_diag_variants[] = {
+    BK__DIAG_ENTRY("slowed", BK_AR_TARGET, ar_slowed_create,
+                   "DIAGNOSTIC: the base variant plus a busy wait of fraction x its time"),
+    BK__DIAG_ENTRY("crash", BK_AR_TARGET, ar_crash_create,
+                   "DIAGNOSTIC: the base variant, then abort() at timed iteration at_iter"),
+    BK__DIAG_ENTRY("corrupt", BK_AR_TARGET, ar_corrupt_create,
+                   "DIAGNOSTIC: the base variant, then magnitude added to every 7th element "
+                   "of out (cpu only)"),
+    { .name = NULL },
+};

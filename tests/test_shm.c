@@ -1,0 +1,240 @@
+/* test_shm.c - POSIX shared-memory peer memory between forked processes: create, connect,
+ * many barriers with data exchange, time-outs with their messages, and no segment left. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "collectives/collectives.h"
+
+#define PAYLOAD (64 * 1024)
+#define ROUNDS 300
+#define MAXW 8
+
+/* What children tell the parent (a MAP_SHARED page made before fork). */
+typedef struct report {
+    int code[MAXW];
+    char msg[MAXW][512];
+} report;
+
+static report *g_rep;
+static int g_counter;
+
+static void run_id(char *buf, size_t len)
+{
+    snprintf(buf, len, "test-shm-%d-%d", (int)getpid(), g_counter++);
+}
+
+static void names_of(const char *rid, const char *arm, int world, char names[][BK_SHM_NAME_LEN],
+                     const char **ptrs)
+{
+    for (int r = 0; r < world; r++) {
+        bk_shm_name(rid, arm, r, names[r]);
+        ptrs[r] = names[r];
+    }
+}
+
+static int shm_exists(const char *name)
+{
+    char path[600];
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    return access(path, F_OK) == 0;
+}
+
+/* ---- children ---- */
+
+/* Every round: write (round, rank) patterns, barrier, check every peer's, barrier. */
+static int child_exchange(const char *rid, int rank, int world)
+{
+    char names[MAXW][BK_SHM_NAME_LEN], mine[BK_SHM_NAME_LEN];
+    const char *ptrs[MAXW];
+    bk_err err = { 0 };
+    bk_shm *shm = NULL;
+    names_of(rid, "B'", world, names, ptrs);
+    if (bk_shm_create(rid, "B'", rank, world, PAYLOAD, &shm, mine, &err) != BK_OK ||
+        strcmp(mine, names[rank]) != 0)
+        goto fail;
+    if (bk_shm_connect(shm, ptrs, 10.0, &err) != BK_OK)
+        goto fail;
+    for (int round = 0; round < ROUNDS; round++) {
+        uint32_t *own = bk_shm_local(shm);
+        for (size_t i = 0; i < PAYLOAD / 4; i++)
+            own[i] = (uint32_t)(round * 1000003u + (unsigned)rank * 7919u + i);
+        if (bk_shm_barrier(shm, 10.0, &err) != BK_OK)
+            goto fail;
+        for (int p = 0; p < world; p++) {
+            const uint32_t *v = bk_shm_peer(shm, p);
+            for (size_t i = 0; i < PAYLOAD / 4; i++)
+                if (v[i] != (uint32_t)(round * 1000003u + (unsigned)p * 7919u + i)) {
+                    snprintf(err.msg, sizeof err.msg, "round %d: rank %d's word %zu is wrong",
+                             round, p, i);
+                    goto fail;
+                }
+        }
+        if (bk_shm_barrier(shm, 10.0, &err) != BK_OK)
+            goto fail;
+    }
+    bk_shm_destroy(shm);
+    return 0;
+fail:
+    bk_strlcpy(g_rep->msg[rank], err.msg, sizeof g_rep->msg[rank]);
+    bk_shm_destroy(shm);
+    return 1;
+}
+
+/* Rank 1 connects and leaves without a barrier (nor destroy, like a crash);
+ * rank 0's next barrier must time out naming it. */
+static int child_deserter(const char *rid, int rank, int world)
+{
+    char names[MAXW][BK_SHM_NAME_LEN], mine[BK_SHM_NAME_LEN];
+    const char *ptrs[MAXW];
+    bk_err err = { 0 };
+    bk_shm *shm = NULL;
+    names_of(rid, "C", world, names, ptrs);
+    if (bk_shm_create(rid, "C", rank, world, PAYLOAD, &shm, mine, &err) != BK_OK ||
+        bk_shm_connect(shm, ptrs, 10.0, &err) != BK_OK) {
+        bk_strlcpy(g_rep->msg[rank], err.msg, sizeof g_rep->msg[rank]);
+        return 1;
+    }
+    if (rank == 1)
+        return 0; /* gone, segment left behind */
+    g_rep->code[rank] = bk_shm_barrier(shm, 0.3, &err);
+    bk_strlcpy(g_rep->msg[rank], err.msg, sizeof g_rep->msg[rank]);
+    bk_shm_destroy(shm);
+    return 0;
+}
+
+typedef int (*child_fn)(const char *rid, int rank, int world);
+
+/* Fork `world` children running fn; every child must exit 0. */
+static void run_lane(const char *rid, int world, child_fn fn)
+{
+    pid_t pids[MAXW];
+    memset(g_rep, 0, sizeof *g_rep);
+    for (int r = 0; r < world; r++) {
+        pids[r] = fork();
+        assert_true(pids[r] >= 0);
+        if (pids[r] == 0)
+            _exit(fn(rid, r, world));
+    }
+    for (int r = 0; r < world; r++) {
+        int ws = 0;
+        assert_int_equal(waitpid(pids[r], &ws, 0), pids[r]);
+        if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
+            fail_msg("rank %d of %d failed (status %d): %s", r, world, ws, g_rep->msg[r]);
+    }
+}
+
+/* ---- tests ---- */
+
+static void exchange(int world)
+{
+    char rid[64], names[MAXW][BK_SHM_NAME_LEN];
+    const char *ptrs[MAXW];
+    run_id(rid, sizeof rid);
+    run_lane(rid, world, child_exchange);
+    names_of(rid, "B'", world, names, ptrs);
+    for (int r = 0; r < world; r++)
+        assert_false(shm_exists(names[r]));
+}
+
+static void test_exchange_2(void **state)
+{
+    (void)state;
+    exchange(2);
+}
+
+static void test_exchange_4(void **state)
+{
+    (void)state;
+    exchange(4);
+}
+
+static void test_barrier_times_out_naming_the_peer(void **state)
+{
+    (void)state;
+    char rid[64], names[MAXW][BK_SHM_NAME_LEN];
+    const char *ptrs[MAXW];
+    bk_err err = { 0 };
+    run_id(rid, sizeof rid);
+    run_lane(rid, 2, child_deserter);
+    assert_int_equal(g_rep->code[0], BK_ERR_TIMEOUT);
+    /* connect's barrier is epoch 1; the deserter never reached epoch 2 */
+    assert_string_equal(g_rep->msg[0],
+                        "barrier: rank 1 did not arrive within 0.3 s (epoch 2, it is at 1)");
+    names_of(rid, "C", 2, names, ptrs);
+    assert_false(shm_exists(names[0]));
+    assert_true(shm_exists(names[1])); /* the crashed rank's is left ... */
+    assert_int_equal(bk_shm_unlink_name(names[1], &err), BK_OK);
+    assert_false(shm_exists(names[1])); /* ... until the agent unlinks it */
+    assert_int_equal(bk_shm_unlink_name(names[1], &err), BK_OK); /* absent is fine */
+}
+
+static void test_missing_peer_times_out_on_connect(void **state)
+{
+    (void)state;
+    char rid[64], names[MAXW][BK_SHM_NAME_LEN], mine[BK_SHM_NAME_LEN];
+    const char *ptrs[MAXW];
+    bk_err err = { 0 };
+    bk_shm *shm = NULL;
+    run_id(rid, sizeof rid);
+    names_of(rid, "A", 2, names, ptrs);
+    assert_int_equal(bk_shm_create(rid, "A", 0, 2, 128, &shm, mine, &err), BK_OK);
+    assert_true(shm_exists(mine));
+    assert_int_equal(bk_shm_connect(shm, ptrs, 0.3, &err), BK_ERR_TIMEOUT);
+    char want[256];
+    snprintf(want, sizeof want, "shm connect: rank 1's segment %s did not appear within 0.3 s",
+             names[1]);
+    assert_string_equal(err.msg, want);
+    bk_shm_destroy(shm);
+    assert_false(shm_exists(mine));
+}
+
+static void test_name_and_exclusive_create(void **state)
+{
+    (void)state;
+    char rid[64], a[BK_SHM_NAME_LEN], b[BK_SHM_NAME_LEN];
+    bk_err err = { 0 };
+    bk_shm *s1 = NULL, *s2 = NULL;
+    char long_id[300];
+    memset(long_id, 'x', sizeof long_id - 1);
+    long_id[sizeof long_id - 1] = '\0';
+    bk_shm_name(long_id, "B'", 1023, a);
+    assert_true(strlen(a) < BK_SHM_NAME_LEN);
+    assert_non_null(strstr(a, "-Bp-1023"));
+    run_id(rid, sizeof rid);
+    assert_int_equal(bk_shm_create(rid, "B", 0, 1, 64, &s1, a, &err), BK_OK);
+    assert_int_equal(bk_shm_create(rid, "B", 0, 1, 64, &s2, b, &err), BK_ERR_SYSTEM);
+    assert_null(s2);
+    assert_non_null(strstr(err.msg, "File exists"));
+    /* world 1: connect and barriers need nobody */
+    const char *ptrs[1] = { a };
+    bk_err_clear(&err);
+    assert_int_equal(bk_shm_connect(s1, ptrs, 0.1, &err), BK_OK);
+    assert_int_equal(bk_shm_barrier(s1, 0.1, &err), BK_OK);
+    assert_int_equal(bk_shm_bytes(s1), 64);
+    assert_ptr_equal(bk_shm_peer(s1, 0), bk_shm_local(s1));
+    bk_shm_destroy(s1);
+    assert_false(shm_exists(a));
+}
+
+int main(void)
+{
+    g_rep = mmap(NULL, sizeof *g_rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (g_rep == MAP_FAILED)
+        return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exchange_2),
+        cmocka_unit_test(test_exchange_4),
+        cmocka_unit_test(test_barrier_times_out_naming_the_peer),
+        cmocka_unit_test(test_missing_peer_times_out_on_connect),
+        cmocka_unit_test(test_name_and_exclusive_create),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
