@@ -73,7 +73,7 @@ static int parse(int argc, char **argv, run_opts *o, char *msg, size_t len)
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "+o:s:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "o:s:qh", opts, NULL)) != -1) {
         switch (c) {
         case 'o': o->out = optarg; break;
         case 's':

@@ -8,7 +8,7 @@ np=${2:-4}
 plan=${3:-}
 cd "$(dirname "$0")/.."
 bracket=$build/bracket
-flags=(--oversubscribe --bind-to none --mca btl self,vader --mca mpi_yield_when_idle 1)
+flags=(-q --oversubscribe --bind-to none --mca btl self,vader --mca mpi_yield_when_idle 1)
 [ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
 sets=()
 if [ -z "$plan" ]; then

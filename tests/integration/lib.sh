@@ -6,7 +6,7 @@ BK_BRACKET=${BK_BRACKET:-$BK_SOURCE_DIR/build/bracket}
 IT_PLAN=${IT_PLAN:-$BK_SOURCE_DIR/tests/fixtures/plans/it-cpu.json}
 IT_TMP=$(mktemp -d "${TMPDIR:-/tmp}/bk-it-XXXXXX")
 trap 'rm -rf "$IT_TMP"' EXIT
-MPIRUN_FLAGS=(--oversubscribe --bind-to none --mca btl self,vader
+MPIRUN_FLAGS=(-q --oversubscribe --bind-to none --mca btl self,vader
               --mca mpi_yield_when_idle 1)
 [ "$(id -u)" = 0 ] && MPIRUN_FLAGS+=(--allow-run-as-root)
 export OMPI_MCA_rmaps_base_oversubscribe=1
@@ -48,22 +48,27 @@ expect_rescore() {
     grep -q "identical to the record" "$IT_TMP/score.log" || fail "bracket score differs from the record"
 }
 
-# expect_no_leftovers: no engine of this test's runs and no shared-memory segment remain
+# expect_no_leftovers: no engine of this test's runs and no shared-memory segment of
+# its runs remain (segment names carry a 48-bit FNV-1a hash of the run id)
 expect_no_leftovers() {
     sleep 0.2
     if pgrep -f "bracket engine .*$IT_TMP" >/dev/null; then
         pgrep -af "bracket engine .*$IT_TMP" >&2
         fail "engine processes left behind"
     fi
-    local run
-    run=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['run_id'])" "$RECORD" 2>/dev/null || true)
-    if ls /dev/shm 2>/dev/null | grep -q '^bk-'; then
-        # segments are named from a hash of the run id: any bk- segment newer than this test is ours
-        if [ -n "$(find /dev/shm -maxdepth 1 -name 'bk-*' -newer "$IT_PLAN_COPY" 2>/dev/null)" ]; then
-            ls -l /dev/shm >&2
-            fail "shared-memory segments left behind (run $run)"
-        fi
-    fi
+    local left
+    left=$(python3 - "$IT_TMP" <<'PY'
+import glob, json, os, sys
+for rec in glob.glob(os.path.join(sys.argv[1], "out-*", "*", "record.json")):
+    run = json.load(open(rec))["run_id"]
+    h = 0xcbf29ce484222325
+    for c in run.encode():
+        h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
+    prefix = "bk-%012x-" % (h & 0xffffffffffff)
+    for f in os.listdir("/dev/shm"):
+        if f.startswith(prefix):
+            print(f)
+PY
+)
+    [ -z "$left" ] || fail "shared-memory segments left behind: $left"
 }
-IT_PLAN_COPY=$IT_TMP/plan-start-marker
-touch "$IT_PLAN_COPY"
