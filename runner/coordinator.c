@@ -236,6 +236,8 @@ static void on_pull(bk_coord *c)
             c->stats.rejected[BK_REJ_BAD_FIELD]++;
             break;
         }
+        if (!d->t_first_sample_ns && a->t_start_ns)
+            d->t_first_sample_ns = bk_now_ns() - a->t_start_ns;
         memcpy(d->ns[m.shape] + m.first, m.ns, m.n * sizeof(uint64_t));
         d->ns_seen[m.shape] += m.n;
         d->samples_got += m.n;
