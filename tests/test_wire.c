@@ -351,8 +351,8 @@ static void test_bad_fields(void **state)
     mk(&sb, H_SCHEMA, "type:s=status", H_REST, "ok:u=1", "code:i=0", "message:s=x",
        "samples:u=0", "t_first_ns:u=0", NULL);
     expect_reject(f, sb.data, sb.size, BK_REJ_BAD_FIELD, "'ok' must be a bool");
-    mk(&sb, H_SCHEMA, "type:s=tensor", H_REST, "shape:u=0", "name:s=a-name-far-too-long-for-32-bytes",
-       "dtype:s=f32", "data:b=xx", NULL);
+    mk(&sb, H_SCHEMA, "type:s=tensor", H_REST, "shape:u=0",
+       "name:s=a-name-far-too-long-for-32-bytes", "dtype:s=f32", "data:b=xx", NULL);
     expect_reject(f, sb.data, sb.size, BK_REJ_BAD_FIELD, "'name'");
     mk(&sb, H_SCHEMA, "type:s=frobnicate", H_REST, NULL);
     expect_reject(f, sb.data, sb.size, BK_REJ_UNKNOWN_TYPE, "frobnicate");

@@ -380,7 +380,8 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
-    printf("decoder alone (one message decoded in a loop, best of %d rounds; encode rate for comparison)\n\n"
+    printf("decoder alone (one message decoded in a loop, best of %d rounds; "
+           "encode rate for comparison)\n\n"
            "| batch  | bytes  | msgs/round | ns/msg   | Msamples/s decode | Msamples/s encode |\n"
            "| ---    | ---    | ---        | ---      | ---       | ---       |\n",
            BENCH_ROUNDS);
