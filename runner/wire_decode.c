@@ -62,15 +62,15 @@ static int unpack(bk_wire_decoder *d, const char *buf, size_t len, msgpack_objec
 {
     bk__wire_scan s;
     if (bk__wire_scan_bytes((const unsigned char *)buf, len, &s) != 0)
-        return REJ(BK_REJ_MALFORMED, "message: not one msgpack object: %s at byte %zu of %zu",
-                   s.why, s.bad_at, len);
+        return BK__REJ(BK_REJ_MALFORMED, "message: not one msgpack object: %s at byte %zu of %zu",
+                       s.why, s.bad_at, len);
     if (s.zone_bytes > d->zone_chunk) {
         size_t c = d->zone_chunk;
         while (c < s.zone_bytes)
             c *= 2;
         msgpack_zone *z = msgpack_zone_new(c);
         if (!z)
-            return REJ(BK_REJ_MALFORMED, "message: out of memory for %zu bytes", c);
+            return BK__REJ(BK_REJ_MALFORMED, "message: out of memory for %zu bytes", c);
         msgpack_zone_free(d->zone);
         d->zone = z;
         d->zone_chunk = c;
@@ -80,13 +80,14 @@ static int unpack(bk_wire_decoder *d, const char *buf, size_t len, msgpack_objec
     size_t off = 0;
     msgpack_unpack_return rc = msgpack_unpack(buf, len, &off, d->zone, top);
     if (rc != MSGPACK_UNPACK_SUCCESS)
-        return REJ(BK_REJ_MALFORMED, "message: msgpack-c cannot unpack it (code %d%s)", (int)rc,
-                   rc == MSGPACK_UNPACK_NOMEM_ERROR ? ", nested too deep or out of memory" : "");
+        return BK__REJ(BK_REJ_MALFORMED, "message: msgpack-c cannot unpack it (code %d%s)",
+                       (int)rc, rc == MSGPACK_UNPACK_NOMEM_ERROR ? ", too deep or no memory" : "");
     if (top->type != MSGPACK_OBJECT_MAP)
-        return REJ(BK_REJ_MALFORMED, "message: top level is %s, not a map", bk__wire_obj_kind(top));
+        return BK__REJ(BK_REJ_MALFORMED, "message: top level is %s, not a map",
+                       bk__wire_obj_kind(top));
     /* bin payloads are copied out; they total at most len bytes. */
     if (bk__wire_grow((void **)&d->bytes, &d->bytes_cap, len, 1) != 0)
-        return REJ(BK_REJ_MALFORMED, "message: out of memory for %zu bytes", len);
+        return BK__REJ(BK_REJ_MALFORMED, "message: out of memory for %zu bytes", len);
     d->bytes_used = 0;
     return BK__ACCEPT;
 }
@@ -102,10 +103,10 @@ static int decode_one(bk_wire_decoder *d, const char *buf, size_t len,
         return r;
     const msgpack_object *sc = f.v[K_SCHEMA];
     if (!sc)
-        return REJ(BK_REJ_FOREIGN, "message: no 'schema' (expected \"%s\")", BK_WIRE_SCHEMA);
+        return BK__REJ(BK_REJ_FOREIGN, "message: no 'schema' (expected \"%s\")", BK_WIRE_SCHEMA);
     if (sc->type != MSGPACK_OBJECT_STR || sc->via.str.size != sizeof BK_WIRE_SCHEMA - 1 ||
         memcmp(sc->via.str.ptr, BK_WIRE_SCHEMA, sc->via.str.size) != 0)
-        return REJ(BK_REJ_FOREIGN, "message: 'schema' is not \"%s\"", BK_WIRE_SCHEMA);
+        return BK__REJ(BK_REJ_FOREIGN, "message: 'schema' is not \"%s\"", BK_WIRE_SCHEMA);
     const msgpack_object *ty = bk__wire_need(&f, K_TYPE, MSGPACK_OBJECT_STR, "a string", &r, err);
     if (!ty)
         return r;
@@ -114,11 +115,11 @@ static int decode_one(bk_wire_decoder *d, const char *buf, size_t len,
         (r = bk__wire_get_u32(&f, K_RANK, &m->rank, err)) != BK__ACCEPT)
         return r;
     if (x->run && x->run[0] && strcmp(m->run, x->run) != 0)
-        return REJ(BK_REJ_WRONG_RUN, "message from rank %u: run '%s' is not this run '%s'",
-                   m->rank, m->run, x->run);
+        return BK__REJ(BK_REJ_WRONG_RUN, "message from rank %u: run '%s' is not this run '%s'",
+                       m->rank, m->run, x->run);
     if (x->arm && x->arm[0] && strcmp(m->arm, x->arm) != 0)
-        return REJ(BK_REJ_WRONG_ARM, "message from rank %u: arm '%s' is not the arm '%s'",
-                   m->rank, m->arm, x->arm);
+        return BK__REJ(BK_REJ_WRONG_ARM, "message from rank %u: arm '%s' is not the arm '%s'",
+                       m->rank, m->arm, x->arm);
     m->type = 0;
     const msgpack_object_str *ts = &ty->via.str;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
@@ -127,11 +128,11 @@ static int decode_one(bk_wire_decoder *d, const char *buf, size_t len,
             f.what = types[i].name;
         }
     if (m->type == 0)
-        return REJ(BK_REJ_UNKNOWN_TYPE, "message from rank %u: unknown type '%.*s'", m->rank,
-                   (int)(ts->size < 32 ? ts->size : 32), ts->ptr);
+        return BK__REJ(BK_REJ_UNKNOWN_TYPE, "message from rank %u: unknown type '%.*s'", m->rank,
+                       (int)(ts->size < 32 ? ts->size : 32), ts->ptr);
     if (x->world && m->rank >= x->world)
-        return REJ(BK_REJ_BAD_RANK, "%s: rank %u is not below this run's world %u", f.what,
-                   m->rank, x->world);
+        return BK__REJ(BK_REJ_BAD_RANK, "%s: rank %u is not below this run's world %u", f.what,
+                       m->rank, x->world);
     return bk__wire_decode_body(d, &f, x, m, err);
 }
 

@@ -62,7 +62,7 @@ int bk__wire_index_map(const msgpack_object *top, bk__wire_fields *f, bk_err *er
             if (k->size != keys[j].len || memcmp(k->ptr, keys[j].name, k->size) != 0)
                 continue;
             if (f->v[j])
-                return REJ(BK_REJ_BAD_FIELD, "message: key '%s' appears twice", keys[j].name);
+                return BK__REJ(BK_REJ_BAD_FIELD, "message: key '%s' appears twice", keys[j].name);
             f->v[j] = &kv->val;
             break;
         }
@@ -77,10 +77,10 @@ const msgpack_object *bk__wire_need(const bk__wire_fields *f, int k, msgpack_obj
 {
     const msgpack_object *o = f->v[k];
     if (!o)
-        *rej = REJ(BK_REJ_BAD_FIELD, "%s: field '%s' is missing", f->what, keys[k].name);
+        *rej = BK__REJ(BK_REJ_BAD_FIELD, "%s: field '%s' is missing", f->what, keys[k].name);
     else if (o->type != t)
-        *rej = REJ(BK_REJ_BAD_FIELD, "%s: field '%s' must be %s, not %s", f->what,
-                   keys[k].name, kind, bk__wire_obj_kind(o));
+        *rej = BK__REJ(BK_REJ_BAD_FIELD, "%s: field '%s' must be %s, not %s", f->what,
+                       keys[k].name, kind, bk__wire_obj_kind(o));
     else
         return o;
     return NULL;
@@ -94,8 +94,8 @@ int bk__wire_get_uint(const bk__wire_fields *f, int k, uint64_t max, uint64_t *o
     if (!o)
         return rej;
     if (o->via.u64 > max)
-        return REJ(BK_REJ_BAD_FIELD, "%s: field '%s' is %llu, above its limit %llu", f->what,
-                   keys[k].name, (unsigned long long)o->via.u64, (unsigned long long)max);
+        return BK__REJ(BK_REJ_BAD_FIELD, "%s: field '%s' is %llu, above its limit %llu", f->what,
+                       keys[k].name, (unsigned long long)o->via.u64, (unsigned long long)max);
     *out = o->via.u64;
     return BK__ACCEPT;
 }
@@ -117,8 +117,8 @@ int bk__wire_get_int(const bk__wire_fields *f, int k, int64_t *out, bk_err *err)
     }
     uint64_t v = 0;
     if (o && o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-        return REJ(BK_REJ_BAD_FIELD, "%s: field '%s' must be an integer, not %s", f->what,
-                   keys[k].name, bk__wire_obj_kind(o));
+        return BK__REJ(BK_REJ_BAD_FIELD, "%s: field '%s' must be an integer, not %s", f->what,
+                       keys[k].name, bk__wire_obj_kind(o));
     int rej = bk__wire_get_uint(f, k, INT64_MAX, &v, err);
     *out = (int64_t)v;
     return rej;
@@ -134,10 +134,10 @@ int bk__wire_get_str(const bk__wire_fields *f, int k, char *dst, size_t cap, bk_
         return rej;
     const msgpack_object_str *s = &o->via.str;
     if (s->size >= cap)
-        return REJ(BK_REJ_BAD_FIELD, "%s: field '%s' is %u bytes, longer than the %zu allowed",
-                   f->what, keys[k].name, s->size, cap - 1);
+        return BK__REJ(BK_REJ_BAD_FIELD, "%s: field '%s' is %u bytes, longer than the %zu allowed",
+                       f->what, keys[k].name, s->size, cap - 1);
     if (s->size && memchr(s->ptr, '\0', s->size))
-        return REJ(BK_REJ_BAD_FIELD, "%s: field '%s' holds a NUL byte", f->what, keys[k].name);
+        return BK__REJ(BK_REJ_BAD_FIELD, "%s: field '%s' holds a NUL byte", f->what, keys[k].name);
     memcpy(dst, s->ptr, s->size);
     dst[s->size] = '\0';
     return BK__ACCEPT;

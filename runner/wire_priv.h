@@ -24,10 +24,9 @@ struct bk_wire_decoder {
 };
 
 #define BK__ACCEPT (-1) /* "no reject reason": the field or message is fine */
-#define REJ(reason, ...) (BK_FAIL(err, BK_ERR_PEER, __VA_ARGS__), (int)(reason))
+#define BK__REJ(reason, ...) (BK_FAIL(err, BK_ERR_PEER, __VA_ARGS__), (int)(reason))
 
-
-/* Readers return BK__ACCEPT or a bk_wire_reject with `err` set through REJ,
+/* Readers return BK__ACCEPT or a bk_wire_reject with `err` set through BK__REJ,
  * which needs a `bk_err *err` in scope. */
 
 /* ---- the keys this version knows; others are ignored ---- */

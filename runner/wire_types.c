@@ -9,14 +9,14 @@ static int world_matches(const fields *f, const bk_msg *m, const bk_wire_expect 
                          bk_err *err)
 {
     if (m->world == 0 || m->world > BK_WIRE_MAX_PEERS)
-        return REJ(BK_REJ_BAD_FIELD, "%s: field 'world' is %u, outside 1..%d", f->what,
-                   m->world, BK_WIRE_MAX_PEERS);
+        return BK__REJ(BK_REJ_BAD_FIELD, "%s: field 'world' is %u, outside 1..%d", f->what,
+                       m->world, BK_WIRE_MAX_PEERS);
     if (x->world && m->world != x->world)
-        return REJ(BK_REJ_BAD_FIELD, "%s: field 'world' is %u, this run's world is %u", f->what,
-                   m->world, x->world);
+        return BK__REJ(BK_REJ_BAD_FIELD, "%s: field 'world' is %u, this run's world is %u", f->what,
+                       m->world, x->world);
     if (m->rank >= m->world)
-        return REJ(BK_REJ_BAD_RANK, "%s: rank %u is not below its world %u", f->what, m->rank,
-                   m->world);
+        return BK__REJ(BK_REJ_BAD_RANK, "%s: rank %u is not below its world %u", f->what, m->rank,
+                       m->world);
     return BK__ACCEPT;
 }
 
@@ -43,13 +43,13 @@ static int decode_peers(bk_wire_decoder *d, const fields *f, const bk_wire_expec
     if (!a)
         return r;
     if (a->via.array.size != m->world)
-        return REJ(BK_REJ_BAD_FIELD, "peers: field 'blobs' holds %u blobs for a world of %u",
-                   a->via.array.size, m->world);
+        return BK__REJ(BK_REJ_BAD_FIELD, "peers: field 'blobs' holds %u blobs for a world of %u",
+                       a->via.array.size, m->world);
     for (uint32_t i = 0; i < a->via.array.size; i++) {
         const msgpack_object *o = &a->via.array.ptr[i];
         if (o->type != MSGPACK_OBJECT_BIN)
-            return REJ(BK_REJ_BAD_FIELD, "peers: field 'blobs' element %u is %s, not bin", i,
-                       bk__wire_obj_kind(o));
+            return BK__REJ(BK_REJ_BAD_FIELD, "peers: field 'blobs' element %u is %s, not bin", i,
+                           bk__wire_obj_kind(o));
         d->blobs[i] = bk__wire_keep_bytes(d, &o->via.bin);
         d->blob_lens[i] = o->via.bin.size;
     }
@@ -63,8 +63,8 @@ static int get_shape(const fields *f, const bk_wire_expect *x, bk_msg *m, bk_err
 {
     int r = bk__wire_get_u32(f, K_SHAPE, &m->shape, err);
     if (r == BK__ACCEPT && x->max_shapes && m->shape >= x->max_shapes)
-        r = REJ(BK_REJ_BAD_FIELD, "%s: field 'shape' is %u, the plan has %u shapes", f->what,
-                m->shape, x->max_shapes);
+        r = BK__REJ(BK_REJ_BAD_FIELD, "%s: field 'shape' is %u, the plan has %u shapes", f->what,
+                    m->shape, x->max_shapes);
     return r;
 }
 
@@ -83,17 +83,17 @@ static int decode_samples(bk_wire_decoder *d, const fields *f, const bk_wire_exp
         return r;
     size_t n = a->via.array.size;
     if (n && m->first > UINT64_MAX - (n - 1))
-        return REJ(BK_REJ_BAD_FIELD, "samples: iterations %llu + %zu overflow",
-                   (unsigned long long)m->first, n);
+        return BK__REJ(BK_REJ_BAD_FIELD, "samples: iterations %llu + %zu overflow",
+                       (unsigned long long)m->first, n);
     if (bk__wire_grow((void **)&d->ns, &d->ns_cap, n, sizeof *d->ns) != 0)
-        return REJ(BK_REJ_MALFORMED, "samples: out of memory for %zu samples", n);
+        return BK__REJ(BK_REJ_MALFORMED, "samples: out of memory for %zu samples", n);
     const msgpack_object *e = a->via.array.ptr;
     uint64_t *out = d->ns;
     for (size_t i = 0; i < n; i++) {
         if (e[i].type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-            return REJ(BK_REJ_BAD_FIELD,
-                       "samples: field 'ns' must be an array of unsigned integers "
-                       "(element %zu is %s)", i, bk__wire_obj_kind(&e[i]));
+            return BK__REJ(BK_REJ_BAD_FIELD,
+                           "samples: field 'ns' must be an array of unsigned integers "
+                           "(element %zu is %s)", i, bk__wire_obj_kind(&e[i]));
         out[i] = e[i].via.u64;
     }
     m->ns = d->ns;
@@ -136,5 +136,5 @@ int bk__wire_decode_body(bk_wire_decoder *d, const fields *f,
     case BK_MSG_TENSOR: return decode_tensor(d, f, x, m, err);
     case BK_MSG_STATUS: return decode_status(f, m, err);
     }
-    return REJ(BK_REJ_UNKNOWN_TYPE, "%s: unknown type", f->what);
+    return BK__REJ(BK_REJ_UNKNOWN_TYPE, "%s: unknown type", f->what);
 }
