@@ -261,7 +261,7 @@ static int bench_flood(const char *transport, uint32_t nprod, size_t batch, uint
         have_dir = 1;
         snprintf(ep, sizeof ep, "ipc://%s/ingest", dir);
         if (zmq_bind(pull, ep) != 0) {
-            snprintf(r->err, sizeof r->err, "bind %s: %s", ep, zmq_strerror(zmq_errno()));
+            snprintf(r->err, sizeof r->err, "bind %.200s: %s", ep, zmq_strerror(zmq_errno()));
             goto out;
         }
     } else {
