@@ -389,8 +389,8 @@ int main(int argc, char **argv)
         bad |= bench_decode(batches[b], 64000000);
     printf("\nflood: producers PUSH -> one PULL consumer (recv + decode + append), "
            "%" PRIu64 " samples a run\n\n"
-           "| transport | producers | batch | samples | seconds | Msamples/s | dropped |\n"
-           "| ---       | ---       | ---   | ---     | ---     | ---        | ---     |\n",
+           "| transport | producers | batch | samples   | seconds | Msamples/s | dropped |\n"
+           "| ---       | ---       | ---   | ---       | ---     | ---        | ---     |\n",
            samples);
     char *tl = strdup(transports), *save = NULL;
     for (char *t = strtok_r(tl, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
@@ -403,7 +403,7 @@ int main(int argc, char **argv)
             for (int b = 0; b < nbatch; b++) {
                 flood_result r;
                 int fail = bench_flood(t, (uint32_t)prod[p], batches[b], samples, &r);
-                printf("| %-9s | %9" PRIu64 " | %5" PRIu64 " | %7" PRIu64 " | %7.3f | %10.2f "
+                printf("| %-9s | %9" PRIu64 " | %5" PRIu64 " | %9" PRIu64 " | %7.3f | %10.2f "
                        "| %7" PRIu64 " |\n",
                        t, prod[p], batches[b], r.received, r.seconds,
                        r.seconds > 0 ? (double)r.received / r.seconds / 1e6 : 0.0,
