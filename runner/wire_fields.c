@@ -73,7 +73,7 @@ int bk__wire_index_map(const msgpack_object *top, bk__wire_fields *f, bk_err *er
 /* ---- typed field readers: BK__ACCEPT or a reject reason with err set ---- */
 
 const msgpack_object *bk__wire_need(const bk__wire_fields *f, int k, msgpack_object_type t,
-                                  const char *kind, int *rej, bk_err *err)
+                                    const char *kind, int *rej, bk_err *err)
 {
     const msgpack_object *o = f->v[k];
     if (!o)
@@ -144,7 +144,7 @@ int bk__wire_get_str(const bk__wire_fields *f, int k, char *dst, size_t cap, bk_
 }
 
 /* Copy a bin payload into the decoder's byte store (reserved for the whole
- * message before the type's bk__wire_fields are read, so this cannot fail). */
+ * message before the type's fields are read, so this cannot fail). */
 const void *bk__wire_keep_bytes(bk_wire_decoder *d, const msgpack_object_bin *b)
 {
     char *p = d->bytes + d->bytes_used;
@@ -164,9 +164,4 @@ int bk__wire_get_bin(bk_wire_decoder *d, const bk__wire_fields *f, int k, const 
     *p = bk__wire_keep_bytes(d, &o->via.bin);
     *len = o->via.bin.size;
     return BK__ACCEPT;
-}
-
-const char *bk__wire_key_name(int k)
-{
-    return k >= 0 && k < K_COUNT ? keys[k].name : "?";
 }

@@ -41,8 +41,6 @@ typedef struct bk__wire_fields {
     const char *what; /* "message" until the type is known, then the type's name */
 } bk__wire_fields;
 
-
-const char *bk__wire_key_name(int k);
 const char *bk__wire_obj_kind(const msgpack_object *o);
 int bk__wire_grow(void **p, size_t *cap, size_t n, size_t each);
 
