@@ -143,9 +143,10 @@ static void *producer_main(void *arg)
     for (uint64_t msgs = 0; ok && p->sent < p->samples; msgs++) {
         uint32_t shape = (uint32_t)(msgs % BENCH_SHAPES);
         size_t n = p->samples - p->sent < p->batch ? p->samples - p->sent : p->batch;
+        uint64_t sum = 0;
         for (size_t i = 0; i < n; i++) {
             ns[i] = synth_ns(p->rank, shape, next[shape] + i);
-            p->sum += ns[i];
+            sum += ns[i];
         }
         if (bk_wire_samples(&buf, &h, shape, next[shape], ns, n, &err) != BK_OK) {
             snprintf(p->err, sizeof p->err, "producer %u: %.200s", p->rank, err.msg);
@@ -157,7 +158,8 @@ static void *producer_main(void *arg)
             break;
         }
         next[shape] += n;
-        p->sent += n;
+        p->sent += n; /* counted once ZeroMQ has the message */
+        p->sum += sum;
     }
     if (push)
         zmq_close(push);
