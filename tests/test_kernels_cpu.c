@@ -481,6 +481,18 @@ static void test_params_are_checked(void **state)
     json_t *p = json_object();
     const bk_variant *v = bk_catalog_variant(BK_AR_TARGET, "shm_twopass");
     assert_int_equal(v->create(p, BK_BACKEND_CUDA, 0, 1, &st, &err), BK_ERR_UNSUPPORTED);
+    /* diagnostics run on cuda too, around a base that does */
+    const bk_variant *slowed = bk_catalog_variant(BK_AR_TARGET, "slowed");
+    bk_err_clear(&err);
+    assert_int_equal(slowed->create(p, BK_BACKEND_CUDA, 0, 1, &st, &err), BK_ERR_INPUT);
+    assert_string_equal(err.msg, "params.base: required on backend cuda (no default base there "
+                                 "yet)");
+    json_object_set_new(p, "base", json_string("shm_twopass"));
+    bk_err_clear(&err);
+    assert_int_equal(slowed->create(p, BK_BACKEND_CUDA, 0, 1, &st, &err), BK_ERR_UNSUPPORTED);
+    assert_string_equal(err.msg, "params.base: variant 'shm_twopass' does not support backend "
+                                 "cuda");
+    assert_null(st);
     bk_err_clear(&err);
     assert_int_equal(create_named("slowed", "{\"base\": \"shm_oneshot_fused\", \"fraction\": 0}",
                                   &st, &err), BK_OK);
