@@ -3,7 +3,8 @@
  * They exist to prove that the bracket notices: a slower candidate FAILs, a crash is a
  * NO_DECISION, corrupted outputs FAIL on quality. Never real candidates (diagnostic = 1).
  *
- * Params: base (a real variant's name, default "shm_twopass"), and one of
+ * Params: base (a real variant's name; default: the backend's incumbent, "shm_twopass"
+ * on cpu, none yet on cuda), and one of
  *   slowed : fraction  number in [0, 10], default 0.2   (extra busy wait, x base time)
  *   crash  : at_iter   integer >= 0, default 10         (abort() when call->iter == at_iter)
  *   corrupt: magnitude number > 0, default 1.0          (added to every 7th element of out)
@@ -33,10 +34,13 @@ static const char *const k_kind_param[] = { "fraction", "at_iter", "magnitude" }
 
 /* ---- params ---- */
 
-static bk_status parse_base(const char *target, const json_t *v, bk_backend backend,
-                            const bk_variant **base, bk_err *err)
+static bk_status parse_base(const char *target, const char *dflt, const json_t *v,
+                            bk_backend backend, const bk_variant **base, bk_err *err)
 {
-    const char *name = "shm_twopass";
+    const char *name = dflt;
+    if (!v && !dflt)
+        return BK_FAIL(err, BK_ERR_INPUT, "params.base: required on backend %s (no default "
+                       "base there yet)", backend == BK_BACKEND_CUDA ? "cuda" : "auto");
     if (v) {
         if (!json_is_string(v))
             return BK_FAIL(err, BK_ERR_INPUT, "params.base: must be a variant name (a string)");
@@ -83,8 +87,10 @@ static bk_status parse_kind_param(diag_state *s, const json_t *v, bk_err *err)
     return BK_OK;
 }
 
-static bk_status diag_create(const char *target, diag_kind kind, const json_t *params,
-                             bk_backend backend, int rank, int world, void **state, bk_err *err)
+/* cpu_base / cuda_base: the default base on each backend (NULL: none, base required). */
+static bk_status diag_create(const char *target, const char *cpu_base, const char *cuda_base,
+                             diag_kind kind, const json_t *params, bk_backend backend, int rank,
+                             int world, void **state, bk_err *err)
 {
     bk_status st = BK_OK;
     const char *key;
@@ -105,7 +111,8 @@ static bk_status diag_create(const char *target, diag_kind kind, const json_t *p
             goto out;
         }
     }
-    BK_TRY(parse_base(target, json_object_get(params, "base"), backend, &s->base, err));
+    BK_TRY(parse_base(target, backend == BK_BACKEND_CPU ? cpu_base : cuda_base,
+                      json_object_get(params, "base"), backend, &s->base, err));
     BK_TRY(parse_kind_param(s, json_object_get(params, k_kind_param[kind]), err));
     if (kind == DIAG_CORRUPT && backend != BK_BACKEND_CPU) {
         st = BK_FAIL(err, BK_ERR_UNSUPPORTED,
@@ -201,10 +208,10 @@ void bk__diag_last_times(const void *state, uint64_t *base_ns, uint64_t *wait_ns
 
 /* ---- tables: one block per target (create needs to know its target) ---- */
 
-#define BK__DIAG_CREATE(tag, target, kind)                                                    \
+#define BK__DIAG_CREATE(tag, target, cpu_base, cuda_base, kind)                               \
     static bk_status tag(const json_t *p, bk_backend b, int r, int w, void **st, bk_err *e)   \
     {                                                                                         \
-        return diag_create(target, kind, p, b, r, w, st, e);                                  \
+        return diag_create(target, cpu_base, cuda_base, kind, p, b, r, w, st, e);             \
     }
 #define BK__DIAG_ENTRY(vname, tgt, create_fn, text)                                           \
     { .name = vname, .target = tgt, .backends = BK_BK_CPU | BK_BK_CUDA, .diagnostic = 1,      \
@@ -213,9 +220,12 @@ void bk__diag_last_times(const void *state, uint64_t *base_ns, uint64_t *wait_ns
                   .min_hidden = 1 },                                                          \
       .create = create_fn, .run = diag_run, .destroy = diag_destroy }
 
-BK__DIAG_CREATE(ar_slowed_create, BK_AR_TARGET, DIAG_SLOWED)
-BK__DIAG_CREATE(ar_crash_create, BK_AR_TARGET, DIAG_CRASH)
-BK__DIAG_CREATE(ar_corrupt_create, BK_AR_TARGET, DIAG_CORRUPT)
+/* Default bases: the incumbent of each backend (cuda: none yet, so base is required). */
+#define AR_CPU_BASE "shm_twopass"
+#define AR_CUDA_BASE NULL
+BK__DIAG_CREATE(ar_slowed_create, BK_AR_TARGET, AR_CPU_BASE, AR_CUDA_BASE, DIAG_SLOWED)
+BK__DIAG_CREATE(ar_crash_create, BK_AR_TARGET, AR_CPU_BASE, AR_CUDA_BASE, DIAG_CRASH)
+BK__DIAG_CREATE(ar_corrupt_create, BK_AR_TARGET, AR_CPU_BASE, AR_CUDA_BASE, DIAG_CORRUPT)
 
 const bk_variant bk__ar_rmsnorm_diag_variants[] = {
     BK__DIAG_ENTRY("slowed", BK_AR_TARGET, ar_slowed_create,

@@ -1,8 +1,6 @@
 /* wire_scan.c - the decoder's bounds pre-pass: one msgpack object, complete, with no
- * container claiming more elements than there are bytes (see wire_scan.h). */
-#include "runner/wire_scan.h"
-
-#include <msgpack.h>
+ * container claiming more elements than there are bytes (see wire_priv.h). */
+#include "runner/wire_priv.h"
 
 /* Big-endian length of 1, 2 or 4 bytes at p (the caller checked they exist). */
 static uint32_t be_len(const unsigned char *p, unsigned width)

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -88,7 +89,7 @@ fail:
     return 1;
 }
 
-/* Rank 1 connects and leaves without a barrier (nor destroy, like a crash);
+/* Rank 1 connects and dies (SIGKILL) before the next barrier, leaving its segment;
  * rank 0's next barrier must time out naming it. */
 static int child_deserter(const char *rid, int rank, int world)
 {
@@ -103,7 +104,7 @@ static int child_deserter(const char *rid, int rank, int world)
         return 1;
     }
     if (rank == 1)
-        return 0; /* gone, segment left behind */
+        raise(SIGKILL); /* gone, segment left behind */
     g_rep->code[rank] = bk_shm_barrier(shm, 0.3, &err);
     bk_strlcpy(g_rep->msg[rank], err.msg, sizeof g_rep->msg[rank]);
     bk_shm_destroy(shm);
@@ -112,8 +113,9 @@ static int child_deserter(const char *rid, int rank, int world)
 
 typedef int (*child_fn)(const char *rid, int rank, int world);
 
-/* Fork `world` children running fn; every child must exit 0. */
-static void run_lane(const char *rid, int world, child_fn fn)
+/* Fork `world` children running fn; every child must exit 0, but `killed`
+ * (-1: none) must die of SIGKILL. */
+static void run_lane(const char *rid, int world, child_fn fn, int killed)
 {
     pid_t pids[MAXW];
     memset(g_rep, 0, sizeof *g_rep);
@@ -126,6 +128,10 @@ static void run_lane(const char *rid, int world, child_fn fn)
     for (int r = 0; r < world; r++) {
         int ws = 0;
         assert_int_equal(waitpid(pids[r], &ws, 0), pids[r]);
+        if (r == killed) {
+            assert_true(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL);
+            continue;
+        }
         if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
             fail_msg("rank %d of %d failed (status %d): %s", r, world, ws, g_rep->msg[r]);
     }
@@ -138,7 +144,7 @@ static void exchange(int world)
     char rid[64], names[MAXW][BK_SHM_NAME_LEN];
     const char *ptrs[MAXW];
     run_id(rid, sizeof rid);
-    run_lane(rid, world, child_exchange);
+    run_lane(rid, world, child_exchange, -1);
     names_of(rid, "B'", world, names, ptrs);
     for (int r = 0; r < world; r++)
         assert_false(shm_exists(names[r]));
@@ -163,7 +169,7 @@ static void test_barrier_times_out_naming_the_peer(void **state)
     const char *ptrs[MAXW];
     bk_err err = { 0 };
     run_id(rid, sizeof rid);
-    run_lane(rid, 2, child_deserter);
+    run_lane(rid, 2, child_deserter, 1);
     assert_int_equal(g_rep->code[0], BK_ERR_TIMEOUT);
     /* connect's barrier is epoch 1; the deserter never reached epoch 2 */
     assert_string_equal(g_rep->msg[0],

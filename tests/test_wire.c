@@ -351,8 +351,8 @@ static void test_bad_fields(void **state)
     mk(&sb, H_SCHEMA, "type:s=status", H_REST, "ok:u=1", "code:i=0", "message:s=x",
        "samples:u=0", "t_first_ns:u=0", NULL);
     expect_reject(f, sb.data, sb.size, BK_REJ_BAD_FIELD, "'ok' must be a bool");
-    mk(&sb, H_SCHEMA, "type:s=tensor", H_REST, "shape:u=0", "name:s=a-name-far-too-long-for-32-bytes",
-       "dtype:s=f32", "data:b=xx", NULL);
+    mk(&sb, H_SCHEMA, "type:s=tensor", H_REST, "shape:u=0",
+       "name:s=a-name-far-too-long-for-32-bytes", "dtype:s=f32", "data:b=xx", NULL);
     expect_reject(f, sb.data, sb.size, BK_REJ_BAD_FIELD, "'name'");
     mk(&sb, H_SCHEMA, "type:s=frobnicate", H_REST, NULL);
     expect_reject(f, sb.data, sb.size, BK_REJ_UNKNOWN_TYPE, "frobnicate");
@@ -395,6 +395,97 @@ static void test_unknown_keys_ignored(void **state)
     assert_int_equal(f->msg.ns[2], 6);
     assert_int_equal(f->msg.first, 10);
     msgpack_sbuffer_destroy(&sb);
+}
+
+/* hello / peers carry their own world: it must be 1..BK_WIRE_MAX_PEERS and this run's. */
+static void test_world_checks(void **state)
+{
+    fx *f = *state;
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    mk(&sb, H_SCHEMA, "type:s=hello", H_REST, "world:u=3", "pid:i=5", "blob:b=x", NULL);
+    expect_reject(f, sb.data, sb.size, BK_REJ_BAD_FIELD, "this run's world is 4");
+    mk(&sb, H_SCHEMA, "type:s=hello", H_REST, "world:u=4", "pid:s=5", "blob:b=x", NULL);
+    expect_reject(f, sb.data, sb.size, BK_REJ_BAD_FIELD, "'pid' must be an integer");
+    mk(&sb, H_SCHEMA, "type:s=hello", H_REST, "world:u=4", "pid:i=5", "blob:s=x", NULL);
+    expect_reject(f, sb.data, sb.size, BK_REJ_BAD_FIELD, "'blob' must be bin");
+    f->expect.world = 0;
+    mk(&sb, H_SCHEMA, "type:s=peers", H_REST, "world:u=0", "blobs:A=", NULL);
+    expect_reject(f, sb.data, sb.size, BK_REJ_BAD_FIELD, "outside 1..1024");
+    mk(&sb, H_SCHEMA, "type:s=peers", H_REST, "world:u=1025", "blobs:A=", NULL);
+    expect_reject(f, sb.data, sb.size, BK_REJ_BAD_FIELD, "outside 1..1024");
+    mk(&sb, H_SCHEMA, "type:s=peers", H_REST, "world:u=2", "blobs:A=1,2", NULL);
+    expect_reject(f, sb.data, sb.size, BK_REJ_BAD_FIELD, "element 0 is an unsigned integer");
+    mk(&sb, H_SCHEMA, "type:s=tensor", H_REST, "shape:u=3", "name:s=o", "dtype:s=f32",
+       "data:b=xx", NULL);
+    expect_reject(f, sb.data, sb.size, BK_REJ_BAD_FIELD, "'shape' is 3");
+    mk(&sb, H_SCHEMA, "type:s=status", H_REST, "ok:B=1", "code:i=-2", "message:s=x",
+       "samples:i=-1", "t_first_ns:u=0", NULL);
+    expect_reject(f, sb.data, sb.size, BK_REJ_BAD_FIELD, "'samples'");
+    msgpack_sbuffer_destroy(&sb);
+}
+
+static void test_encoder_input_errors(void **state)
+{
+    fx *f = *state;
+    const void *b[BK_WIRE_MAX_PEERS + 1] = { 0 };
+    size_t l[BK_WIRE_MAX_PEERS + 1] = { 0 };
+    assert_int_equal(bk_wire_peers(&f->buf, &HDR, BK_WIRE_MAX_PEERS + 1, b, l, &f->err),
+                     BK_ERR_INPUT);
+    bk_err_clear(&f->err);
+    assert_int_equal(bk_wire_samples(&f->buf, &HDR, 0, 0, NULL, 5, &f->err), BK_ERR_INPUT);
+    bk_err_clear(&f->err);
+    uint64_t one = 1;
+    assert_int_equal(bk_wire_samples(&f->buf, &HDR, 0, UINT64_MAX, &one, 1, &f->err), BK_OK);
+    uint64_t two[2] = { 1, 2 };
+    assert_int_equal(bk_wire_samples(&f->buf, &HDR, 0, UINT64_MAX, two, 2, &f->err),
+                     BK_ERR_INPUT);
+    bk_err_clear(&f->err);
+    assert_int_equal(bk_wire_tensor(&f->buf, &HDR, 0, "a-name-far-too-long-for-32-bytes!", "f32",
+                                    "x", 1, &f->err), BK_ERR_INPUT);
+    assert_non_null(strstr(f->err.msg, "name"));
+    bk_err_clear(&f->err);
+    bk_wire_hdr longarm = { "run-7f3a", "B-prime!", 0 };
+    assert_int_equal(bk_wire_status(&f->buf, &longarm, 1, 0, "", 0, 0, &f->err), BK_ERR_INPUT);
+    assert_non_null(strstr(f->err.msg, "arm"));
+}
+
+/* A status message over the limit is cut on a UTF-8 boundary, never inside a character. */
+static void test_status_message_cut_utf8(void **state)
+{
+    fx *f = *state;
+    char m[600];
+    size_t cap = sizeof f->msg.message - 1; /* 511 */
+    memset(m, 'a', cap - 1);
+    memcpy(m + cap - 1, "\xc3\xa9tail", 7); /* an e-acute straddles the limit */
+    assert_int_equal(bk_wire_status(&f->buf, &HDR, 1, 0, m, 0, 0, &f->err), BK_OK);
+    assert_int_equal(decode(f, f->buf.data, f->buf.size), BK_OK);
+    assert_int_equal(strlen(f->msg.message), cap - 1);
+    assert_memory_equal(f->msg.message, m, cap - 1);
+}
+
+/* A big message grows the decoder's storage; smaller ones after it still decode, and
+ * the decoder works with no stats, reason or err to fill. */
+static void test_big_then_small(void **state)
+{
+    fx *f = *state;
+    size_t big = 50000;
+    uint64_t *ns = malloc(big * sizeof *ns);
+    for (size_t i = 0; i < big; i++)
+        ns[i] = i * 40503u;
+    f->expect.max_shapes = 0;
+    assert_int_equal(bk_wire_samples(&f->buf, &HDR, 9, 0, ns, big, &f->err), BK_OK);
+    assert_int_equal(decode(f, f->buf.data, f->buf.size), BK_OK);
+    assert_int_equal(f->msg.n, big);
+    assert_memory_equal(f->msg.ns, ns, big * sizeof *ns);
+    assert_int_equal(bk_wire_samples(&f->buf, &HDR, 1, 7, ns + 5, 16, &f->err), BK_OK);
+    assert_int_equal(bk_wire_decode(f->d, f->buf.data, f->buf.size, NULL, &f->msg, NULL, NULL,
+                                    NULL), BK_OK);
+    assert_int_equal(f->msg.n, 16);
+    assert_memory_equal(f->msg.ns, ns + 5, 16 * sizeof *ns);
+    assert_int_equal(bk_wire_decode(f->d, "\x01", 1, NULL, &f->msg, NULL, NULL, NULL),
+                     BK_ERR_PEER);
+    free(ns);
 }
 
 /* ---- fuzz: random bytes, and random corruptions of valid messages ---- */
@@ -457,6 +548,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(test_oversized_run, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_keys_ignored, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_world_checks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_encoder_input_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status_message_cut_utf8, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_big_then_small, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fuzz, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

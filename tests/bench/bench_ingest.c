@@ -143,9 +143,10 @@ static void *producer_main(void *arg)
     for (uint64_t msgs = 0; ok && p->sent < p->samples; msgs++) {
         uint32_t shape = (uint32_t)(msgs % BENCH_SHAPES);
         size_t n = p->samples - p->sent < p->batch ? p->samples - p->sent : p->batch;
+        uint64_t sum = 0;
         for (size_t i = 0; i < n; i++) {
             ns[i] = synth_ns(p->rank, shape, next[shape] + i);
-            p->sum += ns[i];
+            sum += ns[i];
         }
         if (bk_wire_samples(&buf, &h, shape, next[shape], ns, n, &err) != BK_OK) {
             snprintf(p->err, sizeof p->err, "producer %u: %.200s", p->rank, err.msg);
@@ -157,7 +158,8 @@ static void *producer_main(void *arg)
             break;
         }
         next[shape] += n;
-        p->sent += n;
+        p->sent += n; /* counted once ZeroMQ has the message */
+        p->sum += sum;
     }
     if (push)
         zmq_close(push);
@@ -261,7 +263,7 @@ static int bench_flood(const char *transport, uint32_t nprod, size_t batch, uint
         have_dir = 1;
         snprintf(ep, sizeof ep, "ipc://%s/ingest", dir);
         if (zmq_bind(pull, ep) != 0) {
-            snprintf(r->err, sizeof r->err, "bind %s: %s", ep, zmq_strerror(zmq_errno()));
+            snprintf(r->err, sizeof r->err, "bind %.200s: %s", ep, zmq_strerror(zmq_errno()));
             goto out;
         }
     } else {
@@ -380,7 +382,8 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
-    printf("decoder alone (one message decoded in a loop, best of %d rounds; encode rate for comparison)\n\n"
+    printf("decoder alone (one message decoded in a loop, best of %d rounds; "
+           "encode rate for comparison)\n\n"
            "| batch  | bytes  | msgs/round | ns/msg   | Msamples/s decode | Msamples/s encode |\n"
            "| ---    | ---    | ---        | ---      | ---       | ---       |\n",
            BENCH_ROUNDS);
@@ -388,8 +391,8 @@ int main(int argc, char **argv)
         bad |= bench_decode(batches[b], 64000000);
     printf("\nflood: producers PUSH -> one PULL consumer (recv + decode + append), "
            "%" PRIu64 " samples a run\n\n"
-           "| transport | producers | batch | samples | seconds | Msamples/s | dropped |\n"
-           "| ---       | ---       | ---   | ---     | ---     | ---        | ---     |\n",
+           "| transport | producers | batch | samples   | seconds | Msamples/s | dropped |\n"
+           "| ---       | ---       | ---   | ---       | ---     | ---        | ---     |\n",
            samples);
     char *tl = strdup(transports), *save = NULL;
     for (char *t = strtok_r(tl, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
@@ -402,7 +405,7 @@ int main(int argc, char **argv)
             for (int b = 0; b < nbatch; b++) {
                 flood_result r;
                 int fail = bench_flood(t, (uint32_t)prod[p], batches[b], samples, &r);
-                printf("| %-9s | %9" PRIu64 " | %5" PRIu64 " | %7" PRIu64 " | %7.3f | %10.2f "
+                printf("| %-9s | %9" PRIu64 " | %5" PRIu64 " | %9" PRIu64 " | %7.3f | %10.2f "
                        "| %7" PRIu64 " |\n",
                        t, prod[p], batches[b], r.received, r.seconds,
                        r.seconds > 0 ? (double)r.received / r.seconds / 1e6 : 0.0,

@@ -1,0 +1,234 @@
+/* test_catalog.c - catalog lookups and iteration, capability domains with their reasons,
+ * routing shares, and plan checks whose errors name the plan's dotted paths. Plans are
+ * built by hand here, filling only the fields the catalog reads. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "kernels/catalog.h"
+
+#define AR "collective.allreduce_residual_rmsnorm"
+
+/* ---- a hand-built plan ---- */
+
+static json_t *g_params[2];
+
+static void make_plan(bk_plan *p, const char *incumbent, const char *candidate)
+{
+    static const bk_shape shapes[] = {
+        { .tokens = 1, .hidden = 4096, .weight = 0.5 },
+        { .tokens = 1024, .hidden = 4096, .weight = 0.25 },
+        { .tokens = 32, .hidden = 4096, .weight = 0.25 },
+    };
+    memset(p, 0, sizeof *p);
+    bk_strlcpy(p->target, AR, sizeof p->target);
+    bk_strlcpy(p->arena.dtype, "bf16", sizeof p->arena.dtype);
+    p->arena.tp = 2;
+    p->arena.ep = 1;
+    bk_strlcpy(p->incumbent.name, incumbent, sizeof p->incumbent.name);
+    bk_strlcpy(p->candidate.name, candidate, sizeof p->candidate.name);
+    json_object_clear(g_params[0]);
+    json_object_clear(g_params[1]);
+    p->incumbent.params = g_params[0];
+    p->candidate.params = g_params[1];
+    p->workload.nshapes = 3;
+    memcpy(p->workload.shapes, shapes, sizeof shapes);
+    p->backend = BK_BACKEND_CPU;
+}
+
+static void expect_error(const bk_plan *p, bk_backend b, bk_status code, const char *msg)
+{
+    bk_err err = { 0 };
+    bk_status st = bk_catalog_check_plan(p, b, &err);
+    if (st != code || strncmp(err.msg, msg, strlen(msg)) != 0)
+        fail_msg("expected %d '%s...', got %d '%s'", code, msg, st, err.msg);
+}
+
+/* ---- lookups ---- */
+
+static void test_lookups_and_iteration(void **state)
+{
+    (void)state;
+    const bk_target *t = bk_catalog_target(AR);
+    assert_non_null(t);
+    assert_int_equal(t->ntensors, 5);
+    assert_string_equal(t->tensor_names[3], "out");
+    assert_null(bk_catalog_target("collective.nope"));
+    assert_null(bk_catalog_target(NULL));
+    assert_ptr_equal(bk_catalog_target_at(0), t);
+    assert_null(bk_catalog_target_at(bk_catalog_ntargets()));
+
+    const bk_variant *one = bk_catalog_variant(AR, "shm_oneshot_fused");
+    assert_non_null(one);
+    assert_string_equal(one->target, AR);
+    assert_null(bk_catalog_variant(AR, "nope"));
+    assert_null(bk_catalog_variant("collective.nope", "shm_twopass"));
+
+    int n = bk_catalog_nvariants(), seen = 0, diag = 0;
+    assert_true(n >= 5);
+    assert_null(bk_catalog_variant_at(n));
+    assert_null(bk_catalog_variant_at(-1));
+    for (int i = 0; i < n; i++) {
+        const bk_variant *v = bk_catalog_variant_at(i);
+        assert_non_null(v);
+        assert_non_null(bk_catalog_target(v->target));
+        assert_ptr_equal(bk_catalog_variant(v->target, v->name), v); /* names unique */
+        assert_non_null(v->create);
+        assert_non_null(v->run);
+        assert_non_null(v->destroy);
+        if (v->diagnostic) {
+            diag++;
+            assert_memory_equal(v->summary, "DIAGNOSTIC:", 11);
+            assert_true(v->backends & BK_BK_CUDA);
+        }
+        seen += strcmp(v->name, "shm_twopass") == 0 || v == one;
+    }
+    assert_int_equal(seen, 2);
+    assert_int_equal(diag, 3);
+}
+
+/* ---- domains ---- */
+
+static void expect_outside(const bk_domain *d, bk_shape s, int world, const char *dtype,
+                           bk_backend b, int p2p, const char *why_want)
+{
+    char why[256] = "unset";
+    assert_int_equal(bk_domain_contains(d, &s, world, dtype, b, p2p, why, sizeof why), 0);
+    assert_string_equal(why, why_want);
+}
+
+static void test_domains_say_which_bound(void **state)
+{
+    (void)state;
+    const bk_domain *one = &bk_catalog_variant(AR, "shm_oneshot_fused")->domain;
+    const bk_domain *two = &bk_catalog_variant(AR, "shm_twopass")->domain;
+    bk_shape ok = { .tokens = 512, .hidden = 4096 };
+    char why[256];
+    assert_int_equal(bk_domain_contains(one, &ok, 8, "bf16", BK_BACKEND_CPU, 0, why, sizeof why),
+                     1);
+    expect_outside(one, (bk_shape){ .tokens = 1024, .hidden = 4096 }, 2, "bf16", BK_BACKEND_CPU,
+                   0, "tokens 1024 > max 512");
+    expect_outside(one, (bk_shape){ .tokens = 0, .hidden = 4096 }, 2, "bf16", BK_BACKEND_CPU, 0,
+                   "tokens 0 < min 1");
+    expect_outside(one, (bk_shape){ .tokens = 1, .hidden = 100 }, 2, "bf16", BK_BACKEND_CPU, 0,
+                   "hidden 100 not a multiple of 8");
+    expect_outside(one, (bk_shape){ .tokens = 1, .hidden = 32768 }, 2, "bf16", BK_BACKEND_CPU, 0,
+                   "hidden 32768 > max 16384");
+    expect_outside(one, ok, 16, "bf16", BK_BACKEND_CPU, 0, "world 16 not in {1-8}");
+    expect_outside(one, ok, 2, "fp16", BK_BACKEND_CPU, 0, "dtype fp16 not in {bf16}");
+    expect_outside(one, ok, 2, "bf16", BK_BACKEND_CUDA, 0, "backend cuda not supported");
+    /* the incumbent takes every bf16 shape and world on cpu */
+    bk_shape big = { .tokens = 100000, .hidden = 12345 };
+    assert_int_equal(bk_domain_contains(two, &big, 64, "bf16", BK_BACKEND_CPU, 0, why,
+                                        sizeof why), 1);
+    /* hand-made domains: p2p, world lists */
+    bk_domain d = { .backends = BK_BK_CUDA, .dtypes = "fp16,bf16", .worlds = (1u << 2) | (1u << 4)
+                    | (1u << 5) | (1u << 6), .min_tokens = 1, .min_hidden = 1, .needs_p2p = 1 };
+    assert_int_equal(bk_domain_contains(&d, &ok, 4, "bf16", BK_BACKEND_CUDA, 1, why, sizeof why),
+                     1);
+    expect_outside(&d, ok, 4, "bf16", BK_BACKEND_CUDA, 0,
+                   "needs peer-to-peer access, which the lane lacks");
+    expect_outside(&d, ok, 3, "bf16", BK_BACKEND_CUDA, 1, "world 3 not in {2,4-6}");
+    expect_outside(&d, ok, 4, "bf", BK_BACKEND_CUDA, 1, "dtype bf not in {fp16,bf16}");
+}
+
+/* ---- routing ---- */
+
+static void test_routing_share(void **state)
+{
+    (void)state;
+    bk_plan p;
+    make_plan(&p, "shm_twopass", "shm_oneshot_fused");
+    /* 1x4096 (0.5) and 32x4096 (0.25) inside, 1024x4096 (0.25) outside */
+    assert_float_equal(bk_routing_share(&p, BK_BACKEND_CPU, 1), 0.75, 1e-12);
+    p.workload.shapes[1].weight = 0.0;
+    assert_float_equal(bk_routing_share(&p, BK_BACKEND_CPU, 1), 1.0, 1e-12);
+    p.arena.tp = 16; /* world outside 1..8 */
+    assert_float_equal(bk_routing_share(&p, BK_BACKEND_CPU, 1), 0.0, 1e-12);
+    make_plan(&p, "shm_twopass", "shm_twopass");
+    assert_float_equal(bk_routing_share(&p, BK_BACKEND_CPU, 1), 1.0, 1e-12);
+    assert_float_equal(bk_routing_share(&p, BK_BACKEND_CUDA, 1), 0.0, 1e-12);
+    make_plan(&p, "shm_twopass", "nope");
+    assert_float_equal(bk_routing_share(&p, BK_BACKEND_CPU, 1), 0.0, 1e-12);
+}
+
+/* ---- plan checks ---- */
+
+static void test_check_plan_ok(void **state)
+{
+    (void)state;
+    bk_plan p;
+    bk_err err = { 0 };
+    make_plan(&p, "shm_twopass", "shm_oneshot_fused");
+    assert_int_equal(bk_catalog_check_plan(&p, BK_BACKEND_CPU, &err), BK_OK);
+    make_plan(&p, "shm_twopass", "slowed");
+    json_object_set_new(p.candidate.params, "fraction", json_real(0.5));
+    json_object_set_new(p.candidate.params, "base", json_string("shm_oneshot_fused"));
+    assert_int_equal(bk_catalog_check_plan(&p, BK_BACKEND_CPU, &err), BK_OK);
+}
+
+static void test_check_plan_errors_name_paths(void **state)
+{
+    (void)state;
+    bk_plan p;
+    make_plan(&p, "shm_twopass", "shm_oneshot_fused");
+    bk_strlcpy(p.target, "x", sizeof p.target);
+    expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT,
+                 "target: unknown target 'x' (known: " AR ")");
+
+    make_plan(&p, "shm_twopass", "x");
+    expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT,
+                 "candidate.variant: no variant 'x' for target '" AR "' (known: shm_twopass, "
+                 "shm_oneshot_fused, ");
+
+    make_plan(&p, "shm_twopass", "shm_oneshot_fused");
+    expect_error(&p, BK_BACKEND_CUDA, BK_ERR_UNSUPPORTED,
+                 "incumbent.variant: 'shm_twopass' does not support backend cuda");
+
+    make_plan(&p, "shm_twopass", "slowed");
+    json_object_set_new(p.candidate.params, "fraction", json_integer(11));
+    expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT,
+                 "candidate.params.fraction: must be a number in [0, 10]");
+
+    make_plan(&p, "crash", "shm_oneshot_fused");
+    json_object_set_new(p.incumbent.params, "at_iterr", json_integer(1));
+    expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT, "incumbent.params.at_iterr: unknown parameter");
+
+    make_plan(&p, "shm_twopass", "shm_oneshot_fused");
+    json_object_set_new(p.candidate.params, "tokens", json_integer(1));
+    expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT,
+                 "candidate.params.tokens: unknown parameter (shm_oneshot_fused takes no "
+                 "parameters)");
+
+    make_plan(&p, "shm_twopass", "shm_oneshot_fused");
+    bk_strlcpy(p.arena.dtype, "fp8", sizeof p.arena.dtype);
+    expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT,
+                 "arena.dtype: target '" AR "' does not take dtype 'fp8' (it takes: bf16)");
+
+    make_plan(&p, "shm_twopass", "shm_oneshot_fused");
+    p.workload.shapes[1].tokens = 0;
+    expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT,
+                 "workload.shapes[1]: tokens and hidden must be >= 1 (got tokens 0, hidden 4096)");
+    p.workload.shapes[1].tokens = 1ll << 40;
+    expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT, "workload.shapes[1]: tokens * hidden = ");
+}
+
+int main(void)
+{
+    g_params[0] = json_object();
+    g_params[1] = json_object();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lookups_and_iteration),
+        cmocka_unit_test(test_domains_say_which_bound),
+        cmocka_unit_test(test_routing_share),
+        cmocka_unit_test(test_check_plan_ok),
+        cmocka_unit_test(test_check_plan_errors_name_paths),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    json_decref(g_params[0]);
+    json_decref(g_params[1]);
+    return rc;
+}
