@@ -66,10 +66,13 @@ bk_status bk_coord_open(bk_coord **out, const char *run_id, int nshapes, int ite
     c->router = zmq_socket(c->zctx, ZMQ_ROUTER);
     c->pull = zmq_socket(c->zctx, ZMQ_PULL);
     int zero = 0, hwm = 100000;
+    int64_t maxmsg = 256ll << 20; /* the largest tensor message we accept */
     if (!c->router || !c->pull ||
         zmq_setsockopt(c->router, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
         zmq_setsockopt(c->pull, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
         zmq_setsockopt(c->pull, ZMQ_RCVHWM, &hwm, sizeof hwm) != 0 ||
+        zmq_setsockopt(c->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) != 0 ||
+        zmq_setsockopt(c->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) != 0 ||
         zmq_bind(c->router, c->ep_rv) != 0 || zmq_bind(c->pull, c->ep_samples) != 0) {
         st = BK_FAIL(err, BK_ERR_SYSTEM, "coordinator: cannot bind %s / %s: %s", c->ep_rv,
                      c->ep_samples, zmq_strerror(zmq_errno()));
