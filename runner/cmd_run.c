@@ -8,9 +8,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#ifdef BK_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 #include "kernels/catalog.h"
 #include "runner/cli.h"
@@ -134,18 +131,6 @@ static void make_run_id(const bk_plan *p, char *out, size_t len)
              tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, name, rnd & 0xFFFFFF);
 }
 
-static bk_backend resolve_backend(bk_backend want)
-{
-    if (want != BK_BACKEND_AUTO)
-        return want;
-#ifdef BK_HAVE_CUDA
-    int n = 0;
-    if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0)
-        return BK_BACKEND_CUDA;
-#endif
-    return BK_BACKEND_CPU;
-}
-
 /* Lanes for the walking skeleton: ranks 0..L-1 and L..2L-1 on one host. */
 static bk_status pick_lanes(bk_run *run, bk_err *err)
 {
@@ -189,7 +174,7 @@ static int setup_rank0(const run_opts *o, bk_run *run, bk_coord **coord, char **
     bk_status st;
     if ((st = bk_plan_load(o->plan, o->sets, o->nsets, &run->plan, err)) != BK_OK)
         return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
-    run->backend = resolve_backend(run->plan.backend);
+    run->backend = bk_resolve_backend(run->plan.backend);
     if ((st = bk_catalog_check_plan(&run->plan, run->backend, err)) != BK_OK)
         return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     if ((st = pick_lanes(run, err)) != BK_OK)

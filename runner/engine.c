@@ -56,6 +56,7 @@ static void usage(FILE *f)
             "usage: bracket engine --plan FILE --run ID --arm ARM --variant NAME\n"
             "                      --rendezvous EP --samples EP --rank R --world N\n"
             "                      [--device D] [--backend cpu|cuda] [--audit]\n"
+            "                      [--seed N] [--check-inputs] [--graph]\n"
             "Started by the runner's agents, one per lane rank and arm; not for direct use.\n"
             "Exit status 0 when the arm's work finished, 1 otherwise (the reason is pushed to\n"
             "the coordinator as a status message and printed on stderr).\n");
@@ -70,12 +71,15 @@ static bk_status parse_args(int argc, char **argv, bk_engine_args *a, bk_err *er
         { "rank", required_argument, 0, 'k' },  { "world", required_argument, 0, 'w' },
         { "device", required_argument, 0, 'd' }, { "backend", required_argument, 0, 'b' },
         { "audit", no_argument, 0, 'A' },       { "help", no_argument, 0, 'h' },
+        { "seed", required_argument, 0, 'S' },  { "check-inputs", no_argument, 0, 'I' },
+        { "graph", no_argument, 0, 'G' },
         { 0, 0, 0, 0 }
     };
     memset(a, 0, sizeof *a);
     a->rank = a->world = -1;
     a->device = -1;
     a->backend = BK_BACKEND_CPU;
+    a->seed = -1;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -98,6 +102,9 @@ static bk_status parse_args(int argc, char **argv, bk_engine_args *a, bk_err *er
                 return BK_FAIL(err, BK_ERR_INPUT, "engine: --backend: '%s' is not cpu or cuda", optarg);
             break;
         case 'A': a->audit = 1; break;
+        case 'S': a->seed = strtoll(optarg, NULL, 10); break;
+        case 'I': a->check_inputs = 1; break;
+        case 'G': a->audit_graph = 1; break;
         case 'h': usage(stdout); exit(0);
         default: return BK_FAIL(err, BK_ERR_INPUT, "engine: bad arguments (see --help)");
         }
@@ -200,9 +207,11 @@ static bk_status run_engine(engine *e, bk_err *err)
         }
         bk_shape_job job = {
             .target = e->target, .variant = v, .vstate = vs, .shape = s, .shape_index = i,
-            .seed = p->workload.seed, .rank = e->a.rank, .world = e->a.world,
+            .seed = e->a.seed >= 0 ? (uint64_t)e->a.seed : p->workload.seed,
+            .rank = e->a.rank, .world = e->a.world,
             .warmup = p->workload.warmup_iters, .iters = p->workload.iters,
-            .graph = !e->a.audit && !strcmp(p->arena.graph_mode, "graph"),
+            .graph = e->a.audit ? e->a.audit_graph : !strcmp(p->arena.graph_mode, "graph"),
+            .check_inputs = e->a.check_inputs,
             .timeout_s = p->timeouts.rendezvous_s, .emit = emit_samples, .emit_user = e,
             .t_first_ns = &e->t_first_ns,
         };

@@ -34,6 +34,7 @@ typedef struct bk_shape_job {
     bk_emit_fn emit;
     void *emit_user;
     uint64_t *t_first_ns;      /* set to bk_now_ns() at the first timed iteration if 0 */
+    int check_inputs;          /* audit: fail if the call changed an input tensor */
 } bk_shape_job;
 
 typedef struct bk_backend_ctx bk_backend_ctx; /* each backend's own */
@@ -74,6 +75,9 @@ typedef struct bk_engine_args {
     int device;              /* GPU ordinal or -1 */
     bk_backend backend;
     int audit;               /* 1: untimed, eager, outputs sent (A and T) */
+    int audit_graph;         /* audit through graph capture + replay (`bracket verify`) */
+    int check_inputs;        /* audit: fail when a call mutates its inputs */
+    int64_t seed;            /* >= 0: overrides the plan's workload seed */
 } bk_engine_args;
 
 #endif

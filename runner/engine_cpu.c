@@ -136,6 +136,27 @@ out:
     return st;
 }
 
+/* The inputs after a call must equal freshly seeded ones, bit for bit. */
+static bk_status check_inputs(const bk_shape_job *job, bk_tensor *t, bk_err *err)
+{
+    bk_status st = BK_OK;
+    bk_tensor fresh[BK_MAX_TENSORS];
+    memset(fresh, 0, sizeof fresh);
+    BK_TRY(make_tensors(job, fresh, err));
+    for (int i = 0; i < job->target->ntensors; i++) {
+        if (t[i].output)
+            continue;
+        if (memcmp(t[i].data, fresh[i].data, t[i].elems * t[i].elem_bytes) != 0) {
+            st = BK_FAIL(err, BK_ERR_INPUT, "%s mutated its input '%s' (shape %d)",
+                         job->variant->name, t[i].name, job->shape_index);
+            goto out;
+        }
+    }
+out:
+    free_tensors(fresh, BK_MAX_TENSORS);
+    return st;
+}
+
 static bk_status cpu_audit_shape(bk_backend_ctx *c, const bk_shape_job *job, void **outs,
                                  size_t *bytes, bk_err *err)
 {
@@ -148,6 +169,8 @@ static bk_status cpu_audit_shape(bk_backend_ctx *c, const bk_shape_job *job, voi
     BK_TRY(bk_shm_barrier(c->shm, job->timeout_s, err));
     BK_TRY(job->variant->run(job->vstate, &call, err));
     BK_TRY(bk_shm_barrier(c->shm, job->timeout_s, err));
+    if (job->check_inputs)
+        BK_TRY(check_inputs(job, t, err));
     int k = 0;
     for (int i = 0; i < job->target->ntensors; i++) {
         if (!t[i].output)

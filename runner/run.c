@@ -442,3 +442,15 @@ int bk_local_device(int local_rank)
 #endif
     return local_rank % (n > 0 ? n : 1);
 }
+
+bk_backend bk_resolve_backend(bk_backend want)
+{
+    if (want != BK_BACKEND_AUTO)
+        return want;
+#ifdef BK_HAVE_CUDA
+    int n = 0;
+    if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0)
+        return BK_BACKEND_CUDA;
+#endif
+    return BK_BACKEND_CPU;
+}
