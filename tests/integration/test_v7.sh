@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Protocol v7: B' runs only when B/C cannot decide. A 50% slower candidate is
+# Protocol v7: B' runs only when B/C cannot decide. A candidate twice as slow is
 # decided by B/C alone (FAIL) and B' is not run.
 . "$(dirname "$0")/lib.sh"
 set -e
 it_run v7 4 "$IT_PLAN" --set protocol.version=v7 --set candidate.variant=slowed \
-    --set 'candidate.params={"base":"shm_twopass","fraction":0.5}'
+    --set 'candidate.params={"base":"shm_twopass","fraction":1.0}'
 expect_verdict FAIL 3
 python3 - "$RECORD" <<'PY' || fail "B' should not have run"
 import json, sys
