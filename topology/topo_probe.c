@@ -218,6 +218,7 @@ static bk_status probe_source(const char *xml, const char *synthetic, bk_topo **
         bk_strlcpy(t->source, "probe", sizeof t->source);
     }
     BK_TRY(bk_topo_probe_hwloc(topo, h, err));
+    free(bk_topo_dump(t)); /* sets the digest */
     *out = t;
     t = NULL;
 out:
