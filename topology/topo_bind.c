@@ -89,18 +89,12 @@ bk_status bk_bind_rank(const bk_bind_env *env, bk_lane_policy policy, bk_binding
                            "rank per GPU)",
                            env->local_rank, env->local_size, n, out->device);
     }
-    /* the physical id, for the log: CUDA_VISIBLE_DEVICES names it, else Slurm's lists */
-    if (cvd && list_entry(cvd, out->device, out->physical, sizeof out->physical) > out->device) {
-        /* taken from CUDA_VISIBLE_DEVICES */
-    } else if (env->slurm_step_gpus &&
-               list_entry(env->slurm_step_gpus, n == 1 ? 0 : out->device, out->physical,
-                          sizeof out->physical) > 0) {
-    } else if (env->slurm_job_gpus &&
-               list_entry(env->slurm_job_gpus, n == 1 ? 0 : out->device, out->physical,
-                          sizeof out->physical) > 0) {
-    } else {
+    /* the physical id, for the log: the CUDA_VISIBLE_DEVICES entry (as it
+     * names the device), else the entry of Slurm's GPU list, else the ordinal */
+    const char *slurm = env->slurm_step_gpus ? env->slurm_step_gpus : env->slurm_job_gpus;
+    if (!(cvd && list_entry(cvd, out->device, out->physical, sizeof out->physical) > out->device) &&
+        !(slurm && list_entry(slurm, out->device, out->physical, sizeof out->physical) > out->device))
         snprintf(out->physical, sizeof out->physical, "%d", out->device);
-    }
     if (!out->physical[0])
         snprintf(out->physical, sizeof out->physical, "%d", out->device);
     return BK_OK;
