@@ -222,6 +222,33 @@ static void test_link_words(void **state)
     assert_int_not_equal(bk_link_parse("pix", &l), 0);
 }
 
+/* The committed fixtures are what gen_cluster.py writes (skipped without python3). */
+static void test_fixtures_match_generator(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/bk_topo_gen_XXXXXX", cmd[2048];
+    assert_non_null(mkdtemp(dir));
+    snprintf(cmd, sizeof cmd, "python3 %s/tests/fixtures/topo/gen_cluster.py %s >/dev/null 2>&1",
+             BK_SOURCE_DIR, dir);
+    int rc = system(cmd);
+    if (rc != 0) {
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", dir);
+        skip();
+    }
+    static const char *const files[] = { "hgx8_nvswitch.json", "pcie8_2s.json", "pcie8_asym.json",
+                                         "nvbridge4.json", "box6_nvlink.json",
+                                         "cluster2x8_ib.json", "cluster128x8.json" };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(cmd, sizeof cmd, "cmp -s %s/%s %s", dir, files[i], fixture_path(files[i]));
+        if (system(cmd) != 0)
+            fail_msg("%s differs from what gen_cluster.py writes", files[i]);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -231,6 +258,7 @@ int main(void)
         cmocka_unit_test(test_truncated_and_missing),
         cmocka_unit_test(test_duplicate_host),
         cmocka_unit_test(test_link_words),
+        cmocka_unit_test(test_fixtures_match_generator),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -116,6 +116,28 @@ void bk_topo_host_nearest_nics(bk_topo_host *h)
     }
 }
 
+bk_status bk_places_one_per_gpu(const bk_topo *t, bk_rank_place **places, int *nranks,
+                                bk_err *err)
+{
+    int n = bk_topo_ngpus(t), r = 0;
+    *places = NULL;
+    *nranks = 0;
+    if (n == 0)
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: the topology has no GPU", t->source);
+    bk_rank_place *p = calloc((size_t)n, sizeof *p);
+    if (!p)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "lanes: out of memory");
+    for (int h = 0; h < t->nhosts; h++)
+        for (int g = 0; g < t->hosts[h].ngpus; g++, r++) {
+            p[r].host = h;
+            p[r].gpu = g;
+            p[r].numa = t->hosts[h].gpus[g].numa;
+        }
+    *places = p;
+    *nranks = n;
+    return BK_OK;
+}
+
 uint64_t bk_fnv1a64(const void *data, size_t n)
 {
     const unsigned char *p = data;
