@@ -252,7 +252,7 @@ int bk_cmd_lanes(int argc, char **argv)
             print_lane(st == BK_OK ? "candidate" : "vs", t, pl, pick->candidate, pick->size,
                        pick->candidate_sig);
         }
-        printf("%s: %s\n", st == BK_OK ? "chosen" : "refused", pick->why);
+        printf("%s: %s\n", st == BK_OK ? "chosen" : "refused", pick->why[0] ? pick->why : err.msg);
         if (pick->nalts > 0)
             printf("\nother signatures among %d natural lanes:\n", pick->nlanes);
         for (int i = 0; i < pick->nalts; i++) {
@@ -261,15 +261,12 @@ int bk_cmd_lanes(int argc, char **argv)
                 printf("%s%d", k ? "," : "", pick->alts[i].ranks[k]);
             printf("]\n");
         }
-        if (st != BK_OK) {
-            free(pick);
-            bk_topo_free(t);
-            free(pl);
-            return exit_of(st);
-        }
+        if (st != BK_OK)
+            goto out; /* the refusal and its reason are printed above */
     }
     if (st != BK_OK)
         report("lanes", &err);
+out:
     free(pick);
     free(pl);
     bk_topo_free(t);
