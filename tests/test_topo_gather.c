@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "topology/topology.h"
 
@@ -83,8 +84,56 @@ static void test_gather_with_snapshot(void **state)
     bk_topo_free(snap);
 }
 
-int main(void)
+/* Child mode, under mpirun -n 3: one host, every rank placed on it. */
+static int child(void)
 {
+    bk_topo *t = NULL;
+    bk_rank_place *pl = NULL;
+    bk_err err = { 0 };
+    int rank, size, bad = 0;
+    if (MPI_Init(NULL, NULL) != MPI_SUCCESS)
+        return 1;
+    world = MPI_COMM_WORLD;
+    MPI_Comm_rank(world, &rank);
+    MPI_Comm_size(world, &size);
+    bk_status st = bk_topo_gather(&world, NULL, "", &t, &pl, &err);
+    if (st != BK_OK) {
+        fprintf(stderr, "rank %d: %s\n", rank, err.msg);
+        bad = 1;
+    } else if (rank == 0) {
+        bad = t->nhosts != 1; /* three ranks, one machine: one host */
+        for (int r = 0; r < size; r++)
+            bad |= pl[r].host != 0 || pl[r].gpu != -1;
+        if (bad)
+            fprintf(stderr, "gathered %d hosts for %d ranks on one machine\n", t->nhosts, size);
+    } else {
+        bad = t != NULL || pl != NULL; /* only rank 0 gets the result */
+    }
+    free(pl);
+    bk_topo_free(t);
+    MPI_Finalize();
+    return bad;
+}
+
+static int multi_rc = -1; /* exit status of the mpirun child job, 127: no mpirun */
+
+static void test_gather_three_ranks(void **state)
+{
+    (void)state;
+    if (multi_rc == 127)
+        skip();
+    assert_int_equal(multi_rc, 0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--child"))
+        return child();
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "command -v mpirun >/dev/null || exit 127; mpirun "
+             "--allow-run-as-root --oversubscribe -n 3 %s --child", argv[0]);
+    int sys = system(cmd);
+    multi_rc = sys == -1 ? 1 : WEXITSTATUS(sys);
     if (MPI_Init(NULL, NULL) != MPI_SUCCESS)
         return 1;
     world = MPI_COMM_WORLD;
@@ -92,6 +141,7 @@ int main(void)
         cmocka_unit_test(test_local_rank),
         cmocka_unit_test(test_gather_probe),
         cmocka_unit_test(test_gather_with_snapshot),
+        cmocka_unit_test(test_gather_three_ranks),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     MPI_Finalize();
