@@ -159,6 +159,29 @@ static void test_commands(void **state)
     assert_int_equal(run(bk_cmd_lanes, "lanes", "--help", (char *)NULL), BK_EXIT_PASS);
 }
 
+static void test_print_matrix(void **state)
+{
+    (void)state;
+    bk_topo *t = NULL;
+    bk_err err = { 0 };
+    char *buf = NULL;
+    size_t n = 0;
+    assert_int_equal(bk_topo_load(fx("cluster2x8_ib.json"), &t, &err), BK_OK);
+    FILE *f = open_memstream(&buf, &n);
+    assert_non_null(f);
+    bk_topo_print(t, f);
+    assert_int_equal(fclose(f), 0);
+    assert_non_null(strstr(buf, "GPU0    X     NV18  NV18"));
+    assert_non_null(strstr(buf, "NIC7  CPU Affinity     NUMA Affinity"));
+    assert_non_null(strstr(buf, "PIX   NODE  NODE  NODE  SYS   SYS   SYS   SYS   0-55             0"));
+    assert_non_null(strstr(buf, "nearest NIC4 (PIX)"));
+    assert_non_null(strstr(buf, "host node001 boot boot-nod: same layout as node000"));
+    assert_null(strstr(buf, "host node001 boot boot-node001: 2 package(s)"));
+    assert_non_null(strstr(buf, "NV#  = Connection traversing a bonded set of # NVLinks"));
+    free(buf);
+    bk_topo_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -166,6 +189,7 @@ int main(void)
         cmocka_unit_test(test_xml_pci_classes),
         cmocka_unit_test(test_synthetic_cpu_side),
         cmocka_unit_test(test_commands),
+        cmocka_unit_test(test_print_matrix),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -188,6 +188,7 @@ bk_status bk_topo_gather(const void *comm_ptr, const bk_topo *snapshot, const ch
                             : BK_FAIL(err, (bk_status)worst, "gather: the probe failed on another node");
         goto out;
     }
+    /* rank 0 allocates; everyone learns whether that worked before sending */
     if (rank == 0) {
         recs = calloc((size_t)size, sizeof *recs);
         lens = calloc((size_t)size, sizeof *lens);
@@ -195,15 +196,27 @@ bk_status bk_topo_gather(const void *comm_ptr, const bk_topo *snapshot, const ch
         if (!recs || !lens || !displs)
             local = BK_FAIL(err, BK_ERR_SYSTEM, "gather: out of memory");
     }
+    int ready = local;
+    MPI_TRY(MPI_Bcast(&ready, 1, MPI_INT, 0, comm));
+    if (ready != BK_OK) {
+        st = rank == 0 ? local : BK_FAIL(err, (bk_status)ready, "gather: rank 0 ran out of memory");
+        goto out;
+    }
     MPI_TRY(MPI_Gather(&me, (int)sizeof me, MPI_BYTE, recs, (int)sizeof me, MPI_BYTE, 0, comm));
     MPI_TRY(MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, comm));
     int total = 0;
-    for (int r = 0; rank == 0 && lens && r < size; r++) {
+    for (int r = 0; rank == 0 && r < size; r++) {
         displs[r] = total;
         total += lens[r];
     }
-    if (rank == 0 && local == BK_OK && !(texts = malloc((size_t)total + 1)))
+    if (rank == 0 && !(texts = malloc((size_t)total + 1)))
         local = BK_FAIL(err, BK_ERR_SYSTEM, "gather: out of memory");
+    ready = local;
+    MPI_TRY(MPI_Bcast(&ready, 1, MPI_INT, 0, comm));
+    if (ready != BK_OK) {
+        st = rank == 0 ? local : BK_FAIL(err, (bk_status)ready, "gather: rank 0 ran out of memory");
+        goto out;
+    }
     MPI_TRY(MPI_Gatherv(text ? text : "", len, MPI_CHAR, texts, lens, displs, MPI_CHAR, 0, comm));
     if (rank == 0 && local == BK_OK)
         local = assemble(snapshot, recs, size, texts, lens, displs, out, places, err);

@@ -72,13 +72,45 @@ static void print_host(const bk_topo_host *h, FILE *f)
         fprintf(f, "  note: %s\n", h->notes[i]);
 }
 
+/* 1 when two hosts have the same layout (GPUs, NICs, NUMA, every link class). */
+static int same_layout(const bk_topo_host *a, const bk_topo_host *b)
+{
+    if (a->ngpus != b->ngpus || a->nnics != b->nnics || a->nnuma != b->nnuma ||
+        a->nvswitch != b->nvswitch || a->packages != b->packages || a->cores != b->cores)
+        return 0;
+    for (int i = 0; i < a->ngpus; i++) {
+        if (strcmp(a->gpus[i].bus_id, b->gpus[i].bus_id) || a->gpus[i].numa != b->gpus[i].numa ||
+            memcmp(a->links[i], b->links[i], (size_t)a->ngpus * sizeof(bk_link)) ||
+            memcmp(a->gpu_nic[i], b->gpu_nic[i], (size_t)a->nnics))
+            return 0;
+    }
+    for (int k = 0; k < a->nnics; k++)
+        if (strcmp(a->nics[k].name, b->nics[k].name) || strcmp(a->nics[k].kind, b->nics[k].kind))
+            return 0;
+    for (int n = 0; n < a->nnuma; n++)
+        if (strcmp(a->numa[n].cpus, b->numa[n].cpus))
+            return 0;
+    return 1;
+}
+
 void bk_topo_print(const bk_topo *t, void *file)
 {
     FILE *f = file;
     fprintf(f, "topology %s (%d host(s), %d GPU(s))%s%s\n\n", t->source, t->nhosts,
             bk_topo_ngpus(t), t->digest[0] ? " digest " : "", t->digest);
     for (int i = 0; i < t->nhosts; i++) {
-        print_host(&t->hosts[i], f);
+        const bk_topo_host *h = &t->hosts[i];
+        int j = 0;
+        while (j < i && !same_layout(&t->hosts[j], h))
+            j++;
+        if (j < i) { /* a cluster of identical nodes prints one matrix */
+            fprintf(f, "host %s%s%.8s: same layout as %s\n", h->hostname,
+                    h->boot_id[0] ? " boot " : "", h->boot_id, t->hosts[j].hostname);
+            for (int k = 0; k < h->nnotes; k++)
+                fprintf(f, "  note: %s\n", h->notes[k]);
+            continue;
+        }
+        print_host(h, f);
         fprintf(f, "\n");
     }
     fprintf(f, "Legend:\n\n"
