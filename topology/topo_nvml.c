@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
@@ -67,9 +68,12 @@ static int norm_bus(const char *in, char *out, size_t n)
 
 static int load_api(nvml_api *a, bk_topo_host *h)
 {
-    a->lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    const char *path = getenv("BK_NVML_LIBRARY"); /* another NVML (tests, odd installs) */
+    if (!path || !*path)
+        path = "libnvidia-ml.so.1";
+    a->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!a->lib) {
-        bk_topo_note(h, "NVML: libnvidia-ml.so.1 not found (no NVIDIA driver?): no NVLink data");
+        bk_topo_note(h, "NVML: %s not found (no NVIDIA driver?): no NVLink data", path);
         return -1;
     }
     SYM(init, "nvmlInit_v2", 1);
