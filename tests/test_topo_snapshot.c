@@ -203,6 +203,34 @@ static void test_duplicate_host(void **state)
     json_decref(root);
 }
 
+/* A GPU only NVML saw has unknown NIC paths ("?"): they load, and are never nearest. */
+static void test_unknown_nic_path(void **state)
+{
+    (void)state;
+    json_error_t je;
+    json_t *root = json_load_file(fixture_path("hgx8_nvswitch.json"), 0, &je);
+    json_t *h = json_array_get(json_object_get(root, "hosts"), 0);
+    json_t *row = json_array_get(json_object_get(h, "gpu_nic"), 3);
+    for (size_t k = 0; k < json_array_size(row); k++)
+        json_array_set_new(row, k, json_string(k == 6 ? "SYS" : "?"));
+    char *text = json_dumps(root, 0);
+    bk_topo *t = NULL;
+    bk_err err = { 0 };
+    if (bk_topo_parse(text, "q.json", &t, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(t->hosts[0].gpu_nic[3][3], BK_LINK_NONE);
+    assert_int_equal(t->hosts[0].gpus[3].nic, 6);
+    char *again = bk_topo_dump(t); /* and it round-trips */
+    bk_topo *u = NULL;
+    assert_int_equal(bk_topo_parse(again, "q2.json", &u, &err), BK_OK);
+    assert_string_equal(u->digest, t->digest);
+    free(again);
+    free(text);
+    bk_topo_free(u);
+    bk_topo_free(t);
+    json_decref(root);
+}
+
 static void test_link_words(void **state)
 {
     (void)state;
@@ -258,6 +286,7 @@ int main(void)
         cmocka_unit_test(test_truncated_and_missing),
         cmocka_unit_test(test_duplicate_host),
         cmocka_unit_test(test_link_words),
+        cmocka_unit_test(test_unknown_nic_path),
         cmocka_unit_test(test_fixtures_match_generator),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

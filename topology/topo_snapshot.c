@@ -244,7 +244,11 @@ static bk_status rd_links(rd *r, json_t *o, const char *key, int rows, int cols,
                            json_array_size(row), cols, gpu_nic ? "one per NIC" : "one per GPU");
         for (int j = 0; j < cols; j++) {
             json_t *c = json_array_get(row, (size_t)j);
-            bk_link l;
+            bk_link l = { BK_LINK_NONE, 0 };
+            if (gpu_nic && json_is_string(c) && !strcmp(json_string_value(c), "?")) {
+                h->gpu_nic[i][j] = BK_LINK_NONE; /* path unknown (GPU seen by NVML only) */
+                continue;
+            }
             if (!json_is_string(c) || bk_link_parse(json_string_value(c), &l) != 0)
                 return RD_FAIL(r, "%s[%d][%d]: must be one of X, NV<n>, PIX, PXB, PHB, NODE, SYS",
                                key, i, j);
