@@ -247,7 +247,8 @@ bk_status bk_bind_rank(const bk_bind_env *env, bk_lane_policy policy, bk_binding
  * of its bound device (`bus_id`, "" for cpu) and its NUMA node. Hosts are told
  * apart by hostname + boot id. On rank 0, *out is the cluster topology and
  * *places (malloc'ed, one per rank of comm) where each rank sits; other ranks
- * get NULLs. Errors on any rank are reported on every rank. */
+ * get NULLs. Errors on any rank are reported on every rank. Only rank 0's
+ * `snapshot` is used; pass it on every rank so that no node probes needlessly. */
 bk_status bk_topo_gather(const void *comm, const bk_topo *snapshot, const char *bus_id,
                          bk_topo **out, bk_rank_place **places, bk_err *err);
 
