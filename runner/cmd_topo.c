@@ -1,0 +1,275 @@
+/* cmd_topo.c - `bracket topo` (show or save the topology) and `bracket lanes`
+ * (the baseline and candidate lanes a bracket would use). */
+#include <getopt.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner/cli.h"
+#include "topology/topology.h"
+
+static int exit_of(bk_status st)
+{
+    return st == BK_OK ? BK_EXIT_PASS : st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
+}
+
+static void report(const char *cmd, const bk_err *err)
+{
+    fprintf(stderr, "bracket %s: %s\n", cmd, err->msg);
+    if (getenv("BK_DEBUG"))
+        fprintf(stderr, "  at %s\n", err->trail);
+}
+
+/* Under mpirun (Open MPI or PMIx environment), gather every node's probe. */
+static int launched_by_mpi(void)
+{
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK");
+}
+
+/* The topology a command works on: --topology FILE, an hwloc XML, or a probe
+ * (gathered over MPI when launched by mpirun; *rank tells who prints). */
+static bk_status get_topology(const char *file, const char *xml, int use_mpi, bk_topo **t,
+                              int *rank, int *inited, bk_err *err)
+{
+    *rank = 0;
+    *inited = 0;
+    if (file)
+        return bk_topo_load(file, t, err);
+    if (xml)
+        return bk_topo_probe_xml(xml, t, err);
+    if (!use_mpi)
+        return bk_topo_probe(t, err);
+    int already = 0;
+    MPI_Initialized(&already);
+    if (!already) {
+        if (MPI_Init(NULL, NULL) != MPI_SUCCESS)
+            return BK_FAIL(err, BK_ERR_SYSTEM, "MPI_Init failed");
+        *inited = 1;
+    }
+    MPI_Comm world = MPI_COMM_WORLD;
+    MPI_Comm_rank(world, rank);
+    bk_rank_place *places = NULL;
+    bk_status st = bk_topo_gather(&world, NULL, "", t, &places, err);
+    free(places);
+    return st;
+}
+
+static void done_mpi(int inited)
+{
+    if (inited)
+        MPI_Finalize();
+}
+
+static void topo_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: bracket topo [--topology FILE | --hwloc-xml FILE] [--save FILE] [--json]\n"
+            "Show this machine (or cluster, under mpirun) the way nvidia-smi topo -m does.\n\n"
+            "  -t, --topology FILE   read a bracket.topology/1 snapshot instead of probing\n"
+            "  -x, --hwloc-xml FILE  probe an hwloc XML export instead of this machine\n"
+            "  -s, --save FILE       write the snapshot to FILE (default: none)\n"
+            "  -j, --json            print the snapshot JSON instead of the matrix\n"
+            "  -q, --quiet           print nothing but errors (with --save)\n"
+            "  -h, --help            this text\n\n"
+            "Under mpirun every node is probed by one rank and rank 0 prints the cluster.\n"
+            "Exit: 0 ok, 2 bad input or usage, 1 internal error.\n");
+}
+
+int bk_cmd_topo(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "topology", required_argument, NULL, 't' }, { "hwloc-xml", required_argument, NULL, 'x' },
+        { "save", required_argument, NULL, 's' },     { "json", no_argument, NULL, 'j' },
+        { "quiet", no_argument, NULL, 'q' },          { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    const char *file = NULL, *xml = NULL, *save = NULL;
+    int json = 0, quiet = 0, c, rank = 0, inited = 0;
+    bk_err err = { 0 };
+    bk_topo *t = NULL;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "t:x:s:jqh", opts, NULL)) != -1) {
+        switch (c) {
+        case 't': file = optarg; break;
+        case 'x': xml = optarg; break;
+        case 's': save = optarg; break;
+        case 'j': json = 1; break;
+        case 'q': quiet = 1; break;
+        case 'h': topo_usage(stdout); return BK_EXIT_PASS;
+        default: topo_usage(stderr); return BK_EXIT_USAGE;
+        }
+    }
+    if (optind < argc || (file && xml)) {
+        fprintf(stderr, "bracket topo: %s\n", optind < argc ? "unexpected argument"
+                                                            : "--topology and --hwloc-xml exclude each other");
+        topo_usage(stderr);
+        return BK_EXIT_USAGE;
+    }
+    bk_status st = get_topology(file, xml, !file && !xml && launched_by_mpi(), &t, &rank, &inited,
+                                &err);
+    if (st == BK_OK && rank == 0) {
+        char *text = bk_topo_dump(t);
+        if (!text)
+            st = BK_FAIL(&err, BK_ERR_INTERNAL, "cannot encode the snapshot");
+        else if (json)
+            printf("%s\n", text);
+        else if (!quiet)
+            bk_topo_print(t, stdout);
+        free(text);
+        if (st == BK_OK && save) {
+            st = bk_topo_save(t, save, &err);
+            if (st == BK_OK && !quiet)
+                printf("saved %s (%s)\n", save, t->digest);
+        }
+    }
+    if (st != BK_OK && rank == 0)
+        report("topo", &err);
+    bk_topo_free(t);
+    done_mpi(inited);
+    return exit_of(st);
+}
+
+static void lanes_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: bracket lanes --tp N [--ep M] [--topology FILE] [--policy disjoint|shared]\n"
+            "                     [--cpu-slots N]\n"
+            "Choose the baseline lane (B, B') and a disjoint candidate lane (C) of TP x EP ranks\n"
+            "whose topology signatures are equal, and show the alternatives.\n\n"
+            "  -p, --tp N            tensor-parallel size (required)\n"
+            "  -e, --ep M            expert-parallel size (default 1); lane size = N x M\n"
+            "  -t, --topology FILE   plan on a bracket.topology/1 snapshot (default: probe here)\n"
+            "  -x, --hwloc-xml FILE  plan on an hwloc XML export\n"
+            "  -P, --policy P        disjoint (default) or shared (one-lane rehearsal)\n"
+            "  -c, --cpu-slots N     plan CPU lanes for N ranks on the first host (cpu backend;\n"
+            "                        default 0: one rank per GPU)\n"
+            "  -h, --help            this text\n\n"
+            "Exit: 0 lanes found, 2 no equal pair or bad input (the reason is printed),\n"
+            "1 internal error.\n");
+}
+
+/* N CPU ranks on host 0, filled core by core, NUMA node by NUMA node (mpirun --map-by core). */
+static bk_status cpu_places(const bk_topo *t, int n, bk_rank_place **out, bk_err *err)
+{
+    const bk_topo_host *h = &t->hosts[0];
+    bk_rank_place *p = calloc((size_t)n, sizeof *p);
+    if (!p)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "out of memory");
+    int per = h->nnuma > 0 && h->cores > 0 ? (h->cores + h->nnuma - 1) / h->nnuma : n;
+    for (int r = 0; r < n; r++) {
+        p[r].host = 0;
+        p[r].gpu = -1;
+        p[r].numa = h->nnuma > 0 ? (r / (per > 0 ? per : 1)) % h->nnuma : -1;
+    }
+    *out = p;
+    return BK_OK;
+}
+
+static void print_lane(const char *what, const bk_topo *t, const bk_rank_place *pl,
+                       const int *ranks, int n, const char *sig)
+{
+    printf("%-9s ranks [", what);
+    for (int i = 0; i < n; i++)
+        printf("%s%d", i ? "," : "", ranks[i]);
+    printf("]\n");
+    if (pl[ranks[0]].gpu >= 0) {
+        printf("          GPUs ");
+        for (int i = 0; i < n; i++) {
+            const bk_rank_place *p = &pl[ranks[i]];
+            printf("%s%s:GPU%d(%s)", i ? " " : "", t->hosts[p->host].hostname, p->gpu,
+                   t->hosts[p->host].gpus[p->gpu].bus_id);
+        }
+        printf("\n");
+    }
+    printf("          signature %s\n", sig);
+}
+
+int bk_cmd_lanes(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "tp", required_argument, NULL, 'p' },        { "ep", required_argument, NULL, 'e' },
+        { "topology", required_argument, NULL, 't' },  { "hwloc-xml", required_argument, NULL, 'x' },
+        { "policy", required_argument, NULL, 'P' },    { "cpu-slots", required_argument, NULL, 'c' },
+        { "help", no_argument, NULL, 'h' },            { NULL, 0, NULL, 0 },
+    };
+    const char *file = NULL, *xml = NULL;
+    int tp = 0, ep = 1, cpu = 0, c, rank = 0, inited = 0, nranks = 0;
+    bk_lane_policy policy = BK_LANES_DISJOINT;
+    bk_err err = { 0 };
+    bk_topo *t = NULL;
+    bk_rank_place *pl = NULL;
+    bk_lane_pick *pick = NULL;
+    char *end;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "p:e:t:x:P:c:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'p': tp = (int)strtol(optarg, &end, 10); if (*end || tp < 1) tp = -1; break;
+        case 'e': ep = (int)strtol(optarg, &end, 10); if (*end || ep < 1) ep = -1; break;
+        case 'c': cpu = (int)strtol(optarg, &end, 10); if (*end || cpu < 1) cpu = -1; break;
+        case 't': file = optarg; break;
+        case 'x': xml = optarg; break;
+        case 'P':
+            if (!strcmp(optarg, "disjoint"))
+                policy = BK_LANES_DISJOINT;
+            else if (!strcmp(optarg, "shared"))
+                policy = BK_LANES_SHARED;
+            else {
+                fprintf(stderr, "bracket lanes: --policy: \"%s\" is not disjoint or shared\n", optarg);
+                return BK_EXIT_USAGE;
+            }
+            break;
+        case 'h': lanes_usage(stdout); return BK_EXIT_PASS;
+        default: lanes_usage(stderr); return BK_EXIT_USAGE;
+        }
+    }
+    if (optind < argc || tp == 0 || tp < 0 || ep < 0 || cpu < 0 || (file && xml)) {
+        fprintf(stderr, "bracket lanes: %s\n",
+                optind < argc ? "unexpected argument"
+                : tp == 0     ? "--tp is required"
+                : (file && xml) ? "--topology and --hwloc-xml exclude each other"
+                                : "--tp, --ep and --cpu-slots take integers >= 1");
+        lanes_usage(stderr);
+        return BK_EXIT_USAGE;
+    }
+    bk_status st = get_topology(file, xml, 0, &t, &rank, &inited, &err);
+    if (st == BK_OK)
+        st = cpu ? cpu_places(t, cpu, &pl, &err) : bk_places_one_per_gpu(t, &pl, &nranks, &err);
+    if (cpu)
+        nranks = cpu;
+    pick = calloc(1, sizeof *pick);
+    if (st == BK_OK && !pick)
+        st = BK_FAIL(&err, BK_ERR_SYSTEM, "out of memory");
+    if (st == BK_OK) {
+        printf("topology %s (%s): %d host(s), %d %s\n", t->source, t->digest, t->nhosts, nranks,
+               cpu ? "CPU slots" : "GPUs");
+        printf("lane size %d (TP %d x EP %d), policy %s\n\n", tp * ep, tp, ep,
+               policy == BK_LANES_SHARED ? "shared" : "disjoint");
+        st = bk_lanes_choose(t, tp * ep, nranks, pl, policy, pick, &err);
+        if (pick->baseline_sig[0]) {
+            print_lane(st == BK_OK ? "baseline" : "closest", t, pl, pick->baseline, pick->size,
+                       pick->baseline_sig);
+            print_lane(st == BK_OK ? "candidate" : "vs", t, pl, pick->candidate, pick->size,
+                       pick->candidate_sig);
+        }
+        printf("%s: %s\n", st == BK_OK ? "chosen" : "refused", pick->why[0] ? pick->why : err.msg);
+        if (pick->nalts > 0)
+            printf("\nother signatures among %d natural lanes:\n", pick->nlanes);
+        for (int i = 0; i < pick->nalts; i++) {
+            printf("  %-60s x%d  e.g. ranks [", pick->alts[i].signature, pick->alts[i].count);
+            for (int k = 0; k < pick->alts[i].size; k++)
+                printf("%s%d", k ? "," : "", pick->alts[i].ranks[k]);
+            printf("]\n");
+        }
+        if (st != BK_OK)
+            goto out; /* the refusal and its reason are printed above */
+    }
+    if (st != BK_OK)
+        report("lanes", &err);
+out:
+    free(pick);
+    free(pl);
+    bk_topo_free(t);
+    done_mpi(inited);
+    return exit_of(st);
+}

@@ -1,0 +1,134 @@
+/* test_topo_bind.c - rank-to-GPU binding rules as a pure function of the environment. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "topology/topology.h"
+
+static bk_binding bind_ok(bk_bind_env env, bk_lane_policy pol)
+{
+    bk_binding b;
+    bk_err err = { 0 };
+    if (bk_bind_rank(&env, pol, &b, &err) != BK_OK)
+        fail_msg("unexpected refusal: %s", err.msg);
+    return b;
+}
+
+static void test_plain_mpirun(void **state)
+{
+    (void)state;
+    bk_bind_env env = { .local_rank = 2, .local_size = 4, .device_count = 4 };
+    bk_binding b = bind_ok(env, BK_LANES_DISJOINT);
+    assert_int_equal(b.device, 2);
+    assert_false(b.shared);
+    assert_string_equal(b.physical, "2");
+}
+
+static void test_one_visible_gpu_is_device_zero(void **state)
+{
+    (void)state;
+    /* nccl-tests under --gpus-per-task picks ordinal = local rank: invalid ordinal */
+    bk_bind_env env = { .cuda_visible_devices = "3", .local_rank = 1, .local_size = 4,
+                        .device_count = 1 };
+    bk_binding b = bind_ok(env, BK_LANES_DISJOINT);
+    assert_int_equal(b.device, 0);
+    assert_string_equal(b.physical, "3");
+    assert_non_null(strstr(b.why, "exactly one GPU"));
+    env.device_count = -1; /* count unknown: taken from the list */
+    b = bind_ok(env, BK_LANES_DISJOINT);
+    assert_int_equal(b.device, 0);
+}
+
+static void test_visible_list(void **state)
+{
+    (void)state;
+    bk_bind_env env = { .cuda_visible_devices = "2,3", .local_rank = 1, .local_size = 2,
+                        .device_count = -1 };
+    bk_binding b = bind_ok(env, BK_LANES_DISJOINT);
+    assert_int_equal(b.device, 1);
+    assert_string_equal(b.physical, "3");
+    env.cuda_visible_devices = "GPU-aaaa,GPU-bbbb";
+    b = bind_ok(env, BK_LANES_DISJOINT);
+    assert_string_equal(b.physical, "GPU-bbbb");
+    env.cuda_visible_devices = "";
+    b = bind_ok(env, BK_LANES_DISJOINT);
+    assert_int_equal(b.device, -1);
+    assert_non_null(strstr(b.why, "no GPU visible"));
+}
+
+static void test_slurm_variables(void **state)
+{
+    (void)state;
+    bk_bind_env env = { .slurm_step_gpus = "4,5,6,7", .local_rank = 2, .local_size = 4,
+                        .device_count = 4 };
+    bk_binding b = bind_ok(env, BK_LANES_DISJOINT);
+    assert_int_equal(b.device, 2);
+    assert_string_equal(b.physical, "6");
+    bk_bind_env job = { .slurm_job_gpus = "1,3", .local_rank = 0, .local_size = 2,
+                        .device_count = 2 };
+    b = bind_ok(job, BK_LANES_DISJOINT);
+    assert_string_equal(b.physical, "1");
+    /* --gpus-per-task with device cgroups: each task sees one GPU as "0" */
+    bk_bind_env task = { .cuda_visible_devices = "0", .slurm_step_gpus = "0,1,2,3",
+                         .local_rank = 3, .local_size = 4, .device_count = 1 };
+    b = bind_ok(task, BK_LANES_DISJOINT);
+    assert_int_equal(b.device, 0);
+}
+
+static void test_two_ranks_one_gpu(void **state)
+{
+    (void)state;
+    bk_bind_env env = { .local_rank = 5, .local_size = 8, .device_count = 4 };
+    bk_binding b;
+    bk_err err = { 0 };
+    assert_int_equal(bk_bind_rank(&env, BK_LANES_DISJOINT, &b, &err), BK_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "share GPU 1"));
+    assert_non_null(strstr(err.msg, "refused unless lanes.policy is \"shared\""));
+    b = bind_ok(env, BK_LANES_SHARED);
+    assert_int_equal(b.device, 1);
+    assert_true(b.shared);
+}
+
+static void test_no_runtime_and_bad_rank(void **state)
+{
+    (void)state;
+    bk_bind_env env = { .local_rank = 0, .local_size = 1, .device_count = -1 };
+    bk_binding b = bind_ok(env, BK_LANES_DISJOINT);
+    assert_int_equal(b.device, -1);
+    bk_bind_env bad = { .local_rank = 4, .local_size = 4, .device_count = 4 };
+    bk_err err = { 0 };
+    assert_int_equal(bk_bind_rank(&bad, BK_LANES_DISJOINT, &b, &err), BK_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "local rank 4 of 4"));
+}
+
+static void test_env_from_process(void **state)
+{
+    (void)state;
+    bk_bind_env env;
+    setenv("CUDA_VISIBLE_DEVICES", "7", 1);
+    unsetenv("SLURM_STEP_GPUS");
+    bk_bind_env_from_process(&env, 0, 2, -1);
+    assert_string_equal(env.cuda_visible_devices, "7");
+    assert_null(env.slurm_step_gpus);
+    bk_binding b = bind_ok(env, BK_LANES_DISJOINT);
+    assert_int_equal(b.device, 0);
+    assert_string_equal(b.physical, "7");
+    unsetenv("CUDA_VISIBLE_DEVICES");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_plain_mpirun),
+        cmocka_unit_test(test_one_visible_gpu_is_device_zero),
+        cmocka_unit_test(test_visible_list),
+        cmocka_unit_test(test_slurm_variables),
+        cmocka_unit_test(test_two_ranks_one_gpu),
+        cmocka_unit_test(test_no_runtime_and_bad_rank),
+        cmocka_unit_test(test_env_from_process),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

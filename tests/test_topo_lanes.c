@@ -1,0 +1,367 @@
+/* test_topo_lanes.c - lane choice on every fixture for TP 1..16, refusals and
+ * their messages, signature invariance under relabelling, cpu and shared lanes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "topology/topology.h"
+
+static bk_topo *load(const char *name)
+{
+    char path[1024];
+    bk_err err = { 0 };
+    bk_topo *t = NULL;
+    snprintf(path, sizeof path, "%s/tests/fixtures/topo/%s", BK_SOURCE_DIR, name);
+    if (bk_topo_load(path, &t, &err) != BK_OK)
+        fail_msg("%s: %s", path, err.msg);
+    return t;
+}
+
+/* Choose lanes of `tp` with one rank per GPU; returns the status. */
+static bk_status pick(const bk_topo *t, int tp, bk_lane_policy pol, bk_lane_pick *out, bk_err *err)
+{
+    bk_rank_place *pl = NULL;
+    int n = 0;
+    assert_int_equal(bk_places_one_per_gpu(t, &pl, &n, err), BK_OK);
+    bk_status st = bk_lanes_choose(t, tp, n, pl, pol, out, err);
+    free(pl);
+    return st;
+}
+
+static int disjoint(const bk_lane_pick *p)
+{
+    for (int i = 0; i < p->size; i++)
+        for (int j = 0; j < p->size; j++)
+            if (p->baseline[i] == p->candidate[j])
+                return 0;
+    return 1;
+}
+
+static void expect_pair(const char *fixture, int tp, const int *base, const int *cand,
+                        const char *sig_prefix)
+{
+    bk_topo *t = load(fixture);
+    bk_lane_pick *p = calloc(1, sizeof *p);
+    bk_err err = { 0 };
+    assert_non_null(p);
+    if (pick(t, tp, BK_LANES_DISJOINT, p, &err) != BK_OK)
+        fail_msg("%s TP %d: %s", fixture, tp, err.msg);
+    assert_int_equal(p->size, tp);
+    assert_true(p->equal);
+    assert_true(disjoint(p));
+    assert_string_equal(p->baseline_sig, p->candidate_sig);
+    assert_memory_equal(p->baseline, base, (size_t)tp * sizeof(int));
+    assert_memory_equal(p->candidate, cand, (size_t)tp * sizeof(int));
+    if (strncmp(p->baseline_sig, sig_prefix, strlen(sig_prefix)))
+        fail_msg("%s TP %d: signature \"%s\" does not start with \"%s\"", fixture, tp,
+                 p->baseline_sig, sig_prefix);
+    free(p);
+    bk_topo_free(t);
+}
+
+static void expect_refusal(const char *fixture, int tp, const char *needle, int closest)
+{
+    bk_topo *t = load(fixture);
+    bk_lane_pick *p = calloc(1, sizeof *p);
+    bk_err err = { 0 };
+    assert_non_null(p);
+    assert_int_equal(pick(t, tp, BK_LANES_DISJOINT, p, &err), BK_ERR_INPUT);
+    assert_false(p->equal);
+    if (!strstr(err.msg, needle) || !strstr(p->why, needle))
+        fail_msg("%s TP %d: \"%s\" lacks \"%s\"", fixture, tp, err.msg, needle);
+    assert_int_equal(p->baseline_sig[0] != '\0', closest);
+    free(p);
+    bk_topo_free(t);
+}
+
+static const int R0[] = { 0 }, R1[] = { 1 }, R01[] = { 0, 1 }, R23[] = { 2, 3 },
+                 R0_3[] = { 0, 1, 2, 3 }, R4_7[] = { 4, 5, 6, 7 },
+                 R0_7[] = { 0, 1, 2, 3, 4, 5, 6, 7 }, R8_15[] = { 8, 9, 10, 11, 12, 13, 14, 15 },
+                 R0_15[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 },
+                 R16_31[] = { 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31 };
+
+static void test_hgx(void **state)
+{
+    (void)state;
+    const char *f = "hgx8_nvswitch.json";
+    expect_pair(f, 1, R0, R1, "g1 h1 n1 nic:PIX");
+    expect_pair(f, 2, R01, R23, "g2 h1 n1 nic:PIX NV18x1 ");
+    expect_pair(f, 4, R0_3, R4_7, "g4 h1 n1 nic:PIX NV18x6 ");
+    expect_refusal(f, 8, "two disjoint lanes of 8 need 16 GPUs; only 8", 0);
+    expect_refusal(f, 16, "a lane of 16 needs 16 GPUs; only 8", 0);
+}
+
+static void test_pcie_box(void **state)
+{
+    (void)state;
+    const char *f = "pcie8_2s.json";
+    expect_pair(f, 1, R0, R1, "g1 h1 n1 nic:NODE");
+    expect_pair(f, 2, R01, R23, "g2 h1 n1 nic:NODE PIXx1 ");
+    expect_pair(f, 4, R0_3, R4_7, "g4 h1 n1 nic:NODE PIXx2 NODEx4 ");
+    expect_refusal(f, 8, "need 16 GPUs", 0);
+    expect_refusal(f, 16, "needs 16 GPUs", 0);
+}
+
+static void test_pcie_halves_differ(void **state)
+{
+    (void)state;
+    const char *f = "pcie8_asym.json";
+    expect_pair(f, 1, R0, R1, "g1 h1 n1");
+    expect_pair(f, 2, R01, R23, "g2 h1 n1 nic:NODE PIXx1 ");
+    /* socket 1 holds one switch of 4, socket 0 two switches of 2 */
+    expect_refusal(f, 4, "no two disjoint lanes of 4 GPUs have equal signatures", 1);
+    bk_topo *t = load(f);
+    bk_lane_pick p;
+    bk_err err = { 0 };
+    assert_int_equal(pick(t, 4, BK_LANES_DISJOINT, &p, &err), BK_ERR_INPUT);
+    assert_non_null(strstr(p.why, "closest pair"));
+    assert_non_null(strstr(p.why, "PIXx6"));
+    assert_non_null(strstr(p.why, "PIXx2 NODEx4"));
+    assert_string_not_equal(p.baseline_sig, p.candidate_sig);
+    bk_topo_free(t);
+    expect_refusal(f, 8, "need 16 GPUs", 0);
+    expect_refusal(f, 16, "needs 16 GPUs", 0);
+}
+
+static void test_nvlink_bridges(void **state)
+{
+    (void)state;
+    const char *f = "nvbridge4.json";
+    expect_pair(f, 1, R0, R1, "g1 h1 n1 nic:PHB");
+    expect_pair(f, 2, R01, R23, "g2 h1 n1 nic:PHB NV4x1 ");
+    expect_refusal(f, 4, "two disjoint lanes of 4 need 8 GPUs; only 4", 0);
+    expect_refusal(f, 8, "a lane of 8 needs 8 GPUs; only 4", 0);
+    expect_refusal(f, 16, "a lane of 16 needs 16 GPUs", 0);
+}
+
+static void test_six_gpus_tp4(void **state)
+{
+    (void)state;
+    expect_pair("box6_nvlink.json", 2, R01, R23, "g2 h1 n1 nic:none NV12x1 ");
+    expect_refusal("box6_nvlink.json", 4, "two disjoint lanes of 4 need 8 GPUs; only 6", 0);
+}
+
+static void test_two_nodes(void **state)
+{
+    (void)state;
+    const char *f = "cluster2x8_ib.json";
+    expect_pair(f, 1, R0, R1, "g1 h1 n1 nic:PIX");
+    expect_pair(f, 2, R01, R23, "g2 h1 n1 nic:PIX NV18x1 ");
+    expect_pair(f, 4, R0_3, R4_7, "g4 h1 n1 nic:PIX NV18x6 ");
+    expect_pair(f, 8, R0_7, R8_15, "g8 h1 n2 nic:PIX NV18x28 ");
+    expect_refusal(f, 16, "two disjoint lanes of 16 need 32 GPUs; only 16", 0);
+}
+
+static void test_cluster_1024(void **state)
+{
+    (void)state;
+    const char *f = "cluster128x8.json";
+    expect_pair(f, 1, R0, R1, "g1 h1 n1 nic:PIX");
+    expect_pair(f, 2, R01, R23, "g2 h1 n1 nic:PIX NV18x1 ");
+    expect_pair(f, 4, R0_3, R4_7, "g4 h1 n1 nic:PIX NV18x6 ");
+    expect_pair(f, 8, R0_7, R8_15, "g8 h1 n2 nic:PIX NV18x28 ");
+    expect_pair(f, 16, R0_15, R16_31, "g16 h2 n4 nic:PIX NV18x56 NETx64 ");
+}
+
+/* A copy of host 0 with its GPUs relabelled by perm (new i = old perm[i]). */
+static bk_topo *relabel(const bk_topo *t, const int *perm)
+{
+    bk_topo *u = NULL;
+    bk_err err = { 0 };
+    assert_int_equal(bk_topo_new(1, &u, &err), BK_OK);
+    const bk_topo_host *h = &t->hosts[0];
+    bk_topo_host *g = &u->hosts[0];
+    *g = *h;
+    for (int i = 0; i < h->ngpus; i++) {
+        g->gpus[i] = h->gpus[perm[i]];
+        for (int j = 0; j < h->ngpus; j++)
+            g->links[i][j] = h->links[perm[i]][perm[j]];
+        for (int k = 0; k < h->nnics; k++)
+            g->gpu_nic[i][k] = h->gpu_nic[perm[i]][k];
+    }
+    bk_topo_host_nearest_nics(g);
+    return u;
+}
+
+static void test_signature_relabel_invariant(void **state)
+{
+    (void)state;
+    static const char *const files[] = { "pcie8_2s.json", "pcie8_asym.json", "hgx8_nvswitch.json" };
+    static const int perm[] = { 5, 2, 7, 0, 3, 6, 1, 4 };
+    int inv[8];
+    for (int i = 0; i < 8; i++)
+        inv[perm[i]] = i;
+    for (size_t f = 0; f < 3; f++) {
+        bk_topo *t = load(files[f]), *u = relabel(t, perm);
+        bk_rank_place *pt = NULL, *pu = NULL;
+        int n = 0;
+        bk_err err = { 0 };
+        assert_int_equal(bk_places_one_per_gpu(t, &pt, &n, &err), BK_OK);
+        assert_int_equal(bk_places_one_per_gpu(u, &pu, &n, &err), BK_OK);
+        /* every 4-subset given by a bit mask: its signature, and the relabelled one's */
+        for (unsigned mask = 0; mask < 256; mask++) {
+            if (__builtin_popcount(mask) != 4)
+                continue;
+            int a[4], b[4], k = 0;
+            for (int i = 0; i < 8; i++)
+                if (mask & (1u << i)) {
+                    a[k] = i;
+                    b[k++] = inv[i]; /* old GPU i is new GPU inv[i] */
+                }
+            for (int x = 0; x < 4; x++) /* lane order differs too: ascending new labels */
+                for (int y = x + 1; y < 4; y++)
+                    if (b[y] < b[x]) {
+                        int z = b[x];
+                        b[x] = b[y];
+                        b[y] = z;
+                    }
+            char sa[BK_SIG_LEN], sb[BK_SIG_LEN];
+            assert_int_equal(bk_lane_signature(t, pt, a, 4, sa, sizeof sa, &err), BK_OK);
+            assert_int_equal(bk_lane_signature(u, pu, b, 4, sb, sizeof sb, &err), BK_OK);
+            assert_string_equal(sa, sb);
+        }
+        free(pt);
+        free(pu);
+        bk_topo_free(t);
+        bk_topo_free(u);
+    }
+}
+
+static void test_signature_tells_structures_apart(void **state)
+{
+    (void)state;
+    bk_topo *t = load("pcie8_2s.json");
+    bk_rank_place *pl = NULL;
+    int n = 0;
+    bk_err err = { 0 };
+    char s1[BK_SIG_LEN], s2[BK_SIG_LEN], s3[BK_SIG_LEN];
+    assert_int_equal(bk_places_one_per_gpu(t, &pl, &n, &err), BK_OK);
+    const int same_switch[] = { 0, 1 }, other_switch[] = { 0, 2 }, other_socket[] = { 0, 4 };
+    assert_int_equal(bk_lane_signature(t, pl, same_switch, 2, s1, sizeof s1, &err), BK_OK);
+    assert_int_equal(bk_lane_signature(t, pl, other_switch, 2, s2, sizeof s2, &err), BK_OK);
+    assert_int_equal(bk_lane_signature(t, pl, other_socket, 2, s3, sizeof s3, &err), BK_OK);
+    assert_string_not_equal(s1, s2);
+    assert_string_not_equal(s2, s3);
+    assert_non_null(strstr(s3, "n2")); /* two NUMA nodes */
+    free(pl);
+    bk_topo_free(t);
+}
+
+/* Canonical form: random symmetric matrices hash alike under any relabelling,
+ * and two graphs with the same degree sequence but different shapes differ. */
+static void test_canon_random_permutations(void **state)
+{
+    (void)state;
+    uint16_t m[64], p[64], lab[8] = { 0 }, plab[8];
+    int perm[8];
+    bk_err err = { 0 };
+    srand(7);
+    for (int trial = 0; trial < 200; trial++) {
+        int n = 3 + trial % 6;
+        for (int i = 0; i < n; i++)
+            for (int j = i; j < n; j++)
+                m[i * n + j] = m[j * n + i] = i == j ? 0 : (uint16_t)(1 + rand() % 3);
+        for (int i = 0; i < n; i++) {
+            lab[i] = (uint16_t)(rand() % 2);
+            perm[i] = i;
+        }
+        for (int i = n - 1; i > 0; i--) {
+            int j = rand() % (i + 1), x = perm[i];
+            perm[i] = perm[j];
+            perm[j] = x;
+        }
+        for (int i = 0; i < n; i++) {
+            plab[i] = lab[perm[i]];
+            for (int j = 0; j < n; j++)
+                p[i * n + j] = m[perm[i] * n + perm[j]];
+        }
+        uint64_t h1, h2;
+        int e1, e2;
+        assert_int_equal(bk__canon_hash(n, m, lab, &h1, &e1, &err), BK_OK);
+        assert_int_equal(bk__canon_hash(n, p, plab, &h2, &e2, &err), BK_OK);
+        assert_true(e1 && e2);
+        assert_true(h1 == h2);
+    }
+    /* 6-cycle vs two triangles: both 2-regular on 6 vertices, colour refinement
+     * alone cannot tell them apart; the search must */
+    uint16_t c6[36] = { 0 }, t2[36] = { 0 }, l6[6] = { 0 };
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 6; j++) {
+            c6[i * 6 + j] = i == j ? 0 : ((i - j + 6) % 6 == 1 || (j - i + 6) % 6 == 1) ? 2 : 1;
+            t2[i * 6 + j] = i == j ? 0 : (i / 3 == j / 3) ? 2 : 1;
+        }
+    uint64_t a, b;
+    int ea, eb;
+    assert_int_equal(bk__canon_hash(6, c6, l6, &a, &ea, &err), BK_OK);
+    assert_int_equal(bk__canon_hash(6, t2, l6, &b, &eb, &err), BK_OK);
+    assert_true(a != b);
+}
+
+static void test_cpu_lanes(void **state)
+{
+    (void)state;
+    bk_rank_place pl[8];
+    bk_lane_pick p;
+    bk_err err = { 0 };
+    for (int r = 0; r < 8; r++)
+        pl[r] = (bk_rank_place){ .host = 0, .gpu = -1, .numa = 0 };
+    assert_int_equal(bk_lanes_choose(NULL, 4, 8, pl, BK_LANES_DISJOINT, &p, &err), BK_OK);
+    assert_false(p.gpu);
+    const int a[] = { 0, 1, 2, 3 }, b[] = { 4, 5, 6, 7 };
+    assert_memory_equal(p.baseline, a, sizeof a);
+    assert_memory_equal(p.candidate, b, sizeof b);
+    assert_non_null(strstr(p.baseline_sig, "c4 h1 n1"));
+    /* ranks 0-5 on NUMA 0, 6-7 on NUMA 1: lanes of 4 must be {0..3} and {4..7}? no:
+     * {4,5,6,7} spans two nodes; the finder must not call it equal to {0,1,2,3} */
+    for (int r = 6; r < 8; r++)
+        pl[r].numa = 1;
+    bk_err e2 = { 0 };
+    assert_int_equal(bk_lanes_choose(NULL, 4, 8, pl, BK_LANES_DISJOINT, &p, &e2), BK_ERR_INPUT);
+    assert_non_null(strstr(e2.msg, "CPU slots have equal signatures"));
+    /* 2 ranks: TP 2 disjoint needs 4 */
+    bk_err e3 = { 0 };
+    assert_int_equal(bk_lanes_choose(NULL, 2, 2, pl, BK_LANES_DISJOINT, &p, &e3), BK_ERR_INPUT);
+    assert_non_null(strstr(e3.msg, "need 4 CPU slots; only 2"));
+}
+
+static void test_shared_policy_and_double_binding(void **state)
+{
+    (void)state;
+    bk_topo *t = load("nvbridge4.json");
+    bk_rank_place pl[2] = { { 0, 0, 0 }, { 0, 0, 0 } }; /* two ranks on GPU 0 */
+    bk_lane_pick p;
+    bk_err err = { 0 };
+    assert_int_equal(bk_lanes_choose(t, 1, 2, pl, BK_LANES_DISJOINT, &p, &err), BK_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "ranks 0 and 1 are both bound to GPU 0 (0000:01:00.0)"));
+    assert_non_null(strstr(err.msg, "shared"));
+    bk_err e2 = { 0 };
+    assert_int_equal(bk_lanes_choose(t, 1, 1, pl, BK_LANES_SHARED, &p, &e2), BK_OK);
+    assert_true(p.shared);
+    assert_int_equal(p.baseline[0], p.candidate[0]);
+    assert_non_null(strstr(p.why, "policy shared"));
+    bk_topo_free(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hgx),
+        cmocka_unit_test(test_pcie_box),
+        cmocka_unit_test(test_pcie_halves_differ),
+        cmocka_unit_test(test_nvlink_bridges),
+        cmocka_unit_test(test_six_gpus_tp4),
+        cmocka_unit_test(test_two_nodes),
+        cmocka_unit_test(test_cluster_1024),
+        cmocka_unit_test(test_signature_relabel_invariant),
+        cmocka_unit_test(test_signature_tells_structures_apart),
+        cmocka_unit_test(test_canon_random_permutations),
+        cmocka_unit_test(test_cpu_lanes),
+        cmocka_unit_test(test_shared_policy_and_double_binding),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,180 @@
+/* test_topo_nvml.c - the NVML pass against a fake libnvidia-ml built at test
+ * time (BK_NVML_LIBRARY): NVLink bridges, NVSwitch, GPUs only NVML sees, and a
+ * driver that fails to initialise. Skipped when no C compiler is at hand. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "topology/topology.h"
+
+/* FAKE_NVML_MODE: b = pairs (0,1) (2,3) joined by 4 NVLinks, s = 18 links each to
+ * NVSwitch, i = init fails. Four GPUs. */
+static const char fake_src[] =
+    "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
+    "typedef struct { char legacy[16]; unsigned d, b, dv, pid, sid; char busId[32]; } pci;\n"
+    "static int devs[4] = {0, 1, 2, 3};\n"
+    "static const char *bus[4] = {\"00000000:18:00.0\", \"00000000:2A:00.0\",\n"
+    "                             \"00000000:3A:00.0\", \"00000000:5D:00.0\"};\n"
+    "static int mode(void) { const char *m = getenv(\"FAKE_NVML_MODE\"); return m ? m[0] : 'b'; }\n"
+    "int nvmlInit_v2(void) { return mode() == 'i' ? 9 : 0; }\n"
+    "int nvmlShutdown(void) { return 0; }\n"
+    "const char *nvmlErrorString(int e) { return e == 9 ? \"Driver Not Loaded\" : \"Not Found\"; }\n"
+    "int nvmlDeviceGetCount_v2(unsigned *n) { *n = 4; return 0; }\n"
+    "int nvmlDeviceGetHandleByIndex_v2(unsigned i, int **d) { if (i >= 4) return 2; *d = &devs[i]; return 0; }\n"
+    "int nvmlDeviceGetHandleByPciBusId_v2(const char *b, int **d) {\n"
+    "  unsigned x, y, z, w, X, Y, Z, W; if (sscanf(b, \"%x:%x:%x.%x\", &x, &y, &z, &w) != 4) return 2;\n"
+    "  for (int i = 0; i < 4; i++) { sscanf(bus[i], \"%x:%x:%x.%x\", &X, &Y, &Z, &W);\n"
+    "    if (x == X && y == Y && z == Z && w == W) { *d = &devs[i]; return 0; } }\n"
+    "  return 6; }\n"
+    "int nvmlDeviceGetPciInfo_v3(int *d, pci *p) { memset(p, 0, sizeof *p); strcpy(p->busId, bus[*d]); return 0; }\n"
+    "int nvmlDeviceGetUUID(int *d, char *b, unsigned n) { snprintf(b, n, \"GPU-fake-%d\", *d); return 0; }\n"
+    "int nvmlDeviceGetName(int *d, char *b, unsigned n) { (void)d; snprintf(b, n, \"Fake H200\"); return 0; }\n"
+    "int nvmlDeviceGetNvLinkState(int *d, unsigned l, int *on) { (void)d; if (l >= 18) return 2;\n"
+    "  *on = mode() == 's' ? 1 : l < 4; return 0; }\n"
+    "int nvmlDeviceGetNvLinkRemoteDeviceType(int *d, unsigned l, int *t) { (void)d; (void)l;\n"
+    "  *t = mode() == 's' ? 2 : 0; return 0; }\n"
+    "int nvmlDeviceGetNvLinkRemotePciInfo_v2(int *d, unsigned l, pci *p) { (void)l;\n"
+    "  memset(p, 0, sizeof *p); strcpy(p->busId, bus[*d ^ 1]); return 0; }\n"
+    "int nvmlDeviceGetTopologyCommonAncestor(int *a, int *b, int *lvl) { *lvl = (*a / 2 == *b / 2) ? 10 : 40; return 0; }\n";
+
+static char libpath[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/bk_fake_nvml_XXXXXX", src[300], cmd[1024];
+    if (!mkdtemp(dir))
+        return -1;
+    snprintf(src, sizeof src, "%s/fake.c", dir);
+    snprintf(libpath, sizeof libpath, "%s/libnvidia-ml.so.1", dir);
+    FILE *f = fopen(src, "w");
+    if (!f)
+        return -1;
+    fputs(fake_src, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "cc -shared -fPIC -o %s %s 2>/dev/null", libpath, src);
+    if (system(cmd) != 0)
+        libpath[0] = '\0'; /* tests skip */
+    setenv("BK_NVML_LIBRARY", libpath, 1);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    unsetenv("BK_NVML_LIBRARY");
+    return 0;
+}
+
+/* A host as hwloc would leave it: four GPUs, PCIe links only. */
+static void pcie_host(bk_topo_host *h)
+{
+    static const char *const bus[] = { "0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0",
+                                       "0000:5d:00.0" };
+    memset(h, 0, sizeof *h);
+    h->ngpus = 4;
+    for (int i = 0; i < 4; i++) {
+        bk_strlcpy(h->gpus[i].bus_id, bus[i], sizeof h->gpus[i].bus_id);
+        h->gpus[i].numa = h->gpus[i].nic = h->gpus[i].cuda_index = -1;
+        for (int j = 0; j < 4; j++)
+            h->links[i][j].cls = i == j ? BK_LINK_SELF : BK_LINK_SYS;
+    }
+}
+
+static void test_bridges(void **state)
+{
+    (void)state;
+    if (!libpath[0])
+        skip();
+    bk_topo_host *h = calloc(1, sizeof *h);
+    bk_err err = { 0 };
+    pcie_host(h);
+    setenv("FAKE_NVML_MODE", "b", 1);
+    assert_int_equal(bk_topo_probe_nvml(h, &err), BK_OK);
+    assert_true(h->seen & BK_SEEN_NVML);
+    assert_int_equal(h->links[0][1].cls, BK_LINK_NV);
+    assert_int_equal(h->links[0][1].nvlinks, 4);
+    assert_int_equal(h->links[3][2].nvlinks, 4);
+    assert_int_equal(h->links[0][2].cls, BK_LINK_SYS); /* no NVLink: PCIe class kept */
+    assert_false(h->nvswitch);
+    assert_string_equal(h->gpus[2].uuid, "GPU-fake-2");
+    assert_string_equal(h->gpus[2].name, "Fake H200");
+    assert_int_equal(h->nnotes, 0);
+    free(h);
+}
+
+static void test_nvswitch(void **state)
+{
+    (void)state;
+    if (!libpath[0])
+        skip();
+    bk_topo_host *h = calloc(1, sizeof *h);
+    bk_err err = { 0 };
+    pcie_host(h);
+    setenv("FAKE_NVML_MODE", "s", 1);
+    assert_int_equal(bk_topo_probe_nvml(h, &err), BK_OK);
+    assert_true(h->nvswitch);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++)
+            if (i != j) {
+                assert_int_equal(h->links[i][j].cls, BK_LINK_NV);
+                assert_int_equal(h->links[i][j].nvlinks, 18);
+            }
+    free(h);
+}
+
+static void test_gpus_only_nvml_sees(void **state)
+{
+    (void)state;
+    if (!libpath[0])
+        skip();
+    bk_topo_host *h = calloc(1, sizeof *h);
+    bk_err err = { 0 };
+    setenv("FAKE_NVML_MODE", "b", 1);
+    assert_int_equal(bk_topo_probe_nvml(h, &err), BK_OK); /* hwloc saw none */
+    assert_int_equal(h->ngpus, 4);
+    assert_string_equal(h->gpus[1].bus_id, "0000:2a:00.0");
+    assert_int_equal(h->links[0][1].nvlinks, 4);
+    assert_int_equal(h->links[0][2].cls, BK_LINK_NODE); /* from NVML's common ancestor */
+    assert_int_equal(h->links[1][1].cls, BK_LINK_SELF);
+    assert_non_null(strstr(h->notes[0], "hwloc did not see 4 GPU(s)"));
+    free(h);
+}
+
+static void test_init_fails_and_missing_library(void **state)
+{
+    (void)state;
+    if (!libpath[0])
+        skip();
+    bk_topo_host *h = calloc(1, sizeof *h);
+    bk_err err = { 0 };
+    pcie_host(h);
+    setenv("FAKE_NVML_MODE", "i", 1);
+    assert_int_equal(bk_topo_probe_nvml(h, &err), BK_OK);
+    assert_false(h->seen & BK_SEEN_NVML);
+    assert_non_null(strstr(h->notes[0], "NVML: init failed: Driver Not Loaded"));
+    assert_int_equal(h->links[0][1].cls, BK_LINK_SYS);
+    pcie_host(h);
+    setenv("BK_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
+    assert_int_equal(bk_topo_probe_nvml(h, &err), BK_OK);
+    assert_non_null(strstr(h->notes[0], "/nonexistent/libnvidia-ml.so.1 not found"));
+    setenv("BK_NVML_LIBRARY", libpath, 1);
+    free(h);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bridges),
+        cmocka_unit_test(test_nvswitch),
+        cmocka_unit_test(test_gpus_only_nvml_sees),
+        cmocka_unit_test(test_init_fails_and_missing_library),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

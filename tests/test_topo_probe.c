@@ -1,0 +1,195 @@
+/* test_topo_probe.c - probing this machine (no GPU needed), hwloc XML and
+ * synthetic topologies, PCIe path classes, and the topo/lanes commands. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runner/cli.h"
+#include "topology/topology.h"
+
+static const char *fx(const char *name)
+{
+    static char path[4][1024];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(path[k], sizeof path[k], "%s/tests/fixtures/topo/%s", BK_SOURCE_DIR, name);
+    return path[k];
+}
+
+static void test_probe_this_machine(void **state)
+{
+    (void)state;
+    bk_topo *t = NULL;
+    bk_err err = { 0 };
+    if (bk_topo_probe(&t, &err) != BK_OK)
+        fail_msg("probe failed: %s", err.msg);
+    const bk_topo_host *h = &t->hosts[0];
+    assert_int_equal(t->nhosts, 1);
+    assert_true(h->pus >= 1 && h->cores >= 1 && h->nnuma >= 1);
+    assert_true(h->seen & BK_SEEN_HWLOC);
+    assert_true(h->hostname[0] != '\0');
+    assert_non_null(strstr(t->digest, "fnv1a64:"));
+    int said_nvml = !!(h->seen & BK_SEEN_NVML), said_cuda = !!(h->seen & BK_SEEN_CUDA);
+    for (int i = 0; i < h->nnotes; i++) {
+        said_nvml |= strstr(h->notes[i], "NVML") != NULL;
+        said_cuda |= strstr(h->notes[i], "CUDA") != NULL;
+    }
+    assert_true(said_nvml); /* saw NVML, or says why not */
+    assert_true(said_cuda);
+    /* the probe survives its own snapshot */
+    char *text = bk_topo_dump(t);
+    bk_topo *u = NULL;
+    assert_int_equal(bk_topo_parse(text, "probe.json", &u, &err), BK_OK);
+    assert_string_equal(u->digest, t->digest);
+    free(text);
+    bk_topo_free(u);
+    bk_topo_free(t);
+}
+
+static void test_xml_pci_classes(void **state)
+{
+    (void)state;
+    bk_topo *t = NULL;
+    bk_err err = { 0 };
+    if (bk_topo_probe_xml(fx("pcie_2s.xml"), &t, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    const bk_topo_host *h = &t->hosts[0];
+    assert_string_equal(h->hostname, "pcie-xml");
+    assert_int_equal(h->packages, 2);
+    assert_int_equal(h->nnuma, 2);
+    assert_int_equal(h->ngpus, 8);
+    assert_int_equal(h->nnics, 2);
+    assert_string_equal(h->gpus[0].bus_id, "0000:02:00.0");
+    assert_int_equal(h->links[0][0].cls, BK_LINK_SELF);
+    assert_int_equal(h->links[0][1].cls, BK_LINK_PIX);  /* one switch */
+    assert_int_equal(h->links[0][2].cls, BK_LINK_NODE); /* two host bridges, one socket */
+    assert_int_equal(h->links[0][4].cls, BK_LINK_SYS);  /* across sockets */
+    assert_int_equal(h->links[4][6].cls, BK_LINK_PXB);  /* two switches under one bridge */
+    assert_int_equal(h->links[6][4].cls, BK_LINK_PXB);
+    assert_int_equal(h->gpus[0].numa, 0);
+    assert_int_equal(h->gpus[5].numa, 1);
+    assert_string_equal(h->nics[0].name, "mlx5_0");
+    assert_string_equal(h->nics[0].kind, "ib");
+    assert_string_equal(h->nics[1].name, "eth0");
+    assert_string_equal(h->nics[1].kind, "eth");
+    assert_int_equal(h->gpu_nic[2][0], BK_LINK_PIX);
+    assert_int_equal(h->gpu_nic[0][0], BK_LINK_NODE);
+    assert_int_equal(h->gpu_nic[4][1], BK_LINK_PHB);
+    assert_int_equal(h->gpu_nic[4][0], BK_LINK_SYS);
+    assert_int_equal(h->gpus[2].nic, 0);
+    assert_int_equal(h->gpus[7].nic, 1);
+    bk_topo_free(t);
+}
+
+static void test_synthetic_cpu_side(void **state)
+{
+    (void)state;
+    bk_topo *t = NULL;
+    bk_err err = { 0 };
+    assert_int_equal(bk_topo_probe_synthetic("pack:2 numa:1 core:3 pu:2", &t, &err), BK_OK);
+    const bk_topo_host *h = &t->hosts[0];
+    assert_int_equal(h->packages, 2);
+    assert_int_equal(h->nnuma, 2);
+    assert_int_equal(h->cores, 6);
+    assert_int_equal(h->pus, 12);
+    assert_int_equal(h->ngpus, 0);
+    assert_string_equal(h->numa[1].cpus, "6-11");
+    assert_non_null(strstr(h->notes[0], "no PCI device"));
+    bk_topo_free(t);
+    bk_err e2 = { 0 };
+    assert_int_equal(bk_topo_probe_synthetic("pack:banana", &t, &e2), BK_ERR_INPUT);
+    assert_non_null(strstr(e2.msg, "pack:banana"));
+    bk_err e3 = { 0 };
+    assert_int_equal(bk_topo_probe_xml("/nonexistent.xml", &t, &e3), BK_ERR_INPUT);
+    assert_non_null(strstr(e3.msg, "/nonexistent.xml"));
+}
+
+/* Run a command with the NULL-terminated argument list. */
+static int run(int (*cmd)(int, char **), ...)
+{
+    char *argv[16];
+    int argc = 0;
+    va_list ap;
+    va_start(ap, cmd);
+    while (argc < 15 && (argv[argc] = va_arg(ap, char *)) != NULL)
+        argc++;
+    va_end(ap);
+    argv[argc] = NULL;
+    fflush(stdout);
+    return cmd(argc, argv);
+}
+
+static void test_commands(void **state)
+{
+    (void)state;
+    char tmp[] = "/tmp/bk_topo_cmd_XXXXXX";
+    int fd = mkstemp(tmp);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(run(bk_cmd_topo, "topo", "--topology", fx("nvbridge4.json"), "--save", tmp, (char *)NULL), BK_EXIT_PASS);
+    bk_topo *t = NULL;
+    bk_err err = { 0 };
+    assert_int_equal(bk_topo_load(tmp, &t, &err), BK_OK);
+    assert_int_equal(t->hosts[0].links[0][1].nvlinks, 4);
+    bk_topo_free(t);
+    remove(tmp);
+    assert_int_equal(run(bk_cmd_topo, "topo", "--hwloc-xml", fx("pcie_2s.xml"), "--json", (char *)NULL), BK_EXIT_PASS);
+    assert_int_equal(run(bk_cmd_topo, "topo", "-t", "/nonexistent.json", (char *)NULL),
+                     BK_EXIT_USAGE);
+    assert_int_equal(run(bk_cmd_topo, "topo", "--bogus", (char *)NULL), BK_EXIT_USAGE);
+    assert_int_equal(run(bk_cmd_lanes, "lanes", "--tp", "4", "-t", fx("hgx8_nvswitch.json"), (char *)NULL),
+                     BK_EXIT_PASS);
+    assert_int_equal(run(bk_cmd_lanes, "lanes", "--tp", "4", "-t", fx("pcie8_asym.json"), (char *)NULL),
+                     BK_EXIT_USAGE);
+    assert_int_equal(run(bk_cmd_lanes, "lanes", "--tp", "2", "--ep", "2", "-t",
+                         fx("pcie8_asym.json"), (char *)NULL), BK_EXIT_USAGE);
+    assert_int_equal(run(bk_cmd_lanes, "lanes", "--tp", "2", "--ep", "2", "-t",
+                         fx("hgx8_nvswitch.json"), (char *)NULL), BK_EXIT_PASS);
+    assert_int_equal(run(bk_cmd_lanes, "lanes", "-t", fx("hgx8_nvswitch.json"), (char *)NULL),
+                     BK_EXIT_USAGE); /* --tp missing */
+    assert_int_equal(run(bk_cmd_lanes, "lanes", "--tp", "0", (char *)NULL), BK_EXIT_USAGE);
+    assert_int_equal(run(bk_cmd_lanes, "lanes", "--tp", "2", "--cpu-slots", "4", "-x",
+                         fx("pcie_2s.xml"), (char *)NULL), BK_EXIT_PASS);
+    assert_int_equal(run(bk_cmd_lanes, "lanes", "--help", (char *)NULL), BK_EXIT_PASS);
+}
+
+static void test_print_matrix(void **state)
+{
+    (void)state;
+    bk_topo *t = NULL;
+    bk_err err = { 0 };
+    char *buf = NULL;
+    size_t n = 0;
+    assert_int_equal(bk_topo_load(fx("cluster2x8_ib.json"), &t, &err), BK_OK);
+    FILE *f = open_memstream(&buf, &n);
+    assert_non_null(f);
+    bk_topo_print(t, f);
+    assert_int_equal(fclose(f), 0);
+    assert_non_null(strstr(buf, "GPU0    X     NV18  NV18"));
+    assert_non_null(strstr(buf, "NIC7  CPU Affinity     NUMA Affinity"));
+    assert_non_null(strstr(buf, "PIX   NODE  NODE  NODE  SYS   SYS   SYS   SYS   0-55             0"));
+    assert_non_null(strstr(buf, "nearest NIC4 (PIX)"));
+    assert_non_null(strstr(buf, "host node001 boot boot-nod: same layout as node000"));
+    assert_null(strstr(buf, "host node001 boot boot-node001: 2 package(s)"));
+    assert_non_null(strstr(buf, "NV#  = Connection traversing a bonded set of # NVLinks"));
+    free(buf);
+    bk_topo_free(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_probe_this_machine),
+        cmocka_unit_test(test_xml_pci_classes),
+        cmocka_unit_test(test_synthetic_cpu_side),
+        cmocka_unit_test(test_commands),
+        cmocka_unit_test(test_print_matrix),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

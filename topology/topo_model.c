@@ -1,0 +1,150 @@
+/* topo_model.c - the in-memory topology: allocation, notes, link names, small helpers. */
+#include "topology/topology.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bk_status bk_topo_new(int nhosts, bk_topo **out, bk_err *err)
+{
+    *out = NULL;
+    if (nhosts < 0 || nhosts > 100000)
+        return BK_FAIL(err, BK_ERR_INPUT, "topology: %d hosts is out of range", nhosts);
+    bk_topo *t = calloc(1, sizeof *t);
+    if (!t)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "topology: out of memory");
+    if (nhosts > 0) {
+        t->hosts = calloc((size_t)nhosts, sizeof *t->hosts);
+        if (!t->hosts) {
+            free(t);
+            return BK_FAIL(err, BK_ERR_SYSTEM, "topology: out of memory for %d hosts", nhosts);
+        }
+    }
+    t->nhosts = nhosts;
+    for (int i = 0; i < nhosts; i++)
+        for (int g = 0; g < BK_TOPO_MAX_GPUS; g++) {
+            t->hosts[i].gpus[g].numa = -1;
+            t->hosts[i].gpus[g].nic = -1;
+            t->hosts[i].gpus[g].cuda_index = -1;
+        }
+    *out = t;
+    return BK_OK;
+}
+
+void bk_topo_free(bk_topo *t)
+{
+    if (!t)
+        return;
+    free(t->hosts);
+    free(t);
+}
+
+void bk_topo_note(bk_topo_host *h, const char *fmt, ...)
+{
+    if (h->nnotes >= BK_TOPO_MAX_NOTES)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(h->notes[h->nnotes], BK_TOPO_NOTE_LEN, fmt, ap);
+    va_end(ap);
+    h->nnotes++;
+}
+
+static const char *const class_names[] = {
+    [BK_LINK_NONE] = "?",   [BK_LINK_NET] = "NET", [BK_LINK_SYS] = "SYS",
+    [BK_LINK_NODE] = "NODE", [BK_LINK_PHB] = "PHB", [BK_LINK_PXB] = "PXB",
+    [BK_LINK_PIX] = "PIX",  [BK_LINK_NV] = "NV",   [BK_LINK_SELF] = "X",
+};
+
+const char *bk_link_class_name(bk_link_class c)
+{
+    if ((unsigned)c > BK_LINK_SELF)
+        return "?";
+    return class_names[c];
+}
+
+const char *bk_link_str(bk_link l, char *buf, size_t n)
+{
+    if (l.cls == BK_LINK_NV)
+        snprintf(buf, n, "NV%u", (unsigned)l.nvlinks);
+    else
+        snprintf(buf, n, "%s", bk_link_class_name((bk_link_class)l.cls));
+    return buf;
+}
+
+int bk_link_parse(const char *s, bk_link *out)
+{
+    out->cls = BK_LINK_NONE;
+    out->nvlinks = 0;
+    if (!s)
+        return -1;
+    if (!strncmp(s, "NV", 2) && s[2] >= '0' && s[2] <= '9') {
+        char *end = NULL;
+        long v = strtol(s + 2, &end, 10);
+        if (*end || v < 1 || v > 255)
+            return -1;
+        out->cls = BK_LINK_NV;
+        out->nvlinks = (uint8_t)v;
+        return 0;
+    }
+    for (int c = BK_LINK_NET; c <= BK_LINK_SELF; c++)
+        if (c != BK_LINK_NV && !strcmp(s, class_names[c])) {
+            out->cls = (uint8_t)c;
+            return 0;
+        }
+    return -1;
+}
+
+int bk_topo_ngpus(const bk_topo *t)
+{
+    int n = 0;
+    for (int i = 0; t && i < t->nhosts; i++)
+        n += t->hosts[i].ngpus;
+    return n;
+}
+
+void bk_topo_host_nearest_nics(bk_topo_host *h)
+{
+    for (int g = 0; g < h->ngpus; g++) {
+        int best = -1;
+        for (int k = 0; k < h->nnics; k++)
+            if (h->gpu_nic[g][k] != BK_LINK_NONE &&
+                (best < 0 || h->gpu_nic[g][k] > h->gpu_nic[g][best]))
+                best = k;
+        h->gpus[g].nic = best;
+    }
+}
+
+bk_status bk_places_one_per_gpu(const bk_topo *t, bk_rank_place **places, int *nranks,
+                                bk_err *err)
+{
+    int n = bk_topo_ngpus(t), r = 0;
+    *places = NULL;
+    *nranks = 0;
+    if (n == 0)
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: the topology has no GPU", t->source);
+    bk_rank_place *p = calloc((size_t)n, sizeof *p);
+    if (!p)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "lanes: out of memory");
+    for (int h = 0; h < t->nhosts; h++)
+        for (int g = 0; g < t->hosts[h].ngpus; g++, r++) {
+            p[r].host = h;
+            p[r].gpu = g;
+            p[r].numa = t->hosts[h].gpus[g].numa;
+        }
+    *places = p;
+    *nranks = n;
+    return BK_OK;
+}
+
+uint64_t bk_fnv1a64(const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}

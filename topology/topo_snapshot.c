@@ -1,0 +1,506 @@
+/* topo_snapshot.c - bracket.topology/1 snapshots: canonical JSON out, validated JSON in. */
+#include "topology/topology.h"
+
+/* Messages and names live in fixed buffers; a cut-off message is acceptable. */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- writing */
+
+static json_t *link_matrix(int rows, int cols, const bk_topo_host *h, int gpu_nic)
+{
+    json_t *m = json_array();
+    char buf[16];
+    for (int i = 0; m && i < rows; i++) {
+        json_t *row = json_array();
+        for (int j = 0; row && j < cols; j++) {
+            bk_link l = h->links[i][j];
+            if (gpu_nic) {
+                l.cls = h->gpu_nic[i][j];
+                l.nvlinks = 0;
+            }
+            json_array_append_new(row, json_string(bk_link_str(l, buf, sizeof buf)));
+        }
+        json_array_append_new(m, row);
+    }
+    return m;
+}
+
+static json_t *int_matrix(int n, const int8_t (*v)[BK_TOPO_MAX_GPUS])
+{
+    json_t *m = json_array();
+    for (int i = 0; i < n; i++) {
+        json_t *row = json_array();
+        for (int j = 0; j < n; j++)
+            json_array_append_new(row, json_integer(v[i][j]));
+        json_array_append_new(m, row);
+    }
+    return m;
+}
+
+static json_t *host_json(const bk_topo_host *h)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "hostname", json_string(h->hostname));
+    json_object_set_new(o, "boot_id", json_string(h->boot_id));
+    json_object_set_new(o, "packages", json_integer(h->packages));
+    json_object_set_new(o, "cores", json_integer(h->cores));
+    json_object_set_new(o, "pus", json_integer(h->pus));
+    json_t *numa = json_array();
+    for (int i = 0; i < h->nnuma; i++)
+        json_array_append_new(numa, json_pack("{s:i, s:s, s:I}", "os_index", h->numa[i].os_index,
+                                              "cpus", h->numa[i].cpus, "memory_bytes",
+                                              (json_int_t)h->numa[i].memory_bytes));
+    json_object_set_new(o, "numa", numa);
+    json_t *gpus = json_array();
+    for (int i = 0; i < h->ngpus; i++) {
+        const bk_topo_gpu *g = &h->gpus[i];
+        json_array_append_new(gpus, json_pack("{s:s, s:s, s:s, s:i, s:i}", "bus_id", g->bus_id,
+                                              "uuid", g->uuid, "name", g->name, "numa", g->numa,
+                                              "cuda_index", g->cuda_index));
+    }
+    json_object_set_new(o, "gpus", gpus);
+    json_t *nics = json_array();
+    for (int i = 0; i < h->nnics; i++) {
+        const bk_topo_nic *k = &h->nics[i];
+        json_array_append_new(nics, json_pack("{s:s, s:s, s:s, s:i}", "name", k->name, "bus_id",
+                                              k->bus_id, "kind", k->kind, "numa", k->numa));
+    }
+    json_object_set_new(o, "nics", nics);
+    json_object_set_new(o, "links", link_matrix(h->ngpus, h->ngpus, h, 0));
+    json_object_set_new(o, "gpu_nic", link_matrix(h->ngpus, h->nnics, h, 1));
+    json_object_set_new(o, "nvswitch", json_boolean(h->nvswitch));
+    if (h->p2p_known)
+        json_object_set_new(o, "p2p", json_pack("{s:o, s:o}", "access",
+                                                int_matrix(h->ngpus, h->p2p_access), "rank",
+                                                int_matrix(h->ngpus, h->p2p_rank)));
+    json_t *seen = json_array();
+    static const char *const names[] = { "hwloc", "pci", "nvml", "cuda" };
+    for (int b = 0; b < 4; b++)
+        if (h->seen & (1u << b))
+            json_array_append_new(seen, json_string(names[b]));
+    json_object_set_new(o, "seen", seen);
+    json_t *notes = json_array();
+    for (int i = 0; i < h->nnotes; i++)
+        json_array_append_new(notes, json_string(h->notes[i]));
+    json_object_set_new(o, "notes", notes);
+    return o;
+}
+
+char *bk_topo_host_dump(const bk_topo_host *h)
+{
+    json_t *o = host_json(h);
+    char *s = o ? json_dumps(o, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
+    json_decref(o);
+    return s;
+}
+
+char *bk_topo_dump(bk_topo *t)
+{
+    json_t *root = json_object();
+    json_object_set_new(root, "schema", json_string(BK_TOPO_SCHEMA));
+    json_t *hosts = json_array();
+    for (int i = 0; i < t->nhosts; i++)
+        json_array_append_new(hosts, host_json(&t->hosts[i]));
+    json_object_set_new(root, "hosts", hosts);
+    char *compact = json_dumps(root, JSON_SORT_KEYS | JSON_COMPACT);
+    if (compact)
+        snprintf(t->digest, sizeof t->digest, "fnv1a64:%016" PRIx64,
+                 bk_fnv1a64(compact, strlen(compact)));
+    free(compact);
+    char *s = json_dumps(root, JSON_SORT_KEYS | JSON_INDENT(1));
+    json_decref(root);
+    return s;
+}
+
+bk_status bk_topo_save(bk_topo *t, const char *path, bk_err *err)
+{
+    bk_status st = BK_OK;
+    char tmp[1024];
+    FILE *f = NULL;
+    char *s = bk_topo_dump(t);
+    if (!s)
+        return BK_FAIL(err, BK_ERR_INTERNAL, "%s: could not encode the snapshot", path);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    f = fopen(tmp, "w");
+    if (!f) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    if (fputs(s, f) < 0 || fputc('\n', f) == EOF || fflush(f) != 0) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: write failed: %s", tmp, strerror(errno));
+        goto out;
+    }
+    if (fclose(f) != 0) {
+        f = NULL;
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: close failed: %s", tmp, strerror(errno));
+        goto out;
+    }
+    f = NULL;
+    if (rename(tmp, path) != 0)
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: rename failed: %s", path, strerror(errno));
+out:
+    if (f)
+        fclose(f);
+    if (st != BK_OK)
+        remove(tmp);
+    free(s);
+    return st;
+}
+
+/* ---------------------------------------------------------------- reading */
+
+typedef struct {
+    const char *label; /* file name for messages */
+    char path[128];    /* JSON path of the host being read, e.g. "hosts[2]" */
+    bk_err *err;
+} rd;
+
+#define RD_FAIL(r, ...) rd_fail((r), __VA_ARGS__)
+static bk_status rd_fail(rd *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bk_status rd_fail(rd *r, const char *fmt, ...)
+{
+    char what[700];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return BK_FAIL(r->err, BK_ERR_INPUT, "%s: %s%s%s", r->label, r->path, r->path[0] ? "." : "",
+                   what);
+}
+
+static bk_status rd_int(rd *r, json_t *o, const char *key, int lo, int hi, int required, int dflt,
+                        int *out)
+{
+    json_t *v = json_object_get(o, key);
+    *out = dflt;
+    if (!v)
+        return required ? RD_FAIL(r, "%s: missing", key) : BK_OK;
+    if (!json_is_integer(v))
+        return RD_FAIL(r, "%s: must be an integer", key);
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return RD_FAIL(r, "%s: %lld is out of range [%d, %d]", key, (long long)x, lo, hi);
+    *out = (int)x;
+    return BK_OK;
+}
+
+static bk_status rd_str(rd *r, json_t *o, const char *key, int required, char *out, size_t n)
+{
+    json_t *v = json_object_get(o, key);
+    out[0] = '\0';
+    if (!v)
+        return required ? RD_FAIL(r, "%s: missing", key) : BK_OK;
+    if (!json_is_string(v))
+        return RD_FAIL(r, "%s: must be a string", key);
+    if (bk_strlcpy(out, json_string_value(v), n) != 0)
+        return RD_FAIL(r, "%s: longer than %zu characters", key, n - 1);
+    return BK_OK;
+}
+
+static bk_status rd_array(rd *r, json_t *o, const char *key, size_t max, json_t **out)
+{
+    json_t *v = json_object_get(o, key);
+    *out = v;
+    if (!v)
+        return RD_FAIL(r, "%s: missing", key);
+    if (!json_is_array(v))
+        return RD_FAIL(r, "%s: must be an array", key);
+    if (json_array_size(v) > max)
+        return RD_FAIL(r, "%s: %zu entries, at most %zu allowed", key, json_array_size(v), max);
+    return BK_OK;
+}
+
+static bk_status rd_object_at(rd *r, json_t *arr, const char *key, size_t i, json_t **out)
+{
+    *out = json_array_get(arr, i);
+    if (!json_is_object(*out))
+        return RD_FAIL(r, "%s[%zu]: must be an object", key, i);
+    return BK_OK;
+}
+
+/* A rows x cols matrix of link strings; `gpu_nic` selects which to fill. */
+static bk_status rd_links(rd *r, json_t *o, const char *key, int rows, int cols, bk_topo_host *h,
+                          int gpu_nic)
+{
+    json_t *m;
+    bk_status st = rd_array(r, o, key, BK_TOPO_MAX_GPUS, &m);
+    if (st != BK_OK)
+        return st;
+    if ((int)json_array_size(m) != rows)
+        return RD_FAIL(r, "%s: %zu rows but the host has %d GPUs", key, json_array_size(m), rows);
+    for (int i = 0; i < rows; i++) {
+        json_t *row = json_array_get(m, (size_t)i);
+        if (!json_is_array(row))
+            return RD_FAIL(r, "%s[%d]: must be an array", key, i);
+        if ((int)json_array_size(row) != cols)
+            return RD_FAIL(r, "%s[%d]: %zu entries but %d expected (%s)", key, i,
+                           json_array_size(row), cols, gpu_nic ? "one per NIC" : "one per GPU");
+        for (int j = 0; j < cols; j++) {
+            json_t *c = json_array_get(row, (size_t)j);
+            bk_link l = { BK_LINK_NONE, 0 };
+            if (gpu_nic && json_is_string(c) && !strcmp(json_string_value(c), "?")) {
+                h->gpu_nic[i][j] = BK_LINK_NONE; /* path unknown (GPU seen by NVML only) */
+                continue;
+            }
+            if (!json_is_string(c) || bk_link_parse(json_string_value(c), &l) != 0)
+                return RD_FAIL(r, "%s[%d][%d]: must be one of X, NV<n>, PIX, PXB, PHB, NODE, SYS",
+                               key, i, j);
+            if (gpu_nic) {
+                if (l.cls == BK_LINK_NV || l.cls == BK_LINK_SELF || l.cls == BK_LINK_NET)
+                    return RD_FAIL(r, "%s[%d][%d]: %s is not a GPU-to-NIC path", key, i, j,
+                                   json_string_value(c));
+                h->gpu_nic[i][j] = l.cls;
+                continue;
+            }
+            if ((i == j) != (l.cls == BK_LINK_SELF))
+                return RD_FAIL(r, "%s[%d][%d]: %s", key, i, j,
+                               i == j ? "the diagonal must be X" : "X only on the diagonal");
+            if (l.cls == BK_LINK_NET)
+                return RD_FAIL(r, "%s[%d][%d]: NET cannot join GPUs of one host", key, i, j);
+            h->links[i][j] = l;
+        }
+    }
+    for (int i = 0; !gpu_nic && i < rows; i++)
+        for (int j = 0; j < i; j++)
+            if (memcmp(&h->links[i][j], &h->links[j][i], sizeof(bk_link)) != 0) {
+                char a[16], b[16];
+                return RD_FAIL(r, "%s[%d][%d]: %s but %s[%d][%d] is %s (matrix not symmetric)", key,
+                               i, j, bk_link_str(h->links[i][j], a, sizeof a), key, j, i,
+                               bk_link_str(h->links[j][i], b, sizeof b));
+            }
+    return BK_OK;
+}
+
+static bk_status rd_p2p(rd *r, json_t *o, bk_topo_host *h)
+{
+    json_t *p = json_object_get(o, "p2p");
+    if (!p)
+        return BK_OK;
+    if (!json_is_object(p))
+        return RD_FAIL(r, "p2p: must be an object");
+    static const char *const keys[2] = { "access", "rank" };
+    for (int k = 0; k < 2; k++) {
+        json_t *m = json_object_get(p, keys[k]);
+        if (!json_is_array(m) || (int)json_array_size(m) != h->ngpus)
+            return RD_FAIL(r, "p2p.%s: must be a %dx%d integer matrix", keys[k], h->ngpus,
+                           h->ngpus);
+        for (int i = 0; i < h->ngpus; i++) {
+            json_t *row = json_array_get(m, (size_t)i);
+            if (!json_is_array(row) || (int)json_array_size(row) != h->ngpus)
+                return RD_FAIL(r, "p2p.%s[%d]: must be an array of %d integers", keys[k], i,
+                               h->ngpus);
+            for (int j = 0; j < h->ngpus; j++) {
+                json_t *c = json_array_get(row, (size_t)j);
+                if (!json_is_integer(c) || json_integer_value(c) < -1 ||
+                    json_integer_value(c) > 127)
+                    return RD_FAIL(r, "p2p.%s[%d][%d]: must be an integer in [-1, 127]", keys[k], i,
+                                   j);
+                (k ? h->p2p_rank : h->p2p_access)[i][j] = (int8_t)json_integer_value(c);
+            }
+        }
+    }
+    h->p2p_known = 1;
+    return BK_OK;
+}
+
+static bk_status rd_host(rd *r, json_t *o, bk_topo_host *h)
+{
+    bk_status st = BK_OK;
+    json_t *a;
+    char key[48];
+#define T(x)                                                                                       \
+    do {                                                                                           \
+        if ((st = (x)) != BK_OK)                                                                   \
+            return st;                                                                             \
+    } while (0)
+    T(rd_str(r, o, "hostname", 1, h->hostname, sizeof h->hostname));
+    T(rd_str(r, o, "boot_id", 0, h->boot_id, sizeof h->boot_id));
+    T(rd_int(r, o, "packages", 0, 1 << 20, 0, 0, &h->packages));
+    T(rd_int(r, o, "cores", 0, 1 << 24, 0, 0, &h->cores));
+    T(rd_int(r, o, "pus", 0, 1 << 24, 0, 0, &h->pus));
+    T(rd_array(r, o, "numa", BK_TOPO_MAX_NUMA, &a));
+    h->nnuma = (int)json_array_size(a);
+    for (int i = 0; i < h->nnuma; i++) {
+        json_t *e;
+        T(rd_object_at(r, a, "numa", (size_t)i, &e));
+        snprintf(key, sizeof key, "numa[%d]", i);
+        rd sub = *r;
+        snprintf(sub.path, sizeof sub.path, "%s%s%s", r->path, r->path[0] ? "." : "", key);
+        json_t *mem = json_object_get(e, "memory_bytes");
+        T(rd_int(&sub, e, "os_index", 0, 1 << 20, 1, 0, &h->numa[i].os_index));
+        T(rd_str(&sub, e, "cpus", 0, h->numa[i].cpus, sizeof h->numa[i].cpus));
+        if (mem && (!json_is_integer(mem) || json_integer_value(mem) < 0))
+            return RD_FAIL(&sub, "memory_bytes: must be an integer >= 0");
+        h->numa[i].memory_bytes = mem ? (uint64_t)json_integer_value(mem) : 0;
+    }
+    T(rd_array(r, o, "gpus", BK_TOPO_MAX_GPUS, &a));
+    h->ngpus = (int)json_array_size(a);
+    for (int i = 0; i < h->ngpus; i++) {
+        json_t *e;
+        bk_topo_gpu *g = &h->gpus[i];
+        T(rd_object_at(r, a, "gpus", (size_t)i, &e));
+        rd sub = *r;
+        snprintf(sub.path, sizeof sub.path, "%s%sgpus[%d]", r->path, r->path[0] ? "." : "", i);
+        T(rd_str(&sub, e, "bus_id", 1, g->bus_id, sizeof g->bus_id));
+        T(rd_str(&sub, e, "uuid", 0, g->uuid, sizeof g->uuid));
+        T(rd_str(&sub, e, "name", 0, g->name, sizeof g->name));
+        T(rd_int(&sub, e, "numa", -1, h->nnuma - 1, 0, -1, &g->numa));
+        T(rd_int(&sub, e, "cuda_index", -1, BK_TOPO_MAX_GPUS - 1, 0, -1, &g->cuda_index));
+    }
+    T(rd_array(r, o, "nics", BK_TOPO_MAX_NICS, &a));
+    h->nnics = (int)json_array_size(a);
+    for (int i = 0; i < h->nnics; i++) {
+        json_t *e;
+        bk_topo_nic *k = &h->nics[i];
+        T(rd_object_at(r, a, "nics", (size_t)i, &e));
+        rd sub = *r;
+        snprintf(sub.path, sizeof sub.path, "%s%snics[%d]", r->path, r->path[0] ? "." : "", i);
+        T(rd_str(&sub, e, "name", 1, k->name, sizeof k->name));
+        T(rd_str(&sub, e, "bus_id", 0, k->bus_id, sizeof k->bus_id));
+        T(rd_str(&sub, e, "kind", 1, k->kind, sizeof k->kind));
+        if (strcmp(k->kind, "ib") && strcmp(k->kind, "eth"))
+            return RD_FAIL(&sub, "kind: must be \"ib\" or \"eth\", not \"%s\"", k->kind);
+        T(rd_int(&sub, e, "numa", -1, h->nnuma - 1, 0, -1, &k->numa));
+    }
+    T(rd_links(r, o, "links", h->ngpus, h->ngpus, h, 0));
+    T(rd_links(r, o, "gpu_nic", h->ngpus, h->nnics, h, 1));
+    json_t *nvs = json_object_get(o, "nvswitch");
+    if (nvs && !json_is_boolean(nvs))
+        return RD_FAIL(r, "nvswitch: must be true or false");
+    h->nvswitch = nvs && json_is_true(nvs);
+    T(rd_p2p(r, o, h));
+    json_t *seen = json_object_get(o, "seen");
+    if (seen && !json_is_array(seen))
+        return RD_FAIL(r, "seen: must be an array of strings");
+    for (size_t i = 0; seen && i < json_array_size(seen); i++) {
+        const char *s = json_string_value(json_array_get(seen, i));
+        static const char *const names[] = { "hwloc", "pci", "nvml", "cuda" };
+        int b = 0;
+        while (s && b < 4 && strcmp(s, names[b]))
+            b++;
+        if (!s || b == 4)
+            return RD_FAIL(r, "seen[%zu]: must be one of hwloc, pci, nvml, cuda", i);
+        h->seen |= 1u << b;
+    }
+    json_t *notes = json_object_get(o, "notes");
+    if (notes && !json_is_array(notes))
+        return RD_FAIL(r, "notes: must be an array of strings");
+    for (size_t i = 0; notes && i < json_array_size(notes); i++) {
+        const char *s = json_string_value(json_array_get(notes, i));
+        if (!s)
+            return RD_FAIL(r, "notes[%zu]: must be a string", i);
+        bk_topo_note(h, "%s", s);
+    }
+    bk_topo_host_nearest_nics(h);
+#undef T
+    return st;
+}
+
+bk_status bk_topo_host_parse(const char *text, const char *label, bk_topo_host *h, bk_err *err)
+{
+    json_error_t je;
+    rd r = { .label = label, .path = "", .err = err };
+    memset(h, 0, sizeof *h);
+    json_t *o = json_loads(text, 0, &je);
+    if (!o)
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: line %d column %d: %s", label, je.line, je.column,
+                       je.text);
+    bk_status st = json_is_object(o) ? rd_host(&r, o, h) : RD_FAIL(&r, "host: must be an object");
+    json_decref(o);
+    return st;
+}
+
+bk_status bk_topo_parse(const char *text, const char *label, bk_topo **out, bk_err *err)
+{
+    bk_status st = BK_OK;
+    json_error_t je;
+    bk_topo *t = NULL;
+    rd r = { .label = label, .path = "", .err = err };
+    *out = NULL;
+    json_t *root = json_loads(text, 0, &je);
+    if (!root)
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: line %d column %d: %s", label, je.line, je.column,
+                       je.text);
+    if (!json_is_object(root)) {
+        st = RD_FAIL(&r, "the snapshot must be a JSON object");
+        goto out;
+    }
+    const char *schema = json_string_value(json_object_get(root, "schema"));
+    if (!schema || strcmp(schema, BK_TOPO_SCHEMA)) {
+        st = RD_FAIL(&r, "schema: must be \"%s\"", BK_TOPO_SCHEMA);
+        goto out;
+    }
+    json_t *hosts;
+    if ((st = rd_array(&r, root, "hosts", 100000, &hosts)) != BK_OK)
+        goto out;
+    if (json_array_size(hosts) == 0) {
+        st = RD_FAIL(&r, "hosts: at least one host is needed");
+        goto out;
+    }
+    BK_TRY(bk_topo_new((int)json_array_size(hosts), &t, err));
+    for (int i = 0; i < t->nhosts; i++) {
+        json_t *e;
+        if ((st = rd_object_at(&r, hosts, "hosts", (size_t)i, &e)) != BK_OK)
+            goto out;
+        rd sub = r;
+        snprintf(sub.path, sizeof sub.path, "hosts[%d]", i);
+        if ((st = rd_host(&sub, e, &t->hosts[i])) != BK_OK)
+            goto out;
+        for (int j = 0; j < i; j++)
+            if (!strcmp(t->hosts[j].hostname, t->hosts[i].hostname) &&
+                !strcmp(t->hosts[j].boot_id, t->hosts[i].boot_id)) {
+                st = RD_FAIL(&sub, "hostname: \"%s\" with the same boot_id as hosts[%d]",
+                             t->hosts[i].hostname, j);
+                goto out;
+            }
+    }
+    bk_strlcpy(t->source, label, sizeof t->source);
+    free(bk_topo_dump(t)); /* sets the digest */
+    *out = t;
+    t = NULL;
+out:
+    bk_topo_free(t);
+    json_decref(root);
+    return st;
+}
+
+bk_status bk_topo_load(const char *path, bk_topo **out, bk_err *err)
+{
+    bk_status st = BK_OK;
+    char *text = NULL;
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) != 0) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: cannot seek: %s", path, strerror(errno));
+        goto out;
+    }
+    long n = ftell(f);
+    if (n < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: cannot size: %s", path, strerror(errno));
+        goto out;
+    }
+    text = malloc((size_t)n + 1);
+    if (!text) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: out of memory", path);
+        goto out;
+    }
+    if (fread(text, 1, (size_t)n, f) != (size_t)n) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: read failed", path);
+        goto out;
+    }
+    text[n] = '\0';
+    BK_TRY(bk_topo_parse(text, path, out, err));
+out:
+    free(text);
+    fclose(f);
+    return st;
+}
