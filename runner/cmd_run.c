@@ -14,26 +14,35 @@
 #include "runner/digest.h"
 #include "runner/orchestrate.h"
 #include "runner/report.h"
+#include "topology/topology.h"
 
 #define MAX_SETS 64
 
 typedef struct run_opts {
     const char *plan;
     const char *out;
+    const char *topology;
     const char *sets[MAX_SETS];
     int nsets;
     int quiet;
     int help;
 } run_opts;
 
-typedef struct setup_msg {
+/* Rank 0 -> all, after the plan is checked. */
+typedef struct plan_msg {
     int32_t status;     /* exit status when nonzero: every rank leaves */
     int32_t backend;
+    int32_t policy;
     double arm_s;
+    int64_t plan_len;
+} plan_msg;
+
+/* Rank 0 -> all, once lanes, run id and endpoints exist. */
+typedef struct setup_msg {
+    int32_t status;
     char run_id[BK_RUN_ID_LEN];
     char ep_rv[320];
     char ep_samples[320];
-    int64_t plan_len;
 } setup_msg;
 
 static void usage(FILE *f)
@@ -52,6 +61,8 @@ static void usage(FILE *f)
         "  -s, --set PATH=VAL   override one plan field by its dotted path, e.g.\n"
         "                       --set candidate.variant=shm_twopass (repeatable; the record\n"
         "                       keeps the plan as run)\n"
+        "  -t, --topology FILE  plan lanes on this bracket.topology/1 snapshot instead of\n"
+        "                       probing (see `bracket topo --save`)\n"
         "  -q, --quiet          no progress line\n"
         "  -h, --help           this text\n"
         "\n"
@@ -62,6 +73,7 @@ static int parse(int argc, char **argv, run_opts *o, char *msg, size_t len)
 {
     static const struct option opts[] = {
         { "out", required_argument, 0, 'o' }, { "set", required_argument, 0, 's' },
+        { "topology", required_argument, 0, 't' },
         { "quiet", no_argument, 0, 'q' },     { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -70,9 +82,10 @@ static int parse(int argc, char **argv, run_opts *o, char *msg, size_t len)
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "o:s:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "o:s:t:qh", opts, NULL)) != -1) {
         switch (c) {
         case 'o': o->out = optarg; break;
+        case 't': o->topology = optarg; break;
         case 's':
             if (o->nsets == MAX_SETS) {
                 snprintf(msg, len, "too many --set (at most %d)", MAX_SETS);
@@ -131,15 +144,19 @@ static void make_run_id(const bk_plan *p, char *out, size_t len)
              tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, name, rnd & 0xFFFFFF);
 }
 
-/* Lanes for the walking skeleton: ranks 0..L-1 and L..2L-1 on one host. */
-static bk_status pick_lanes(bk_run *run, bk_err *err)
+/* Lanes from the gathered topology (topology/topology.h): a baseline lane and a
+ * disjoint candidate lane of equal signature, or both the same ranks under
+ * lanes.policy shared. Engines meet rank 0 over ipc://, so every lane rank
+ * must be on rank 0's host. */
+static bk_status pick_lanes(bk_run *run, const bk_topo *topo, const bk_rank_place *places,
+                            bk_err *err)
 {
     const bk_plan *p = &run->plan;
     int L = p->arena.tp * p->arena.ep;
     run->lane_size = L;
-    if (L > BK_MAX_LANE)
-        return BK_FAIL(err, BK_ERR_INPUT, "%s: arena.tp x arena.ep = %d exceeds %d ranks", p->path,
-                       L, BK_MAX_LANE);
+    if (L > BK_LANE_MAX)
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: arena.tp x arena.ep = %d exceeds %d ranks a lane",
+                       p->path, L, BK_LANE_MAX);
     int shared = p->lane_policy == BK_LANES_SHARED;
     int need = shared ? L : 2 * L;
     if (run->world_size < need)
@@ -148,28 +165,39 @@ static bk_status pick_lanes(bk_run *run, bk_err *err)
                        "(use -np %d%s)", p->path, shared ? "shared" : "disjoint", p->arena.tp,
                        p->arena.ep, need, run->world_size, need,
                        shared ? "" : ", or lanes.policy=shared for a one-GPU rehearsal");
-    for (int i = 0; i < L; i++) {
-        run->baseline[i] = i;
-        run->candidate[i] = shared ? i : L + i;
+    bk_lane_pick *pick = calloc(1, sizeof *pick);
+    if (!pick)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "out of memory");
+    bk_status st = bk_lanes_choose(topo, L, run->world_size, places, p->lane_policy, pick, err);
+    if (st != BK_OK) {
+        free(pick);
+        return st;
     }
-    run->shared_lanes = shared;
-    for (int i = 0; i < need; i++)
-        if (strcmp(run->hosts[i], run->hosts[0]) != 0)
-            return BK_FAIL(err, BK_ERR_UNSUPPORTED,
-                           "rank %d runs on %s and rank 0 on %s: lanes across hosts need the TCP "
-                           "transport, which this version does not have yet", i, run->hosts[i],
-                           run->hosts[0]);
-    snprintf(run->lane_signature, sizeof run->lane_signature, "%s:1host:%dranks",
-             bk_backend_name(run->backend), L);
-    snprintf(run->lane_note, sizeof run->lane_note,
-             shared ? "shared lanes: B and C ran on the same ranks (a rehearsal, not a bracket)"
-                    : "disjoint lanes on one host");
+    for (int i = 0; i < L; i++) {
+        run->baseline[i] = pick->baseline[i];
+        run->candidate[i] = pick->candidate[i];
+    }
+    run->shared_lanes = pick->shared;
+    bk_strlcpy(run->lane_signature, pick->baseline_sig, sizeof run->lane_signature);
+    bk_strlcpy(run->lane_note, pick->shared
+                   ? "shared lanes: B and C ran on the same ranks (a rehearsal, not a bracket)"
+                   : pick->why, sizeof run->lane_note);
+    free(pick);
+    for (int i = 0; i < L; i++) {
+        int r[2] = { run->baseline[i], run->candidate[i] };
+        for (int k = 0; k < 2; k++)
+            if (strcmp(run->hosts[r[k]], run->hosts[0]) != 0)
+                return BK_FAIL(err, BK_ERR_UNSUPPORTED,
+                               "rank %d runs on %s and rank 0 on %s: lanes across hosts need the "
+                               "TCP transport, which this version does not have yet", r[k],
+                               run->hosts[r[k]], run->hosts[0]);
+    }
     return BK_OK;
 }
 
-/* Rank 0's set-up; on failure the message is printed and the exit status returned. */
-static int setup_rank0(const run_opts *o, bk_run *run, bk_coord **coord, char **plan_text,
-                       bk_err *err)
+/* Rank 0's first set-up step: the plan, its backend and its catalog check.
+ * On failure the message is in err and the exit status returned. */
+static int setup_plan(const run_opts *o, bk_run *run, char **plan_text, bk_err *err)
 {
     bk_status st;
     if ((st = bk_plan_load(o->plan, o->sets, o->nsets, &run->plan, err)) != BK_OK)
@@ -177,17 +205,6 @@ static int setup_rank0(const run_opts *o, bk_run *run, bk_coord **coord, char **
     run->backend = bk_resolve_backend(run->plan.backend);
     if ((st = bk_catalog_check_plan(&run->plan, run->backend, err)) != BK_OK)
         return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
-    if ((st = pick_lanes(run, err)) != BK_OK)
-        return BK_EXIT_USAGE;
-    make_run_id(&run->plan, run->run_id, sizeof run->run_id);
-    bk_strlcpy(run->out_dir, o->out, sizeof run->out_dir);
-    snprintf(run->run_dir, sizeof run->run_dir, "%s/%s", o->out, run->run_id);
-    if ((st = mkdir_p(o->out, err)) != BK_OK)
-        return BK_EXIT_USAGE;
-    if (mkdir(run->run_dir, 0755) != 0) {
-        BK_FAIL(err, BK_ERR_INPUT, "cannot create %s: %s", run->run_dir, strerror(errno));
-        return BK_EXIT_USAGE;
-    }
     *plan_text = bk_plan_dump(&run->plan);
     if (!*plan_text) {
         BK_FAIL(err, BK_ERR_INTERNAL, "cannot serialise the plan");
@@ -200,6 +217,33 @@ static int setup_rank0(const run_opts *o, bk_run *run, bk_coord **coord, char **
     for (int t = 0; t < tg->ntensors; t++)
         if (tg->tensor_is_output[t] && run->noutputs < 16)
             run->output_names[run->noutputs++] = tg->tensor_names[t];
+    return 0;
+}
+
+/* Rank 0's second step: lanes, run id, output folder, endpoints. */
+static int setup_run(const run_opts *o, bk_run *run, const bk_topo *topo,
+                     const bk_rank_place *places, bk_coord **coord, bk_err *err)
+{
+    bk_status st;
+    if ((st = pick_lanes(run, topo, places, err)) != BK_OK)
+        return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
+    if (topo)
+        bk_strlcpy(run->topo_digest, topo->digest, sizeof run->topo_digest);
+    make_run_id(&run->plan, run->run_id, sizeof run->run_id);
+    bk_strlcpy(run->out_dir, o->out, sizeof run->out_dir);
+    snprintf(run->run_dir, sizeof run->run_dir, "%s/%s", o->out, run->run_id);
+    if ((st = mkdir_p(o->out, err)) != BK_OK)
+        return BK_EXIT_USAGE;
+    if (mkdir(run->run_dir, 0755) != 0) {
+        BK_FAIL(err, BK_ERR_INPUT, "cannot create %s: %s", run->run_dir, strerror(errno));
+        return BK_EXIT_USAGE;
+    }
+    if (topo) {
+        char path[800];
+        bk_err terr = { 0 };
+        snprintf(path, sizeof path, "%s/topology.json", run->run_dir);
+        bk_topo_save((bk_topo *)topo, path, &terr); /* evidence; its digest is in the record */
+    }
     if ((st = bk_coord_open(coord, run->run_id, run->plan.workload.nshapes,
                             run->plan.workload.iters, run->noutputs, err)) != BK_OK)
         return BK_EXIT_INTERNAL;
@@ -285,6 +329,8 @@ int bk_cmd_run(int argc, char **argv)
     bk_coord *coord = NULL;
     char *plan_text = NULL;
     char agent_dir[300] = "", plan_path[340] = "";
+    bk_topo *snapshot = NULL, *topo = NULL;
+    bk_rank_place *places = NULL;
     bk_err err = { 0 };
 
     if (parse(argc, argv, &o, msg, sizeof msg) != 0) {
@@ -311,19 +357,75 @@ int bk_cmd_run(int argc, char **argv)
     gethostname(host, sizeof host - 1);
     MPI_Allgather(host, BK_HOST_LEN, MPI_CHAR, run->hosts, BK_HOST_LEN, MPI_CHAR, MPI_COMM_WORLD);
 
+    plan_msg pm;
+    memset(&pm, 0, sizeof pm);
+    if (rank == 0) {
+        pm.status = setup_plan(&o, run, &plan_text, &err);
+        if (pm.status != 0) {
+            fprintf(stderr, "bracket run: %s\n", err.msg);
+        } else {
+            pm.backend = run->backend;
+            pm.policy = run->plan.lane_policy;
+            pm.arm_s = run->plan.timeouts.arm_s;
+            pm.plan_len = (int64_t)strlen(plan_text);
+        }
+    }
+    MPI_Bcast(&pm, sizeof pm, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (pm.status != 0) {
+        rc = pm.status;
+        goto out;
+    }
+    if (rank != 0) {
+        plan_text = malloc((size_t)pm.plan_len + 1);
+        if (!plan_text)
+            MPI_Abort(MPI_COMM_WORLD, BK_EXIT_INTERNAL);
+    }
+    MPI_Bcast(plan_text, (int)pm.plan_len + 1, MPI_CHAR, 0, MPI_COMM_WORLD);
+
+    /* binding and topology: every rank */
+    MPI_Comm world = MPI_COMM_WORLD;
+    int local_rank = 0, local_size = 1, bad = 0, any_bad = 0;
+    bk_binding bind;
+    memset(&bind, 0, sizeof bind);
+    bind.device = -1;
+    char bus_id[64] = "";
+    if (bk_topo_local_rank(&world, &local_rank, &local_size, &err) != BK_OK)
+        bad = 1;
+    if (!bad && pm.backend == BK_BACKEND_CUDA) {
+        bk_bind_env be;
+        bk_bind_env_from_process(&be, local_rank, local_size, bk_cuda_device_count());
+        if (bk_bind_rank(&be, (bk_lane_policy)pm.policy, &bind, &err) != BK_OK ||
+            bk_cuda_bus_id(bind.device, bus_id, sizeof bus_id, &err) != BK_OK)
+            bad = 1;
+        else if (!o.quiet)
+            fprintf(stderr, "bracket [%s rank %d]: GPU %d (%s): %s\n", host, rank, bind.device,
+                    bus_id, bind.why);
+    }
+    if (!bad && o.topology && bk_topo_load(o.topology, &snapshot, &err) != BK_OK)
+        bad = 1;
+    if (bad)
+        fprintf(stderr, "bracket run [%s rank %d]: %s\n", host, rank, err.msg);
+    MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any_bad) {
+        rc = BK_EXIT_USAGE;
+        goto out;
+    }
+    if (bk_topo_gather(&world, snapshot, bus_id, &topo, &places, &err) != BK_OK) {
+        if (rank == 0)
+            fprintf(stderr, "bracket run: topology: %s\n", err.msg);
+        rc = BK_EXIT_INTERNAL;
+        goto out;
+    }
     setup_msg sm;
     memset(&sm, 0, sizeof sm);
     if (rank == 0) {
-        sm.status = setup_rank0(&o, run, &coord, &plan_text, &err);
+        sm.status = setup_run(&o, run, topo, places, &coord, &err);
         if (sm.status != 0) {
             fprintf(stderr, "bracket run: %s\n", err.msg);
         } else {
-            sm.backend = run->backend;
-            sm.arm_s = run->plan.timeouts.arm_s;
             bk_strlcpy(sm.run_id, run->run_id, sizeof sm.run_id);
             bk_strlcpy(sm.ep_rv, bk_coord_rendezvous_ep(coord), sizeof sm.ep_rv);
             bk_strlcpy(sm.ep_samples, bk_coord_samples_ep(coord), sizeof sm.ep_samples);
-            sm.plan_len = (int64_t)strlen(plan_text);
         }
     }
     MPI_Bcast(&sm, sizeof sm, MPI_BYTE, 0, MPI_COMM_WORLD);
@@ -331,12 +433,6 @@ int bk_cmd_run(int argc, char **argv)
         rc = sm.status;
         goto out;
     }
-    if (rank != 0) {
-        plan_text = malloc((size_t)sm.plan_len + 1);
-        if (!plan_text)
-            MPI_Abort(MPI_COMM_WORLD, BK_EXIT_INTERNAL);
-    }
-    MPI_Bcast(plan_text, (int)sm.plan_len + 1, MPI_CHAR, 0, MPI_COMM_WORLD);
     if (write_private_plan(plan_text, agent_dir, sizeof agent_dir, plan_path, sizeof plan_path)) {
         fprintf(stderr, "bracket [%s rank %d]: cannot write the plan to a private folder: %s\n",
                 host, rank, strerror(errno));
@@ -347,16 +443,10 @@ int bk_cmd_run(int argc, char **argv)
         fprintf(stderr, "bracket [%s rank %d]: %s\n", host, rank, err.msg);
         MPI_Abort(MPI_COMM_WORLD, BK_EXIT_INTERNAL);
     }
-    MPI_Comm local;
-    int local_rank = 0;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
-    MPI_Comm_rank(local, &local_rank);
-    MPI_Comm_free(&local);
     bk_agent_env env = {
         .exe = exe, .plan_path = plan_path, .run_id = sm.run_id, .ep_rv = sm.ep_rv,
-        .ep_samples = sm.ep_samples, .backend = (bk_backend)sm.backend,
-        .device = sm.backend == BK_BACKEND_CUDA ? bk_local_device(local_rank) : -1,
-        .mpi_rank = rank, .host = host, .arm_s = sm.arm_s, .quiet = o.quiet,
+        .ep_samples = sm.ep_samples, .backend = (bk_backend)pm.backend, .device = bind.device,
+        .mpi_rank = rank, .host = host, .arm_s = pm.arm_s, .quiet = o.quiet,
     };
     if (rank == 0 && bk_sha256_file(exe, run->binary_digest, &err) != BK_OK)
         bk_strlcpy(run->binary_digest, "unknown", sizeof run->binary_digest);
@@ -394,6 +484,9 @@ out:
     if (agent_dir[0])
         rmdir(agent_dir);
     bk_coord_close(coord);
+    bk_topo_free(topo);
+    bk_topo_free(snapshot);
+    free(places);
     free(plan_text);
     if (run) {
         for (int i = 0; i < BK_ARM_NAMES; i++)

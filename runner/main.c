@@ -14,6 +14,8 @@ static const bk_command commands[] = {
     { "run", bk_cmd_run, "run a plan's B -> C -> B' bracket (under mpirun or srun)" },
     { "plan", bk_cmd_plan, "plan check PLAN: validate a plan against its schema and the catalog" },
     { "score", bk_cmd_score, "recompute a record's verdict from its raw samples" },
+    { "topo", bk_cmd_topo, "show this machine's GPUs, links, NUMA and NICs; --save a snapshot" },
+    { "lanes", bk_cmd_lanes, "choose baseline and candidate lanes of TP x EP ranks" },
     { "verify", bk_cmd_verify, "check a variant's numerics against the float64 reference" },
     { "worth", bk_cmd_worth, "the materiality bound of a slot made k times faster" },
     { "engine", bk_cmd_engine, "(internal) one arm on one lane rank, started by the runner" },

@@ -244,10 +244,11 @@ bk_status bk_record_write(const bk_run *run, const bk_score *sc, bk_err *err)
     json_object_set_new(rec, "plan", plan ? plan : json_null());
     json_object_set_new(rec, "plan_digest", json_string(run->plan_digest));
     json_object_set_new(rec, "identity",
-        json_pack("{s:s, s:I, s:s, s:s, s:s, s:o, s:o}", "stack_digest", p->arena.stack_digest,
+        json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:o, s:o}", "stack_digest", p->arena.stack_digest,
                   "incumbent_generation", (json_int_t)p->arena.incumbent_generation,
                   "candidate_source_digest", p->candidate.source_digest, "binary_digest",
-                  run->binary_digest, "topology_signature", run->lane_signature, "versions",
+                  run->binary_digest, "topology_signature", run->lane_signature,
+                  "topology_digest", run->topo_digest, "versions",
                   versions(), "hosts", hosts));
     json_object_set_new(rec, "backend", json_string(bk_backend_name(run->backend)));
     json_object_set_new(rec, "rehearsal", json_boolean(run->backend == BK_BACKEND_CPU ||

@@ -40,6 +40,7 @@ typedef struct bk_run {
     int candidate[BK_MAX_LANE];
     int shared_lanes;           /* lane policy shared: both lanes are the same ranks */
     char lane_signature[256];
+    char topo_digest[48];
     char lane_note[512];
     char (*hosts)[BK_HOST_LEN]; /* [world_size] */
     double routing_share;
