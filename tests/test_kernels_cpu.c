@@ -412,6 +412,34 @@ static void test_corrupt_is_caught(void **state)
     bk_shm_destroy(shm);
 }
 
+/* Outside its base's domain (one-shot: hidden 13) a diagnostic runs the incumbent. */
+static void test_diagnostic_routes_outside_its_base(void **state)
+{
+    (void)state;
+    const int si = 13; /* 5 x 13 */
+    bk_err err = { 0 };
+    void *st = NULL;
+    rank_ctx c;
+    bk_shm *shm = solo_shm("routed", &k_shapes[si]);
+    const bk_variant *v = bk_catalog_variant(BK_AR_TARGET, "corrupt");
+    assert_int_equal(create_named("corrupt", "{\"base\": \"shm_oneshot_fused\", "
+                                  "\"magnitude\": 4}", &st, &err), BK_OK);
+    assert_int_equal(setup_tensors(&c, &k_shapes[si], si, 0, 1), 0);
+    c.call.comm = shm;
+    assert_int_equal(v->run(st, &c.call, &err), BK_OK);
+    double *ref[2];
+    size_t n = c.t[BK_AR_OUT].elems;
+    assert_int_equal(g_t->reference(&k_shapes[si], g_seed, si, 0, 1, ref, &err), BK_OK);
+    verdict vd = judge(c.t[BK_AR_OUT].data, c.t[BK_AR_RESIDUAL_OUT].data, ref, &k_shapes[si]);
+    assert_int_equal(vd.bad_out, (n + 6) / 7);
+    assert_int_equal(vd.bad_ro, 0);
+    free(ref[0]);
+    free(ref[1]);
+    v->destroy(st);
+    free_tensors(&c);
+    bk_shm_destroy(shm);
+}
+
 static void test_crash_aborts_at_its_iteration(void **state)
 {
     (void)state;
@@ -532,6 +560,7 @@ int main(void)
         cmocka_unit_test(test_oneshot_w4),
         cmocka_unit_test(test_slowed_asks_for_its_wait),
         cmocka_unit_test(test_corrupt_is_caught),
+        cmocka_unit_test(test_diagnostic_routes_outside_its_base),
         cmocka_unit_test(test_crash_aborts_at_its_iteration),
         cmocka_unit_test(test_params_are_checked),
     };
