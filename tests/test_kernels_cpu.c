@@ -34,7 +34,7 @@
 #define RTOL 0x1p-6
 #define ATOL 1e-5
 #define MAXW 4
-#define NSH 14
+#define NSH 15
 
 static const bk_shape k_shapes[NSH] = {
     { .tokens = 1, .hidden = 8 },    { .tokens = 7, .hidden = 8 },
@@ -45,6 +45,7 @@ static const bk_shape k_shapes[NSH] = {
     { .tokens = 32, .hidden = 4096 }, { .tokens = 64, .hidden = 4096 },
     /* outside the one-shot's domain (hidden not a multiple of 8): uneven chunks */
     { .tokens = 3, .hidden = 10 },   { .tokens = 5, .hidden = 13 },
+    { .tokens = 1, .hidden = 5 }, /* on 4 ranks, chunks of 2, 2, 1 and none */
 };
 
 /* Children's results, in a MAP_SHARED region made before fork. */
