@@ -90,7 +90,7 @@ static void publish(shm_hdr *h, uint64_t e)
     atomic_store_explicit(&h->epoch, e, memory_order_seq_cst);
     atomic_store_explicit(&h->seq, (uint32_t)e, memory_order_seq_cst);
 #ifdef __linux__
-    if (atomic_load_explicit(&h->waiters, memory_order_seq_cst) != 0)
+    if (atomic_load_explicit(&h->waiters, memory_order_seq_cst) != 0) /* result unneeded */
         syscall(SYS_futex, (uint32_t *)&h->seq, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 #endif
 }
@@ -102,7 +102,7 @@ static void park(shm_hdr *h, uint64_t e)
     struct timespec ts = { 0, (long)PARK_NS };
     atomic_fetch_add_explicit(&h->waiters, 1, memory_order_seq_cst);
     uint32_t v = atomic_load_explicit(&h->seq, memory_order_seq_cst);
-    if (atomic_load_explicit(&h->epoch, memory_order_seq_cst) < e)
+    if (atomic_load_explicit(&h->epoch, memory_order_seq_cst) < e) /* any return: re-check */
         syscall(SYS_futex, (uint32_t *)&h->seq, FUTEX_WAIT, v, &ts, NULL, 0);
     atomic_fetch_sub_explicit(&h->waiters, 1, memory_order_seq_cst);
 #else
