@@ -34,8 +34,9 @@ int bk_shm_world(const bk_shm *shm);
 
 /* Barrier among the lane's ranks through per-rank epoch counters with
  * release/acquire ordering. Waiters spin briefly, then sched_yield, then sleep
- * with growing naps (never a hot spin on an oversubscribed machine).
- * BK_ERR_TIMEOUT after timeout_s. */
+ * (parked on a futex the peer's arrival wakes, at most 1 ms at a time; never a
+ * hot spin on an oversubscribed machine). BK_ERR_TIMEOUT after timeout_s, after
+ * which the segment's barriers are out of step: destroy it. */
 bk_status bk_shm_barrier(bk_shm *shm, double timeout_s, bk_err *err);
 
 /* Unmap peers, unmap and unlink our own segment. NULL is fine. */

@@ -7,8 +7,12 @@
  * every peer's epoch has reached it (acquire): what a rank wrote before a barrier
  * is visible to every peer after it.
  *
- * Waiting backs off: a few hundred pause spins, then sched_yield, then nanosleep
- * naps growing to 200 us - the cpu backend runs more ranks than cores.
+ * Waiting backs off - the cpu backend runs more ranks than cores: a few hundred
+ * pause spins, then sched_yield, then the waiter parks on a futex on the peer's
+ * sequence word (Linux; the peer's next publish wakes it at once, and a park lasts
+ * at most 1 ms, so deadlines hold even if a wake is lost). A nanosleep nap would
+ * oversleep by the timer slack (50 us), which showed as bimodal barrier times.
+ * Connect, waiting for segments to appear, naps with growing naps up to 200 us.
  *
  * Crash safety: destroy unlinks our own name. A process that dies cannot; its
  * segment stays in /dev/shm until the agent that spawned the engine calls
@@ -23,7 +27,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
 
 #include "collectives/collectives.h"
 
@@ -39,7 +48,9 @@ typedef struct shm_hdr {
     uint64_t payload;
     int32_t rank, world;
     char pad[64 - 24];
-    _Atomic uint64_t epoch; /* own cache line */
+    _Atomic uint64_t epoch;    /* own cache line: the barrier epoch */
+    _Atomic uint32_t seq;      /* low 32 bits of epoch, the futex word */
+    _Atomic uint32_t waiters;  /* peers parked on seq */
 } shm_hdr;
 
 struct bk_shm {
@@ -68,6 +79,37 @@ static void backoff(unsigned *k)
         bk_sleep_ns(nap > MAX_NAP_NS ? MAX_NAP_NS : nap);
     }
     (*k)++;
+}
+
+#define PARK_NS 1000000ull
+
+/* Publish epoch e and wake whoever parked on it (seq_cst: a waiter that
+ * registered after our load of `waiters` reads the new seq, see park()). */
+static void publish(shm_hdr *h, uint64_t e)
+{
+    atomic_store_explicit(&h->epoch, e, memory_order_seq_cst);
+    atomic_store_explicit(&h->seq, (uint32_t)e, memory_order_seq_cst);
+#ifdef __linux__
+    if (atomic_load_explicit(&h->waiters, memory_order_seq_cst) != 0) /* result unneeded */
+        syscall(SYS_futex, (uint32_t *)&h->seq, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+#endif
+}
+
+/* Sleep until peer h publishes an epoch (or PARK_NS passes). */
+static void park(shm_hdr *h, uint64_t e)
+{
+#ifdef __linux__
+    struct timespec ts = { 0, (long)PARK_NS };
+    atomic_fetch_add_explicit(&h->waiters, 1, memory_order_seq_cst);
+    uint32_t v = atomic_load_explicit(&h->seq, memory_order_seq_cst);
+    if (atomic_load_explicit(&h->epoch, memory_order_seq_cst) < e) /* any return: re-check */
+        syscall(SYS_futex, (uint32_t *)&h->seq, FUTEX_WAIT, v, &ts, NULL, 0);
+    atomic_fetch_sub_explicit(&h->waiters, 1, memory_order_seq_cst);
+#else
+    (void)h;
+    (void)e;
+    bk_sleep_ns(50000);
+#endif
 }
 
 static uint64_t deadline_of(double timeout_s)
@@ -269,22 +311,25 @@ int bk_shm_world(const bk_shm *shm) { return shm->world; }
 bk_status bk_shm_barrier(bk_shm *shm, double timeout_s, bk_err *err)
 {
     uint64_t e = ++shm->epoch, deadline = deadline_of(timeout_s);
-    atomic_store_explicit(&hdr_of(shm, shm->rank)->epoch, e, memory_order_release);
+    publish(hdr_of(shm, shm->rank), e);
     unsigned k = 0;
     for (int r = 0; r < shm->world; r++) {
         if (r == shm->rank)
             continue;
         if (!shm->maps[r])
             return BK_FAIL(err, BK_ERR_INTERNAL, "barrier: rank %d is not connected", r);
-        _Atomic uint64_t *pe = &hdr_of(shm, r)->epoch;
+        shm_hdr *h = hdr_of(shm, r);
         uint64_t seen;
-        while ((seen = atomic_load_explicit(pe, memory_order_acquire)) < e) {
+        while ((seen = atomic_load_explicit(&h->epoch, memory_order_acquire)) < e) {
             if (k >= SPINS && bk_now_ns() > deadline)
                 return BK_FAIL(err, BK_ERR_TIMEOUT,
                                "barrier: rank %d did not arrive within %.1f s (epoch %llu, it "
                                "is at %llu)", r, timeout_s, (unsigned long long)e,
                                (unsigned long long)seen);
-            backoff(&k);
+            if (k < SPINS + YIELDS)
+                backoff(&k);
+            else
+                park(h, e);
         }
     }
     return BK_OK;

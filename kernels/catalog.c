@@ -201,8 +201,9 @@ static bk_status check_variant(const bk_plan *plan, const char *which, const bk_
                              plan->arena.tp * (plan->arena.ep > 0 ? plan->arena.ep : 1), &state,
                              &inner);
     json_decref(empty);
-    if (st != BK_OK)
-        return BK_FAIL(err, st, "%s.%s", which, inner.msg);
+    if (st != BK_OK) /* "params.x: ..." names its own path; anything else is the variant's */
+        return BK_FAIL(err, st, "%s.%s%s", which,
+                       strncmp(inner.msg, "params.", 7) != 0 ? "variant: " : "", inner.msg);
     v->destroy(state);
     return BK_OK;
 }

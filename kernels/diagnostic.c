@@ -9,8 +9,10 @@
  *   crash  : at_iter   integer >= 0, default 10         (abort() when call->iter == at_iter)
  *   corrupt: magnitude number > 0, default 1.0          (added to every 7th element of out)
  * The base is created with empty params. Domain: the table entries carry the default
- * base's domain (all calls); a base with a narrower domain fails calls outside it
- * itself (shm_oneshot_fused answers BK_ERR_UNSUPPORTED), so route with the base's domain. */
+ * base's domain (every call), since the catalog's domains are static; a call outside
+ * the base's own domain is served by the default base (the backend's incumbent),
+ * wrapped the same way - the routing the engine would do for the base as a candidate.
+ * Without a default base (cuda, for now) such a call fails with the base's error. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +24,8 @@ typedef enum { DIAG_SLOWED, DIAG_CRASH, DIAG_CORRUPT } diag_kind;
 
 typedef struct diag_state {
     diag_kind kind;
-    const bk_variant *base;
-    void *base_state;
+    const bk_variant *base, *fallback; /* fallback: serves calls outside base's domain */
+    void *base_state, *fallback_state;
     double fraction, magnitude;
     long at_iter;
     uint64_t last_base_ns, last_wait_ns;
@@ -87,6 +89,16 @@ static bk_status parse_kind_param(diag_state *s, const json_t *v, bk_err *err)
     return BK_OK;
 }
 
+static void diag_destroy(void *state)
+{
+    diag_state *s = state;
+    if (s && s->base && s->base_state)
+        s->base->destroy(s->base_state);
+    if (s && s->fallback && s->fallback_state)
+        s->fallback->destroy(s->fallback_state);
+    free(s);
+}
+
 /* cpu_base / cuda_base: the default base on each backend (NULL: none, base required). */
 static bk_status diag_create(const char *target, const char *cpu_base, const char *cuda_base,
                              diag_kind kind, const json_t *params, bk_backend backend, int rank,
@@ -125,20 +137,22 @@ static bk_status diag_create(const char *target, const char *cpu_base, const cha
         goto out;
     }
     BK_TRY(s->base->create(empty, backend, rank, world, &s->base_state, err));
+    const char *dflt = backend == BK_BACKEND_CPU ? cpu_base : cuda_base;
+    if (dflt && strcmp(dflt, s->base->name) != 0) {
+        s->fallback = bk_catalog_variant(target, dflt);
+        if (!s->fallback) {
+            st = BK_FAIL(err, BK_ERR_INTERNAL, "%s: default base '%s' is not in the catalog",
+                         k_kind_name[kind], dflt);
+            goto out;
+        }
+        BK_TRY(s->fallback->create(empty, backend, rank, world, &s->fallback_state, err));
+    }
     *state = s;
     s = NULL;
 out:
     json_decref(empty);
-    free(s);
+    diag_destroy(s);
     return st;
-}
-
-static void diag_destroy(void *state)
-{
-    diag_state *s = state;
-    if (s && s->base)
-        s->base->destroy(s->base_state);
-    free(s);
 }
 
 /* ---- run ---- */
@@ -176,8 +190,15 @@ static bk_status diag_run(void *state, bk_call *call, bk_err *err)
 {
     bk_status st = BK_OK;
     diag_state *s = state;
+    const bk_variant *v = s->base;
+    void *vs = s->base_state;
+    if (s->fallback && !bk_domain_contains(&v->domain, call->shape, call->world, NULL,
+                                           BK_BACKEND_AUTO, 1, NULL, 0)) {
+        v = s->fallback;
+        vs = s->fallback_state;
+    }
     uint64_t t0 = bk_now_ns();
-    BK_TRY(s->base->run(s->base_state, call, err));
+    BK_TRY(v->run(vs, call, err));
     uint64_t t1 = bk_now_ns();
     switch (s->kind) {
     case DIAG_SLOWED:

@@ -80,7 +80,7 @@ static void test_lookups_and_iteration(void **state)
         assert_non_null(v->run);
         assert_non_null(v->destroy);
         if (v->diagnostic) {
-            diag++;
+            diag += strcmp(v->target, AR) == 0;
             assert_memory_equal(v->summary, "DIAGNOSTIC:", 11);
             assert_true(v->backends & BK_BK_CUDA);
         }
@@ -192,6 +192,14 @@ static void test_check_plan_errors_name_paths(void **state)
     json_object_set_new(p.candidate.params, "fraction", json_integer(11));
     expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT,
                  "candidate.params.fraction: must be a number in [0, 10]");
+
+    make_plan(&p, "slowed", "corrupt");
+    json_object_set_new(p.incumbent.params, "base", json_string("shm_twopass"));
+    expect_error(&p, BK_BACKEND_CUDA, BK_ERR_UNSUPPORTED,
+                 "incumbent.params.base: variant 'shm_twopass' does not support backend cuda");
+    json_object_clear(p.incumbent.params);
+    expect_error(&p, BK_BACKEND_CUDA, BK_ERR_INPUT,
+                 "incumbent.params.base: required on backend cuda");
 
     make_plan(&p, "crash", "shm_oneshot_fused");
     json_object_set_new(p.incumbent.params, "at_iterr", json_integer(1));

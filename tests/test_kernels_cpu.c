@@ -34,7 +34,7 @@
 #define RTOL 0x1p-6
 #define ATOL 1e-5
 #define MAXW 4
-#define NSH 14
+#define NSH 15
 
 static const bk_shape k_shapes[NSH] = {
     { .tokens = 1, .hidden = 8 },    { .tokens = 7, .hidden = 8 },
@@ -45,6 +45,7 @@ static const bk_shape k_shapes[NSH] = {
     { .tokens = 32, .hidden = 4096 }, { .tokens = 64, .hidden = 4096 },
     /* outside the one-shot's domain (hidden not a multiple of 8): uneven chunks */
     { .tokens = 3, .hidden = 10 },   { .tokens = 5, .hidden = 13 },
+    { .tokens = 1, .hidden = 5 }, /* on 4 ranks, chunks of 2, 2, 1 and none */
 };
 
 /* Children's results, in a MAP_SHARED region made before fork. */
@@ -412,6 +413,34 @@ static void test_corrupt_is_caught(void **state)
     bk_shm_destroy(shm);
 }
 
+/* Outside its base's domain (one-shot: hidden 13) a diagnostic runs the incumbent. */
+static void test_diagnostic_routes_outside_its_base(void **state)
+{
+    (void)state;
+    const int si = 13; /* 5 x 13 */
+    bk_err err = { 0 };
+    void *st = NULL;
+    rank_ctx c;
+    bk_shm *shm = solo_shm("routed", &k_shapes[si]);
+    const bk_variant *v = bk_catalog_variant(BK_AR_TARGET, "corrupt");
+    assert_int_equal(create_named("corrupt", "{\"base\": \"shm_oneshot_fused\", "
+                                  "\"magnitude\": 4}", &st, &err), BK_OK);
+    assert_int_equal(setup_tensors(&c, &k_shapes[si], si, 0, 1), 0);
+    c.call.comm = shm;
+    assert_int_equal(v->run(st, &c.call, &err), BK_OK);
+    double *ref[2];
+    size_t n = c.t[BK_AR_OUT].elems;
+    assert_int_equal(g_t->reference(&k_shapes[si], g_seed, si, 0, 1, ref, &err), BK_OK);
+    verdict vd = judge(c.t[BK_AR_OUT].data, c.t[BK_AR_RESIDUAL_OUT].data, ref, &k_shapes[si]);
+    assert_int_equal(vd.bad_out, (n + 6) / 7);
+    assert_int_equal(vd.bad_ro, 0);
+    free(ref[0]);
+    free(ref[1]);
+    v->destroy(st);
+    free_tensors(&c);
+    bk_shm_destroy(shm);
+}
+
 static void test_crash_aborts_at_its_iteration(void **state)
 {
     (void)state;
@@ -532,6 +561,7 @@ int main(void)
         cmocka_unit_test(test_oneshot_w4),
         cmocka_unit_test(test_slowed_asks_for_its_wait),
         cmocka_unit_test(test_corrupt_is_caught),
+        cmocka_unit_test(test_diagnostic_routes_outside_its_base),
         cmocka_unit_test(test_crash_aborts_at_its_iteration),
         cmocka_unit_test(test_params_are_checked),
     };
