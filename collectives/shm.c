@@ -40,6 +40,7 @@
 #define SHM_HDR 4096
 #define SPINS 256
 #define YIELDS 64
+#define YIELD_NS 200000ull /* barrier waiters yield this long before they park */
 #define MAX_NAP_NS 200000ull
 #define MAX_WORLD 1024
 
@@ -313,6 +314,7 @@ bk_status bk_shm_barrier(bk_shm *shm, double timeout_s, bk_err *err)
     uint64_t e = ++shm->epoch, deadline = deadline_of(timeout_s);
     publish(hdr_of(shm, shm->rank), e);
     unsigned k = 0;
+    uint64_t t0 = 0;
     for (int r = 0; r < shm->world; r++) {
         if (r == shm->rank)
             continue;
@@ -326,10 +328,20 @@ bk_status bk_shm_barrier(bk_shm *shm, double timeout_s, bk_err *err)
                                "barrier: rank %d did not arrive within %.1f s (epoch %llu, it "
                                "is at %llu)", r, timeout_s, (unsigned long long)e,
                                (unsigned long long)seen);
-            if (k < SPINS + YIELDS)
+            /* Spin, then yield for up to YIELD_NS (sched_yield returns at once on an
+             * idle core and gives the core away on a busy one), then park on the
+             * futex: a short imbalance never pays a futex wake-up, whose tens of
+             * microseconds would otherwise decide a small shape's time. */
+            if (k < SPINS) {
                 backoff(&k);
-            else
+            } else if (!t0 || bk_now_ns() - t0 < YIELD_NS) {
+                if (!t0)
+                    t0 = bk_now_ns();
+                sched_yield();
+                k++;
+            } else {
                 park(h, e);
+            }
         }
     }
     return BK_OK;
