@@ -9,7 +9,8 @@
 # can not hand the decision to B vs C alone). Never PASS.
 . "$(dirname "$0")/lib.sh"
 set -e
-it_run fused 4 "$IT_PLAN" --set protocol.drift_policy=strict
+it_run fused 4 "$IT_PLAN" --set protocol.drift_policy=strict \
+    --set 'workload.shapes=[{"tokens":1,"hidden":4096,"weight":0.5},{"tokens":32,"hidden":4096,"weight":0.5}]'
 grep -q "^verdict: PASS" "$OUT" && fail "the one-shot earned no PASS on the cpu backend"
 if grep -q "^verdict: FAIL" "$OUT"; then
     expect_verdict FAIL 3
@@ -33,7 +34,7 @@ for a in r["arms"]:
         assert p["exit_code"] == 0 and p["status_ok"], p
     if not a["audit"]:
         for p in a["processes"]:
-            assert p["samples_received"] == 400, p
+            assert p["samples_received"] == 600, p
 PY
 expect_rescore
 expect_no_leftovers
