@@ -146,7 +146,8 @@ static bk_status cpu_time_shape(bk_backend_ctx *c, const bk_shape_job *job, bk_e
         if (!timed)
             continue;
         batch[nb++] = t1 - t0;
-        if (nb == BK_CPU_BATCH) {
+        /* the very first sample goes alone: the coordinator sees the arm start */
+        if (nb == BK_CPU_BATCH || (first == 0 && nb == 1 && job->shape_index == 0)) {
             BK_TRY(job->emit(job->emit_user, (uint32_t)job->shape_index, first, batch, nb, err));
             first += nb;
             nb = 0;
