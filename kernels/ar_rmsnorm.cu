@@ -333,7 +333,7 @@ extern "C" bk_status bk_ipc_oneshot_rmsnorm(bk_cuda_comm *c, const void *x, cons
                                             void *stream, bk_err *err)
 {
     int vpt, threads;
-    size_t half;
+    size_t half = 0;
     bk_status st = bk__check_row("ipc_oneshot", tokens, hidden, err);
     if (st == BK_OK)
         st = bk__ipc_half(c, "ipc_oneshot", (size_t)tokens * hidden * 2, &half, err);
@@ -355,7 +355,7 @@ extern "C" bk_status bk_ipc_twoshot_rmsnorm(bk_cuda_comm *c, const void *x, cons
                                             void *stream, bk_err *err)
 {
     int vpt, threads;
-    size_t half;
+    size_t half = 0;
     bk_status st = bk__check_row("ipc_twoshot", tokens, hidden, err);
     if (st == BK_OK)
         st = bk__ipc_half(c, "ipc_twoshot", 3 * (size_t)tokens * hidden * 2, &half, err);
