@@ -36,7 +36,14 @@ if [ -n "${BK_DEPS:-}" ]; then
   export BK_DEPS
   export LD_LIBRARY_PATH=$BK_DEPS/usr/lib/x86_64-linux-gnu:$BK_DEPS/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
   export PKG_CONFIG_SYSROOT_DIR=$BK_DEPS
-  export PKG_CONFIG_PATH=$BK_DEPS/usr/lib/x86_64-linux-gnu/pkgconfig
+  # The bundle carries libzmq.pc but not the .pc files of its private requirements
+  # (libsodium, krb5-gssapi, ...), which pkg-config insists on; drop Requires.private.
+  pcdir=/tmp/bk-pkgconfig
+  rm -rf "$pcdir" && mkdir -p "$pcdir"
+  for f in "$BK_DEPS"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc; do
+    sed '/^Requires.private/d' "$f" >"$pcdir/$(basename "$f")"
+  done
+  export PKG_CONFIG_PATH=$pcdir
 fi
 
 # NCCL: the toolkit's, else the one PyTorch's wheel carries.
