@@ -41,7 +41,9 @@ if [ -n "${BK_DEPS:-}" ]; then
   pcdir=/tmp/bk-pkgconfig
   rm -rf "$pcdir" && mkdir -p "$pcdir"
   for f in "$BK_DEPS"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc; do
-    sed '/^Requires.private/d' "$f" >"$pcdir/$(basename "$f")"
+    # (and msgpack.pc names /usr/lib where Debian puts the library in the multiarch dir)
+    sed -e '/^Requires.private/d' -e 's#^libdir=${exec_prefix}/lib$#libdir=${exec_prefix}/lib/x86_64-linux-gnu#' \
+      "$f" >"$pcdir/$(basename "$f")"
   done
   export PKG_CONFIG_PATH=$pcdir
 fi
