@@ -61,6 +61,7 @@ fi
 
 build_tree() { # build_tree SRC BUILD [TARGET...]
   local s=$1 b=$2; shift 2
+  rm -f "$b/CMakeCache.txt" # pkg-config answers are cached: always ask again
   cmake -S "$s" -B "$b" -G Ninja -DBK_CUDA=ON -DBK_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" \
     "${nccl_args[@]}" >"$out/cmake-$(basename "$b").log" 2>&1 || { tail -30 "$out/cmake-$(basename "$b").log"; return 1; }
