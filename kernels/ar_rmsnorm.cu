@@ -8,7 +8,8 @@
 #include "kernels/cuda_variants.h"
 
 #define BK_MAX_VPT 8  /* 16-byte vectors per thread: 8 x 8 x 256 threads = 16384 */
-#define BK_ROW_THREADS 256
+#define BK_ROW_THREADS 256      /* default threads per row */
+#define BK_MAX_ROW_THREADS 512  /* the tuning sweep goes up to here */
 
 /* ---------------------------------------------------------------- device helpers */
 
@@ -61,12 +62,26 @@ __device__ __forceinline__ float bk__block_sum(float v)
     return total;
 }
 
+/* Load this thread's gamma vectors early (before the row's reduction), so
+ * their latency overlaps the row loads instead of following them. */
+template <int VPT>
+__device__ __forceinline__ void bk__load_gamma(uint4 (&gv)[VPT], const uint4 *__restrict__ gamma,
+                                               int nvec)
+{
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i < nvec)
+            gv[k] = __ldg(gamma + i);
+    }
+}
+
 /* acc holds s (fp32) for this thread's vectors of one row; store
  * residual_out = bf16(s) and out = bf16(s * inv_rms * gamma) at vector
  * offset `off` of every destination pair (ndst of them). */
-template <int VPT>
+template <int VPT, bool STREAM = false>
 __device__ __forceinline__ void bk__epilogue(float (&acc)[VPT][8], int nvec, int hidden,
-                                             const uint4 *__restrict__ gamma, float eps,
+                                             const uint4 (&gv)[VPT], float eps,
                                              uint4 *const *ro, uint4 *const *o, int ndst,
                                              size_t off)
 {
@@ -82,15 +97,20 @@ __device__ __forceinline__ void bk__epilogue(float (&acc)[VPT][8], int nvec, int
         const int i = threadIdx.x + k * blockDim.x;
         if (i < nvec) {
             float g[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            bk__unpack_add(g, __ldg(gamma + i));
+            bk__unpack_add(g, gv[k]);
             const uint4 r = bk__pack(acc[k]);
 #pragma unroll
             for (int j = 0; j < 8; j++)
                 g[j] = acc[k][j] * inv * g[j];
             const uint4 y = bk__pack(g);
             for (int d = 0; d < ndst; d++) {
-                ro[d][off + i] = r;
-                o[d][off + i] = y;
+                if (STREAM) {
+                    __stcs(ro[d] + off + i, r);
+                    __stcs(o[d] + off + i, y);
+                } else {
+                    ro[d][off + i] = r;
+                    o[d][off + i] = y;
+                }
             }
         }
     }
@@ -106,8 +126,9 @@ __device__ __forceinline__ void bk__zero(float (&acc)[VPT][8])
             acc[k][j] = 0.f;
 }
 
-/* acc += one bf16 row (16-byte vectors); `cg` reads through L2 only (peer memory). */
-template <int VPT, bool CG>
+/* acc += one bf16 row (16-byte vectors); CG reads through L2 only (peer
+ * memory), CS streams (evict first). */
+template <int VPT, bool CG, bool CS = false>
 __device__ __forceinline__ void bk__add_row(float (&acc)[VPT][8], const uint4 *row, int nvec)
 {
     uint4 v[VPT];
@@ -115,7 +136,7 @@ __device__ __forceinline__ void bk__add_row(float (&acc)[VPT][8], const uint4 *r
     for (int k = 0; k < VPT; k++) {
         const int i = threadIdx.x + k * blockDim.x;
         if (i < nvec)
-            v[k] = CG ? __ldcg(row + i) : row[i];
+            v[k] = CG ? __ldcg(row + i) : CS ? __ldcs(row + i) : row[i];
     }
 #pragma unroll
     for (int k = 0; k < VPT; k++)
@@ -131,21 +152,24 @@ __device__ __forceinline__ void bk__copy_row(uint4 *dst, const uint4 *src, int n
 
 /* ---------------------------------------------------------------- kernels */
 
-/* One block per row (grid-stride): s = sum + residual, then the epilogue. */
-template <int VPT>
-__global__ void __launch_bounds__(BK_ROW_THREADS, 2) bk_residual_rmsnorm_kernel(
+/* One block per row (grid-stride): s = sum + residual, then the epilogue.
+ * STREAM: evict-first loads and stores (large shapes that never fit in L2). */
+template <int VPT, bool STREAM>
+__global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_residual_rmsnorm_kernel(
     const uint4 *sum, const uint4 *__restrict__ residual, const uint4 *__restrict__ gamma,
     uint4 *residual_out, uint4 *__restrict__ out, int tokens, int hidden, float eps)
 {
     const int nvec = hidden / 8;
+    uint4 gv[VPT];
+    bk__load_gamma(gv, gamma, nvec);
     for (int row = blockIdx.x; row < tokens; row += gridDim.x) {
         const size_t off = (size_t)row * nvec;
         float acc[VPT][8];
         bk__zero(acc);
-        bk__add_row<VPT, false>(acc, sum + off, nvec);
-        bk__add_row<VPT, false>(acc, residual + off, nvec);
+        bk__add_row<VPT, false, STREAM>(acc, sum + off, nvec);
+        bk__add_row<VPT, false, STREAM>(acc, residual + off, nvec);
         uint4 *ro1 = residual_out, *o1 = out;
-        bk__epilogue(acc, nvec, hidden, gamma, eps, &ro1, &o1, 1, off);
+        bk__epilogue<VPT, STREAM>(acc, nvec, hidden, gv, eps, &ro1, &o1, 1, off);
     }
 }
 
@@ -153,7 +177,7 @@ __global__ void __launch_bounds__(BK_ROW_THREADS, 2) bk_residual_rmsnorm_kernel(
  * parity, so a peer still reading the last call's half is never
  * overwritten), barrier, every rank reduces every row in rank order. */
 template <int VPT>
-__global__ void __launch_bounds__(BK_ROW_THREADS, 2) bk_oneshot_kernel(
+__global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_oneshot_kernel(
     bk_ipc_dev v, const uint4 *__restrict__ x, const uint4 *__restrict__ residual,
     const uint4 *__restrict__ gamma, uint4 *__restrict__ residual_out, uint4 *__restrict__ out,
     int tokens, int hidden, size_t half, float eps)
@@ -161,6 +185,8 @@ __global__ void __launch_bounds__(BK_ROW_THREADS, 2) bk_oneshot_kernel(
     const int nvec = hidden / 8;
     const size_t base = (bk_ipc_epoch(v, blockIdx.x) & 1u) ? half : 0;
     uint4 *mine = (uint4 *)((char *)v.data[v.rank] + base);
+    uint4 gv[VPT];
+    bk__load_gamma(gv, gamma, nvec);
     for (int row = blockIdx.x; row < tokens; row += gridDim.x)
         bk__copy_row(mine + (size_t)row * nvec, x + (size_t)row * nvec, nvec, false);
     bk_ipc_block_barrier(v, blockIdx.x);
@@ -173,7 +199,7 @@ __global__ void __launch_bounds__(BK_ROW_THREADS, 2) bk_oneshot_kernel(
                                    nvec);
         bk__add_row<VPT, false>(acc, residual + off, nvec);
         uint4 *ro1 = residual_out, *o1 = out;
-        bk__epilogue(acc, nvec, hidden, gamma, eps, &ro1, &o1, 1, off);
+        bk__epilogue(acc, nvec, hidden, gv, eps, &ro1, &o1, 1, off);
     }
 }
 
@@ -182,7 +208,7 @@ __global__ void __launch_bounds__(BK_ROW_THREADS, 2) bk_oneshot_kernel(
  * barriers with the peers' block b cover exactly the rows it touches.
  * Peer memory half: [input rows][residual_out rows][out rows]. */
 template <int VPT>
-__global__ void __launch_bounds__(BK_ROW_THREADS, 2) bk_twoshot_kernel(
+__global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_twoshot_kernel(
     bk_ipc_dev v, const uint4 *__restrict__ x, const uint4 *__restrict__ residual,
     const uint4 *__restrict__ gamma, uint4 *__restrict__ residual_out, uint4 *__restrict__ out,
     int tokens, int hidden, size_t half, float eps)
@@ -192,6 +218,8 @@ __global__ void __launch_bounds__(BK_ROW_THREADS, 2) bk_twoshot_kernel(
     const size_t base = (bk_ipc_epoch(v, blockIdx.x) & 1u) ? half : 0;
     const int seg = (tokens + v.world - 1) / v.world;
     uint4 *mine = (uint4 *)((char *)v.data[v.rank] + base);
+    uint4 gv[VPT];
+    bk__load_gamma(gv, gamma, nvec);
     for (int s = 0; s < v.world; s++)
         for (int i = blockIdx.x; i < seg && s * seg + i < tokens; i += gridDim.x) {
             const size_t off = (size_t)(s * seg + i) * nvec;
@@ -218,7 +246,7 @@ __global__ void __launch_bounds__(BK_ROW_THREADS, 2) bk_twoshot_kernel(
             bk__add_row<VPT, true>(acc, (const uint4 *)((const char *)v.data[p] + base) + off,
                                    nvec);
         bk__add_row<VPT, false>(acc, residual + off, nvec);
-        bk__epilogue(acc, nvec, hidden, gamma, eps, dro, dout, v.world, off);
+        bk__epilogue(acc, nvec, hidden, gv, eps, dro, dout, v.world, off);
     }
     bk_ipc_block_barrier(v, blockIdx.x);
     for (int s = 0; s < v.world; s++) {
@@ -232,12 +260,20 @@ __global__ void __launch_bounds__(BK_ROW_THREADS, 2) bk_twoshot_kernel(
     }
 }
 
+/* Four independent 16-byte loads in flight per thread before the stores. */
 __global__ void bk_copy_kernel_impl(const uint4 *__restrict__ src, uint4 *__restrict__ dst,
                                     size_t n)
 {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
-#pragma unroll 4
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + 3 * stride < n; i += 4 * stride) {
+        uint4 a = __ldcs(src + i), b = __ldcs(src + i + stride), c = __ldcs(src + i + 2 * stride),
+              d = __ldcs(src + i + 3 * stride);
+        __stcs(dst + i, a);
+        __stcs(dst + i + stride, b);
+        __stcs(dst + i + 2 * stride, c);
+        __stcs(dst + i + 3 * stride, d);
+    }
     for (; i < n; i += stride)
         dst[i] = src[i];
 }
@@ -245,12 +281,19 @@ __global__ void bk_copy_kernel_impl(const uint4 *__restrict__ src, uint4 *__rest
 /* ---------------------------------------------------------------- launchers */
 
 
+/* Threads per row by default: 256, or 512 above hidden 8192 so that no
+ * thread holds more than 4 vectors (8 would spill under the 128-register cap). */
+static int bk__default_threads(int64_t hidden)
+{
+    return hidden > 8192 ? 2 * BK_ROW_THREADS : BK_ROW_THREADS;
+}
+
 /* Vectors per thread and threads per block for a row of `hidden`: about
- * BK_ROW_THREADS threads, each holding up to BK_MAX_VPT vectors. */
-static void bk__row_config(int64_t hidden, int *vpt, int *threads)
+ * `target` threads, each holding up to BK_MAX_VPT vectors. */
+static void bk__row_config(int64_t hidden, int target, int *vpt, int *threads)
 {
     const int nvec = (int)(hidden / 8);
-    int k = (nvec + BK_ROW_THREADS - 1) / BK_ROW_THREADS;
+    int k = (nvec + target - 1) / target;
     if (k < 1)
         k = 1;
     int t = (nvec + k - 1) / k;
@@ -289,24 +332,46 @@ static bk_status bk__launched(const char *what, bk_err *err)
     default: LAUNCH(8); break;     \
     }
 
-extern "C" bk_status bk_residual_rmsnorm(const void *sum, const void *residual,
-                                         const void *gamma, void *residual_out, void *out,
-                                         int64_t tokens, int64_t hidden, float eps,
-                                         void *stream, bk_err *err)
+extern "C" bk_status bk_residual_rmsnorm_tuned(const void *sum, const void *residual,
+                                               const void *gamma, void *residual_out, void *out,
+                                               int64_t tokens, int64_t hidden, float eps,
+                                               int row_threads, int stream_hint, void *stream,
+                                               bk_err *err)
 {
     int vpt, threads;
     bk_status st = bk__check_row("residual_rmsnorm", tokens, hidden, err);
     if (st != BK_OK || tokens == 0)
         return st;
-    bk__row_config(hidden, &vpt, &threads);
+    if (row_threads < 32 || row_threads > BK_MAX_ROW_THREADS)
+        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm: %d threads per row (32..%d)",
+                       row_threads, BK_MAX_ROW_THREADS);
+    bk__row_config(hidden, row_threads, &vpt, &threads);
+    if (threads > BK_MAX_ROW_THREADS)
+        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm: hidden %lld needs more than %d "
+                       "threads at %d threads per row", (long long)hidden, BK_MAX_ROW_THREADS,
+                       row_threads);
     const int grid = tokens < 65535 * 4 ? (int)tokens : 65535 * 4;
 #define L(K)                                                                               \
-    bk_residual_rmsnorm_kernel<K><<<grid, threads, 0, (cudaStream_t)stream>>>(            \
-        (const uint4 *)sum, (const uint4 *)residual, (const uint4 *)gamma,                 \
-        (uint4 *)residual_out, (uint4 *)out, (int)tokens, (int)hidden, eps)
+    if (stream_hint)                                                                       \
+        bk_residual_rmsnorm_kernel<K, true><<<grid, threads, 0, (cudaStream_t)stream>>>(   \
+            (const uint4 *)sum, (const uint4 *)residual, (const uint4 *)gamma,             \
+            (uint4 *)residual_out, (uint4 *)out, (int)tokens, (int)hidden, eps);           \
+    else                                                                                   \
+        bk_residual_rmsnorm_kernel<K, false><<<grid, threads, 0, (cudaStream_t)stream>>>(  \
+            (const uint4 *)sum, (const uint4 *)residual, (const uint4 *)gamma,             \
+            (uint4 *)residual_out, (uint4 *)out, (int)tokens, (int)hidden, eps)
     BK_VPT_SWITCH(vpt, L);
 #undef L
     return bk__launched("bk_residual_rmsnorm_kernel", err);
+}
+
+extern "C" bk_status bk_residual_rmsnorm(const void *sum, const void *residual,
+                                         const void *gamma, void *residual_out, void *out,
+                                         int64_t tokens, int64_t hidden, float eps,
+                                         void *stream, bk_err *err)
+{
+    return bk_residual_rmsnorm_tuned(sum, residual, gamma, residual_out, out, tokens, hidden,
+                                     eps, bk__default_threads(hidden), 0, stream, err);
 }
 
 extern "C" size_t bk_ar_rmsnorm_cuda_peer_bytes(int64_t tokens, int64_t hidden)
@@ -339,7 +404,7 @@ extern "C" bk_status bk_ipc_oneshot_rmsnorm(bk_cuda_comm *c, const void *x, cons
         st = bk__ipc_half(c, "ipc_oneshot", (size_t)tokens * hidden * 2, &half, err);
     if (st != BK_OK)
         return st;
-    bk__row_config(hidden, &vpt, &threads);
+    bk__row_config(hidden, bk__default_threads(hidden), &vpt, &threads);
 #define L(K)                                                                               \
     bk_oneshot_kernel<K><<<c->grid, threads, 0, (cudaStream_t)stream>>>(                  \
         c->dev, (const uint4 *)x, (const uint4 *)residual, (const uint4 *)gamma,           \
@@ -361,7 +426,7 @@ extern "C" bk_status bk_ipc_twoshot_rmsnorm(bk_cuda_comm *c, const void *x, cons
         st = bk__ipc_half(c, "ipc_twoshot", 3 * (size_t)tokens * hidden * 2, &half, err);
     if (st != BK_OK)
         return st;
-    bk__row_config(hidden, &vpt, &threads);
+    bk__row_config(hidden, bk__default_threads(hidden), &vpt, &threads);
 #define L(K)                                                                               \
     bk_twoshot_kernel<K><<<c->grid, threads, 0, (cudaStream_t)stream>>>(                  \
         c->dev, (const uint4 *)x, (const uint4 *)residual, (const uint4 *)gamma,           \
@@ -379,8 +444,8 @@ extern "C" bk_status bk_copy_kernel(const void *src, void *dst, size_t bytes, vo
                        bytes);
     const size_t n = bytes / 16;
     size_t blocks = (n + 255) / 256;
-    if (blocks > 132 * 16)
-        blocks = 132 * 16;
+    if (blocks > 132 * 8)
+        blocks = 132 * 8;
     if (blocks == 0)
         return BK_OK;
     bk_copy_kernel_impl<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(

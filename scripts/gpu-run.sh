@@ -12,6 +12,7 @@
 #              re-sent working tree while the machine stays up)
 #   OUT        where logs and tables go (default ./gpu-out)
 #   BK_STEP    token multiplier of the benchmark tables (default 2: 1, 2, 4 ... 16384)
+#   BK_SWEEP   set: bench_rmsnorm also sweeps launch configurations (--sweep)
 # NVLink multicast stays off: NCCL_NVLS_ENABLE=0 is exported for every step.
 #
 # Steps: build (cmake + ninja, all cores), test (ctest -L gpu, then the unit tests),
@@ -100,7 +101,7 @@ for s in $steps; do
     fi
     ;;
   bench)
-    "$build/tests/bench_rmsnorm" --step "$step" --csv "$out/bench_rmsnorm.csv" 2>&1 | tee "$out/bench_rmsnorm.txt" || rc=1
+    "$build/tests/bench_rmsnorm" --step "$step" ${BK_SWEEP:+--sweep} --csv "$out/bench_rmsnorm.csv" 2>&1 | tee "$out/bench_rmsnorm.txt" || rc=1
     ;;
   torch)
     PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=$(nproc) python3 "$src/tests/bench/torch_rmsnorm.py" \

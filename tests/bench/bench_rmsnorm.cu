@@ -1,7 +1,10 @@
 /* bench_rmsnorm.cu - times the residual + RMSNorm kernel (the incumbent's epilogue) in graph
  * mode over tokens x hidden, as a share of an SM copy kernel's bandwidth on the same card.
  *
- *   bench_rmsnorm [--csv FILE] [--step N]     (tokens 1, N, N^2, ... 16384; default N = 2)
+ *   bench_rmsnorm [--csv FILE] [--step N] [--sweep]
+ *     --step N   tokens 1, N, N^2, ... 16384 (default N = 2)
+ *     --sweep    also time every launch configuration (128/256/512 threads per row, with and
+ *                without evict-first hints) and print the best beside the default
  *
  * Method: each shape gets enough rotated input sets that their inputs exceed three L2s
  * (2..32 sets); one CUDA graph holds CALLS back-to-back launches cycling through the sets;
@@ -170,14 +173,16 @@ static double check(const uint16_t *x, const uint16_t *res, const uint16_t *g, c
 int main(int argc, char **argv)
 {
     const char *csv_path = NULL;
-    int step = 2;
+    int step = 2, sweep = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--csv") && i + 1 < argc)
             csv_path = argv[++i];
         else if (!strcmp(argv[i], "--step") && i + 1 < argc && atoi(argv[i + 1]) > 1)
             step = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--sweep"))
+            sweep = 1;
         else {
-            fprintf(stderr, "usage: %s [--csv FILE] [--step N]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--csv FILE] [--step N] [--sweep]\n", argv[0]);
             return 2;
         }
     }
@@ -195,8 +200,9 @@ int main(int argc, char **argv)
     printf("device: %s, %d SMs, L2 %d MiB; copy kernel %.0f GB/s (read + write)\n", prop.name,
            prop.multiProcessorCount, prop.l2CacheSize >> 20, copy_bw / 1e9);
     if (csv)
-        fprintf(csv, "hidden,tokens,bytes,us,gbps,copy_share,copy_gbps\n");
-    printf("%6s %6s %12s %9s %8s %7s\n", "hidden", "tokens", "bytes", "us", "GB/s", "%copy");
+        fprintf(csv, "hidden,tokens,bytes,us,gbps,copy_share,copy_gbps,best_us,best_cfg\n");
+    printf("%6s %6s %12s %9s %8s %7s %9s %9s\n", "hidden", "tokens", "bytes", "us", "GB/s",
+           "%copy", "best us", "best cfg");
     const int64_t hiddens[] = {4096, 6144, 7168, 8192};
     for (int hi = 0; hi < 4; hi++) {
         for (int64_t T = 1; T <= 16384; T *= step) {
@@ -221,6 +227,7 @@ int main(int argc, char **argv)
                 CK(cudaMemcpy(res[s], hr, tn * 2, cudaMemcpyHostToDevice));
                 CK(cudaMemset(ro[s], 0xFF, tn * 2));
                 CK(cudaMemset(out[s], 0xFF, tn * 2));
+                CK(cudaDeviceSynchronize()); /* legacy-stream copies vs our stream */
                 if (s == sets - 1) {
                     BK(bk_residual_rmsnorm(x[s], res[s], g, ro[s], out[s], T, H,
                                            BK_RMSNORM_EPS, st, &e_));
@@ -238,13 +245,30 @@ int main(int argc, char **argv)
                 BK(bk_residual_rmsnorm(x[s], res[s], g, ro[s], out[s], T, H, BK_RMSNORM_EPS, st,
                                        &e_));
             });
+            double best = us;
+            char best_cfg[32] = "default";
+            for (int cfg = 0; sweep && cfg < 6; cfg++) {
+                const int threads = 128 << (cfg / 2), hint = cfg % 2;
+                if ((H / 8 + threads - 1) / threads > 8)
+                    continue; /* more than 8 vectors per thread */
+                double u = time_graph(st, [&](int i) {
+                    const int s = i % sets;
+                    BK(bk_residual_rmsnorm_tuned(x[s], res[s], g, ro[s], out[s], T, H,
+                                                 BK_RMSNORM_EPS, threads, hint, st, &e_));
+                });
+                if (u < best) {
+                    best = u;
+                    snprintf(best_cfg, sizeof(best_cfg), "%d%s", threads, hint ? "cs" : "");
+                }
+            }
             const double bytes = (4.0 * tn + H) * 2;
             const double bw = bytes / (us * 1e-6);
-            printf("%6lld %6lld %12.0f %9.2f %8.0f %6.1f%%\n", (long long)H, (long long)T, bytes,
-                   us, bw / 1e9, 100 * bw / copy_bw);
+            printf("%6lld %6lld %12.0f %9.2f %8.0f %6.1f%% %9.2f %9s\n", (long long)H,
+                   (long long)T, bytes, us, bw / 1e9, 100 * bw / copy_bw, best, best_cfg);
             if (csv)
-                fprintf(csv, "%lld,%lld,%.0f,%.3f,%.1f,%.4f,%.1f\n", (long long)H, (long long)T,
-                        bytes, us, bw / 1e9, bw / copy_bw, copy_bw / 1e9);
+                fprintf(csv, "%lld,%lld,%.0f,%.3f,%.1f,%.4f,%.1f,%.3f,%s\n", (long long)H,
+                        (long long)T, bytes, us, bw / 1e9, bw / copy_bw, copy_bw / 1e9, best,
+                        best_cfg);
             for (int s = 0; s < sets; s++) {
                 CK(cudaFree(x[s]));
                 CK(cudaFree(res[s]));

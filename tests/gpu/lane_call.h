@@ -75,6 +75,9 @@ static inline bk_status lt_inputs(lane_tensors *lt, uint64_t seed, int rank, int
     }
     for (int i = 3; i < 5; i++)
         LT_CUDA(cudaMemset(lt->t[i].data, 0xFF, n * 2), "poison");
+    /* cudaMemcpy/cudaMemset above ran on the legacy stream, which does not
+     * order our non-blocking stream: finish them before any call. */
+    LT_CUDA(cudaDeviceSynchronize(), "sync");
     lane_reference(seed, world, lt->tokens, lt->hidden, lt->ref_ro, lt->ref_out);
     return BK_OK;
 }
