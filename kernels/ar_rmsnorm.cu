@@ -126,22 +126,53 @@ __device__ __forceinline__ void bk__zero(float (&acc)[VPT][8])
             acc[k][j] = 0.f;
 }
 
-/* acc += one bf16 row (16-byte vectors); CG reads through L2 only (peer
- * memory), CS streams (evict first). */
-template <int VPT, bool CG, bool CS = false>
-__device__ __forceinline__ void bk__add_row(float (&acc)[VPT][8], const uint4 *row, int nvec)
+/* acc += N bf16 rows, in order rows[0], rows[1], ... (the fp32 sum order is
+ * part of the result). Every load of the N rows is issued before the first
+ * use, unconditionally (an index past the row reads vector 0 and is then
+ * ignored), so one memory round trip serves them all. CG reads through L2
+ * only (peer memory); CS streams (evict first). */
+template <int VPT, int N, bool CG, bool CS = false>
+__device__ __forceinline__ void bk__add_rows(float (&acc)[VPT][8], const uint4 *const (&rows)[N],
+                                             int nvec)
 {
-    uint4 v[VPT];
+    uint4 v[N][VPT];
 #pragma unroll
-    for (int k = 0; k < VPT; k++) {
-        const int i = threadIdx.x + k * blockDim.x;
-        if (i < nvec)
-            v[k] = CG ? __ldcg(row + i) : CS ? __ldcs(row + i) : row[i];
+    for (int n = 0; n < N; n++)
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            const int i = threadIdx.x + k * blockDim.x;
+            const uint4 *a = rows[n] + (i < nvec ? i : 0);
+            v[n][k] = CG ? __ldcg(a) : CS ? __ldcs(a) : *a;
+        }
+#pragma unroll
+    for (int n = 0; n < N; n++)
+#pragma unroll
+        for (int k = 0; k < VPT; k++)
+            if (threadIdx.x + k * blockDim.x < nvec)
+                bk__unpack_add(acc[k], v[n][k]);
+}
+
+/* acc += every rank's row at vector offset off of its payload half (rank
+ * order 0..world-1, two ranks per round trip), then the residual row. */
+template <int VPT>
+__device__ __forceinline__ void bk__add_peers(float (&acc)[VPT][8], const bk_ipc_dev &v,
+                                              size_t base, size_t off,
+                                              const uint4 *__restrict__ residual, int nvec)
+{
+    int p = 0;
+    for (; p + 1 < v.world; p += 2) {
+        const uint4 *const rows[2] = {(const uint4 *)((const char *)v.data[p] + base) + off,
+                                      (const uint4 *)((const char *)v.data[p + 1] + base) + off};
+        bk__add_rows<VPT, 2, true>(acc, rows, nvec);
     }
-#pragma unroll
-    for (int k = 0; k < VPT; k++)
-        if (threadIdx.x + k * blockDim.x < nvec)
-            bk__unpack_add(acc[k], v[k]);
+    if (p < v.world) {
+        const uint4 *const rows[2] = {(const uint4 *)((const char *)v.data[p] + base) + off,
+                                      residual + off};
+        bk__add_rows<VPT, 2, true>(acc, rows, nvec); /* residual via L2 too: harmless */
+    } else {
+        const uint4 *const rows[1] = {residual + off};
+        bk__add_rows<VPT, 1, false>(acc, rows, nvec);
+    }
 }
 
 __device__ __forceinline__ void bk__copy_row(uint4 *dst, const uint4 *src, int nvec, bool cg)
@@ -166,8 +197,8 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_residual_rmsnorm_kernel
         const size_t off = (size_t)row * nvec;
         float acc[VPT][8];
         bk__zero(acc);
-        bk__add_row<VPT, false, STREAM>(acc, sum + off, nvec);
-        bk__add_row<VPT, false, STREAM>(acc, residual + off, nvec);
+        const uint4 *const rows[2] = {sum + off, residual + off};
+        bk__add_rows<VPT, 2, false, STREAM>(acc, rows, nvec);
         uint4 *ro1 = residual_out, *o1 = out;
         bk__epilogue<VPT, STREAM>(acc, nvec, hidden, gv, eps, &ro1, &o1, 1, off);
     }
@@ -194,10 +225,7 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_oneshot_kernel(
         const size_t off = (size_t)row * nvec;
         float acc[VPT][8];
         bk__zero(acc);
-        for (int p = 0; p < v.world; p++)
-            bk__add_row<VPT, true>(acc, (const uint4 *)((const char *)v.data[p] + base) + off,
-                                   nvec);
-        bk__add_row<VPT, false>(acc, residual + off, nvec);
+        bk__add_peers(acc, v, base, off, residual, nvec);
         uint4 *ro1 = residual_out, *o1 = out;
         bk__epilogue(acc, nvec, hidden, gv, eps, &ro1, &o1, 1, off);
     }
@@ -242,10 +270,7 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_twoshot_kernel(
         const size_t off = (size_t)(v.rank * seg + i) * nvec;
         float acc[VPT][8];
         bk__zero(acc);
-        for (int p = 0; p < v.world; p++)
-            bk__add_row<VPT, true>(acc, (const uint4 *)((const char *)v.data[p] + base) + off,
-                                   nvec);
-        bk__add_row<VPT, false>(acc, residual + off, nvec);
+        bk__add_peers(acc, v, base, off, residual, nvec);
         bk__epilogue(acc, nvec, hidden, gv, eps, dro, dout, v.world, off);
     }
     bk_ipc_block_barrier(v, blockIdx.x);
@@ -260,22 +285,25 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_twoshot_kernel(
     }
 }
 
-/* Four independent 16-byte loads in flight per thread before the stores. */
+/* Each block copies one contiguous chunk of 4 x blockDim vectors; a thread's
+ * four loads are all in flight before its stores. */
 __global__ void bk_copy_kernel_impl(const uint4 *__restrict__ src, uint4 *__restrict__ dst,
                                     size_t n)
 {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    for (; i + 3 * stride < n; i += 4 * stride) {
-        uint4 a = __ldcs(src + i), b = __ldcs(src + i + stride), c = __ldcs(src + i + 2 * stride),
-              d = __ldcs(src + i + 3 * stride);
-        __stcs(dst + i, a);
-        __stcs(dst + i + stride, b);
-        __stcs(dst + i + 2 * stride, c);
-        __stcs(dst + i + 3 * stride, d);
+    const size_t base = (size_t)blockIdx.x * blockDim.x * 4 + threadIdx.x;
+    uint4 v[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const size_t i = base + (size_t)k * blockDim.x;
+        if (i < n)
+            v[k] = src[i];
     }
-    for (; i < n; i += stride)
-        dst[i] = src[i];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const size_t i = base + (size_t)k * blockDim.x;
+        if (i < n)
+            dst[i] = v[k];
+    }
 }
 
 /* ---------------------------------------------------------------- launchers */
@@ -443,11 +471,11 @@ extern "C" bk_status bk_copy_kernel(const void *src, void *dst, size_t bytes, vo
         return BK_FAIL(err, BK_ERR_INPUT, "copy kernel: %zu bytes is not a multiple of 16",
                        bytes);
     const size_t n = bytes / 16;
-    size_t blocks = (n + 255) / 256;
-    if (blocks > 132 * 8)
-        blocks = 132 * 8;
+    const size_t blocks = (n + 1023) / 1024;
     if (blocks == 0)
         return BK_OK;
+    if (blocks > 0x7fffffffu)
+        return BK_FAIL(err, BK_ERR_INPUT, "copy kernel: %zu bytes is too large", bytes);
     bk_copy_kernel_impl<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(
         (const uint4 *)src, (uint4 *)dst, n);
     return bk__launched("bk_copy_kernel", err);
