@@ -1,0 +1,304 @@
+/* cuda_ipc.cu - the cuda lane communicator: one IPC allocation per rank (flags + payload),
+ * peers mapped from rendezvous blobs, the bounded lane barrier, fault checks, bounded waits. */
+#include "collectives/cuda_ipc.h"
+
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "collectives/cuda_ipc_dev.cuh"
+#include "collectives/cuda_nccl.h"
+
+#define BK_IPC_MAGIC 0x626b6970u /* "bkip" */
+#define BK_IPC_VERSION 1u
+
+/* What one rank tells its peers (the rendezvous blob). */
+typedef struct bk__ipc_blob {
+    uint32_t magic, version;
+    int32_t rank, world, device, pid;
+    char bus[32];
+    uint64_t bytes;
+    int32_t grid;
+    int32_t has_id;
+    cudaIpcMemHandle_t handle;
+    unsigned char nccl_id[BK_NCCL_ID_BYTES];
+} bk__ipc_blob;
+
+typedef struct bk__ipc_owner {
+    void *base;                      /* our allocation */
+    void *opened[BK_IPC_MAX_WORLD];  /* peers' allocations we opened */
+    int *fault_host;                 /* host side of dev.fault */
+    unsigned char nccl_id[BK_NCCL_ID_BYTES];
+    char bus[BK_IPC_MAX_WORLD][32];
+    double timeout_s;
+} bk__ipc_owner;
+
+#define CUDA_TRY(call)                                                                  \
+    do {                                                                                \
+        cudaError_t e_ = (call);                                                        \
+        if (e_ != cudaSuccess) {                                                        \
+            st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: %s", #call, cudaGetErrorString(e_)); \
+            goto out;                                                                   \
+        }                                                                               \
+    } while (0)
+
+/* ---------------------------------------------------------------- kernels */
+
+__global__ void bk_ipc_barrier_kernel(bk_ipc_dev v)
+{
+    bk_ipc_block_barrier(v, BK_IPC_BARRIER_SLOT);
+}
+
+/* --------------------------------------------------------------- launchers */
+
+extern "C" bk_status bk_cuda_ipc_barrier_launch(const bk_ipc_dev *dev, void *stream,
+                                                bk_err *err)
+{
+    bk_ipc_barrier_kernel<<<1, 32, 0, (cudaStream_t)stream>>>(*dev);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "bk_ipc_barrier_kernel launch: %s",
+                       cudaGetErrorString(e));
+    return BK_OK;
+}
+
+/* ------------------------------------------------------------ host side */
+
+extern "C" void bk_cuda_comm_set_timeout(bk_cuda_comm *comm, double timeout_s)
+{
+    bk__ipc_owner *o = (bk__ipc_owner *)comm->owner;
+    o->timeout_s = timeout_s;
+    comm->dev.timeout_ns = (uint64_t)(timeout_s * 1e9);
+}
+
+extern "C" bk_status bk_cuda_comm_create(int rank, int world, int device, size_t peer_bytes,
+                                         void *blob, size_t *blob_len, bk_cuda_comm **out,
+                                         bk_err *err)
+{
+    bk_status st = BK_OK;
+    bk_cuda_comm *c = NULL;
+    bk__ipc_owner *o = NULL;
+    bk__ipc_blob *b = (bk__ipc_blob *)blob;
+    cudaDeviceProp prop;
+    *out = NULL;
+    if (world < 1 || world > BK_IPC_MAX_WORLD || rank < 0 || rank >= world)
+        return BK_FAIL(err, BK_ERR_INPUT, "cuda comm: rank %d of world %d (world must be 1..%d)",
+                       rank, world, BK_IPC_MAX_WORLD);
+    if (*blob_len < sizeof(*b))
+        return BK_FAIL(err, BK_ERR_INTERNAL, "cuda comm: blob needs %zu bytes, have %zu",
+                       sizeof(*b), *blob_len);
+    c = (bk_cuda_comm *)calloc(1, sizeof(*c));
+    o = (bk__ipc_owner *)calloc(1, sizeof(*o));
+    if (!c || !o) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "cuda comm: out of memory");
+        goto out;
+    }
+    c->owner = o;
+    c->rank = rank;
+    c->world = world;
+    c->device = device;
+    CUDA_TRY(cudaSetDevice(device));
+    CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+    c->sms = prop.multiProcessorCount;
+    c->grid = prop.multiProcessorCount < BK_IPC_MAX_BLOCKS ? prop.multiProcessorCount
+                                                           : BK_IPC_MAX_BLOCKS;
+    CUDA_TRY(cudaDeviceGetPCIBusId(o->bus[rank], sizeof(o->bus[rank]), device));
+    CUDA_TRY(cudaMalloc(&o->base, BK_IPC_FLAG_BYTES + peer_bytes));
+    CUDA_TRY(cudaMemset(o->base, 0, BK_IPC_FLAG_BYTES));
+    CUDA_TRY(cudaMalloc((void **)&c->dev.epochs, BK_IPC_SLOTS * sizeof(uint32_t)));
+    CUDA_TRY(cudaMemset(c->dev.epochs, 0, BK_IPC_SLOTS * sizeof(uint32_t)));
+    CUDA_TRY(cudaHostAlloc((void **)&o->fault_host, 64, cudaHostAllocMapped));
+    memset(o->fault_host, 0, 64);
+    CUDA_TRY(cudaHostGetDevicePointer((void **)&c->dev.fault, o->fault_host, 0));
+    CUDA_TRY(cudaDeviceSynchronize());
+    c->dev.rank = rank;
+    c->dev.world = world;
+    c->dev.bytes = peer_bytes;
+    c->dev.flags[rank] = (uint32_t *)o->base;
+    c->dev.data[rank] = (char *)o->base + BK_IPC_FLAG_BYTES;
+    bk_cuda_comm_set_timeout(c, 30.0);
+
+    memset(b, 0, sizeof(*b));
+    b->magic = BK_IPC_MAGIC;
+    b->version = BK_IPC_VERSION;
+    b->rank = rank;
+    b->world = world;
+    b->device = device;
+    b->pid = (int32_t)getpid();
+    memcpy(b->bus, o->bus[rank], sizeof(b->bus));
+    b->bytes = peer_bytes;
+    b->grid = c->grid;
+    CUDA_TRY(cudaIpcGetMemHandle(&b->handle, o->base));
+    if (rank == 0) {
+        BK_TRY(bk__nccl_unique_id(b->nccl_id, err));
+        b->has_id = 1;
+    }
+    *blob_len = sizeof(*b);
+    *out = c;
+    c = NULL;
+out:
+    bk_cuda_comm_destroy(c);
+    return st;
+}
+
+static bk_status check_blob(const bk_cuda_comm *c, const void *blob, size_t len, int r,
+                            bk_err *err)
+{
+    const bk__ipc_blob *b = (const bk__ipc_blob *)blob;
+    if (len != sizeof(*b) || b->magic != BK_IPC_MAGIC || b->version != BK_IPC_VERSION)
+        return BK_FAIL(err, BK_ERR_PEER, "cuda comm: rank %d's blob is not a bracket cuda blob "
+                       "(%zu bytes)", r, len);
+    if (b->rank != r || b->world != c->world)
+        return BK_FAIL(err, BK_ERR_PEER, "cuda comm: blob %d says rank %d of %d, expected %d of %d",
+                       r, b->rank, b->world, r, c->world);
+    if (b->bytes != c->dev.bytes || b->grid != c->grid)
+        return BK_FAIL(err, BK_ERR_PEER, "cuda comm: rank %d has %llu peer bytes and grid %d, "
+                       "we have %zu and %d (all ranks must match)", r,
+                       (unsigned long long)b->bytes, b->grid, c->dev.bytes, c->grid);
+    if (r == 0 && !b->has_id)
+        return BK_FAIL(err, BK_ERR_PEER, "cuda comm: rank 0's blob has no NCCL id");
+    return BK_OK;
+}
+
+extern "C" bk_status bk_cuda_comm_connect(bk_cuda_comm *c, const void *const *blobs,
+                                          const size_t *lens, double timeout_s, bk_err *err)
+{
+    bk_status st = BK_OK;
+    bk__ipc_owner *o = (bk__ipc_owner *)c->owner;
+    int shared_gpu = -1, unmapped = -1;
+    char cuda_why[160] = "";
+    for (int r = 0; r < c->world; r++)
+        BK_TRY(check_blob(c, blobs[r], lens[r], r, err));
+    CUDA_TRY(cudaSetDevice(c->device));
+    for (int r = 0; r < c->world; r++) {
+        const bk__ipc_blob *b = (const bk__ipc_blob *)blobs[r];
+        memcpy(o->bus[r], b->bus, sizeof(o->bus[r]));
+        o->bus[r][sizeof(o->bus[r]) - 1] = 0;
+        for (int q = 0; q < r; q++)
+            if (shared_gpu < 0 && strcmp(o->bus[q], o->bus[r]) == 0)
+                shared_gpu = q * BK_IPC_MAX_WORLD + r;
+        if (r == c->rank)
+            continue;
+        void *p = NULL;
+        cudaError_t e = cudaIpcOpenMemHandle(&p, b->handle, cudaIpcMemLazyEnablePeerAccess);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            if (unmapped < 0) {
+                unmapped = r;
+                snprintf(cuda_why, sizeof(cuda_why), "%s", cudaGetErrorString(e));
+            }
+            continue;
+        }
+        o->opened[r] = p;
+        c->dev.flags[r] = (uint32_t *)p;
+        c->dev.data[r] = (char *)p + BK_IPC_FLAG_BYTES;
+    }
+    c->have_p2p = unmapped < 0;
+    if (!c->have_p2p)
+        snprintf(c->p2p_why, sizeof(c->p2p_why), "rank %d (GPU %s) cannot map rank %d's "
+                 "memory (GPU %s): %s", c->rank, o->bus[c->rank], unmapped, o->bus[unmapped],
+                 cuda_why);
+    memcpy(o->nccl_id, ((const bk__ipc_blob *)blobs[0])->nccl_id, BK_NCCL_ID_BYTES);
+    if (shared_gpu >= 0) {
+        snprintf(c->nccl_why, sizeof(c->nccl_why), "ranks %d and %d share GPU %s (NCCL needs "
+                 "one GPU per rank)", shared_gpu / BK_IPC_MAX_WORLD,
+                 shared_gpu % BK_IPC_MAX_WORLD, o->bus[shared_gpu % BK_IPC_MAX_WORLD]);
+    } else {
+        BK_TRY(bk__nccl_init(c->rank, c->world, o->nccl_id, timeout_s, &c->nccl, err));
+    }
+out:
+    return st;
+}
+
+extern "C" bk_status bk_cuda_comm_barrier(bk_cuda_comm *c, void *stream, double timeout_s,
+                                          bk_err *err)
+{
+    if (c->world == 1)
+        return BK_OK;
+    bk_cuda_comm_set_timeout(c, timeout_s);
+    if (c->have_p2p)
+        return bk_cuda_ipc_barrier_launch(&c->dev, stream, err);
+    if (c->nccl) {
+        /* One word of the flag page, ours alone (peers never touch slot 0's
+         * unused tail): the sum's value is never read. */
+        uint16_t *word = (uint16_t *)((char *)c->dev.flags[c->rank] + BK_IPC_FLAG_BYTES - 64);
+        return bk_nccl_allreduce_bf16(c->nccl, word, word, 1, stream, timeout_s, err);
+    }
+    return BK_FAIL(err, BK_ERR_UNSUPPORTED, "cuda lane barrier: no peer access (%s) and no "
+                   "NCCL (%s)", c->p2p_why, c->nccl_why);
+}
+
+extern "C" bk_status bk_cuda_comm_check(bk_cuda_comm *c, bk_err *err)
+{
+    bk__ipc_owner *o = (bk__ipc_owner *)c->owner;
+    volatile int *f = o->fault_host;
+    if (f[0] == BK_IPC_FAULT_NONE)
+        return BK_OK;
+    int code = f[0], peer = f[1], slot = f[2];
+    f[0] = BK_IPC_FAULT_NONE;
+    if (code == BK_IPC_FAULT_TIMEOUT)
+        return BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: peer rank %d never arrived at the barrier "
+                       "on %s %d within %.3f s", c->rank, peer,
+                       slot == BK_IPC_BARRIER_SLOT ? "the lane barrier, slot" : "block", slot,
+                       o->timeout_s);
+    return BK_FAIL(err, BK_ERR_INTERNAL, "rank %d: device fault code %d", c->rank, code);
+}
+
+extern "C" bk_status bk_cuda_comm_wait(bk_cuda_comm *c, void *event, double timeout_s,
+                                       bk_err *err)
+{
+    bk_status st = BK_OK;
+    const uint64_t deadline = bk_now_ns() + (uint64_t)(timeout_s * 1e9);
+    uint64_t nap = 2000;
+    for (;;) {
+        cudaError_t e = cudaEventQuery((cudaEvent_t)event);
+        if (e == cudaSuccess)
+            break;
+        if (e != cudaErrorNotReady) {
+            st = BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: waiting for the GPU: %s", c->rank,
+                         cudaGetErrorString(e));
+            goto out;
+        }
+        if (c->nccl)
+            BK_TRY(bk__nccl_async_error(c->nccl, err));
+        if (bk_now_ns() > deadline) {
+            /* Abort NCCL so its kernels stop; our own kernels stop by themselves. */
+            bk__nccl_abort(c->nccl);
+            c->nccl = NULL;
+            st = BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: the GPU made no progress for %.1f s "
+                         "(a peer never arrived?)", c->rank, timeout_s);
+            goto out;
+        }
+        bk_sleep_ns(nap);
+        if (nap < 200000)
+            nap *= 2;
+    }
+    BK_TRY(bk_cuda_comm_check(c, err));
+out:
+    return st;
+}
+
+extern "C" void bk_cuda_comm_destroy(bk_cuda_comm *c)
+{
+    if (!c)
+        return;
+    bk__ipc_owner *o = (bk__ipc_owner *)c->owner;
+    if (c->nccl)
+        bk__nccl_destroy(c->nccl);
+    if (o) {
+        (void)cudaSetDevice(c->device);
+        for (int r = 0; r < BK_IPC_MAX_WORLD; r++)
+            if (o->opened[r])
+                (void)cudaIpcCloseMemHandle(o->opened[r]);
+        if (o->base)
+            (void)cudaFree(o->base);
+        if (o->fault_host)
+            (void)cudaFreeHost(o->fault_host);
+        free(o);
+    }
+    if (c->dev.epochs)
+        (void)cudaFree(c->dev.epochs);
+    free(c);
+}

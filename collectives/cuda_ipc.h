@@ -1,0 +1,105 @@
+/* cuda_ipc.h - the cuda backend's lane communicator: peer memory mapped through CUDA IPC
+ * with cross-GPU flags and a bounded barrier, plus the lane's NCCL communicator. */
+#ifndef BK_CUDA_IPC_H
+#define BK_CUDA_IPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "runner/status.h"
+
+#define BK_IPC_MAX_WORLD 8
+/* Flag slots: one per block of a collective kernel (the grid of every IPC
+ * kernel is the same, bk_cuda_comm.grid <= BK_IPC_MAX_BLOCKS), plus one for
+ * the lane barrier. */
+#define BK_IPC_MAX_BLOCKS 256
+#define BK_IPC_BARRIER_SLOT BK_IPC_MAX_BLOCKS
+#define BK_IPC_SLOTS (BK_IPC_MAX_BLOCKS + 1)
+/* Bytes in front of the payload in every rank's allocation (the flags). */
+#define BK_IPC_FLAG_BYTES (64u * 1024u)
+
+/* What a kernel needs to reach the lane's peer memory. Passed by value. The
+ * flags of rank r live at flags[r][slot * BK_IPC_MAX_WORLD + src]: src writes
+ * its epoch there with a system-scope release; r reads it with a
+ * system-scope acquire. epochs[slot] is this rank's own count of barriers
+ * passed on that slot (device memory, not shared). */
+typedef struct bk_ipc_dev {
+    void *data[BK_IPC_MAX_WORLD];      /* each rank's payload, NULL where unmapped */
+    uint32_t *flags[BK_IPC_MAX_WORLD]; /* each rank's flag array */
+    uint32_t *epochs;                  /* ours, BK_IPC_SLOTS entries */
+    volatile int *fault;               /* host-mapped: [0]=code, [1]=peer, [2]=slot */
+    uint64_t timeout_ns;               /* bound of every spin-wait */
+    size_t bytes;                      /* payload bytes of every rank */
+    int rank, world;
+} bk_ipc_dev;
+
+/* Device-side fault codes in fault[0]. */
+#define BK_IPC_FAULT_NONE 0
+#define BK_IPC_FAULT_TIMEOUT 1
+
+/* The lane communicator (call->comm on the cuda backend). Fields are read
+ * by the variants; only this module writes them. */
+typedef struct bk_cuda_comm {
+    int rank, world, device;
+    int grid;                /* blocks of every IPC collective kernel */
+    int sms;                 /* multiprocessors of our device */
+    bk_ipc_dev dev;          /* peer memory (always created) */
+    int have_p2p;            /* every peer's payload is mapped */
+    char p2p_why[256];       /* why not, when have_p2p == 0 */
+    void *nccl;              /* ncclComm_t, NULL when unavailable */
+    char nccl_why[256];      /* why not, when nccl == NULL */
+    void *owner;             /* private state (allocation, mapped handles) */
+} bk_cuda_comm;
+
+/* Create this rank's side on device `device` (already made current or not):
+ * a cudaMalloc'd allocation of BK_IPC_FLAG_BYTES + peer_bytes with zeroed
+ * flags, its CUDA IPC handle, and on rank 0 an NCCL unique id (after setting
+ * NCCL_NVLS_ENABLE=0). The blob describing it (for the rendezvous) is written
+ * to `blob` (capacity *blob_len in, length out). Caller owns *out
+ * (bk_cuda_comm_destroy). */
+bk_status bk_cuda_comm_create(int rank, int world, int device, size_t peer_bytes, void *blob,
+                              size_t *blob_len, bk_cuda_comm **out, bk_err *err);
+
+/* Map every peer from its blob (blobs[r] is rank r's, lens[r] its length) and
+ * bring up NCCL unless ranks share a GPU (NCCL refuses that; comm->nccl stays
+ * NULL and nccl_why says so). NCCL init is non-blocking and bounded by
+ * timeout_s. A peer whose memory cannot be mapped leaves have_p2p = 0. */
+bk_status bk_cuda_comm_connect(bk_cuda_comm *comm, const void *const *blobs,
+                               const size_t *lens, double timeout_s, bk_err *err);
+
+/* Enqueue a lane barrier on `stream` (a one-block kernel on the barrier slot
+ * through peer memory, or a one-word NCCL allreduce without peer access).
+ * Device waits are bounded by timeout_s; a time-out shows in
+ * bk_cuda_comm_check. Safe inside stream capture. */
+bk_status bk_cuda_comm_barrier(bk_cuda_comm *comm, void *stream, double timeout_s,
+                               bk_err *err);
+
+/* BK_ERR_TIMEOUT naming the peer and slot when a device wait ran out since
+ * the last check (and clears the fault); BK_OK otherwise. */
+bk_status bk_cuda_comm_check(bk_cuda_comm *comm, bk_err *err);
+
+/* Wait for `event` (a cudaEvent_t) with a bound: polls the event, the device
+ * fault word and NCCL's async error; BK_ERR_TIMEOUT after timeout_s without
+ * completion (NCCL is then aborted so the stream can drain). */
+bk_status bk_cuda_comm_wait(bk_cuda_comm *comm, void *event, double timeout_s, bk_err *err);
+
+/* Set the bound of device spin-waits for the kernels launched next. */
+void bk_cuda_comm_set_timeout(bk_cuda_comm *comm, double timeout_s);
+
+/* Free NCCL, unmap peers, free our allocation. NULL is fine. */
+void bk_cuda_comm_destroy(bk_cuda_comm *comm);
+
+/* ---- pieces (cuda_ipc.cu) used by bk_cuda_comm; exposed for tests ---- */
+
+/* Launch the lane barrier kernel on `stream` (needs have_p2p). */
+bk_status bk_cuda_ipc_barrier_launch(const bk_ipc_dev *dev, void *stream, bk_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

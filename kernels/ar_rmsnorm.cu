@@ -1,0 +1,482 @@
+/* ar_rmsnorm.cu - allreduce + residual + RMSNorm on GPUs: the incumbent's residual+RMSNorm
+ * epilogue kernel, the one-shot and two-shot fused kernels over CUDA IPC peer memory, and
+ * the copy kernel the benchmarks measure bandwidth against. */
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "collectives/cuda_ipc_dev.cuh"
+#include "kernels/cuda_variants.h"
+
+#define BK_MAX_VPT 8  /* 16-byte vectors per thread: 8 x 8 x 256 threads = 16384 */
+#define BK_ROW_THREADS 256      /* default threads per row */
+#define BK_MAX_ROW_THREADS 512  /* the tuning sweep goes up to here */
+
+/* ---------------------------------------------------------------- device helpers */
+
+__device__ __forceinline__ void bk__unpack_add(float *acc, uint4 v)
+{
+    const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&v);
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        float2 f = __bfloat1622float2(h[j]);
+        acc[2 * j] += f.x;
+        acc[2 * j + 1] += f.y;
+    }
+}
+
+__device__ __forceinline__ uint4 bk__pack(const float *f)
+{
+    uint4 v;
+    __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&v);
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        h[j] = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
+    return v;
+}
+
+__device__ __forceinline__ float bk__warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Sum over the block, the same order on every rank (bitwise reproducible). */
+__device__ __forceinline__ float bk__block_sum(float v)
+{
+    __shared__ float part[32];
+    __shared__ float total;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    v = bk__warp_sum(v);
+    if (lane == 0)
+        part[w] = v;
+    __syncthreads();
+    if (w == 0) {
+        float t = lane < (int)(blockDim.x >> 5) ? part[lane] : 0.f;
+        t = bk__warp_sum(t);
+        if (lane == 0)
+            total = t;
+    }
+    __syncthreads();
+    return total;
+}
+
+/* Load this thread's gamma vectors early (before the row's reduction), so
+ * their latency overlaps the row loads instead of following them. */
+template <int VPT>
+__device__ __forceinline__ void bk__load_gamma(uint4 (&gv)[VPT], const uint4 *__restrict__ gamma,
+                                               int nvec)
+{
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i < nvec)
+            gv[k] = __ldg(gamma + i);
+    }
+}
+
+/* acc holds s (fp32) for this thread's vectors of one row; store
+ * residual_out = bf16(s) and out = bf16(s * inv_rms * gamma) at vector
+ * offset `off` of every destination pair (ndst of them). */
+template <int VPT, bool STREAM = false>
+__device__ __forceinline__ void bk__epilogue(float (&acc)[VPT][8], int nvec, int hidden,
+                                             const uint4 (&gv)[VPT], float eps,
+                                             uint4 *const *ro, uint4 *const *o, int ndst,
+                                             size_t off)
+{
+    float ss = 0.f;
+#pragma unroll
+    for (int k = 0; k < VPT; k++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            ss += acc[k][j] * acc[k][j];
+    const float inv = rsqrtf(bk__block_sum(ss) / (float)hidden + eps);
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i < nvec) {
+            float g[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            bk__unpack_add(g, gv[k]);
+            const uint4 r = bk__pack(acc[k]);
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                g[j] = acc[k][j] * inv * g[j];
+            const uint4 y = bk__pack(g);
+            for (int d = 0; d < ndst; d++) {
+                if (STREAM) {
+                    __stcs(ro[d] + off + i, r);
+                    __stcs(o[d] + off + i, y);
+                } else {
+                    ro[d][off + i] = r;
+                    o[d][off + i] = y;
+                }
+            }
+        }
+    }
+}
+
+template <int VPT>
+__device__ __forceinline__ void bk__zero(float (&acc)[VPT][8])
+{
+#pragma unroll
+    for (int k = 0; k < VPT; k++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            acc[k][j] = 0.f;
+}
+
+/* acc += N bf16 rows, in order rows[0], rows[1], ... (the fp32 sum order is
+ * part of the result). Every load of the N rows is issued before the first
+ * use, unconditionally (an index past the row reads vector 0 and is then
+ * ignored), so one memory round trip serves them all. CG reads through L2
+ * only (peer memory); CS streams (evict first). */
+template <int VPT, int N, bool CG, bool CS = false>
+__device__ __forceinline__ void bk__add_rows(float (&acc)[VPT][8], const uint4 *const (&rows)[N],
+                                             int nvec)
+{
+    uint4 v[N][VPT];
+#pragma unroll
+    for (int n = 0; n < N; n++)
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            const int i = threadIdx.x + k * blockDim.x;
+            const uint4 *a = rows[n] + (i < nvec ? i : 0);
+            v[n][k] = CG ? __ldcg(a) : CS ? __ldcs(a) : *a;
+        }
+#pragma unroll
+    for (int n = 0; n < N; n++)
+#pragma unroll
+        for (int k = 0; k < VPT; k++)
+            if (threadIdx.x + k * blockDim.x < nvec)
+                bk__unpack_add(acc[k], v[n][k]);
+}
+
+/* acc += every rank's row at vector offset off of its payload half (rank
+ * order 0..world-1, two ranks per round trip), then the residual row. */
+template <int VPT>
+__device__ __forceinline__ void bk__add_peers(float (&acc)[VPT][8], const bk_ipc_dev &v,
+                                              size_t base, size_t off,
+                                              const uint4 *__restrict__ residual, int nvec)
+{
+    int p = 0;
+    for (; p + 1 < v.world; p += 2) {
+        const uint4 *const rows[2] = {(const uint4 *)((const char *)v.data[p] + base) + off,
+                                      (const uint4 *)((const char *)v.data[p + 1] + base) + off};
+        bk__add_rows<VPT, 2, true>(acc, rows, nvec);
+    }
+    if (p < v.world) {
+        const uint4 *const rows[2] = {(const uint4 *)((const char *)v.data[p] + base) + off,
+                                      residual + off};
+        bk__add_rows<VPT, 2, true>(acc, rows, nvec); /* residual via L2 too: harmless */
+    } else {
+        const uint4 *const rows[1] = {residual + off};
+        bk__add_rows<VPT, 1, false>(acc, rows, nvec);
+    }
+}
+
+__device__ __forceinline__ void bk__copy_row(uint4 *dst, const uint4 *src, int nvec, bool cg)
+{
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x)
+        dst[i] = cg ? __ldcg(src + i) : src[i];
+}
+
+/* ---------------------------------------------------------------- kernels */
+
+/* One block per row (grid-stride): s = sum + residual, then the epilogue.
+ * STREAM: evict-first loads and stores (large shapes that never fit in L2). */
+template <int VPT, bool STREAM>
+__global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_residual_rmsnorm_kernel(
+    const uint4 *sum, const uint4 *__restrict__ residual, const uint4 *__restrict__ gamma,
+    uint4 *residual_out, uint4 *__restrict__ out, int tokens, int hidden, float eps)
+{
+    const int nvec = hidden / 8;
+    uint4 gv[VPT];
+    bk__load_gamma(gv, gamma, nvec);
+    for (int row = blockIdx.x; row < tokens; row += gridDim.x) {
+        const size_t off = (size_t)row * nvec;
+        float acc[VPT][8];
+        bk__zero(acc);
+        const uint4 *const rows[2] = {sum + off, residual + off};
+        bk__add_rows<VPT, 2, false, STREAM>(acc, rows, nvec);
+        uint4 *ro1 = residual_out, *o1 = out;
+        bk__epilogue<VPT, STREAM>(acc, nvec, hidden, gv, eps, &ro1, &o1, 1, off);
+    }
+}
+
+/* One-shot: copy our rows into peer memory (half chosen by the epoch's
+ * parity, so a peer still reading the last call's half is never
+ * overwritten), barrier, every rank reduces every row in rank order. */
+template <int VPT>
+__global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_oneshot_kernel(
+    bk_ipc_dev v, const uint4 *__restrict__ x, const uint4 *__restrict__ residual,
+    const uint4 *__restrict__ gamma, uint4 *__restrict__ residual_out, uint4 *__restrict__ out,
+    int tokens, int hidden, size_t half, float eps)
+{
+    const int nvec = hidden / 8;
+    const size_t base = (bk_ipc_epoch(v, blockIdx.x) & 1u) ? half : 0;
+    uint4 *mine = (uint4 *)((char *)v.data[v.rank] + base);
+    uint4 gv[VPT];
+    bk__load_gamma(gv, gamma, nvec);
+    for (int row = blockIdx.x; row < tokens; row += gridDim.x)
+        bk__copy_row(mine + (size_t)row * nvec, x + (size_t)row * nvec, nvec, false);
+    bk_ipc_block_barrier(v, blockIdx.x);
+    for (int row = blockIdx.x; row < tokens; row += gridDim.x) {
+        const size_t off = (size_t)row * nvec;
+        float acc[VPT][8];
+        bk__zero(acc);
+        bk__add_peers(acc, v, base, off, residual, nvec);
+        uint4 *ro1 = residual_out, *o1 = out;
+        bk__epilogue(acc, nvec, hidden, gv, eps, &ro1, &o1, 1, off);
+    }
+}
+
+/* Two-shot: rank r owns rows [r*seg, (r+1)*seg). Block b handles the rows
+ * whose index inside their segment is b mod grid, in every phase, so its
+ * barriers with the peers' block b cover exactly the rows it touches.
+ * Peer memory half: [input rows][residual_out rows][out rows]. */
+template <int VPT>
+__global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_twoshot_kernel(
+    bk_ipc_dev v, const uint4 *__restrict__ x, const uint4 *__restrict__ residual,
+    const uint4 *__restrict__ gamma, uint4 *__restrict__ residual_out, uint4 *__restrict__ out,
+    int tokens, int hidden, size_t half, float eps)
+{
+    const int nvec = hidden / 8;
+    const size_t plane = (size_t)tokens * nvec; /* vectors of one [tokens x hidden] */
+    const size_t base = (bk_ipc_epoch(v, blockIdx.x) & 1u) ? half : 0;
+    const int seg = (tokens + v.world - 1) / v.world;
+    uint4 *mine = (uint4 *)((char *)v.data[v.rank] + base);
+    uint4 gv[VPT];
+    bk__load_gamma(gv, gamma, nvec);
+    for (int s = 0; s < v.world; s++)
+        for (int i = blockIdx.x; i < seg && s * seg + i < tokens; i += gridDim.x) {
+            const size_t off = (size_t)(s * seg + i) * nvec;
+            bk__copy_row(mine + off, x + off, nvec, false);
+        }
+    /* Destinations of our rows: our outputs, then every peer's result planes. */
+    uint4 *dro[BK_IPC_MAX_WORLD], *dout[BK_IPC_MAX_WORLD];
+    for (int p = 0, d = 1; p < v.world; p++) {
+        uint4 *peer = (uint4 *)((char *)v.data[p] + base);
+        if (p == v.rank) {
+            dro[0] = residual_out;
+            dout[0] = out;
+        } else {
+            dro[d] = peer + plane;
+            dout[d++] = peer + 2 * plane;
+        }
+    }
+    bk_ipc_block_barrier(v, blockIdx.x);
+    for (int i = blockIdx.x; i < seg && v.rank * seg + i < tokens; i += gridDim.x) {
+        const size_t off = (size_t)(v.rank * seg + i) * nvec;
+        float acc[VPT][8];
+        bk__zero(acc);
+        bk__add_peers(acc, v, base, off, residual, nvec);
+        bk__epilogue(acc, nvec, hidden, gv, eps, dro, dout, v.world, off);
+    }
+    bk_ipc_block_barrier(v, blockIdx.x);
+    for (int s = 0; s < v.world; s++) {
+        if (s == v.rank)
+            continue;
+        for (int i = blockIdx.x; i < seg && s * seg + i < tokens; i += gridDim.x) {
+            const size_t off = (size_t)(s * seg + i) * nvec;
+            bk__copy_row(residual_out + off, mine + plane + off, nvec, true);
+            bk__copy_row(out + off, mine + 2 * plane + off, nvec, true);
+        }
+    }
+}
+
+/* Each block copies one contiguous chunk of 4 x blockDim vectors; a thread's
+ * four loads are all in flight before its stores. */
+__global__ void bk_copy_kernel_impl(const uint4 *__restrict__ src, uint4 *__restrict__ dst,
+                                    size_t n)
+{
+    const size_t base = (size_t)blockIdx.x * blockDim.x * 4 + threadIdx.x;
+    uint4 v[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const size_t i = base + (size_t)k * blockDim.x;
+        if (i < n)
+            v[k] = src[i];
+    }
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const size_t i = base + (size_t)k * blockDim.x;
+        if (i < n)
+            dst[i] = v[k];
+    }
+}
+
+/* ---------------------------------------------------------------- launchers */
+
+
+/* Threads per row by default: 256, or 512 above hidden 8192 so that no
+ * thread holds more than 4 vectors (8 would spill under the 128-register cap). */
+static int bk__default_threads(int64_t hidden)
+{
+    return hidden > 8192 ? 2 * BK_ROW_THREADS : BK_ROW_THREADS;
+}
+
+/* Vectors per thread and threads per block for a row of `hidden`: about
+ * `target` threads, each holding up to BK_MAX_VPT vectors. */
+static void bk__row_config(int64_t hidden, int target, int *vpt, int *threads)
+{
+    const int nvec = (int)(hidden / 8);
+    int k = (nvec + target - 1) / target;
+    if (k < 1)
+        k = 1;
+    int t = (nvec + k - 1) / k;
+    *vpt = k;
+    *threads = (t + 31) / 32 * 32;
+}
+
+static bk_status bk__check_row(const char *what, int64_t tokens, int64_t hidden, bk_err *err)
+{
+    if (hidden <= 0 || hidden % 8 != 0 || hidden > 8 * BK_MAX_VPT * BK_ROW_THREADS)
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: hidden %lld must be a positive multiple of 8 "
+                       "up to %d", what, (long long)hidden, 8 * BK_MAX_VPT * BK_ROW_THREADS);
+    if (tokens < 0 || tokens > 0x7fffffff)
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: tokens %lld out of range", what,
+                       (long long)tokens);
+    return BK_OK;
+}
+
+static bk_status bk__launched(const char *what, bk_err *err)
+{
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "%s launch: %s", what, cudaGetErrorString(e));
+    return BK_OK;
+}
+
+#define BK_VPT_SWITCH(vpt, LAUNCH) \
+    switch (vpt) {                 \
+    case 1: LAUNCH(1); break;      \
+    case 2: LAUNCH(2); break;      \
+    case 3: LAUNCH(3); break;      \
+    case 4: LAUNCH(4); break;      \
+    case 5: LAUNCH(5); break;      \
+    case 6: LAUNCH(6); break;      \
+    case 7: LAUNCH(7); break;      \
+    default: LAUNCH(8); break;     \
+    }
+
+extern "C" bk_status bk_residual_rmsnorm_tuned(const void *sum, const void *residual,
+                                               const void *gamma, void *residual_out, void *out,
+                                               int64_t tokens, int64_t hidden, float eps,
+                                               int row_threads, int stream_hint, void *stream,
+                                               bk_err *err)
+{
+    int vpt, threads;
+    bk_status st = bk__check_row("residual_rmsnorm", tokens, hidden, err);
+    if (st != BK_OK || tokens == 0)
+        return st;
+    if (row_threads < 32 || row_threads > BK_MAX_ROW_THREADS)
+        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm: %d threads per row (32..%d)",
+                       row_threads, BK_MAX_ROW_THREADS);
+    bk__row_config(hidden, row_threads, &vpt, &threads);
+    if (threads > BK_MAX_ROW_THREADS)
+        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm: hidden %lld needs more than %d "
+                       "threads at %d threads per row", (long long)hidden, BK_MAX_ROW_THREADS,
+                       row_threads);
+    const int grid = tokens < 65535 * 4 ? (int)tokens : 65535 * 4;
+#define L(K)                                                                               \
+    if (stream_hint)                                                                       \
+        bk_residual_rmsnorm_kernel<K, true><<<grid, threads, 0, (cudaStream_t)stream>>>(   \
+            (const uint4 *)sum, (const uint4 *)residual, (const uint4 *)gamma,             \
+            (uint4 *)residual_out, (uint4 *)out, (int)tokens, (int)hidden, eps);           \
+    else                                                                                   \
+        bk_residual_rmsnorm_kernel<K, false><<<grid, threads, 0, (cudaStream_t)stream>>>(  \
+            (const uint4 *)sum, (const uint4 *)residual, (const uint4 *)gamma,             \
+            (uint4 *)residual_out, (uint4 *)out, (int)tokens, (int)hidden, eps)
+    BK_VPT_SWITCH(vpt, L);
+#undef L
+    return bk__launched("bk_residual_rmsnorm_kernel", err);
+}
+
+extern "C" bk_status bk_residual_rmsnorm(const void *sum, const void *residual,
+                                         const void *gamma, void *residual_out, void *out,
+                                         int64_t tokens, int64_t hidden, float eps,
+                                         void *stream, bk_err *err)
+{
+    return bk_residual_rmsnorm_tuned(sum, residual, gamma, residual_out, out, tokens, hidden,
+                                     eps, bk__default_threads(hidden), 0, stream, err);
+}
+
+extern "C" size_t bk_ar_rmsnorm_cuda_peer_bytes(int64_t tokens, int64_t hidden)
+{
+    return 2 * 3 * (size_t)tokens * (size_t)hidden * 2;
+}
+
+/* The half of peer memory one call may use, after checking it holds `need`. */
+static bk_status bk__ipc_half(const bk_cuda_comm *c, const char *what, size_t need,
+                              size_t *half, bk_err *err)
+{
+    if (!c->have_p2p)
+        return BK_FAIL(err, BK_ERR_UNSUPPORTED, "%s needs peer access: %s", what, c->p2p_why);
+    *half = c->dev.bytes / 2 / 16 * 16;
+    if (need > *half)
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: peer memory holds %zu bytes per rank, the shape "
+                       "needs %zu (2 x %zu)", what, c->dev.bytes, 2 * need, need);
+    return BK_OK;
+}
+
+extern "C" bk_status bk_ipc_oneshot_rmsnorm(bk_cuda_comm *c, const void *x, const void *residual,
+                                            const void *gamma, void *residual_out, void *out,
+                                            int64_t tokens, int64_t hidden, float eps,
+                                            void *stream, bk_err *err)
+{
+    int vpt, threads;
+    size_t half = 0;
+    bk_status st = bk__check_row("ipc_oneshot", tokens, hidden, err);
+    if (st == BK_OK)
+        st = bk__ipc_half(c, "ipc_oneshot", (size_t)tokens * hidden * 2, &half, err);
+    if (st != BK_OK)
+        return st;
+    bk__row_config(hidden, bk__default_threads(hidden), &vpt, &threads);
+#define L(K)                                                                               \
+    bk_oneshot_kernel<K><<<c->grid, threads, 0, (cudaStream_t)stream>>>(                  \
+        c->dev, (const uint4 *)x, (const uint4 *)residual, (const uint4 *)gamma,           \
+        (uint4 *)residual_out, (uint4 *)out, (int)tokens, (int)hidden, half, eps)
+    BK_VPT_SWITCH(vpt, L);
+#undef L
+    return bk__launched("bk_oneshot_kernel", err);
+}
+
+extern "C" bk_status bk_ipc_twoshot_rmsnorm(bk_cuda_comm *c, const void *x, const void *residual,
+                                            const void *gamma, void *residual_out, void *out,
+                                            int64_t tokens, int64_t hidden, float eps,
+                                            void *stream, bk_err *err)
+{
+    int vpt, threads;
+    size_t half = 0;
+    bk_status st = bk__check_row("ipc_twoshot", tokens, hidden, err);
+    if (st == BK_OK)
+        st = bk__ipc_half(c, "ipc_twoshot", 3 * (size_t)tokens * hidden * 2, &half, err);
+    if (st != BK_OK)
+        return st;
+    bk__row_config(hidden, bk__default_threads(hidden), &vpt, &threads);
+#define L(K)                                                                               \
+    bk_twoshot_kernel<K><<<c->grid, threads, 0, (cudaStream_t)stream>>>(                  \
+        c->dev, (const uint4 *)x, (const uint4 *)residual, (const uint4 *)gamma,           \
+        (uint4 *)residual_out, (uint4 *)out, (int)tokens, (int)hidden, half, eps)
+    BK_VPT_SWITCH(vpt, L);
+#undef L
+    return bk__launched("bk_twoshot_kernel", err);
+}
+
+extern "C" bk_status bk_copy_kernel(const void *src, void *dst, size_t bytes, void *stream,
+                                    bk_err *err)
+{
+    if (bytes % 16 != 0)
+        return BK_FAIL(err, BK_ERR_INPUT, "copy kernel: %zu bytes is not a multiple of 16",
+                       bytes);
+    const size_t n = bytes / 16;
+    const size_t blocks = (n + 1023) / 1024;
+    if (blocks == 0)
+        return BK_OK;
+    if (blocks > 0x7fffffffu)
+        return BK_FAIL(err, BK_ERR_INPUT, "copy kernel: %zu bytes is too large", bytes);
+    bk_copy_kernel_impl<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(
+        (const uint4 *)src, (uint4 *)dst, n);
+    return bk__launched("bk_copy_kernel", err);
+}

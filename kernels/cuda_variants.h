@@ -1,0 +1,80 @@
+/* cuda_variants.h - the cuda variants of collective.allreduce_residual_rmsnorm and the
+ * plain-C launchers of their kernels (kernels/ar_rmsnorm.cu). */
+#ifndef BK_CUDA_VARIANTS_H
+#define BK_CUDA_VARIANTS_H
+
+#ifdef BK_HAVE_CUDA
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "collectives/cuda_ipc.h"
+#include "runner/status.h"
+
+#ifndef __cplusplus
+#include "kernels/catalog.h"
+/* incumbent: in-place-style ncclAllReduce (x -> residual_out), then one fused
+ * residual + RMSNorm kernel reading residual_out and writing it back. */
+extern const bk_variant bk_variant_nccl_then_rmsnorm;
+/* candidate: every rank reads all peers (fixed order 0..world-1) in one
+ * kernel, adds the residual and normalises; results bitwise equal on all ranks. */
+extern const bk_variant bk_variant_ipc_oneshot_fused;
+/* candidate: rows split across ranks; each reduces and normalises its rows,
+ * pushes them to every peer, then a barrier. */
+extern const bk_variant bk_variant_ipc_twoshot_fused;
+#endif
+
+/* The math (all three variants; bf16 storage, fp32 accumulation):
+ *   s            = sum_r x_r + residual           (fp32, per element)
+ *   residual_out = bf16(s)
+ *   out          = bf16(s * rsqrt(mean_row(s^2) + eps) * gamma)
+ * The norm uses the fp32 sum before rounding. residual and gamma must be the
+ * same on every rank (tensor parallelism replicates them). The incumbent's
+ * NCCL sum of the x_r is rounded to bf16 before the residual is added. */
+#define BK_RMSNORM_EPS 1e-6f
+
+/* Peer-memory bytes per rank the IPC variants need for a shape (two halves,
+ * each holding the largest per-call region: 3 x tokens x hidden bf16). */
+size_t bk_ar_rmsnorm_cuda_peer_bytes(int64_t tokens, int64_t hidden);
+
+/* residual + RMSNorm over `tokens` rows of `hidden` bf16 (hidden % 8 == 0,
+ * <= 16384): sum (bf16, may alias residual_out) + residual -> residual_out,
+ * out. All pointers device memory, 16-byte aligned. */
+bk_status bk_residual_rmsnorm(const void *sum, const void *residual, const void *gamma,
+                              void *residual_out, void *out, int64_t tokens, int64_t hidden,
+                              float eps, void *stream, bk_err *err);
+
+/* The same with the launch configuration open (benchmark sweeps): about
+ * row_threads threads per row (32..512), stream_hint 1 = evict-first loads
+ * and stores. */
+bk_status bk_residual_rmsnorm_tuned(const void *sum, const void *residual, const void *gamma,
+                                    void *residual_out, void *out, int64_t tokens,
+                                    int64_t hidden, float eps, int row_threads, int stream_hint,
+                                    void *stream, bk_err *err);
+
+/* One-shot and two-shot fused allreduce + residual + RMSNorm over the lane's
+ * peer memory (comm->have_p2p required; x, residual, gamma, outputs are this
+ * rank's device tensors). Errors when the peer memory is too small. */
+bk_status bk_ipc_oneshot_rmsnorm(bk_cuda_comm *comm, const void *x, const void *residual,
+                                 const void *gamma, void *residual_out, void *out,
+                                 int64_t tokens, int64_t hidden, float eps, void *stream,
+                                 bk_err *err);
+bk_status bk_ipc_twoshot_rmsnorm(bk_cuda_comm *comm, const void *x, const void *residual,
+                                 const void *gamma, void *residual_out, void *out,
+                                 int64_t tokens, int64_t hidden, float eps, void *stream,
+                                 bk_err *err);
+
+/* Device-to-device copy kernel (16-byte loads and stores), the bandwidth
+ * yardstick of the benchmarks. bytes % 16 == 0. */
+bk_status bk_copy_kernel(const void *src, void *dst, size_t bytes, void *stream, bk_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BK_HAVE_CUDA */
+#endif

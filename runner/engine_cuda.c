@@ -1,0 +1,332 @@
+/* engine_cuda.c - the engine's cuda backend: one GPU per engine, the lane's CUDA IPC + NCCL
+ * communicator, timed shapes with CUDA events (graph replay when asked), eager audits. */
+#ifdef BK_HAVE_CUDA
+
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/cuda_ipc.h"
+#include "runner/engine.h"
+
+#define BK_TIME_BATCH 64     /* timed iterations between host waits */
+#define BK_MAX_SETS 8        /* rotated input sets */
+
+struct bk_backend_ctx {
+    int rank, world, device;
+    cudaStream_t stream;
+    bk_cuda_comm *comm;
+};
+
+#define CUDA_TRY(call)                                                                  \
+    do {                                                                                \
+        cudaError_t e_ = (call);                                                        \
+        if (e_ != cudaSuccess) {                                                        \
+            st = BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: %s: %s", ctx->rank, #call,       \
+                         cudaGetErrorString(e_));                                       \
+            goto out;                                                                   \
+        }                                                                               \
+    } while (0)
+
+/* The device copies of one input set: every tensor of the target. */
+typedef struct shape_set {
+    bk_tensor t[BK_MAX_TENSORS];
+    bk_call call;
+    cudaGraphExec_t exec;
+} shape_set;
+
+static bk_status cuda_open(bk_backend_ctx **out, int rank, int world, int device, bk_err *err)
+{
+    bk_status st = BK_OK;
+    int n = 0;
+    bk_backend_ctx *ctx = calloc(1, sizeof(*ctx));
+    *out = NULL;
+    if (!ctx)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "cuda engine: out of memory");
+    ctx->rank = rank;
+    ctx->world = world;
+    ctx->device = device;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        st = BK_FAIL(err, BK_ERR_UNSUPPORTED, "rank %d: no CUDA device: %s", rank,
+                     e != cudaSuccess ? cudaGetErrorString(e) : "device count is 0");
+        goto out;
+    }
+    if (device < 0 || device >= n) {
+        st = BK_FAIL(err, BK_ERR_INPUT, "rank %d: GPU ordinal %d, this process sees %d GPUs",
+                     rank, device, n);
+        goto out;
+    }
+    CUDA_TRY(cudaSetDevice(device));
+    CUDA_TRY(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
+    *out = ctx;
+    ctx = NULL;
+out:
+    free(ctx);
+    return st;
+}
+
+static bk_status cuda_comm_create(bk_backend_ctx *ctx, const char *run_id, const char *arm,
+                                  size_t peer_bytes, void *blob, size_t *blob_len, bk_err *err)
+{
+    (void)run_id;
+    (void)arm;
+    *blob_len = BK_BLOB_MAX;
+    return bk_cuda_comm_create(ctx->rank, ctx->world, ctx->device, peer_bytes, blob, blob_len,
+                               &ctx->comm, err);
+}
+
+static bk_status cuda_comm_connect(bk_backend_ctx *ctx, unsigned char (*blobs)[BK_BLOB_MAX],
+                                   const size_t *lens, double timeout_s, bk_err *err)
+{
+    const void *ptrs[BK_IPC_MAX_WORLD];
+    if (!ctx->comm)
+        return BK_FAIL(err, BK_ERR_INTERNAL, "cuda engine: connect before comm_create");
+    for (int r = 0; r < ctx->world && r < BK_IPC_MAX_WORLD; r++)
+        ptrs[r] = blobs[r];
+    return bk_cuda_comm_connect(ctx->comm, ptrs, lens, timeout_s, err);
+}
+
+/* Allocate and fill one set: inputs from the target's seeded init, outputs
+ * poisoned (0xFF bytes: bf16 NaN), so an unwritten element shows. */
+static bk_status set_init(bk_backend_ctx *ctx, const bk_shape_job *job, uint64_t seed,
+                          shape_set *s, bk_err *err)
+{
+    bk_status st = BK_OK;
+    const bk_target *tg = job->target;
+    bk_tensor host[BK_MAX_TENSORS];
+    memset(host, 0, sizeof(host));
+    memset(s, 0, sizeof(*s));
+    for (int i = 0; i < tg->ntensors; i++) {
+        bk_tensor *t = &s->t[i];
+        t->name = tg->tensor_names[i];
+        t->output = tg->tensor_is_output[i];
+        t->elems = tg->tensor_elems(job->shape, job->world, i);
+        t->elem_bytes = tg->tensor_elem_bytes(i);
+        host[i] = *t;
+        host[i].data = malloc(t->elems * t->elem_bytes + 16);
+        if (!host[i].data) {
+            st = BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: out of host memory for tensor %s",
+                         ctx->rank, t->name);
+            goto out;
+        }
+        CUDA_TRY(cudaMalloc(&t->data, t->elems * t->elem_bytes + 16));
+    }
+    tg->init_inputs(host, job->shape, seed, job->shape_index, job->rank, job->world);
+    for (int i = 0; i < tg->ntensors; i++) {
+        bk_tensor *t = &s->t[i];
+        if (t->output)
+            CUDA_TRY(cudaMemsetAsync(t->data, 0xFF, t->elems * t->elem_bytes, ctx->stream));
+        else
+            CUDA_TRY(cudaMemcpyAsync(t->data, host[i].data, t->elems * t->elem_bytes,
+                                     cudaMemcpyHostToDevice, ctx->stream));
+    }
+    CUDA_TRY(cudaStreamSynchronize(ctx->stream));
+    s->call = (bk_call){.shape = job->shape, .shape_index = job->shape_index, .iter = -1,
+                        .rank = job->rank, .world = job->world, .t = s->t,
+                        .nt = tg->ntensors, .comm = ctx->comm, .stream = ctx->stream,
+                        .timeout_s = job->timeout_s};
+out:
+    for (int i = 0; i < tg->ntensors; i++)
+        free(host[i].data);
+    return st;
+}
+
+static void set_free(const bk_target *tg, shape_set *s)
+{
+    if (s->exec)
+        (void)cudaGraphExecDestroy(s->exec);
+    for (int i = 0; i < tg->ntensors; i++)
+        if (s->t[i].data)
+            (void)cudaFree(s->t[i].data);
+    memset(s, 0, sizeof(*s));
+}
+
+/* Capture one call on the stream into an executable graph. */
+static bk_status set_capture(bk_backend_ctx *ctx, const bk_shape_job *job, shape_set *s,
+                             bk_err *err)
+{
+    bk_status st = BK_OK, run_st;
+    cudaGraph_t g = NULL;
+    CUDA_TRY(cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal));
+    run_st = job->variant->run(job->vstate, &s->call, err);
+    cudaError_t e = cudaStreamEndCapture(ctx->stream, &g);
+    if (run_st != BK_OK) {
+        st = bk__relay_at(err, run_st, __FILE__, __LINE__);
+        goto out;
+    }
+    if (e != cudaSuccess) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: capturing %s: %s", ctx->rank,
+                     job->variant->name, cudaGetErrorString(e));
+        goto out;
+    }
+    CUDA_TRY(cudaGraphInstantiate(&s->exec, g, 0));
+out:
+    if (g)
+        (void)cudaGraphDestroy(g);
+    return st;
+}
+
+/* One step (barrier excluded): graph replay or an eager call. */
+static bk_status step(bk_backend_ctx *ctx, const bk_shape_job *job, shape_set *s, bk_err *err)
+{
+    bk_status st = BK_OK;
+    if (s->exec) {
+        CUDA_TRY(cudaGraphLaunch(s->exec, ctx->stream));
+    } else {
+        BK_TRY(job->variant->run(job->vstate, &s->call, err));
+    }
+out:
+    return st;
+}
+
+/* Enough sets that the inputs of all of them exceed three L2s (or 8 sets). */
+static int choose_sets(const bk_shape_job *job, size_t l2)
+{
+    size_t in_bytes = 0;
+    for (int i = 0; i < job->target->ntensors; i++)
+        if (!job->target->tensor_is_output[i])
+            in_bytes += job->target->tensor_elems(job->shape, job->world, i) *
+                        job->target->tensor_elem_bytes(i);
+    size_t n = in_bytes ? (3 * l2 + in_bytes - 1) / in_bytes : BK_MAX_SETS;
+    return n < 2 ? 2 : n > BK_MAX_SETS ? BK_MAX_SETS : (int)n;
+}
+
+static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, bk_err *err)
+{
+    bk_status st = BK_OK;
+    shape_set sets[BK_MAX_SETS];
+    cudaEvent_t ev0[BK_TIME_BATCH], ev1[BK_TIME_BATCH];
+    uint64_t ns[BK_TIME_BATCH];
+    int nsets = 0, nev = 0, l2 = 0;
+    const double wait_s = 3 * job->timeout_s + 1;
+    memset(sets, 0, sizeof(sets));
+    CUDA_TRY(cudaSetDevice(ctx->device));
+    CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, ctx->device));
+    const int want = choose_sets(job, (size_t)l2);
+    for (; nsets < want; nsets++)
+        BK_TRY(set_init(ctx, job, job->seed + 0x9E3779B97F4A7C15ull * (uint64_t)nsets,
+                        &sets[nsets], err));
+    for (; nev < BK_TIME_BATCH; nev++) {
+        CUDA_TRY(cudaEventCreate(&ev0[nev]));
+        if (cudaEventCreate(&ev1[nev]) != cudaSuccess) {
+            (void)cudaEventDestroy(ev0[nev]);
+            st = BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: cudaEventCreate failed", ctx->rank);
+            goto out;
+        }
+    }
+    /* Warm-up runs eagerly (module load, NCCL's first-call setup), then the
+     * graphs are captured and replayed once each. */
+    for (int i = 0; i < job->warmup; i++) {
+        BK_TRY(bk_cuda_comm_barrier(ctx->comm, ctx->stream, job->timeout_s, err));
+        BK_TRY(step(ctx, job, &sets[i % nsets], err));
+        CUDA_TRY(cudaEventRecord(ev1[0], ctx->stream));
+        BK_TRY(bk_cuda_comm_wait(ctx->comm, ev1[0], wait_s, err));
+    }
+    if (job->graph) {
+        for (int r = 0; r < nsets; r++) {
+            BK_TRY(set_capture(ctx, job, &sets[r], err));
+            BK_TRY(bk_cuda_comm_barrier(ctx->comm, ctx->stream, job->timeout_s, err));
+            BK_TRY(step(ctx, job, &sets[r], err));
+        }
+        CUDA_TRY(cudaEventRecord(ev1[0], ctx->stream));
+        BK_TRY(bk_cuda_comm_wait(ctx->comm, ev1[0], wait_s, err));
+    }
+    for (int first = 0; first < job->iters; first += BK_TIME_BATCH) {
+        const int n = job->iters - first < BK_TIME_BATCH ? job->iters - first : BK_TIME_BATCH;
+        if (first == 0 && job->t_first_ns && *job->t_first_ns == 0)
+            *job->t_first_ns = bk_now_ns();
+        for (int j = 0; j < n; j++) {
+            shape_set *s = &sets[(first + j) % nsets];
+            s->call.iter = first + j;
+            BK_TRY(bk_cuda_comm_barrier(ctx->comm, ctx->stream, job->timeout_s, err));
+            CUDA_TRY(cudaEventRecord(ev0[j], ctx->stream));
+            BK_TRY(step(ctx, job, s, err));
+            CUDA_TRY(cudaEventRecord(ev1[j], ctx->stream));
+        }
+        for (int j = 0; j < n; j++) {
+            float ms = 0;
+            BK_TRY(bk_cuda_comm_wait(ctx->comm, ev1[j], wait_s, err));
+            CUDA_TRY(cudaEventElapsedTime(&ms, ev0[j], ev1[j]));
+            ns[j] = (uint64_t)((double)ms * 1e6 + 0.5);
+        }
+        BK_TRY(job->emit(job->emit_user, (uint32_t)job->shape_index, (uint64_t)first, ns,
+                         (size_t)n, err));
+    }
+out:
+    if (st != BK_OK)
+        (void)cudaStreamSynchronize(ctx->stream); /* bounded: device waits time out */
+    for (int j = 0; j < nev; j++) {
+        (void)cudaEventDestroy(ev0[j]);
+        (void)cudaEventDestroy(ev1[j]);
+    }
+    for (int r = 0; r < BK_MAX_SETS; r++) /* the partly filled one too */
+        set_free(job->target, &sets[r]);
+    return st;
+}
+
+static bk_status cuda_audit_shape(bk_backend_ctx *ctx, const bk_shape_job *job, void **outs,
+                                  size_t *bytes, bk_err *err)
+{
+    bk_status st = BK_OK;
+    shape_set s;
+    cudaEvent_t done = NULL;
+    int k = 0;
+    memset(&s, 0, sizeof(s));
+    CUDA_TRY(cudaSetDevice(ctx->device));
+    BK_TRY(set_init(ctx, job, job->seed, &s, err));
+    CUDA_TRY(cudaEventCreate(&done));
+    BK_TRY(bk_cuda_comm_barrier(ctx->comm, ctx->stream, job->timeout_s, err));
+    BK_TRY(job->variant->run(job->vstate, &s.call, err));
+    CUDA_TRY(cudaEventRecord(done, ctx->stream));
+    BK_TRY(bk_cuda_comm_wait(ctx->comm, done, 3 * job->timeout_s + 1, err));
+    for (int i = 0; i < job->target->ntensors; i++) {
+        if (!s.t[i].output)
+            continue;
+        bytes[k] = s.t[i].elems * s.t[i].elem_bytes;
+        outs[k] = malloc(bytes[k] ? bytes[k] : 1);
+        if (!outs[k]) {
+            st = BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: out of host memory", ctx->rank);
+            goto out;
+        }
+        k++;
+        CUDA_TRY(cudaMemcpy(outs[k - 1], s.t[i].data, bytes[k - 1], cudaMemcpyDeviceToHost));
+    }
+out:
+    if (st != BK_OK)
+        for (int i = 0; i < k; i++) {
+            free(outs[i]);
+            outs[i] = NULL;
+        }
+    if (done)
+        (void)cudaEventDestroy(done);
+    set_free(job->target, &s);
+    return st;
+}
+
+static void cuda_close(bk_backend_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    (void)cudaSetDevice(ctx->device);
+    if (ctx->stream)
+        (void)cudaStreamSynchronize(ctx->stream);
+    bk_cuda_comm_destroy(ctx->comm);
+    if (ctx->stream)
+        (void)cudaStreamDestroy(ctx->stream);
+    free(ctx);
+}
+
+const bk_engine_backend bk_engine_cuda = {
+    .name = "cuda",
+    .open = cuda_open,
+    .comm_create = cuda_comm_create,
+    .comm_connect = cuda_comm_connect,
+    .time_shape = cuda_time_shape,
+    .audit_shape = cuda_audit_shape,
+    .close = cuda_close,
+};
+
+#else
+typedef int bk__engine_cuda_unused; /* ISO C forbids an empty translation unit */
+#endif

@@ -1,0 +1,253 @@
+/* gpu_lane.h - GPU test harness: probe for a device in a throw-away child (no CUDA in the
+ * parent, so forks stay clean), run a lane of N forked engine-like processes that meet
+ * through a shared anonymous mapping, seeded bf16 inputs and the float64 reference. */
+#ifndef BK_GPU_LANE_H
+#define BK_GPU_LANE_H
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "collectives/collectives.h"
+#include "collectives/cuda_ipc.h"
+#include "runner/status.h"
+
+#define LANE_MAX 8
+#define LANE_RESULTS 256
+
+/* What the lane's processes share. */
+typedef struct lane_shm {
+    int world;
+    int ready[LANE_MAX];
+    int done[LANE_MAX];
+    size_t lens[LANE_MAX];
+    unsigned char blobs[LANE_MAX][BK_BLOB_MAX];
+    uint64_t hash[LANE_RESULTS][LANE_MAX]; /* output digests, by check and rank */
+    int nhash;
+    char msg[LANE_MAX][2048];             /* a rank's failure, "" when fine */
+} lane_shm;
+
+typedef int (*lane_fn)(int rank, int world, lane_shm *shm, void *arg);
+
+/* 1 when a CUDA device is usable; otherwise 0 and `why` says why. The probe
+ * runs in a child so the parent never initialises CUDA before forking. */
+static inline int lane_probe(char *why, size_t len)
+{
+    int fd[2];
+    if (pipe(fd) != 0) {
+        snprintf(why, len, "pipe failed");
+        return 0;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        int n = 0;
+        char buf[256];
+        cudaError_t e = cudaGetDeviceCount(&n);
+        if (e != cudaSuccess)
+            snprintf(buf, sizeof(buf), "%s", cudaGetErrorString(e));
+        else if (n == 0)
+            snprintf(buf, sizeof(buf), "device count is 0");
+        else
+            snprintf(buf, sizeof(buf), "OK");
+        ssize_t w = write(fd[1], buf, strlen(buf) + 1);
+        _exit(w > 0 ? 0 : 1);
+    }
+    close(fd[1]);
+    memset(why, 0, len);
+    ssize_t r = read(fd[0], why, len - 1);
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (r <= 0)
+        snprintf(why, len, "probe process failed");
+    return strcmp(why, "OK") == 0;
+}
+
+static inline lane_shm *lane_map(void)
+{
+    void *p = mmap(NULL, sizeof(lane_shm), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                   -1, 0);
+    return p == MAP_FAILED ? NULL : (lane_shm *)p;
+}
+
+/* Fork `world` children running fn; wait at most timeout_s for all of them
+ * (then kill the ones we started). Returns the number of failed ranks;
+ * messages are in shm->msg. */
+static inline int lane_run(lane_shm *shm, int world, lane_fn fn, void *arg, double timeout_s)
+{
+    pid_t pids[LANE_MAX];
+    int failed = 0, left = world;
+    memset(shm, 0, sizeof(*shm));
+    shm->world = world;
+    for (int r = 0; r < world; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            int rc = fn(r, world, shm, arg);
+            _exit(rc);
+        }
+    }
+    const uint64_t deadline = bk_now_ns() + (uint64_t)(timeout_s * 1e9);
+    while (left > 0) {
+        int status = 0;
+        pid_t p = waitpid(-1, &status, WNOHANG);
+        if (p > 0) {
+            for (int r = 0; r < world; r++)
+                if (pids[r] == p) {
+                    pids[r] = 0;
+                    left--;
+                    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                        failed++;
+                        if (!shm->msg[r][0])
+                            snprintf(shm->msg[r], sizeof(shm->msg[r]), "rank %d died (status "
+                                     "%d)", r, status);
+                    }
+                }
+            continue;
+        }
+        if (bk_now_ns() > deadline) {
+            for (int r = 0; r < world; r++)
+                if (pids[r] > 0) {
+                    kill(pids[r], SIGKILL);
+                    waitpid(pids[r], NULL, 0);
+                    snprintf(shm->msg[r], sizeof(shm->msg[r]), "rank %d killed after %.0f s",
+                             r, timeout_s);
+                    failed++;
+                }
+            break;
+        }
+        bk_sleep_ns(5000000);
+    }
+    return failed;
+}
+
+/* Publish our blob and wait (bounded) for every rank's. */
+static inline bk_status lane_exchange(lane_shm *shm, int rank, const void *blob, size_t len,
+                               const void **ptrs, double timeout_s, bk_err *err)
+{
+    memcpy(shm->blobs[rank], blob, len);
+    shm->lens[rank] = len;
+    __atomic_store_n(&shm->ready[rank], 1, __ATOMIC_RELEASE);
+    const uint64_t deadline = bk_now_ns() + (uint64_t)(timeout_s * 1e9);
+    for (int r = 0; r < shm->world; r++) {
+        while (!__atomic_load_n(&shm->ready[r], __ATOMIC_ACQUIRE)) {
+            if (bk_now_ns() > deadline)
+                return BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d never published its blob", r);
+            bk_sleep_ns(1000000);
+        }
+        ptrs[r] = shm->blobs[r];
+    }
+    return BK_OK;
+}
+
+/* Wait (bounded) until every rank has set done[]. */
+static inline void lane_wait_done(lane_shm *shm, int rank, double timeout_s)
+{
+    __atomic_store_n(&shm->done[rank], 1, __ATOMIC_RELEASE);
+    const uint64_t deadline = bk_now_ns() + (uint64_t)(timeout_s * 1e9);
+    for (int r = 0; r < shm->world; r++)
+        while (!__atomic_load_n(&shm->done[r], __ATOMIC_ACQUIRE) && bk_now_ns() < deadline)
+            bk_sleep_ns(1000000);
+}
+
+/* ---- seeded inputs and the float64 reference ---- */
+
+static inline uint64_t lane_mix(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static inline float bf16_to_f(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline uint16_t f_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7FFFu + ((u >> 16) & 1u); /* round to nearest even (no NaN inputs here) */
+    return (uint16_t)(u >> 16);
+}
+
+/* Tensor `which` (0 x, 1 residual, 2 gamma) of rank `rank`: values in
+ * [-1, 1) (gamma in [0.5, 1.5)), never all zero. residual and gamma are the
+ * same on every rank. */
+static inline void lane_fill(uint16_t *dst, size_t n, uint64_t seed, int which, int rank)
+{
+    const uint64_t base = lane_mix(seed * 131 + (uint64_t)which * 17 + (uint64_t)(which ? 0 : rank));
+    for (size_t i = 0; i < n; i++) {
+        double u = (double)(lane_mix(base + i) >> 11) / 9007199254740992.0;
+        dst[i] = f_to_bf16((float)(which == 2 ? 0.5 + u : 2.0 * u - 1.0));
+    }
+}
+
+/* Reference outputs (double) for seed/world: ro = sum_r x_r + residual,
+ * out = ro / sqrt(mean(ro^2) + eps) * gamma. */
+static inline void lane_reference(uint64_t seed, int world, int64_t tokens, int64_t hidden,
+                           double *ro, double *out)
+{
+    const size_t n = (size_t)tokens * hidden;
+    uint16_t *b = malloc(n * 2);
+    uint16_t *g = malloc(hidden * 2);
+    memset(ro, 0, n * sizeof(double));
+    for (int r = 0; r < world; r++) {
+        lane_fill(b, n, seed, 0, r);
+        for (size_t i = 0; i < n; i++)
+            ro[i] += bf16_to_f(b[i]);
+    }
+    lane_fill(b, n, seed, 1, 0);
+    lane_fill(g, hidden, seed, 2, 0);
+    for (int64_t t = 0; t < tokens; t++) {
+        double ss = 0;
+        for (int64_t h = 0; h < hidden; h++) {
+            ro[t * hidden + h] += bf16_to_f(b[t * hidden + h]);
+            ss += ro[t * hidden + h] * ro[t * hidden + h];
+        }
+        const double inv = 1.0 / sqrt(ss / hidden + 1e-6);
+        for (int64_t h = 0; h < hidden; h++)
+            out[t * hidden + h] = ro[t * hidden + h] * inv * bf16_to_f(g[h]);
+    }
+    free(b);
+    free(g);
+}
+
+/* Worst |got - ref| / (atol + rtol |ref|) over n bf16 values (> 1 fails;
+ * NaN, e.g. an unwritten poisoned element, gives INFINITY). */
+static inline double lane_err(const uint16_t *got, const double *ref, size_t n, double rtol,
+                       double atol)
+{
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double g = bf16_to_f(got[i]);
+        if (!isfinite(g))
+            return INFINITY;
+        double e = fabs(g - ref[i]) / (atol + rtol * fabs(ref[i]));
+        if (e > worst)
+            worst = e;
+    }
+    return worst;
+}
+
+static inline uint64_t lane_hash(const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ c[i]) * 1099511628211ull;
+    return h;
+}
+
+#endif

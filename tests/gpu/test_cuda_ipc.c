@@ -1,0 +1,235 @@
+/* test_cuda_ipc.c - the cuda variants on real GPUs: 1, 2, 4 and 8 processes meeting through
+ * CUDA IPC (all on one GPU when only one exists) match the float64 reference for both
+ * fused variants, eager and graph, bitwise equal across ranks and modes; NCCL at world 1;
+ * a peer that never arrives ends in a time-out error, not a hang. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "lane_call.h"
+
+static const int64_t k_shapes[][2] = {{1, 4096}, {5, 8}, {37, 6144}, {300, 1024}, {3, 16384}};
+#define NSHAPES ((int)(sizeof(k_shapes) / sizeof(k_shapes[0])))
+#define TIMEOUT_S 20.0
+#define RTOL_FUSED 8e-3 /* one bf16 rounding of an fp32 result */
+#define ATOL_FUSED 1e-3
+#define RTOL_NCCL 2e-2  /* the NCCL sum is rounded to bf16 first */
+#define ATOL_NCCL 2e-2
+
+typedef struct lane_arg {
+    const bk_variant *variants[2];
+    int nvariants;
+    double rtol, atol;
+} lane_arg;
+
+static int rank_fail(lane_shm *shm, int rank, const bk_err *err)
+{
+    snprintf(shm->msg[rank], sizeof(shm->msg[rank]), "rank %d: %s [%s]", rank, err->msg,
+             err->trail);
+    return 1;
+}
+
+/* One rank: comm up, then for every variant and shape: eager on inputs A,
+ * eager on B, eager on A again (bitwise equal to the first), graph on A
+ * (bitwise equal to eager), graph replay on B (matches the reference). */
+static int variants_rank(int rank, int world, lane_shm *shm, void *argp)
+{
+    const lane_arg *arg = argp;
+    bk_err e, *err = &e;
+    bk_status st = BK_OK;
+    bk_cuda_comm *comm = NULL;
+    unsigned char blob[BK_BLOB_MAX];
+    size_t len = sizeof(blob);
+    const void *ptrs[LANE_MAX];
+    int check = 0;
+    bk_err_clear(err);
+    BK_TRY(bk_cuda_comm_create(rank, world, 0, bk_ar_rmsnorm_cuda_peer_bytes(512, 16384), blob,
+                               &len, &comm, err));
+    BK_TRY(lane_exchange(shm, rank, blob, len, ptrs, TIMEOUT_S, err));
+    BK_TRY(bk_cuda_comm_connect(comm, ptrs, shm->lens, TIMEOUT_S, err));
+    for (int vi = 0; vi < arg->nvariants; vi++) {
+        const bk_variant *v = arg->variants[vi];
+        for (int s = 0; s < NSHAPES; s++) {
+            lane_tensors lt;
+            uint64_t ha = 0, hb = 0, h = 0;
+            char what[160];
+            const uint64_t seed = 1000 + 10 * (uint64_t)s;
+            snprintf(what, sizeof(what), "%s world %d", v->name, world);
+            BK_TRY(lt_alloc(&lt, k_shapes[s][0], k_shapes[s][1], err));
+            BK_TRY(lt_inputs(&lt, seed, rank, world, err));
+            BK_TRY(lt_call(&lt, v, comm, 0, 1, TIMEOUT_S, err));
+            BK_TRY(lt_check(&lt, what, arg->rtol, arg->atol, &ha, err));
+            BK_TRY(lt_inputs(&lt, seed + 1, rank, world, err));
+            BK_TRY(lt_call(&lt, v, comm, 0, 1, TIMEOUT_S, err));
+            BK_TRY(lt_check(&lt, what, arg->rtol, arg->atol, &hb, err));
+            BK_TRY(lt_inputs(&lt, seed, rank, world, err));
+            BK_TRY(lt_call(&lt, v, comm, 0, 1, TIMEOUT_S, err));
+            BK_TRY(lt_check(&lt, what, arg->rtol, arg->atol, &h, err));
+            if (h != ha) {
+                st = BK_FAIL(err, BK_ERR_INTERNAL, "%s: eager rerun differs bitwise", what);
+                goto out;
+            }
+            BK_TRY(lt_inputs(&lt, seed, rank, world, err));
+            BK_TRY(lt_call(&lt, v, comm, 1, 1, TIMEOUT_S, err));
+            BK_TRY(lt_check(&lt, what, arg->rtol, arg->atol, &h, err));
+            if (h != ha) {
+                st = BK_FAIL(err, BK_ERR_INTERNAL, "%s: graph differs bitwise from eager at "
+                             "%lld x %lld", what, (long long)lt.tokens, (long long)lt.hidden);
+                goto out;
+            }
+            BK_TRY(lt_inputs(&lt, seed + 1, rank, world, err));
+            BK_TRY(lt_call(&lt, v, comm, 1, 1, TIMEOUT_S, err));
+            BK_TRY(lt_check(&lt, what, arg->rtol, arg->atol, &h, err));
+            if (h != hb) {
+                st = BK_FAIL(err, BK_ERR_INTERNAL, "%s: graph replay on new inputs differs "
+                             "from eager", what);
+                goto out;
+            }
+            shm->hash[check++][rank] = ha;
+            lt_free(&lt);
+        }
+    }
+    shm->nhash = check;
+out:
+    lane_wait_done(shm, rank, 3 * TIMEOUT_S);
+    bk_cuda_comm_destroy(comm);
+    return st == BK_OK ? 0 : rank_fail(shm, rank, err);
+}
+
+static void run_lane(int world, lane_arg *arg)
+{
+    lane_shm *shm = lane_map();
+    assert_non_null(shm);
+    int failed = lane_run(shm, world, variants_rank, arg, 240);
+    for (int r = 0; r < world; r++)
+        if (shm->msg[r][0])
+            print_message("%s\n", shm->msg[r]);
+    assert_int_equal(failed, 0);
+    assert_int_equal(shm->nhash, arg->nvariants * NSHAPES);
+    for (int c = 0; c < shm->nhash; c++)
+        for (int r = 1; r < world; r++)
+            if (shm->hash[c][r] != shm->hash[c][0])
+                fail_msg("check %d: rank %d's outputs differ bitwise from rank 0's", c, r);
+    munmap(shm, sizeof(*shm));
+}
+
+static lane_arg fused_arg(void)
+{
+    lane_arg a = {.variants = {&bk_variant_ipc_oneshot_fused, &bk_variant_ipc_twoshot_fused},
+                  .nvariants = 2, .rtol = RTOL_FUSED, .atol = ATOL_FUSED};
+    return a;
+}
+
+static void test_fused_world1(void **state)
+{
+    (void)state;
+    lane_arg a = fused_arg();
+    run_lane(1, &a);
+}
+
+static void test_fused_world2(void **state)
+{
+    (void)state;
+    lane_arg a = fused_arg();
+    run_lane(2, &a);
+}
+
+static void test_fused_world4(void **state)
+{
+    (void)state;
+    lane_arg a = fused_arg();
+    run_lane(4, &a);
+}
+
+static void test_fused_world8(void **state)
+{
+    (void)state;
+    lane_arg a = fused_arg();
+    run_lane(8, &a);
+}
+
+static void test_nccl_world1(void **state)
+{
+    (void)state;
+    lane_arg a = {.variants = {&bk_variant_nccl_then_rmsnorm}, .nvariants = 1,
+                  .rtol = RTOL_NCCL, .atol = ATOL_NCCL};
+    run_lane(1, &a);
+}
+
+/* Rank 1 maps the lane and stays alive but never calls: rank 0 must fail
+ * with a time-out naming rank 1, within the bound, for each fused variant. */
+static int hang_rank(int rank, int world, lane_shm *shm, void *argp)
+{
+    const bk_variant *v = argp;
+    bk_err e, *err = &e;
+    bk_status st = BK_OK;
+    bk_cuda_comm *comm = NULL;
+    unsigned char blob[BK_BLOB_MAX];
+    size_t len = sizeof(blob);
+    const void *ptrs[LANE_MAX];
+    lane_tensors lt;
+    memset(&lt, 0, sizeof(lt));
+    bk_err_clear(err);
+    BK_TRY(bk_cuda_comm_create(rank, world, 0, bk_ar_rmsnorm_cuda_peer_bytes(8, 4096), blob,
+                               &len, &comm, err));
+    BK_TRY(lane_exchange(shm, rank, blob, len, ptrs, TIMEOUT_S, err));
+    BK_TRY(bk_cuda_comm_connect(comm, ptrs, shm->lens, TIMEOUT_S, err));
+    if (rank == 0) {
+        BK_TRY(lt_alloc(&lt, 8, 4096, err));
+        BK_TRY(lt_inputs(&lt, 7, rank, world, err));
+        const uint64_t t0 = bk_now_ns();
+        /* no lane barrier first: the variant's own barrier must time out */
+        bk_status got = lt_call(&lt, v, comm, 0, 0, 0.5, err);
+        const double took = (double)(bk_now_ns() - t0) / 1e9;
+        if (got != BK_ERR_TIMEOUT || !strstr(err->msg, "peer rank 1 never arrived") ||
+            took > 5.0) {
+            snprintf(shm->msg[0], sizeof(shm->msg[0]), "%s: expected a time-out naming rank 1 "
+                     "within 5 s, got %s after %.2f s: %s", v->name, bk_status_name(got), took,
+                     err->msg);
+            st = BK_ERR_INTERNAL;
+        }
+        bk_err_clear(err);
+    }
+out:
+    lane_wait_done(shm, rank, 3 * TIMEOUT_S);
+    lt_free(&lt);
+    bk_cuda_comm_destroy(comm);
+    if (st != BK_OK && !shm->msg[rank][0])
+        rank_fail(shm, rank, err);
+    return st == BK_OK ? 0 : 1;
+}
+
+static void test_hang_times_out(void **state)
+{
+    (void)state;
+    const bk_variant *vs[2] = {&bk_variant_ipc_oneshot_fused, &bk_variant_ipc_twoshot_fused};
+    for (int i = 0; i < 2; i++) {
+        lane_shm *shm = lane_map();
+        assert_non_null(shm);
+        int failed = lane_run(shm, 2, hang_rank, (void *)vs[i], 120);
+        for (int r = 0; r < 2; r++)
+            if (shm->msg[r][0])
+                print_message("%s\n", shm->msg[r]);
+        assert_int_equal(failed, 0);
+        munmap(shm, sizeof(*shm));
+    }
+}
+
+int main(void)
+{
+    char why[256];
+    if (!lane_probe(why, sizeof(why))) {
+        printf("SKIP: no CUDA device: %s\n", why);
+        return 77;
+    }
+    setenv("NCCL_NVLS_ENABLE", "0", 1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fused_world1), cmocka_unit_test(test_fused_world2),
+        cmocka_unit_test(test_fused_world4), cmocka_unit_test(test_fused_world8),
+        cmocka_unit_test(test_nccl_world1),  cmocka_unit_test(test_hang_times_out),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,204 @@
+/* test_engine_cuda.c - the engine's cuda backend table on real GPUs: open, peer memory
+ * through comm_create/comm_connect, time_shape in graph and eager mode (samples for every
+ * iteration, across batch boundaries), audit_shape outputs against the float64 reference. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "lane_call.h"
+#include "runner/engine.h"
+
+#define TIMEOUT_S 20.0
+#define ITERS 70 /* more than one host batch of timed iterations */
+
+/* A stand-in for the catalog's target (owned elsewhere): same tensors, same math. */
+static size_t tt_elems(const bk_shape *s, int world, int idx)
+{
+    (void)world;
+    return idx == 2 ? (size_t)s->hidden : (size_t)(s->tokens * s->hidden);
+}
+
+static size_t tt_elem_bytes(int idx)
+{
+    (void)idx;
+    return 2;
+}
+
+static void tt_init(bk_tensor *t, const bk_shape *s, uint64_t seed, int shape_index, int rank,
+                    int world)
+{
+    (void)shape_index;
+    (void)world;
+    lane_fill(t[0].data, t[0].elems, seed, 0, rank);
+    lane_fill(t[1].data, t[1].elems, seed, 1, 0);
+    lane_fill(t[2].data, (size_t)s->hidden, seed, 2, 0);
+}
+
+static const bk_target k_target = {
+    .name = "collective.allreduce_residual_rmsnorm",
+    .ntensors = 5,
+    .tensor_names = {"x", "residual", "gamma", "residual_out", "out"},
+    .tensor_is_output = {0, 0, 0, 1, 1},
+    .tensor_elems = tt_elems,
+    .tensor_elem_bytes = tt_elem_bytes,
+    .init_inputs = tt_init,
+};
+
+typedef struct emit_log {
+    uint64_t next; /* next iteration expected */
+    int bad;       /* a zero time or a gap */
+} emit_log;
+
+static bk_status collect(void *user, uint32_t shape, uint64_t first, const uint64_t *ns,
+                         size_t n, bk_err *err)
+{
+    emit_log *log = user;
+    (void)err;
+    (void)shape;
+    if (first != log->next)
+        log->bad = 1;
+    for (size_t i = 0; i < n; i++)
+        if (ns[i] == 0 || ns[i] > 1000000000ull)
+            log->bad = 1;
+    log->next = first + n;
+    return BK_OK;
+}
+
+typedef struct engine_arg {
+    const bk_variant *variant;
+    bk_shape shape;
+    double rtol, atol;
+} engine_arg;
+
+static int engine_rank(int rank, int world, lane_shm *shm, void *argp)
+{
+    const engine_arg *a = argp;
+    const bk_engine_backend *be = &bk_engine_cuda;
+    bk_err e, *err = &e;
+    bk_status st = BK_OK;
+    bk_backend_ctx *ctx = NULL;
+    void *vstate = NULL;
+    json_t *params = json_object();
+    unsigned char blob[BK_BLOB_MAX];
+    size_t len = 0;
+    const void *ptrs[LANE_MAX];
+    void *outs[2] = {NULL, NULL};
+    size_t bytes[2];
+    uint64_t t_first = 0;
+    emit_log log = {0, 0};
+    const size_t n = (size_t)(a->shape.tokens * a->shape.hidden);
+    double *ref_ro = malloc(n * sizeof(double)), *ref_out = malloc(n * sizeof(double));
+    bk_err_clear(err);
+    BK_TRY(be->open(&ctx, rank, world, 0, err));
+    BK_TRY(be->comm_create(ctx, "test", "C",
+                           bk_ar_rmsnorm_cuda_peer_bytes(a->shape.tokens, a->shape.hidden), blob,
+                           &len, err));
+    BK_TRY(lane_exchange(shm, rank, blob, len, ptrs, TIMEOUT_S, err));
+    BK_TRY(be->comm_connect(ctx, shm->blobs, shm->lens, TIMEOUT_S, err));
+    BK_TRY(a->variant->create(params, BK_BACKEND_CUDA, rank, world, &vstate, err));
+    bk_shape_job job = {.target = &k_target, .variant = a->variant, .vstate = vstate,
+                        .shape = &a->shape, .shape_index = 0, .seed = 42, .rank = rank,
+                        .world = world, .warmup = 3, .iters = ITERS, .graph = 1,
+                        .timeout_s = TIMEOUT_S, .emit = collect, .emit_user = &log,
+                        .t_first_ns = &t_first};
+    for (int graph = 1; graph >= 0; graph--) {
+        job.graph = graph;
+        log.next = 0;
+        BK_TRY(be->time_shape(ctx, &job, err));
+        if (log.bad || log.next != ITERS || t_first == 0) {
+            st = BK_FAIL(err, BK_ERR_INTERNAL, "samples (graph %d): bad=%d, iterations %llu, "
+                         "t_first %llu", graph, log.bad, (unsigned long long)log.next,
+                         (unsigned long long)t_first);
+            goto out;
+        }
+    }
+    BK_TRY(be->audit_shape(ctx, &job, outs, bytes, err));
+    lane_reference(42, world, a->shape.tokens, a->shape.hidden, ref_ro, ref_out);
+    for (int k = 0; k < 2; k++) {
+        double worst = bytes[k] == n * 2 ? lane_err(outs[k], k ? ref_out : ref_ro, n, a->rtol,
+                                                    a->atol)
+                                         : INFINITY;
+        if (worst > 1.0) {
+            st = BK_FAIL(err, BK_ERR_INTERNAL, "%s: audit output %d off the reference (%.3g "
+                         "of tolerance, %zu bytes)", a->variant->name, k, worst, bytes[k]);
+            goto out;
+        }
+    }
+    shm->hash[0][rank] = lane_hash(outs[1], bytes[1]);
+    shm->nhash = 1;
+out:
+    lane_wait_done(shm, rank, 3 * TIMEOUT_S);
+    if (vstate)
+        a->variant->destroy(vstate);
+    if (ctx)
+        be->close(ctx);
+    json_decref(params);
+    free(outs[0]);
+    free(outs[1]);
+    free(ref_ro);
+    free(ref_out);
+    if (st != BK_OK)
+        snprintf(shm->msg[rank], sizeof(shm->msg[rank]), "rank %d: %s [%s]", rank, err->msg,
+                 err->trail);
+    return st == BK_OK ? 0 : 1;
+}
+
+static void run_engine(int world, engine_arg *a)
+{
+    lane_shm *shm = lane_map();
+    assert_non_null(shm);
+    int failed = lane_run(shm, world, engine_rank, a, 240);
+    for (int r = 0; r < world; r++)
+        if (shm->msg[r][0])
+            print_message("%s\n", shm->msg[r]);
+    assert_int_equal(failed, 0);
+    for (int r = 1; r < world; r++)
+        assert_true(shm->hash[0][r] == shm->hash[0][0]);
+    munmap(shm, sizeof(*shm));
+}
+
+static void test_engine_oneshot_world2(void **state)
+{
+    (void)state;
+    engine_arg a = {.variant = &bk_variant_ipc_oneshot_fused,
+                    .shape = {.tokens = 16, .hidden = 4096, .weight = 1},
+                    .rtol = 8e-3, .atol = 1e-3};
+    run_engine(2, &a);
+}
+
+static void test_engine_twoshot_world4(void **state)
+{
+    (void)state;
+    engine_arg a = {.variant = &bk_variant_ipc_twoshot_fused,
+                    .shape = {.tokens = 33, .hidden = 2048, .weight = 1},
+                    .rtol = 8e-3, .atol = 1e-3};
+    run_engine(4, &a);
+}
+
+static void test_engine_nccl_world1(void **state)
+{
+    (void)state;
+    engine_arg a = {.variant = &bk_variant_nccl_then_rmsnorm,
+                    .shape = {.tokens = 64, .hidden = 7168, .weight = 1},
+                    .rtol = 2e-2, .atol = 2e-2};
+    run_engine(1, &a);
+}
+
+int main(void)
+{
+    char why[256];
+    if (!lane_probe(why, sizeof(why))) {
+        printf("SKIP: no CUDA device: %s\n", why);
+        return 77;
+    }
+    setenv("NCCL_NVLS_ENABLE", "0", 1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_engine_nccl_world1),
+        cmocka_unit_test(test_engine_oneshot_world2),
+        cmocka_unit_test(test_engine_twoshot_world4),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
