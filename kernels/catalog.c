@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/catalog_internal.h"
+#include "kernels/cuda_variants.h"
 
 static const bk_target *const k_targets[] = {
     &bk__ar_rmsnorm_target,
@@ -18,8 +19,19 @@ static const bk_variant *const k_tables[] = {
     bk__ar_rmsnorm_diag_variants,
 };
 
+/* Variants defined one by one (the cuda files export each variant by name). */
+static const bk_variant *const k_singles[] = {
+#ifdef BK_HAVE_CUDA
+    &bk_variant_nccl_then_rmsnorm,
+    &bk_variant_ipc_oneshot_fused,
+    &bk_variant_ipc_twoshot_fused,
+#endif
+    NULL,
+};
+
 #define NTARGETS ((int)(sizeof k_targets / sizeof k_targets[0]))
 #define NTABLES ((int)(sizeof k_tables / sizeof k_tables[0]))
+#define NSINGLES ((int)(sizeof k_singles / sizeof k_singles[0]) - 1)
 
 /* ---- lookups and iteration ---- */
 
@@ -40,7 +52,7 @@ const bk_target *bk_catalog_target_at(int i)
 
 int bk_catalog_nvariants(void)
 {
-    int n = 0;
+    int n = NSINGLES;
     for (int t = 0; t < NTABLES; t++)
         for (const bk_variant *v = k_tables[t]; v->name; v++)
             n++;
@@ -53,15 +65,16 @@ const bk_variant *bk_catalog_variant_at(int i)
         for (const bk_variant *v = k_tables[t]; v->name; v++)
             if (i-- == 0)
                 return v;
-    return NULL;
+    return i >= 0 && i < NSINGLES ? k_singles[i] : NULL;
 }
 
 const bk_variant *bk_catalog_variant(const char *target, const char *name)
 {
-    for (int t = 0; target && name && t < NTABLES; t++)
-        for (const bk_variant *v = k_tables[t]; v->name; v++)
-            if (strcmp(v->target, target) == 0 && strcmp(v->name, name) == 0)
-                return v;
+    for (int i = 0; target && name && i < bk_catalog_nvariants(); i++) {
+        const bk_variant *v = bk_catalog_variant_at(i);
+        if (strcmp(v->target, target) == 0 && strcmp(v->name, name) == 0)
+            return v;
+    }
     return NULL;
 }
 

@@ -118,15 +118,11 @@ static bk_status parse_args(int argc, char **argv, bk_engine_args *a, bk_err *er
     return BK_OK;
 }
 
-#ifdef BK_HAVE_CUDA
-extern const bk_engine_backend bk_engine_cuda __attribute__((weak)); /* TODO(merge): strong */
-#endif
-
 static const bk_engine_backend *backend_for(bk_backend b)
 {
 #ifdef BK_HAVE_CUDA
     if (b == BK_BACKEND_CUDA)
-        return &bk_engine_cuda ? &bk_engine_cuda : NULL;
+        return &bk_engine_cuda;
 #endif
     return b == BK_BACKEND_CPU ? &bk_engine_cpu : NULL;
 }
