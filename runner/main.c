@@ -27,6 +27,11 @@ static void usage(FILE *f)
     fprintf(f, "usage: bracket COMMAND [ARGS]   (bracket COMMAND --help for each)\n\n");
     for (const bk_command *c = commands; c->name; c++)
         fprintf(f, "  %-8s %s\n", c->name, c->summary);
+#ifdef BK_HAVE_CUDA
+    fprintf(f, "\nbracket %s; backends in this build: cpu cuda\n", BK_VERSION);
+#else
+    fprintf(f, "\nbracket %s; backends in this build: cpu\n", BK_VERSION);
+#endif
     fprintf(f, "\nExit status: 0 PASS (or success), 3 FAIL, 4 NO_DECISION, 2 bad input or usage,\n"
                "1 internal failure.\n");
 }

@@ -14,6 +14,7 @@
 #include <nccl.h>
 #endif
 
+#include "kernels/catalog.h"
 #include "runner/digest.h"
 #include "runner/record_io.h"
 #include "runner/run.h"
@@ -231,8 +232,19 @@ bk_status bk_record_write(const bk_run *run, const bk_score *sc, bk_err *err)
                             json_integer((json_int_t)run->wire.rejected[i]));
     json_object_set_new(wire, "accepted", json_integer((json_int_t)run->wire.accepted));
     json_object_set_new(wire, "rejected", rej);
+    json_t *rshapes = json_array();
+    const bk_variant *cv = bk_catalog_variant(p->target, p->candidate.name);
+    for (int i = 0; i < p->workload.nshapes; i++) {
+        const bk_shape *sh = &p->workload.shapes[i];
+        char why[160] = "";
+        int in = cv && bk_domain_contains(&cv->domain, sh, run->lane_size, p->arena.dtype,
+                                          run->backend, 1, why, sizeof why);
+        json_array_append_new(rshapes, json_pack("{s:i, s:I, s:I, s:f, s:s, s:s}", "shape", i,
+            "tokens", (json_int_t)sh->tokens, "hidden", (json_int_t)sh->hidden, "weight",
+            sh->weight, "served_by", in ? p->candidate.name : p->incumbent.name, "why", why));
+    }
     json_t *routing = json_pack("{s:f, s:o}", "candidate_share", run->routing_share, "shapes",
-                                json_array());
+                                rshapes);
     json_t *arms = json_array();
     for (int i = 0; i < BK_ARM_NAMES; i++)
         json_array_append_new(arms, arm_json(run, sc, i));

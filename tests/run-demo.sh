@@ -13,8 +13,7 @@ flags=(-q --oversubscribe --bind-to none --mca btl self,vader --mca mpi_yield_wh
 sets=()
 if [ -z "$plan" ]; then
     ngpu=0
-    if grep -q "BK_HAVE_CUDA:INTERNAL=ON\|bracket: cuda backend ON" "$build/CMakeCache.txt" 2>/dev/null ||
-       grep -q "^BK_NCCL_LIB:FILEPATH=/" "$build/CMakeCache.txt" 2>/dev/null; then
+    if "$bracket" --help | grep -q "backends in this build: cpu cuda"; then
         if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
             ngpu=$(nvidia-smi -L | grep -c '^GPU')
         fi

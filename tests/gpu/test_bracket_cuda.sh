@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# A real bracket on the cuda backend through the whole runner (label gpu): the demo plan
+# on this machine's GPUs (one GPU: one rank, lanes shared, marked as a rehearsal), then an
+# A/A in graph mode that must not PASS; `bracket score` reproduces both; no engine is left.
+# Skips (exit 77) with the reason where there is no GPU or no cuda build.
+. "$(dirname "$0")/../integration/lib.sh"
+set -e
+if ! "$BK_BRACKET" --help | grep -q "backends in this build: cpu cuda"; then
+    echo "SKIP: this build has no cuda backend (no CUDA toolkit found at configure time)"; exit 77
+fi
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "SKIP: no NVIDIA GPU visible (nvidia-smi -L failed)"; exit 77
+fi
+export NCCL_NVLS_ENABLE=0
+ngpu=$(nvidia-smi -L | grep -c '^GPU')
+plan=$BK_SOURCE_DIR/plans/demo-cuda.json
+if [ "$ngpu" -ge 2 ]; then
+    np=$(( ngpu / 2 * 2 )); sets=(--set "arena.tp=$(( ngpu / 2 ))")
+else
+    np=1; sets=(--set arena.tp=1 --set lanes.policy=shared)
+fi
+it_run cuda "$np" "$plan" "${sets[@]}"
+grep -Eq "^verdict: (PASS|FAIL|NO_DECISION) " "$OUT" || fail "no verdict"
+[ "$RC" = 0 ] || [ "$RC" = 3 ] || [ "$RC" = 4 ] || fail "exit $RC"
+python3 - "$RECORD" "$ngpu" <<'PY' || fail "record"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["backend"] == "cuda", r["backend"]
+assert r["quality"]["state"] == "pass", r["quality"]
+assert all(a["ran"] for a in r["arms"]), [a["ran"] for a in r["arms"]]
+assert "nccl" in r["identity"]["versions"], r["identity"]["versions"]
+if int(sys.argv[2]) == 1:
+    assert r["rehearsal"] and r["lanes"]["policy"] == "shared"
+PY
+expect_rescore
+it_run cuda-aa "$np" "$plan" "${sets[@]}" --set candidate.variant=nccl_then_rmsnorm \
+    --set protocol.drift_policy=strict
+grep -q "^verdict: PASS" "$OUT" && fail "A/A on cuda gave PASS"
+expect_rescore
+expect_no_leftovers
+echo "PASS: cuda bracket on $ngpu GPU(s)"
