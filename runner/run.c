@@ -192,6 +192,14 @@ static void progress(const bk_run *run, bk_coord *c, const bk_arm_run *a, uint64
                 run->plan.workload.iters, el);
 }
 
+static int all_tensors(const bk_run *run, const bk_rank_data *d)
+{
+    for (int k = 0; k < run->plan.workload.nshapes * run->noutputs; k++)
+        if (!d->tensors || !d->tensors[k])
+            return 0;
+    return 1;
+}
+
 static void judge_arm(const bk_run *run, bk_arm_run *a)
 {
     a->ok = 1;
@@ -222,6 +230,8 @@ static void judge_arm(const bk_run *run, bk_arm_run *a)
             snprintf(why, sizeof why, "samples missing: got %llu, sent %llu, expected %llu",
                      (unsigned long long)d->samples_got, (unsigned long long)d->samples_claimed,
                      (unsigned long long)want);
+        else if (a->audit && !all_tensors(run, d))
+            snprintf(why, sizeof why, "output tensors missing from the audit");
         if (!why[0])
             continue;
         if (a->ok || (!d->proc.killed && len < sizeof a->reason - 2)) {
