@@ -309,11 +309,22 @@ __global__ void bk_copy_kernel_impl(const uint4 *__restrict__ src, uint4 *__rest
 /* ---------------------------------------------------------------- launchers */
 
 
-/* Threads per row by default: 256, or 512 above hidden 8192 so that no
- * thread holds more than 4 vectors (8 would spill under the 128-register cap). */
+/* Threads per row of the IPC kernels: 256, or 512 above hidden 8192 so that
+ * no thread holds more than 4 vectors (8 would spill under the 128-register
+ * cap). */
 static int bk__default_threads(int64_t hidden)
 {
     return hidden > 8192 ? 2 * BK_ROW_THREADS : BK_ROW_THREADS;
+}
+
+/* The residual + RMSNorm kernel's launch, from bench_rmsnorm --sweep on an
+ * H200 (docs/bench/cuda.md, 2026-12-02): 512 threads per row at every
+ * measured shape; evict-first hints from 64 tokens at hidden <= 4096 and
+ * from 16 to 2048 tokens above (the best configuration at 59 of 60 shapes). */
+static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, int *threads, int *stream_hint)
+{
+    *threads = BK_MAX_ROW_THREADS;
+    *stream_hint = hidden <= 4096 ? tokens >= 64 : (tokens >= 16 && tokens <= 2048);
 }
 
 /* Vectors per thread and threads per block for a row of `hidden`: about
@@ -398,8 +409,10 @@ extern "C" bk_status bk_residual_rmsnorm(const void *sum, const void *residual,
                                          int64_t tokens, int64_t hidden, float eps,
                                          void *stream, bk_err *err)
 {
+    int threads, hint;
+    bk__rmsnorm_launch(tokens, hidden, &threads, &hint);
     return bk_residual_rmsnorm_tuned(sum, residual, gamma, residual_out, out, tokens, hidden,
-                                     eps, bk__default_threads(hidden), 0, stream, err);
+                                     eps, threads, hint, stream, err);
 }
 
 extern "C" size_t bk_ar_rmsnorm_cuda_peer_bytes(int64_t tokens, int64_t hidden)

@@ -2,7 +2,8 @@
 # gpu-run.sh - build, test and benchmark bracket's cuda backend on a GPU machine that has
 # CUDA, NCCL, Open MPI and hwloc but no ZeroMQ, msgpack-c, jansson or cmocka, in one call.
 #
-#   scripts/gpu-run.sh [STEP...]        STEP: build test break bench torch (default: all)
+#   scripts/gpu-run.sh [STEP...]        STEP: build test break bench torch ipc
+#                                       (default: build test break bench torch)
 #
 # Environment:
 #   BK_DEPS    the bundled libraries (made here by ../shared/gpu-host/bundle-deps DIR on a
@@ -18,7 +19,9 @@
 # Steps: build (cmake + ninja, all cores), test (ctest -L gpu, then the unit tests),
 # break (a copy of the tree with the one-shot kernel's residual add removed must FAIL the
 # GPU test: proves the test can fail), bench (bench_rmsnorm table + CSV), torch (the same
-# shapes through torch.compile and eager, side by side with bench's CSV).
+# shapes through torch.compile and eager, side by side with bench's CSV), ipc (nccl_then_rmsnorm
+# against the two IPC variants across GPUs at worlds 2, 4, 8 as far as the machine's GPUs go;
+# skipped on a one-GPU machine).
 set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$src/gpu-out}
@@ -106,6 +109,16 @@ for s in $steps; do
   torch)
     PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=$(nproc) python3 "$src/tests/bench/torch_rmsnorm.py" \
       --ours "$out/bench_rmsnorm.csv" --csv "$out/torch_rmsnorm.csv" --step "$step" 2>&1 | tee "$out/torch_rmsnorm.txt" || rc=1
+    ;;
+  ipc)
+    ngpu=$(nvidia-smi -L | wc -l)
+    for w in 2 4 8; do
+      [ "$w" -le "$ngpu" ] || { echo "ipc: world $w needs $w GPUs, have $ngpu: skipped"; continue; }
+      for h in 4096 8192; do
+        "$build/tests/bench_ipc_allreduce" --world "$w" --hidden "$h" --max-tokens 8192 2>&1 \
+          | tee -a "$out/bench_ipc_allreduce.txt" || rc=1
+      done
+    done
     ;;
   *) echo "unknown step $s"; exit 2 ;;
   esac

@@ -4,7 +4,8 @@
  *   bench_rmsnorm [--csv FILE] [--step N] [--sweep]
  *     --step N   tokens 1, N, N^2, ... 16384 (default N = 2)
  *     --sweep    also time every launch configuration (128/256/512 threads per row, with and
- *                without evict-first hints) and print the best beside the default
+ *                without evict-first hints; each checked against float64 first) and print the
+ *                best beside the default
  *
  * Method: each shape gets enough rotated input sets that their inputs exceed three L2s
  * (2..32 sets); one CUDA graph holds CALLS back-to-back launches cycling through the sets;
@@ -251,6 +252,17 @@ int main(int argc, char **argv)
                 const int threads = 128 << (cfg / 2), hint = cfg % 2;
                 if ((H / 8 + threads - 1) / threads > 8)
                     continue; /* more than 8 vectors per thread */
+                const int last = sets - 1; /* hx, hr hold its inputs */
+                CK(cudaMemsetAsync(ro[last], 0xFF, tn * 2, st));
+                CK(cudaMemsetAsync(out[last], 0xFF, tn * 2, st));
+                BK(bk_residual_rmsnorm_tuned(x[last], res[last], g, ro[last], out[last], T, H,
+                                             BK_RMSNORM_EPS, threads, hint, st, &e_));
+                CK(cudaStreamSynchronize(st));
+                if (check(hx, hr, hg, ro[last], out[last], T, H) > 1.0) {
+                    fprintf(stderr, "WRONG: %lld x %lld, %d threads%s, off the reference\n",
+                            (long long)T, (long long)H, threads, hint ? " cs" : "");
+                    return 1;
+                }
                 double u = time_graph(st, [&](int i) {
                     const int s = i % sets;
                     BK(bk_residual_rmsnorm_tuned(x[s], res[s], g, ro[s], out[s], T, H,

@@ -30,6 +30,7 @@ typedef struct lane_shm {
     size_t lens[LANE_MAX];
     unsigned char blobs[LANE_MAX][BK_BLOB_MAX];
     uint64_t hash[LANE_RESULTS][LANE_MAX]; /* output digests, by check and rank */
+    double us[LANE_RESULTS][LANE_MAX];     /* timings, by row and rank (benchmarks) */
     int nhash;
     char msg[LANE_MAX][2048];             /* a rank's failure, "" when fine */
 } lane_shm;
