@@ -266,11 +266,32 @@ static int write_private_plan(const char *text, char *dir, size_t dlen, char *pa
     return ok ? 0 : -1;
 }
 
+/* Run one arm; 0 when it ended well, else the run stops with the reason kept. */
+static int run_one(bk_run *run, bk_coord *coord, const bk_agent_env *env, int idx)
+{
+    const bk_plan *p = &run->plan;
+    int cand = idx == BK_ARM_IDX_C || idx == BK_ARM_IDX_A;
+    bk_err err = { 0 };
+    if (!env->quiet)
+        fprintf(stderr, "bracket: arm %s (%s%s) on %d rank(s)...\n", bk_arm_names[idx],
+                cand ? p->candidate.name : p->incumbent.name, idx >= BK_ARM_IDX_A ? ", audit" : "",
+                run->lane_size);
+    if (bk_run_arm(run, coord, env, idx, &err) == BK_OK && run->arms[idx].ok)
+        return 0;
+    snprintf(run->stopped, sizeof run->stopped, "arm %s failed; later arms not run",
+             bk_arm_names[idx]);
+    if (err.msg[0])
+        bk_strlcpy(run->arms[idx].reason, err.msg, sizeof run->arms[idx].reason);
+    return -1;
+}
+
+/* B, C, B' (under v7 only when B/C cannot decide), then A and T. */
 static void run_arms(bk_run *run, bk_coord *coord, const bk_agent_env *env)
 {
     const bk_plan *p = &run->plan;
-    int order[3] = { BK_ARM_IDX_B, BK_ARM_IDX_C, BK_ARM_IDX_BP };
-    for (int k = 0; k < 3; k++) {
+    static const int order[] = { BK_ARM_IDX_B, BK_ARM_IDX_C, BK_ARM_IDX_BP, BK_ARM_IDX_A,
+                                 BK_ARM_IDX_T };
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
         int idx = order[k];
         if (idx == BK_ARM_IDX_BP && p->protocol.version == BK_PROTO_V7) {
             bk_score look;
@@ -279,33 +300,11 @@ static void run_arms(bk_run *run, bk_coord *coord, const bk_agent_env *env)
                 look.verdict != BK_VERDICT_NO_DECISION) {
                 snprintf(run->stopped, sizeof run->stopped,
                          "v7: B/C decided (%s), B' not run", bk_verdict_name(look.verdict));
-                break;
+                continue;
             }
         }
-        bk_err err = { 0 };
-        if (!env->quiet)
-            fprintf(stderr, "bracket: arm %s (%s) on %d rank(s)...\n", bk_arm_names[idx],
-                    idx == BK_ARM_IDX_C ? p->candidate.name : p->incumbent.name, run->lane_size);
-        if (bk_run_arm(run, coord, env, idx, &err) != BK_OK || !run->arms[idx].ok) {
-            snprintf(run->stopped, sizeof run->stopped, "arm %s failed; later arms not run",
-                     bk_arm_names[idx]);
-            if (err.msg[0])
-                bk_strlcpy(run->arms[idx].reason, err.msg, sizeof run->arms[idx].reason);
+        if (run_one(run, coord, env, idx) != 0)
             return;
-        }
-    }
-    for (int idx = BK_ARM_IDX_A; idx <= BK_ARM_IDX_T; idx++) {
-        bk_err err = { 0 };
-        if (!env->quiet)
-            fprintf(stderr, "bracket: arm %s (%s, audit) on %d rank(s)...\n", bk_arm_names[idx],
-                    idx == BK_ARM_IDX_A ? p->candidate.name : p->incumbent.name, run->lane_size);
-        if (bk_run_arm(run, coord, env, idx, &err) != BK_OK || !run->arms[idx].ok) {
-            snprintf(run->stopped, sizeof run->stopped, "arm %s failed; later arms not run",
-                     bk_arm_names[idx]);
-            if (err.msg[0])
-                bk_strlcpy(run->arms[idx].reason, err.msg, sizeof run->arms[idx].reason);
-            return;
-        }
     }
 }
 
