@@ -77,8 +77,9 @@ __device__ __forceinline__ void bk__load_gamma(uint4 (&gv)[VPT], const uint4 *__
 }
 
 /* acc holds s (fp32) for this thread's vectors of one row; store
- * residual_out = bf16(s) and out = bf16(s * inv_rms * gamma) at vector
- * offset `off` of every destination pair (ndst of them). */
+ * residual_out = bf16(s) and out = bf16(r * inv_rms(r) * gamma), where r is
+ * residual_out as stored (the target's definition, kernels/ar_rmsnorm.c), at
+ * vector offset `off` of every destination pair (ndst of them). */
 template <int VPT, bool STREAM = false>
 __device__ __forceinline__ void bk__epilogue(float (&acc)[VPT][8], int nvec, int hidden,
                                              const uint4 (&gv)[VPT], float eps,
@@ -89,8 +90,10 @@ __device__ __forceinline__ void bk__epilogue(float (&acc)[VPT][8], int nvec, int
 #pragma unroll
     for (int k = 0; k < VPT; k++)
 #pragma unroll
-        for (int j = 0; j < 8; j++)
+        for (int j = 0; j < 8; j++) {
+            acc[k][j] = __bfloat162float(__float2bfloat16_rn(acc[k][j]));
             ss += acc[k][j] * acc[k][j];
+        }
     const float inv = rsqrtf(bk__block_sum(ss) / (float)hidden + eps);
 #pragma unroll
     for (int k = 0; k < VPT; k++) {

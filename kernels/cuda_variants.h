@@ -28,13 +28,15 @@ extern const bk_variant bk_variant_ipc_oneshot_fused;
 extern const bk_variant bk_variant_ipc_twoshot_fused;
 #endif
 
-/* The math (all three variants; bf16 storage, fp32 accumulation):
+/* The math (all three variants; bf16 storage, fp32 accumulation), the
+ * target's definition (kernels/ar_rmsnorm.c):
  *   s            = sum_r x_r + residual           (fp32, per element)
  *   residual_out = bf16(s)
- *   out          = bf16(s * rsqrt(mean_row(s^2) + eps) * gamma)
- * The norm uses the fp32 sum before rounding. residual and gamma must be the
- * same on every rank (tensor parallelism replicates them). The incumbent's
- * NCCL sum of the x_r is rounded to bf16 before the residual is added. */
+ *   out          = bf16(r * rsqrt(mean_row(r^2) + eps) * gamma), r = residual_out
+ * The norm uses residual_out as stored (rounded). residual and gamma must be
+ * the same on every rank (tensor parallelism replicates them). The
+ * incumbent's NCCL sum of the x_r is rounded to bf16 before the residual is
+ * added. */
 #define BK_RMSNORM_EPS 1e-6f
 
 /* Peer-memory bytes per rank the IPC variants need for a shape (two halves,

@@ -10,6 +10,12 @@
 #include "runner/engine.h"
 
 #define BK_TIME_BATCH 64     /* timed iterations between host waits */
+/* The target's peer_bytes describes the cpu variants' layout (x in bf16 plus
+ * an fp32 chunk: >= 2 T H bytes); the cuda IPC variants need
+ * bk_ar_rmsnorm_cuda_peer_bytes = 12 T H bytes (two halves of x, residual_out
+ * and out). Until the catalog carries peer bytes per variant, the cuda
+ * backend maps this many times the target's figure. */
+#define BK_CUDA_PEER_FACTOR 6
 #define BK_MAX_SETS 8        /* rotated input sets */
 
 struct bk_backend_ctx {
@@ -72,8 +78,9 @@ static bk_status cuda_comm_create(bk_backend_ctx *ctx, const char *run_id, const
     (void)run_id;
     (void)arm;
     *blob_len = BK_BLOB_MAX;
-    return bk_cuda_comm_create(ctx->rank, ctx->world, ctx->device, peer_bytes, blob, blob_len,
-                               &ctx->comm, err);
+    return bk_cuda_comm_create(ctx->rank, ctx->world, ctx->device,
+                               BK_CUDA_PEER_FACTOR * peer_bytes, blob, blob_len, &ctx->comm,
+                               err);
 }
 
 static bk_status cuda_comm_connect(bk_backend_ctx *ctx, unsigned char (*blobs)[BK_BLOB_MAX],

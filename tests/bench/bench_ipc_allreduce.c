@@ -11,6 +11,17 @@
  * outputs are checked against float64 once per shape before timing. Bytes and bandwidth as
  * nccl-tests: algbw = T x H x 2 bytes / time, busbw = algbw x 2(n-1)/n.
  * Not yet run on several GPUs (only one-GPU machines were lent when it was written). */
+
+#ifndef BK_HAVE_CUDA
+/* Built without the CUDA toolkit: nothing to run. */
+#include <stdio.h>
+
+int main(void)
+{
+    printf("SKIP: no CUDA device: this build has no CUDA (BK_CUDA=OFF or no toolkit)\n");
+    return 77;
+}
+#else
 #include <getopt.h>
 #include <jansson.h>
 
@@ -218,3 +229,5 @@ int main(int argc, char **argv)
     }
     return 0;
 }
+
+#endif /* BK_HAVE_CUDA */

@@ -23,9 +23,11 @@ HIDDENS = (4096, 6144, 7168, 8192)
 
 
 def residual_rmsnorm(x, residual, gamma):
-    s = x.float() + residual.float()
-    out = s * torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + EPS) * gamma.float()
-    return s.to(torch.bfloat16), out.to(torch.bfloat16)
+    """The target's math: the norm reads residual_out as stored (bf16)."""
+    ro = (x.float() + residual.float()).to(torch.bfloat16)
+    r = ro.float()
+    out = r * torch.rsqrt(r.pow(2).mean(-1, keepdim=True) + EPS) * gamma.float()
+    return ro, out.to(torch.bfloat16)
 
 
 def time_graph(fn, sets):

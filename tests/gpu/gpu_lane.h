@@ -195,8 +195,9 @@ static inline void lane_fill(uint16_t *dst, size_t n, uint64_t seed, int which, 
     }
 }
 
-/* Reference outputs (double) for seed/world: ro = sum_r x_r + residual,
- * out = ro / sqrt(mean(ro^2) + eps) * gamma. */
+/* Reference outputs (double) for seed/world: ro = sum_r x_r + residual
+ * (exact), out = b / sqrt(mean(b^2) + eps) * gamma with b = bf16(ro), the
+ * residual_out a kernel stores (the target's definition). */
 static inline void lane_reference(uint64_t seed, int world, int64_t tokens, int64_t hidden,
                            double *ro, double *out)
 {
@@ -215,11 +216,13 @@ static inline void lane_reference(uint64_t seed, int world, int64_t tokens, int6
         double ss = 0;
         for (int64_t h = 0; h < hidden; h++) {
             ro[t * hidden + h] += bf16_to_f(b[t * hidden + h]);
-            ss += ro[t * hidden + h] * ro[t * hidden + h];
+            const double r = bf16_to_f(f_to_bf16((float)ro[t * hidden + h]));
+            ss += r * r;
         }
         const double inv = 1.0 / sqrt(ss / hidden + 1e-6);
         for (int64_t h = 0; h < hidden; h++)
-            out[t * hidden + h] = ro[t * hidden + h] * inv * bf16_to_f(g[h]);
+            out[t * hidden + h] =
+                bf16_to_f(f_to_bf16((float)ro[t * hidden + h])) * inv * bf16_to_f(g[h]);
     }
     free(b);
     free(g);
