@@ -179,6 +179,12 @@ static bk_status twoshot_run(void *state, bk_call *call, bk_err *err)
 /* Token ranges are provisional: measured crossovers need several GPUs
  * (docs/bench/cuda.md). One-shot moves world x the bytes of two-shot per
  * rank and wins while latency dominates (decode); two-shot takes over above. */
+static size_t cuda_peer_bytes(const bk_shape *s, int world)
+{
+    (void)world;
+    return bk_ar_rmsnorm_cuda_peer_bytes(s->tokens, s->hidden);
+}
+
 const bk_variant bk_variant_nccl_then_rmsnorm = {
     .name = "nccl_then_rmsnorm",
     .target = "collective.allreduce_residual_rmsnorm",
@@ -190,6 +196,7 @@ const bk_variant bk_variant_nccl_then_rmsnorm = {
     .create = nccl_create,
     .run = nccl_run,
     .destroy = no_destroy,
+    .peer_bytes = cuda_peer_bytes,
 };
 
 const bk_variant bk_variant_ipc_oneshot_fused = {
@@ -204,6 +211,7 @@ const bk_variant bk_variant_ipc_oneshot_fused = {
     .create = oneshot_create,
     .run = oneshot_run,
     .destroy = no_destroy,
+    .peer_bytes = cuda_peer_bytes,
 };
 
 const bk_variant bk_variant_ipc_twoshot_fused = {
@@ -218,6 +226,7 @@ const bk_variant bk_variant_ipc_twoshot_fused = {
     .create = twoshot_create,
     .run = twoshot_run,
     .destroy = no_destroy,
+    .peer_bytes = cuda_peer_bytes,
 };
 
 #else

@@ -100,6 +100,9 @@ typedef struct bk_variant {
     /* One call. Must write every element of every output tensor. */
     bk_status (*run)(void *state, bk_call *call, bk_err *err);
     void (*destroy)(void *state);
+    /* Peer memory one rank needs for this variant at this shape, when it needs
+     * more than the target's peer_bytes (NULL: the target's is enough). */
+    size_t (*peer_bytes)(const bk_shape *s, int world);
 } bk_variant;
 
 const bk_target *bk_catalog_target(const char *name);

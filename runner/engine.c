@@ -172,9 +172,16 @@ static bk_status run_engine(engine *e, bk_err *err)
                      bk_backend_name(e->a.backend));
         goto out;
     }
+    /* peer memory is mapped once: the most any shape needs, by the target's
+     * layout or by either variant's own */
     size_t peer_bytes = 0;
+    const bk_variant *vs[2] = { e->v_arm, e->v_inc };
     for (int i = 0; i < p->workload.nshapes; i++) {
-        size_t b = e->target->peer_bytes(&p->workload.shapes[i], e->a.world);
+        const bk_shape *s = &p->workload.shapes[i];
+        size_t b = e->target->peer_bytes(s, e->a.world);
+        for (int k = 0; k < 2; k++)
+            if (vs[k]->peer_bytes && vs[k]->peer_bytes(s, e->a.world) > b)
+                b = vs[k]->peer_bytes(s, e->a.world);
         if (b > peer_bytes)
             peer_bytes = b;
     }

@@ -7,7 +7,8 @@ set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$src/gpu-out}
 build=${BK_BUILD:-/tmp/bk-build}
-mkdir -p "$out"
+runs=${BK_RUNS:-/tmp/bk-runs} # records stay outside $OUT (the device tool returns 8 files)
+mkdir -p "$out" "$runs"
 export NCCL_NVLS_ENABLE=0 OUT=$out BK_BUILD=$build
 "$src/scripts/gpu-run.sh" build || exit 1
 for d in "$src/.gpu-deps/root" "$src/../.gpu-deps/root"; do
@@ -18,17 +19,17 @@ flags=(-q --oversubscribe --bind-to none --allow-run-as-root -x LD_LIBRARY_PATH 
 rc=0
 step() { echo "=== $* ($(date -u +%H:%M:%S))"; }
 step topo
-"$b" topo | tee "$out/topo.txt"
+"$b" topo | tee -a "$out/bracket.txt"
 "$b" topo --save "$out/h200-topology.json" || rc=1
 step demo
 (cd "$src" && mpirun "${flags[@]}" -np 1 "$b" run plans/demo-cuda.json --set arena.tp=1 \
-   --set lanes.policy=shared --out "$out/runs" --quiet) | tee "$out/demo.txt"
+   --set lanes.policy=shared --out "$runs" --quiet) | tee -a "$out/bracket.txt"
 step "A/A graph, 3 brackets"
 for i in 1 2 3; do
   (cd "$src" && mpirun "${flags[@]}" -np 1 "$b" run plans/demo-cuda.json --set arena.tp=1 \
      --set lanes.policy=shared --set candidate.variant=nccl_then_rmsnorm \
-     --set protocol.drift_policy=strict --out "$out/runs" --quiet) > "$out/aa$i.txt" 2>&1
-  grep -E "^  (B|C|B') |median|^drift|^verdict" "$out/aa$i.txt"
+     --set protocol.drift_policy=strict --out "$runs" --quiet) > "$runs/aa$i.txt" 2>&1
+  grep -E "^  (B|C|B') |median|^drift|^verdict" "$runs/aa$i.txt" | tee -a "$out/bracket.txt"
 done
 step verify
 for w in 1 2 4; do
@@ -36,13 +37,13 @@ for w in 1 2 4; do
     # lanes of 2 and 4 share the one GPU: NCCL refuses that, so no probe past the domain
     # (which the NCCL incumbent would serve) at those sizes
     extra=(); [ "$w" -gt 1 ] && [ "$(nvidia-smi -L | grep -c '^GPU')" -lt "$w" ] && extra=(--no-domain-shapes)
-    (cd "$src" && "$b" verify plans/demo-cuda.json --variant $v --world $w --checks 1 "${extra[@]}") 2>&1 | tail -12 | tee -a "$out/verify.txt"
+    (cd "$src" && "$b" verify plans/demo-cuda.json --variant $v --world $w --checks 1 "${extra[@]}") 2>&1 | tail -12 | tee -a "$out/bracket.txt"
   done
 done
 step "gpu bracket test"
-(cd "$build" && ctest -R gpu_it_ --output-on-failure) 2>&1 | tail -15 | tee "$out/gpu-it.txt"
+(cd "$build" && ctest -R gpu_it_ --output-on-failure) 2>&1 | tail -15 | tee -a "$out/bracket.txt"
 step summary
-python3 - "$out/runs" <<'PY'
+python3 - "$runs" <<'PY'
 import glob, json, sys
 for rec in sorted(glob.glob(sys.argv[1] + "/*/record.json")):
     r = json.load(open(rec))
