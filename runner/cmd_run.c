@@ -1,5 +1,6 @@
 /* cmd_run.c - `bracket run PLAN`: set-up on rank 0, the arms, scoring, the record. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include "runner/digest.h"
 #include "runner/orchestrate.h"
 #include "runner/report.h"
+#include "runner/terminate.h"
 
 #define MAX_SETS 64
 
@@ -121,6 +123,30 @@ static bk_status mkdir_p(const char *path, bk_err *err)
     return BK_OK;
 }
 
+/* Reserve room for the record before any arm runs: a full or read-only output folder is
+ * a clear error now, not a lost record hours later. The estimate covers every timed arm's
+ * samples (9 bytes each in msgpack at most) and 1 MiB for the JSON. */
+static bk_status probe_space(const bk_run *run, bk_err *err)
+{
+    const bk_plan *p = &run->plan;
+    int64_t lane = run->lane_size, bytes = 1 << 20;
+    bytes += 3 * lane * (int64_t)p->workload.nshapes * p->workload.iters * 9;
+    char path[800];
+    snprintf(path, sizeof path, "%s/.space-probe", run->run_dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0)
+        return BK_FAIL(err, BK_ERR_INPUT, "output folder %s is not writable: %s", run->run_dir,
+                       strerror(errno));
+    int rc = posix_fallocate(fd, 0, (off_t)bytes);
+    close(fd);
+    unlink(path);
+    if (rc != 0)
+        return BK_FAIL(err, BK_ERR_INPUT, "output folder %s cannot hold the record: reserving "
+                       "%.1f MiB failed: %s", run->out_dir, (double)bytes / 1048576.0,
+                       strerror(rc));
+    return BK_OK;
+}
+
 static void make_run_id(const bk_plan *p, char *out, size_t len)
 {
     time_t now = time(NULL);
@@ -215,6 +241,10 @@ static int setup_rank0(const run_opts *o, bk_run *run, bk_coord **coord, char **
     for (int t = 0; t < tg->ntensors; t++)
         if (tg->tensor_is_output[t] && run->noutputs < 16)
             run->output_names[run->noutputs++] = tg->tensor_names[t];
+    if ((st = probe_space(run, err)) != BK_OK) {
+        rmdir(run->run_dir);
+        return BK_EXIT_USAGE;
+    }
     if ((st = bk_coord_open(coord, run->run_id, run->plan.workload.nshapes,
                             run->plan.workload.iters, run->noutputs, err)) != BK_OK)
         return BK_EXIT_INTERNAL;
@@ -243,6 +273,11 @@ static void run_arms(bk_run *run, bk_coord *coord, const bk_agent_env *env)
     int order[3] = { BK_ARM_IDX_B, BK_ARM_IDX_C, BK_ARM_IDX_BP };
     for (int k = 0; k < 3; k++) {
         int idx = order[k];
+        if (bk_terminate_signal()) {
+            snprintf(run->stopped, sizeof run->stopped, "terminated by %s before arm %s",
+                     bk_terminate_name(), bk_arm_names[idx]);
+            return;
+        }
         if (idx == BK_ARM_IDX_BP && p->protocol.version == BK_PROTO_V7) {
             bk_score look;
             bk_err e = { 0 };
@@ -267,6 +302,11 @@ static void run_arms(bk_run *run, bk_coord *coord, const bk_agent_env *env)
     }
     for (int idx = BK_ARM_IDX_A; idx <= BK_ARM_IDX_T; idx++) {
         bk_err err = { 0 };
+        if (bk_terminate_signal()) {
+            snprintf(run->stopped, sizeof run->stopped, "terminated by %s before arm %s",
+                     bk_terminate_name(), bk_arm_names[idx]);
+            return;
+        }
         if (!env->quiet)
             fprintf(stderr, "bracket: arm %s (%s, audit) on %d rank(s)...\n", bk_arm_names[idx],
                     idx == BK_ARM_IDX_A ? p->candidate.name : p->incumbent.name, run->lane_size);
@@ -278,6 +318,20 @@ static void run_arms(bk_run *run, bk_coord *coord, const bk_agent_env *env)
             return;
         }
     }
+}
+
+/* A run ended by SIGTERM / SIGINT: whatever the arms so far say, the verdict is
+ * NO_DECISION and the reasons start with `terminated`. */
+static void mark_terminated(bk_run *run, bk_score *sc)
+{
+    char why[sizeof sc->reasons + 32];
+    snprintf(why, sizeof why, "terminated by %s%s%s", bk_terminate_name(),
+             sc->reasons[0] ? "; " : "", sc->reasons);
+    bk_strlcpy(sc->reasons, why, sizeof sc->reasons); /* cut at the end if it must */
+    sc->verdict = BK_VERDICT_NO_DECISION;
+    bk_strlcpy(sc->status, "no_decision", sizeof sc->status);
+    if (!run->stopped[0])
+        snprintf(run->stopped, sizeof run->stopped, "terminated by %s", bk_terminate_name());
 }
 
 static int verdict_exit(bk_verdict v)
@@ -292,6 +346,7 @@ int bk_cmd_run(int argc, char **argv)
     MPI_Init(NULL, NULL);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    bk_terminate_install();
 
     run_opts o;
     char msg[256];
@@ -390,6 +445,8 @@ int bk_cmd_run(int argc, char **argv)
         fprintf(stderr, "bracket run: scoring failed: %s\n", err.msg);
         rc = BK_EXIT_INTERNAL;
     }
+    if (bk_terminate_signal())
+        mark_terminated(run, &score);
     bk_err rerr = { 0 };
     bk_status rst = bk_record_write(run, &score, &rerr);
     bk_report_print(stdout, run, &score);
@@ -402,6 +459,14 @@ int bk_cmd_run(int argc, char **argv)
     if (rc == 0)
         rc = verdict_exit(score.verdict);
     fflush(stdout);
+    if (bk_terminate_signal()) {
+        /* the partial record is written; end the whole job now (agents that were
+         * not signalled themselves are still waiting for us) */
+        fprintf(stderr, "bracket run: terminated by %s; partial record written\n",
+                bk_terminate_name());
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, rc);
+    }
     bk_run_finish_agents(rc);
 out:
     if (plan_path[0])
@@ -417,6 +482,12 @@ out:
         free(run);
     }
     fflush(stdout);
+    if (bk_terminate_signal()) {
+        /* terminated: rank 0 ends the job with MPI_Abort; a finalize could wait
+         * for ranks that are already gone */
+        fflush(stderr);
+        _exit(rc ? rc : BK_EXIT_NO_DECISION);
+    }
     MPI_Finalize();
     return rc;
 }

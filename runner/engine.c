@@ -2,6 +2,8 @@
  * Rendezvous, peer memory, per-shape work with routing, samples and a final status pushed
  * to the coordinator over ZeroMQ, then exit. */
 #include <getopt.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,6 +244,11 @@ int bk_cmd_engine(int argc, char **argv)
         return BK_EXIT_USAGE;
     }
     setpgid(0, 0); /* harmless if the agent already made us a group leader */
+    /* an agent killed outright (SIGKILL after a job's time limit) takes its engine along */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() == 1) {
+        fprintf(stderr, "bracket engine: the agent that started us is gone\n");
+        return BK_EXIT_INTERNAL;
+    }
     e.hdr = (bk_wire_hdr){ e.a.run_id, e.a.arm, (uint32_t)e.a.rank };
     e.zctx = zmq_ctx_new();
     e.push = e.zctx ? zmq_socket(e.zctx, ZMQ_PUSH) : NULL;

@@ -1,0 +1,17 @@
+/* terminate.h - SIGTERM / SIGINT to a run (Slurm's time limit, scancel, Ctrl-C): the handler
+ * only notes the signal; rank 0 and the agents look at it in their polling loops, kill their
+ * engines, and rank 0 writes a partial record (NO_DECISION, reason `terminated`). */
+#ifndef BK_TERMINATE_H
+#define BK_TERMINATE_H
+
+/* Install the handler for SIGTERM and SIGINT (SA_RESTART off: blocking waits wake up).
+ * Returns 0, or -1 when sigaction failed (errno set). */
+int bk_terminate_install(void);
+
+/* The first termination signal received (SIGTERM or SIGINT), 0 when none. Async-safe. */
+int bk_terminate_signal(void);
+
+/* "SIGTERM", "SIGINT" or "signal N" for the signal above ("" when none). */
+const char *bk_terminate_name(void);
+
+#endif
