@@ -19,6 +19,7 @@
 #include "runner/orchestrate.h"
 #include "runner/report.h"
 #include "runner/terminate.h"
+#include "runner/transport.h"
 
 #define MAX_SETS 64
 
@@ -29,6 +30,8 @@ typedef struct run_opts {
     int nsets;
     int quiet;
     int help;
+    const char *iface;  /* --iface: tcp on this interface even on one host */
+    int port;           /* --port: the rendezvous port (samples on port + 1) */
 } run_opts;
 
 typedef struct setup_msg {
@@ -39,6 +42,9 @@ typedef struct setup_msg {
     char ep_rv[320];
     char ep_samples[320];
     int64_t plan_len;
+    int32_t tcp;        /* the keys below are the run's CURVE keys (never the server secret) */
+    char server_public[BK_Z85_KEY_LEN], client_public[BK_Z85_KEY_LEN];
+    char client_secret[BK_Z85_KEY_LEN];
 } setup_msg;
 
 static void usage(FILE *f)
@@ -57,6 +63,12 @@ static void usage(FILE *f)
         "  -s, --set PATH=VAL   override one plan field by its dotted path, e.g.\n"
         "                       --set candidate.variant=shm_twopass (repeatable; the record\n"
         "                       keeps the plan as run)\n"
+        "  -i, --iface IFACE    rendezvous and samples over tcp:// with CURVE on this\n"
+        "                       interface even when every rank is on one host (default:\n"
+        "                       ipc:// on one host; across hosts the first interface that\n"
+        "                       is up, not loopback and has an IPv4 address)\n"
+        "  -p, --port PORT      tcp: the rendezvous port, samples on PORT+1 (default: any\n"
+        "                       free ports)\n"
         "  -q, --quiet          no progress line\n"
         "  -h, --help           this text\n"
         "\n"
@@ -68,6 +80,7 @@ static int parse(int argc, char **argv, run_opts *o, char *msg, size_t len)
     static const struct option opts[] = {
         { "out", required_argument, 0, 'o' }, { "set", required_argument, 0, 's' },
         { "quiet", no_argument, 0, 'q' },     { "help", no_argument, 0, 'h' },
+        { "iface", required_argument, 0, 'i' }, { "port", required_argument, 0, 'p' },
         { 0, 0, 0, 0 }
     };
     memset(o, 0, sizeof *o);
@@ -75,9 +88,20 @@ static int parse(int argc, char **argv, run_opts *o, char *msg, size_t len)
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "o:s:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "o:s:qhi:p:", opts, NULL)) != -1) {
         switch (c) {
         case 'o': o->out = optarg; break;
+        case 'i': o->iface = optarg; break;
+        case 'p': {
+            char *end = NULL;
+            long v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || v < 1 || v > 65534) {
+                snprintf(msg, len, "--port '%s': expected an integer in 1..65534", optarg);
+                return -1;
+            }
+            o->port = (int)v;
+            break;
+        }
         case 's':
             if (o->nsets == MAX_SETS) {
                 snprintf(msg, len, "too many --set (at most %d)", MAX_SETS);
@@ -173,7 +197,7 @@ static bk_backend resolve_backend(bk_backend want)
 }
 
 /* Lanes for the walking skeleton: ranks 0..L-1 and L..2L-1 on one host. */
-static bk_status pick_lanes(bk_run *run, bk_err *err)
+static bk_status pick_lanes(bk_run *run, int *remote, bk_err *err)
 {
     const bk_plan *p = &run->plan;
     int L = p->arena.tp * p->arena.ep;
@@ -194,32 +218,68 @@ static bk_status pick_lanes(bk_run *run, bk_err *err)
         run->candidate[i] = shared ? i : L + i;
     }
     run->shared_lanes = shared;
-    for (int i = 0; i < need; i++)
-        if (strcmp(run->hosts[i], run->hosts[0]) != 0)
-            return BK_FAIL(err, BK_ERR_UNSUPPORTED,
-                           "rank %d runs on %s and rank 0 on %s: lanes across hosts need the TCP "
-                           "transport, which this version does not have yet", i, run->hosts[i],
-                           run->hosts[0]);
-    snprintf(run->lane_signature, sizeof run->lane_signature, "%s:1host:%dranks",
-             bk_backend_name(run->backend), L);
+    /* peer memory (POSIX shm, CUDA IPC) is one host's: a lane stays on one host, but a
+     * lane on another host than rank 0 is reached over tcp (*remote) */
+    *remote = 0;
+    for (int i = 0; i < L; i++) {
+        const int *lanes[2] = { run->baseline, run->candidate };
+        for (int k = 0; k < 2; k++) {
+            const char *h = run->hosts[lanes[k][i]], *h0 = run->hosts[lanes[k][0]];
+            if (strcmp(h, h0) != 0)
+                return BK_FAIL(err, BK_ERR_UNSUPPORTED,
+                               "the %s lane spans hosts (MPI rank %d on %s, rank %d on %s): "
+                               "peer memory is one host's, so place each lane's %d ranks on "
+                               "one host (e.g. srun --ntasks-per-node=%d)",
+                               k ? "candidate" : "baseline", lanes[k][0], h0, lanes[k][i], h, L,
+                               L);
+            if (strcmp(h, run->hosts[0]) != 0)
+                *remote = 1;
+        }
+    }
+    snprintf(run->lane_signature, sizeof run->lane_signature, "%s:%dhost%s:%dranks",
+             bk_backend_name(run->backend), *remote ? 2 : 1, *remote ? "s" : "", L);
     snprintf(run->lane_note, sizeof run->lane_note,
              shared ? "shared lanes: B and C ran on the same ranks (a rehearsal, not a bracket)"
-                    : "disjoint lanes on one host");
+                    : *remote ? "disjoint lanes on two hosts (tcp with CURVE)"
+                              : "disjoint lanes on one host");
     return BK_OK;
 }
 
 /* Rank 0's set-up; on failure the message is printed and the exit status returned. */
+/* ipc:// when every lane rank is on rank 0's host and no --iface; tcp with fresh CURVE
+ * keys otherwise. */
+static bk_status pick_transport(const run_opts *o, int remote, bk_transport *t, bk_err *err)
+{
+    bk_status st = BK_OK;
+    memset(t, 0, sizeof *t);
+    if (!remote && !o->iface) {
+        if (o->port)
+            return BK_FAIL(err, BK_ERR_INPUT, "--port %d: every rank is on this host, which "
+                           "uses ipc:// (give --iface too for tcp)", o->port);
+        return BK_OK;
+    }
+    t->tcp = 1;
+    t->port = o->port;
+    BK_TRY(bk_iface_addr(o->iface, t->addr, sizeof t->addr, t->iface, sizeof t->iface, err));
+    BK_TRY(bk_curve_keys_new(&t->keys, err));
+out:
+    return st;
+}
+
 static int setup_rank0(const run_opts *o, bk_run *run, bk_coord **coord, char **plan_text,
-                       bk_err *err)
+                       bk_transport *tr, bk_err *err)
 {
     bk_status st;
+    int remote = 0;
     if ((st = bk_plan_load(o->plan, o->sets, o->nsets, &run->plan, err)) != BK_OK)
         return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     run->backend = resolve_backend(run->plan.backend);
     if ((st = bk_catalog_check_plan(&run->plan, run->backend, err)) != BK_OK)
         return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
-    if ((st = pick_lanes(run, err)) != BK_OK)
+    if ((st = pick_lanes(run, &remote, err)) != BK_OK)
         return BK_EXIT_USAGE;
+    if ((st = pick_transport(o, remote, tr, err)) != BK_OK)
+        return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     make_run_id(&run->plan, run->run_id, sizeof run->run_id);
     bk_strlcpy(run->out_dir, o->out, sizeof run->out_dir);
     snprintf(run->run_dir, sizeof run->run_dir, "%s/%s", o->out, run->run_id);
@@ -245,9 +305,11 @@ static int setup_rank0(const run_opts *o, bk_run *run, bk_coord **coord, char **
         rmdir(run->run_dir);
         return BK_EXIT_USAGE;
     }
-    if ((st = bk_coord_open(coord, run->run_id, run->plan.workload.nshapes,
-                            run->plan.workload.iters, run->noutputs, err)) != BK_OK)
-        return BK_EXIT_INTERNAL;
+    if ((st = bk_coord_open_ex(coord, run->run_id, run->plan.workload.nshapes,
+                               run->plan.workload.iters, run->noutputs, tr, err)) != BK_OK) {
+        rmdir(run->run_dir);
+        return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
+    }
     return 0;
 }
 
@@ -354,8 +416,10 @@ int bk_cmd_run(int argc, char **argv)
     bk_run *run = NULL;
     bk_coord *coord = NULL;
     char *plan_text = NULL;
-    char agent_dir[300] = "", plan_path[340] = "";
+    char agent_dir[300] = "", plan_path[340] = "", keys_path[340] = "";
+    bk_transport tr;
     bk_err err = { 0 };
+    memset(&tr, 0, sizeof tr);
 
     if (parse(argc, argv, &o, msg, sizeof msg) != 0) {
         if (rank == 0) {
@@ -384,7 +448,7 @@ int bk_cmd_run(int argc, char **argv)
     setup_msg sm;
     memset(&sm, 0, sizeof sm);
     if (rank == 0) {
-        sm.status = setup_rank0(&o, run, &coord, &plan_text, &err);
+        sm.status = setup_rank0(&o, run, &coord, &plan_text, &tr, &err);
         if (sm.status != 0) {
             fprintf(stderr, "bracket run: %s\n", err.msg);
         } else {
@@ -394,6 +458,15 @@ int bk_cmd_run(int argc, char **argv)
             bk_strlcpy(sm.ep_rv, bk_coord_rendezvous_ep(coord), sizeof sm.ep_rv);
             bk_strlcpy(sm.ep_samples, bk_coord_samples_ep(coord), sizeof sm.ep_samples);
             sm.plan_len = (int64_t)strlen(plan_text);
+            sm.tcp = tr.tcp;
+            if (tr.tcp) {
+                bk_strlcpy(sm.server_public, tr.keys.server_public, sizeof sm.server_public);
+                bk_strlcpy(sm.client_public, tr.keys.client_public, sizeof sm.client_public);
+                bk_strlcpy(sm.client_secret, tr.keys.client_secret, sizeof sm.client_secret);
+                if (!o.quiet)
+                    fprintf(stderr, "bracket: transport tcp with CURVE on %s (%s): %s, %s\n",
+                            tr.iface, tr.addr, sm.ep_rv, sm.ep_samples);
+            }
         }
     }
     MPI_Bcast(&sm, sizeof sm, MPI_BYTE, 0, MPI_COMM_WORLD);
@@ -412,6 +485,22 @@ int bk_cmd_run(int argc, char **argv)
                 host, rank, strerror(errno));
         MPI_Abort(MPI_COMM_WORLD, BK_EXIT_INTERNAL);
     }
+    if (sm.tcp) {
+        /* the engines' keys: a 0600 file in this agent's private folder */
+        bk_curve_keys k;
+        memset(&k, 0, sizeof k);
+        bk_strlcpy(k.server_public, sm.server_public, sizeof k.server_public);
+        bk_strlcpy(k.client_public, sm.client_public, sizeof k.client_public);
+        bk_strlcpy(k.client_secret, sm.client_secret, sizeof k.client_secret);
+        snprintf(keys_path, sizeof keys_path, "%s/keys", agent_dir);
+        if (bk_keys_write(keys_path, &k, &err) != BK_OK) {
+            fprintf(stderr, "bracket [%s rank %d]: %s\n", host, rank, err.msg);
+            keys_path[0] = '\0';
+            MPI_Abort(MPI_COMM_WORLD, BK_EXIT_INTERNAL);
+        }
+        memset(&k, 0, sizeof k);
+        memset(sm.client_secret, 0, sizeof sm.client_secret);
+    }
     char exe[1024];
     if (bk_self_exe(exe, sizeof exe, &err) != BK_OK) {
         fprintf(stderr, "bracket [%s rank %d]: %s\n", host, rank, err.msg);
@@ -427,6 +516,7 @@ int bk_cmd_run(int argc, char **argv)
         .ep_samples = sm.ep_samples, .backend = (bk_backend)sm.backend,
         .device = sm.backend == BK_BACKEND_CUDA ? bk_local_device(local_rank) : -1,
         .mpi_rank = rank, .host = host, .arm_s = sm.arm_s, .quiet = o.quiet,
+        .keys_path = keys_path[0] ? keys_path : NULL,
     };
     if (rank == 0 && bk_sha256_file(exe, run->binary_digest, &err) != BK_OK)
         bk_strlcpy(run->binary_digest, "unknown", sizeof run->binary_digest);
@@ -465,10 +555,18 @@ int bk_cmd_run(int argc, char **argv)
         fprintf(stderr, "bracket run: terminated by %s; partial record written\n",
                 bk_terminate_name());
         fflush(stderr);
+        if (keys_path[0])
+            unlink(keys_path);
+        unlink(plan_path);
+        rmdir(agent_dir);
+        bk_coord_close(coord);
         MPI_Abort(MPI_COMM_WORLD, rc);
     }
     bk_run_finish_agents(rc);
 out:
+    if (keys_path[0])
+        unlink(keys_path);
+    memset(&tr.keys, 0, sizeof tr.keys);
     if (plan_path[0])
         unlink(plan_path);
     if (agent_dir[0])

@@ -74,6 +74,7 @@ typedef struct bk_engine_args {
     int device;              /* GPU ordinal or -1 */
     bk_backend backend;
     int audit;               /* 1: untimed, eager, outputs sent (A and T) */
+    const char *keys_file;   /* CURVE keys (mode 0600) for the tcp transport, or NULL */
 } bk_engine_args;
 
 #endif

@@ -101,6 +101,10 @@ static void build_argv(const bk_agent_env *env, const arm_msg *m, int lane_rank,
     buf[n++] = (char *)bk_backend_name(env->backend);
     if (m->audit)
         buf[n++] = "--audit";
+    if (env->keys_path) {
+        buf[n++] = "--keys-file";
+        buf[n++] = (char *)env->keys_path;
+    }
     buf[n] = NULL;
 }
 
