@@ -8,7 +8,11 @@ set -e
 it_start sigterm 4 "$IT_PLAN" --set candidate.variant=slowed \
     --set 'candidate.params={"base":"shm_twopass","fraction":10}'
 wait_engines C 2
-kill -TERM "$PID"
+# signal mpirun itself: `timeout` would relay the signal twice (to its child and to its
+# process group), and a second SIGTERM makes mpirun kill the ranks at once
+MPIRUN=$(pgrep -P "$PID" -x mpirun || true)
+[ -n "$MPIRUN" ] || fail "no mpirun under $PID"
+kill -TERM "$MPIRUN"
 it_wait
 [ "$RC" != 0 ] || fail "a terminated run exited 0"
 [ -n "$RECORD" ] || fail "no partial record written"
