@@ -501,6 +501,10 @@ int bk_cmd_run(int argc, char **argv)
         memset(&k, 0, sizeof k);
         memset(sm.client_secret, 0, sizeof sm.client_secret);
     }
+    bk_terminate_remove_on_signal(plan_path);
+    if (keys_path[0])
+        bk_terminate_remove_on_signal(keys_path);
+    bk_terminate_remove_on_signal(agent_dir);
     char exe[1024];
     if (bk_self_exe(exe, sizeof exe, &err) != BK_OK) {
         fprintf(stderr, "bracket [%s rank %d]: %s\n", host, rank, err.msg);

@@ -2,15 +2,33 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runner/terminate.h"
 
+#define MAX_PATHS 8
+
 static volatile sig_atomic_t g_signal;
+static char g_paths[MAX_PATHS][512];
+static volatile sig_atomic_t g_npaths;
 
 static void on_signal(int sig)
 {
-    if (!g_signal)
-        g_signal = sig;
+    if (g_signal)
+        return;
+    g_signal = sig;
+    /* unlink and rmdir are async-signal-safe */
+    for (int i = 0; i < g_npaths; i++)
+        if (unlink(g_paths[i]) != 0)
+            rmdir(g_paths[i]);
+}
+
+void bk_terminate_remove_on_signal(const char *path)
+{
+    if (g_npaths >= MAX_PATHS || strlen(path) >= sizeof g_paths[0])
+        return;
+    memcpy(g_paths[g_npaths], path, strlen(path) + 1);
+    g_npaths = g_npaths + 1;
 }
 
 int bk_terminate_install(void)

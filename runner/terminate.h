@@ -11,6 +11,12 @@ int bk_terminate_install(void);
 /* The first termination signal received (SIGTERM or SIGINT), 0 when none. Async-safe. */
 int bk_terminate_signal(void);
 
+/* Remove `path` (a file, or an empty folder) from inside the signal handler itself, so a
+ * rank killed soon after (mpirun's SIGKILL follows its SIGTERM by 1 s) leaves no private
+ * file behind: an agent's plan copy, its key file, then their folder, in that order. At
+ * most 8 paths of up to 511 bytes; register before the handler can run for them. */
+void bk_terminate_remove_on_signal(const char *path);
+
 /* "SIGTERM", "SIGINT" or "signal N" for the signal above ("" when none). */
 const char *bk_terminate_name(void);
 
