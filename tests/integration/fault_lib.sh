@@ -48,3 +48,11 @@ wait_engines() {
 rank_pids() {
     pgrep -f "^$BK_BRACKET run .*--out $IT_TMP/" || true
 }
+
+# expect_no_private_dirs: no agent folder (plan copy, key file) and no coordinator folder
+# of this test's runs is left in $TMPDIR
+expect_no_private_dirs() {
+    local left
+    left=$(ls -d "$IT_TMP"/bracket-* 2>/dev/null || true)
+    [ -z "$left" ] || fail "private folders left behind: $left"
+}

@@ -24,4 +24,5 @@ PY
 for i in $(seq 50); do [ -z "$(rank_pids)" ] && break; sleep 0.1; done
 [ -z "$(rank_pids)" ] || fail "ranks left behind: $(rank_pids)"
 expect_no_leftovers
+expect_no_private_dirs
 echo "PASS: SIGINT -> partial record, NO_DECISION (terminated), nothing left behind"
