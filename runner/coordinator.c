@@ -8,6 +8,7 @@
 #include <zmq.h>
 
 #include "collectives/collectives.h"
+#include "runner/coord_secure.h"
 #include "runner/coordinator.h"
 
 const char *const bk_arm_names[BK_ARM_NAMES] = { "B", "C", "B'", "A", "T" };
@@ -21,10 +22,7 @@ typedef struct rv_slot {
 
 struct bk_coord {
     void *zctx, *router, *pull;
-    void *zap, *mon[2];          /* tcp only: the ZAP handler and handshake monitors */
-    uint8_t client_key[32];      /* tcp only: the one client key this run accepts */
-    bk_transport_stats tstats;
-    uint64_t accepted, handshakes_ok; /* tcp connections, and those that became peers */
+    bk_coord_sec *sec;           /* tcp only: CURVE, ZAP, handshake monitors */
     char dir[256];
     char ep_rv[320], ep_samples[320];
     bk_wire_decoder *dec;
@@ -44,153 +42,12 @@ bk_status bk_coord_open(bk_coord **out, const char *run_id, int nshapes, int ite
     return bk_coord_open_ex(out, run_id, nshapes, iters, noutputs, NULL, err);
 }
 
-/* ---- tcp: CURVE servers, the ZAP handler, handshake monitors ---- */
+static const bk_transport_stats k_no_tstats;
 
-static bk_status open_monitor(bk_coord *c, void *sock, int k, bk_err *err)
+const bk_transport_stats *bk_coord_transport_stats(const bk_coord *c)
 {
-    char ep[64];
-    snprintf(ep, sizeof ep, "inproc://bk-monitor-%d", k);
-    int zero = 0;
-    if (zmq_socket_monitor(sock, ep, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0 ||
-        !(c->mon[k] = zmq_socket(c->zctx, ZMQ_PAIR)) ||
-        zmq_setsockopt(c->mon[k], ZMQ_LINGER, &zero, sizeof zero) != 0 ||
-        zmq_connect(c->mon[k], ep) != 0)
-        return BK_FAIL(err, BK_ERR_SYSTEM, "coordinator: socket monitor: %s",
-                       zmq_strerror(zmq_errno()));
-    return BK_OK;
+    return c->sec ? bk_coord_sec_stats(c->sec) : &k_no_tstats;
 }
-
-static bk_status secure_sockets(bk_coord *c, const bk_transport *t, bk_err *err)
-{
-    bk_status st = BK_OK;
-    int zero = 0;
-    if (!zmq_z85_decode(c->client_key, t->keys.client_public))
-        return BK_FAIL(err, BK_ERR_INTERNAL, "coordinator: bad client key");
-    /* the ZAP handler must be bound before any CURVE socket meets a client */
-    c->zap = zmq_socket(c->zctx, ZMQ_REP);
-    if (!c->zap || zmq_setsockopt(c->zap, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
-        zmq_bind(c->zap, "inproc://zeromq.zap.01") != 0)
-        return BK_FAIL(err, BK_ERR_SYSTEM, "coordinator: ZAP handler: %s",
-                       zmq_strerror(zmq_errno()));
-    BK_TRY(bk_curve_server(c->router, &t->keys, err));
-    BK_TRY(bk_curve_server(c->pull, &t->keys, err));
-    BK_TRY(open_monitor(c, c->router, 0, err));
-    BK_TRY(open_monitor(c, c->pull, 1, err));
-out:
-    return st;
-}
-
-static bk_status bind_tcp(bk_coord *c, void *sock, const bk_transport *t, int port, char *ep,
-                          size_t len, bk_err *err)
-{
-    char want[128];
-    if (t->port)
-        snprintf(want, sizeof want, "tcp://%s:%d", t->addr, port);
-    else
-        snprintf(want, sizeof want, "tcp://%s:*", t->addr);
-    if (zmq_bind(sock, want) != 0) {
-        int e = zmq_errno();
-        if (e == EADDRINUSE)
-            return BK_FAIL(err, BK_ERR_INPUT, "coordinator: port %d on %s%s%s%s is already in "
-                           "use: choose another --port (it takes PORT and PORT+1), or leave it "
-                           "out for any free port", port, t->addr, t->iface[0] ? " (" : "",
-                           t->iface, t->iface[0] ? ")" : "");
-        return BK_FAIL(err, e == EADDRNOTAVAIL || e == EINVAL ? BK_ERR_INPUT : BK_ERR_SYSTEM,
-                       "coordinator: cannot bind %s: %s", want, zmq_strerror(e));
-    }
-    size_t n = len;
-    if (zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, ep, &n) != 0)
-        return BK_FAIL(err, BK_ERR_SYSTEM, "coordinator: ZMQ_LAST_ENDPOINT: %s",
-                       zmq_strerror(zmq_errno()));
-    (void)c;
-    return BK_OK;
-}
-
-static void fold_refused(bk_coord *c);
-
-/* A ZAP request (RFC 27): pass only the run's client key over CURVE. */
-static void on_zap(bk_coord *c)
-{
-    zmq_msg_t f[8];
-    int n = 0, more = 1;
-    while (more && n < 8) {
-        zmq_msg_init(&f[n]);
-        if (zmq_msg_recv(&f[n], c->zap, 0) < 0) {
-            zmq_msg_close(&f[n]);
-            break;
-        }
-        more = zmq_msg_more(&f[n]);
-        n++;
-    }
-    while (more) { /* more frames than RFC 27 has: drain, then deny */
-        zmq_msg_t x;
-        zmq_msg_init(&x);
-        if (zmq_msg_recv(&x, c->zap, 0) < 0)
-            more = 0;
-        else
-            more = zmq_msg_more(&x);
-        zmq_msg_close(&x);
-        n = 8;
-    }
-    int ok = n == 7 && zmq_msg_size(&f[5]) == 5 && !memcmp(zmq_msg_data(&f[5]), "CURVE", 5) &&
-             zmq_msg_size(&f[6]) == 32 && !memcmp(zmq_msg_data(&f[6]), c->client_key, 32);
-    if (!ok) {
-        c->tstats.auth_denied++;
-        c->stats.rejected[BK_REJ_FOREIGN]++;
-        fold_refused(c);
-    }
-    if (n >= 2) {
-        const char *code = ok ? "200" : "400";
-        const char *text = ok ? "OK" : "not this run's client key";
-        zmq_send(c->zap, "1.0", 3, ZMQ_SNDMORE);
-        zmq_send(c->zap, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), ZMQ_SNDMORE);
-        zmq_send(c->zap, code, 3, ZMQ_SNDMORE);
-        zmq_send(c->zap, text, strlen(text), ZMQ_SNDMORE);
-        zmq_send(c->zap, "", 0, ZMQ_SNDMORE);
-        zmq_send(c->zap, "", 0, 0);
-    }
-    for (int i = 0; i < n && i < 8; i++)
-        zmq_msg_close(&f[i]);
-}
-
-/* Connections accepted that never completed a handshake (garbage, another protocol, a
- * wrong server key) and were not denied by ZAP: accepted - succeeded - denied. libzmq
- * reports no event for a bad greeting, so the count is kept as that difference, folded
- * into the wire's MALFORMED rejections; once every engine of an arm has connected it is
- * exact (a handshake in flight counts until it succeeds). */
-static void fold_refused(bk_coord *c)
-{
-    uint64_t done = c->handshakes_ok + c->tstats.auth_denied;
-    uint64_t now = c->accepted > done ? c->accepted - done : 0;
-    c->stats.rejected[BK_REJ_MALFORMED] += now - c->tstats.handshake_failed;
-    c->tstats.handshake_failed = now;
-}
-
-static void on_monitor(bk_coord *c, void *mon)
-{
-    zmq_msg_t ev;
-    zmq_msg_init(&ev);
-    if (zmq_msg_recv(&ev, mon, 0) >= 0) {
-        if (zmq_msg_size(&ev) >= 2) {
-            uint16_t id;
-            memcpy(&id, zmq_msg_data(&ev), sizeof id);
-            if (id == ZMQ_EVENT_ACCEPTED)
-                c->accepted++;
-            else if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
-                c->handshakes_ok++;
-            fold_refused(c);
-        }
-        while (zmq_msg_more(&ev)) { /* the endpoint frame */
-            zmq_msg_close(&ev);
-            zmq_msg_init(&ev);
-            if (zmq_msg_recv(&ev, mon, 0) < 0)
-                break;
-        }
-    }
-    zmq_msg_close(&ev);
-}
-
-const bk_transport_stats *bk_coord_transport_stats(const bk_coord *c) { return &c->tstats; }
 
 bk_status bk_coord_open_ex(bk_coord **out, const char *run_id, int nshapes, int iters,
                            int noutputs, const bk_transport *t, bk_err *err)
@@ -239,9 +96,10 @@ bk_status bk_coord_open_ex(bk_coord **out, const char *run_id, int nshapes, int 
         goto out;
     }
     if (tcp) {
-        BK_TRY(secure_sockets(c, t, err));
-        BK_TRY(bind_tcp(c, c->router, t, t->port, c->ep_rv, sizeof c->ep_rv, err));
-        BK_TRY(bind_tcp(c, c->pull, t, t->port + 1, c->ep_samples, sizeof c->ep_samples, err));
+        BK_TRY(bk_coord_sec_open(&c->sec, c->zctx, c->router, c->pull, t, err));
+        BK_TRY(bk_coord_sec_bind(c->router, t, t->port, c->ep_rv, sizeof c->ep_rv, err));
+        BK_TRY(bk_coord_sec_bind(c->pull, t, t->port + 1, c->ep_samples, sizeof c->ep_samples,
+                                 err));
     } else if (zmq_bind(c->router, c->ep_rv) != 0 || zmq_bind(c->pull, c->ep_samples) != 0) {
         st = BK_FAIL(err, BK_ERR_SYSTEM, "coordinator: cannot bind %s / %s: %s", c->ep_rv,
                      c->ep_samples, zmq_strerror(zmq_errno()));
@@ -455,29 +313,14 @@ out:
 int bk_coord_poll(bk_coord *c, int timeout_ms)
 {
     int handled = 0;
-    zmq_pollitem_t items[5] = { { c->router, 0, ZMQ_POLLIN, 0 }, { c->pull, 0, ZMQ_POLLIN, 0 },
-                                { c->zap, 0, ZMQ_POLLIN, 0 }, { c->mon[0], 0, ZMQ_POLLIN, 0 },
-                                { c->mon[1], 0, ZMQ_POLLIN, 0 } };
-    int rc = zmq_poll(items, c->zap ? 5 : 2, timeout_ms);
+    zmq_pollitem_t items[5] = { { c->router, 0, ZMQ_POLLIN, 0 }, { c->pull, 0, ZMQ_POLLIN, 0 } };
+    if (c->sec)
+        bk_coord_sec_pollitems(c->sec, &items[2]);
+    int rc = zmq_poll(items, c->sec ? 5 : 2, timeout_ms);
     if (rc <= 0)
         return 0;
-    if (c->zap) { /* handshakes first: a client waits on its ZAP answer */
-        for (int round = 0; round < 64 && (items[2].revents & ZMQ_POLLIN); round++) {
-            on_zap(c);
-            int ev = 0;
-            size_t sz = sizeof ev;
-            if (zmq_getsockopt(c->zap, ZMQ_EVENTS, &ev, &sz) != 0 || !(ev & ZMQ_POLLIN))
-                break;
-        }
-        for (int k = 0; k < 2; k++)
-            for (int round = 0; round < 64; round++) {
-                int ev = 0;
-                size_t sz = sizeof ev;
-                if (zmq_getsockopt(c->mon[k], ZMQ_EVENTS, &ev, &sz) != 0 || !(ev & ZMQ_POLLIN))
-                    break;
-                on_monitor(c, c->mon[k]);
-            }
-    }
+    if (c->sec) /* handshakes first: a client waits on its ZAP answer */
+        bk_coord_sec_serve(c->sec, &c->stats);
     /* drain what is queued without waiting again */
     for (int round = 0; round < 4096; round++) {
         int any = 0;
@@ -496,6 +339,10 @@ int bk_coord_poll(bk_coord *c, int timeout_ms)
             break;
         handled += any;
     }
+    /* a connection's handshake event is queued before its first message is readable:
+     * counting events after the messages keeps the refused count exact at an arm's end */
+    if (c->sec)
+        bk_coord_sec_serve(c->sec, &c->stats);
     return handled;
 }
 
@@ -532,11 +379,7 @@ void bk_coord_close(bk_coord *c)
         zmq_close(c->router);
     if (c->pull)
         zmq_close(c->pull);
-    for (int k = 0; k < 2; k++)
-        if (c->mon[k])
-            zmq_close(c->mon[k]);
-    if (c->zap)
-        zmq_close(c->zap);
+    bk_coord_sec_close(c->sec);
     if (c->zctx)
         zmq_ctx_term(c->zctx);
     bk_wire_decoder_free(c->dec);
