@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Garbage bytes at the coordinator's tcp endpoints while the arms run (a port scanner, a
 # stranger speaking another protocol): ignored and counted, every sample still arrives, the
-# run ends with the verdict its samples give (a 3x slower candidate: FAIL). Also: the port
-# already taken is a clear error (exit 2) before any arm.
+# run ends with the verdict its samples give (a 3x slower candidate: FAIL).
 . "$(dirname "$0")/fault_lib.sh"
 set -e
 # a free pair of ports on loopback
@@ -54,20 +53,5 @@ print("rejected:", rej)
 PY
 grep -q "rejected" "$OUT" || fail "the report does not mention rejected messages"
 
-# the port taken (by the listener below): exit 2 naming the port, no run folder
-python3 -c '
-import socket, sys, time
-s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1); time.sleep(60)' "$PORT" &
-HOLDER=$!
-for i in $(seq 100); do
-    python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' \
-        "$PORT" 2>/dev/null && break
-    sleep 0.1
-done
-it_run taken 4 "$IT_PLAN" --iface lo --port "$PORT"
-kill "$HOLDER"
-[ "$RC" = 2 ] || fail "port taken: expected exit 2, got $RC"
-grep -q "port $PORT on 127.0.0.1 (lo) is already in use" "$OUT" || fail "port taken: unclear error"
-[ -z "$(ls "$IT_TMP/out-taken" 2>/dev/null)" ] || fail "port taken: a run folder was left"
 expect_no_leftovers
-echo "PASS: garbage at the endpoint ignored and counted; port taken is a clear error"
+echo "PASS: garbage at the endpoint ignored and counted, every sample in, FAIL as measured"

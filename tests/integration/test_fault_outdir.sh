@@ -10,7 +10,7 @@ if [ "$(id -u)" != 0 ] || ! mount -t tmpfs -o size=16m bk-outdir "$MNT" 2>/dev/n
     echo "SKIP: cannot mount a tmpfs here (needs root)"
     exit 77
 fi
-trap 'umount "$MNT" 2>/dev/null; rm -rf "$IT_TMP"' EXIT
+trap 'umount "$MNT" 2>/dev/null || true; rm -rf "$IT_TMP"' EXIT
 
 # a first, good run leaves a record
 run_into() { # NAME: a run whose output folder is $MNT/out

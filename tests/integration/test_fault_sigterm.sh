@@ -26,6 +26,10 @@ c = r["arms"][1]
 assert c["ran"] and not c["ok"] and "terminated" in c["reason"], c
 assert not r["arms"][2]["ran"], "B' ran after the termination"
 PY
+# the verdict is the samples' too: `bracket score` recomputes NO_DECISION from the record
+"$BK_BRACKET" score "$RECORD" >"$IT_TMP/score.log" 2>&1 || true
+cat "$IT_TMP/score.log"
+grep -q "identical to the record" "$IT_TMP/score.log" || fail "bracket score differs from the record"
 for i in $(seq 50); do [ -z "$(rank_pids)$(engine_pids '.*')" ] && break; sleep 0.1; done
 [ -z "$(rank_pids)" ] || fail "ranks left behind: $(rank_pids)"
 expect_no_leftovers
