@@ -1,6 +1,5 @@
 /* cmd_run.c - `bracket run PLAN`: set-up on rank 0, the arms, scoring, the record. */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 #include "runner/digest.h"
 #include "runner/orchestrate.h"
 #include "runner/report.h"
+#include "runner/outdir.h"
 #include "runner/terminate.h"
 #include "runner/transport.h"
 
@@ -50,7 +50,8 @@ typedef struct setup_msg {
 static void usage(FILE *f)
 {
     fprintf(f,
-        "usage: mpirun -np N bracket run PLAN [--out DIR] [--set PATH=VALUE]... [--quiet]\n"
+        "usage: mpirun -np N bracket run PLAN [--out DIR] [--set PATH=VALUE]... [--iface IFACE]\n"
+        "                                     [--port PORT] [--quiet]\n"
         "\n"
         "Runs the plan's bracket: B (incumbent, baseline lane) -> C (candidate, disjoint\n"
         "lane) -> B' (incumbent again; under protocol v7 only when B/C cannot decide), then\n"
@@ -147,30 +148,6 @@ static bk_status mkdir_p(const char *path, bk_err *err)
     return BK_OK;
 }
 
-/* Reserve room for the record before any arm runs: a full or read-only output folder is
- * a clear error now, not a lost record hours later. The estimate covers every timed arm's
- * samples (9 bytes each in msgpack at most) and 1 MiB for the JSON. */
-static bk_status probe_space(const bk_run *run, bk_err *err)
-{
-    const bk_plan *p = &run->plan;
-    int64_t lane = run->lane_size, bytes = 1 << 20;
-    bytes += 3 * lane * (int64_t)p->workload.nshapes * p->workload.iters * 9;
-    char path[800];
-    snprintf(path, sizeof path, "%s/.space-probe", run->run_dir);
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (fd < 0)
-        return BK_FAIL(err, BK_ERR_INPUT, "output folder %s is not writable: %s", run->run_dir,
-                       strerror(errno));
-    int rc = posix_fallocate(fd, 0, (off_t)bytes);
-    close(fd);
-    unlink(path);
-    if (rc != 0)
-        return BK_FAIL(err, BK_ERR_INPUT, "output folder %s cannot hold the record: reserving "
-                       "%.1f MiB failed: %s", run->out_dir, (double)bytes / 1048576.0,
-                       strerror(rc));
-    return BK_OK;
-}
-
 static void make_run_id(const bk_plan *p, char *out, size_t len)
 {
     time_t now = time(NULL);
@@ -246,26 +223,6 @@ static bk_status pick_lanes(bk_run *run, int *remote, bk_err *err)
 }
 
 /* Rank 0's set-up; on failure the message is printed and the exit status returned. */
-/* ipc:// when every lane rank is on rank 0's host and no --iface; tcp with fresh CURVE
- * keys otherwise. */
-static bk_status pick_transport(const run_opts *o, int remote, bk_transport *t, bk_err *err)
-{
-    bk_status st = BK_OK;
-    memset(t, 0, sizeof *t);
-    if (!remote && !o->iface) {
-        if (o->port)
-            return BK_FAIL(err, BK_ERR_INPUT, "--port %d: every rank is on this host, which "
-                           "uses ipc:// (give --iface too for tcp)", o->port);
-        return BK_OK;
-    }
-    t->tcp = 1;
-    t->port = o->port;
-    BK_TRY(bk_iface_addr(o->iface, t->addr, sizeof t->addr, t->iface, sizeof t->iface, err));
-    BK_TRY(bk_curve_keys_new(&t->keys, err));
-out:
-    return st;
-}
-
 static int setup_rank0(const run_opts *o, bk_run *run, bk_coord **coord, char **plan_text,
                        bk_transport *tr, bk_err *err)
 {
@@ -278,7 +235,7 @@ static int setup_rank0(const run_opts *o, bk_run *run, bk_coord **coord, char **
         return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     if ((st = pick_lanes(run, &remote, err)) != BK_OK)
         return BK_EXIT_USAGE;
-    if ((st = pick_transport(o, remote, tr, err)) != BK_OK)
+    if ((st = bk_transport_pick(o->iface, o->port, remote, tr, err)) != BK_OK)
         return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     make_run_id(&run->plan, run->run_id, sizeof run->run_id);
     bk_strlcpy(run->out_dir, o->out, sizeof run->out_dir);
@@ -301,7 +258,10 @@ static int setup_rank0(const run_opts *o, bk_run *run, bk_coord **coord, char **
     for (int t = 0; t < tg->ntensors; t++)
         if (tg->tensor_is_output[t] && run->noutputs < 16)
             run->output_names[run->noutputs++] = tg->tensor_names[t];
-    if ((st = probe_space(run, err)) != BK_OK) {
+    /* room for every timed arm's samples (9 bytes each at most) and 1 MiB of JSON */
+    int64_t need = (1 << 20) + 3 * (int64_t)run->lane_size * run->plan.workload.nshapes *
+                                   run->plan.workload.iters * 9;
+    if ((st = bk_outdir_probe(run->run_dir, o->out, need, err)) != BK_OK) {
         rmdir(run->run_dir);
         return BK_EXIT_USAGE;
     }
@@ -380,20 +340,6 @@ static void run_arms(bk_run *run, bk_coord *coord, const bk_agent_env *env)
             return;
         }
     }
-}
-
-/* A run ended by SIGTERM / SIGINT: whatever the arms so far say, the verdict is
- * NO_DECISION and the reasons start with `terminated`. */
-static void mark_terminated(bk_run *run, bk_score *sc)
-{
-    char why[sizeof sc->reasons + 32];
-    snprintf(why, sizeof why, "terminated by %s%s%s", bk_terminate_name(),
-             sc->reasons[0] ? "; " : "", sc->reasons);
-    bk_strlcpy(sc->reasons, why, sizeof sc->reasons); /* cut at the end if it must */
-    sc->verdict = BK_VERDICT_NO_DECISION;
-    bk_strlcpy(sc->status, "no_decision", sizeof sc->status);
-    if (!run->stopped[0])
-        snprintf(run->stopped, sizeof run->stopped, "terminated by %s", bk_terminate_name());
 }
 
 static int verdict_exit(bk_verdict v)
@@ -540,7 +486,7 @@ int bk_cmd_run(int argc, char **argv)
         rc = BK_EXIT_INTERNAL;
     }
     if (bk_terminate_signal())
-        mark_terminated(run, &score);
+        bk_terminate_mark(&score, run->stopped, sizeof run->stopped);
     bk_err rerr = { 0 };
     bk_status rst = bk_record_write(run, &score, &rerr);
     bk_report_print(stdout, run, &score);

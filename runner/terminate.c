@@ -57,3 +57,15 @@ const char *bk_terminate_name(void)
     snprintf(buf, sizeof buf, "signal %d", s);
     return buf;
 }
+
+void bk_terminate_mark(bk_score *sc, char *stopped, size_t len)
+{
+    char why[sizeof sc->reasons + 32];
+    snprintf(why, sizeof why, "terminated by %s%s%s", bk_terminate_name(),
+             sc->reasons[0] ? "; " : "", sc->reasons);
+    bk_strlcpy(sc->reasons, why, sizeof sc->reasons); /* cut at the end if it must */
+    sc->verdict = BK_VERDICT_NO_DECISION;
+    bk_strlcpy(sc->status, "no_decision", sizeof sc->status);
+    if (!stopped[0])
+        snprintf(stopped, len, "terminated by %s", bk_terminate_name());
+}

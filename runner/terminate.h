@@ -4,6 +4,10 @@
 #ifndef BK_TERMINATE_H
 #define BK_TERMINATE_H
 
+#include <stddef.h>
+
+#include "runner/score.h"
+
 /* Install the handler for SIGTERM and SIGINT (SA_RESTART off: blocking waits wake up).
  * Returns 0, or -1 when sigaction failed (errno set). */
 int bk_terminate_install(void);
@@ -19,5 +23,10 @@ void bk_terminate_remove_on_signal(const char *path);
 
 /* "SIGTERM", "SIGINT" or "signal N" for the signal above ("" when none). */
 const char *bk_terminate_name(void);
+
+/* A run ended by a termination signal: whatever its arms say, the verdict is NO_DECISION
+ * (status no_decision) and the reasons start with "terminated by SIGTERM" (or SIGINT);
+ * `stopped` (len bytes) says so too when still empty. */
+void bk_terminate_mark(bk_score *sc, char *stopped, size_t len);
 
 #endif

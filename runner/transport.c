@@ -164,3 +164,22 @@ bk_status bk_curve_client(void *sock, const bk_curve_keys *k, bk_err *err)
         return BK_FAIL(err, BK_ERR_SYSTEM, "CURVE client options: %s", zmq_strerror(zmq_errno()));
     return BK_OK;
 }
+
+bk_status bk_transport_pick(const char *iface, int port, int remote, bk_transport *t,
+                            bk_err *err)
+{
+    bk_status st = BK_OK;
+    memset(t, 0, sizeof *t);
+    if (!remote && !iface) {
+        if (port)
+            return BK_FAIL(err, BK_ERR_INPUT, "--port %d: every rank is on this host, which "
+                           "uses ipc:// (give --iface too for tcp)", port);
+        return BK_OK;
+    }
+    t->tcp = 1;
+    t->port = port;
+    BK_TRY(bk_iface_addr(iface, t->addr, sizeof t->addr, t->iface, sizeof t->iface, err));
+    BK_TRY(bk_curve_keys_new(&t->keys, err));
+out:
+    return st;
+}

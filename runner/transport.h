@@ -34,6 +34,13 @@ typedef struct bk_transport_stats {
     uint64_t handshake_failed;  /* garbage bytes, a wrong server key, another protocol */
 } bk_transport_stats;
 
+/* The transport of a run: ipc:// (t->tcp = 0) when every lane rank is on rank 0's host
+ * (remote = 0) and no iface was asked for; otherwise tcp on iface (NULL: the first
+ * interface that is up, not loopback and has an IPv4 address), port (0: any free), with
+ * fresh CURVE keys. A port without tcp is BK_ERR_INPUT. */
+bk_status bk_transport_pick(const char *iface, int port, int remote, bk_transport *t,
+                            bk_err *err);
+
 /* A fresh server and client key pair (zmq_curve_keypair). BK_ERR_UNSUPPORTED when this
  * libzmq has no CURVE. */
 bk_status bk_curve_keys_new(bk_curve_keys *k, bk_err *err);

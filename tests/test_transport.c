@@ -105,6 +105,22 @@ static void test_iface(void **state)
     assert_non_null(strstr(e2.msg, "lo")); /* lists what exists */
 }
 
+static void test_pick(void **state)
+{
+    (void)state;
+    bk_transport t;
+    bk_err err = { 0 };
+    assert_int_equal(bk_transport_pick(NULL, 0, 0, &t, &err), BK_OK);
+    assert_int_equal(t.tcp, 0); /* one host: ipc:// */
+    assert_int_equal(bk_transport_pick("lo", 0, 0, &t, &err), BK_OK);
+    assert_int_equal(t.tcp, 1);
+    assert_string_equal(t.addr, "127.0.0.1");
+    assert_int_equal(strlen(t.keys.server_secret), 40);
+    bk_err e2 = { 0 };
+    assert_int_equal(bk_transport_pick(NULL, 5000, 0, &t, &e2), BK_ERR_INPUT);
+    assert_non_null(strstr(e2.msg, "--port 5000: every rank is on this host"));
+}
+
 /* ---- the coordinator ---- */
 
 typedef struct fixture {
@@ -350,6 +366,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_key_file_roundtrip),
         cmocka_unit_test(test_key_file_garbage),
         cmocka_unit_test(test_iface),
+        cmocka_unit_test(test_pick),
         cmocka_unit_test(test_tcp_curve),
         cmocka_unit_test(test_tcp_port_taken),
         cmocka_unit_test(test_ipc_garbage_and_foreign),
