@@ -2,8 +2,9 @@
 # ci-slurm.sh - a real Slurm on this one host, for CI: installs Debian's slurm-wlm and munge
 # when missing, starts munged, slurmctld and slurmd by hand (no systemd, no cgroups), submits
 # slurm/bracket.sbatch with the cpu demo plan through sbatch (srun --mpi=pmix, then mpirun
-# inside the allocation), a job array through slurm/rehearse.sh, and a job cancelled while it
-# runs; checks each record and verdict; stops the daemons whatever happens.
+# inside the allocation), a job array through slurm/rehearse.sh, a job given the time-limit
+# signal and one cancelled while they run; checks each record and verdict; stops the
+# daemons whatever happens.
 #
 #   slurm/ci-slurm.sh [BUILD_DIR]      (root; default build dir: build)
 #
@@ -213,4 +214,20 @@ python3 -c 'import json,sys,glob; r=json.load(open(glob.glob(sys.argv[1]+"/*/rec
     "$WORK/out-cancel" || die "cancelled job: the reason is not terminated"
 for i in $(seq 50); do pgrep -f "bracket (engine|run) .*$WORK" >/dev/null || break; sleep 0.2; done
 pgrep -af "bracket (engine|run) .*$WORK" && die "processes left after the cancelled job"
-say "PASS: srun --mpi=pmix, mpirun in the allocation, a job array, scancel -> partial record"
+# 5. a plain scancel while arm C runs (Slurm signals every task and the batch step)
+J=$(sbatch --parsable "${CPU_OPTS[@]}" --output="$WORK/job-scancel.out" "$SB" "$PLAN" \
+    "$WORK/out-scancel" --set candidate.variant=slowed \
+    --set 'candidate.params={"base":"shm_twopass","fraction":10}' \
+    --set workload.iters=2000) || die "sbatch refused the job"
+for i in $(seq 600); do
+    pgrep -f "bracket engine --plan $WORK/.* --arm C " >/dev/null && break
+    sleep 0.2
+done
+pgrep -f "bracket engine --plan $WORK/.* --arm C " >/dev/null || die "job $J never reached arm C"
+scancel "$J"
+wait_job "$J" 120
+cat "$WORK/job-scancel.out"
+check_record "$WORK/out-scancel" NO_DECISION
+for i in $(seq 50); do pgrep -f "bracket (engine|run) .*$WORK" >/dev/null || break; sleep 0.2; done
+pgrep -af "bracket (engine|run) .*$WORK" && die "processes left after scancel"
+say "PASS: srun --mpi=pmix, mpirun in the allocation, a job array, time-limit signal and scancel -> partial records"
