@@ -77,7 +77,7 @@ munge --socket="$MUNGE_SOCK" -n | unmunge --socket="$MUNGE_SOCK" >/dev/null || d
 mkdir -p "$WORK/state" "$WORK/spool"
 cat >"$SLURM_CONF" <<CONF
 ClusterName=bkci
-SlurmctldHost=$HOST
+SlurmctldHost=$HOST(127.0.0.1)
 AuthType=auth/munge
 AuthInfo=socket=$MUNGE_SOCK
 CredType=cred/munge
@@ -105,7 +105,7 @@ SlurmdParameters=config_overrides
 KillWait=30
 InactiveLimit=0
 MinJobAge=300
-NodeName=$HOST CPUs=8 RealMemory=1000 State=UNKNOWN
+NodeName=$HOST NodeAddr=127.0.0.1 CPUs=8 RealMemory=1000 State=UNKNOWN
 PartitionName=ci Nodes=$HOST Default=YES MaxTime=30 State=UP OverSubscribe=NO
 CONF
 slurmctld -D -i -f "$SLURM_CONF" >"$WORK/slurmctld.out.log" 2>&1 &
