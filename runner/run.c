@@ -46,7 +46,6 @@ typedef struct report_msg {
     char host[BK_HOST_LEN];
 } report_msg;
 
-/* Wait for a non-blocking request by testing and napping. */
 /* Wait for a non-blocking request by testing and napping; after a termination
  * signal, for TERM_WAIT_NS at most (-1: gave up). */
 static int wait_req(MPI_Request *req)
