@@ -63,4 +63,13 @@ bk_status bk_rendezvous(void *zmq_ctx, const char *endpoint, const char *run_id,
                         size_t blob_len, unsigned char (*blobs_out)[BK_BLOB_MAX],
                         size_t *lens_out, double timeout_s, bk_err *err);
 
+/* As bk_rendezvous, as a CURVE client with the run's keys (runner/transport.h) when keys
+ * is not NULL: the tcp transport between hosts. */
+struct bk_curve_keys;
+bk_status bk_rendezvous_secure(void *zmq_ctx, const char *endpoint,
+                               const struct bk_curve_keys *keys, const char *run_id,
+                               const char *arm, int rank, int world, const void *blob,
+                               size_t blob_len, unsigned char (*blobs_out)[BK_BLOB_MAX],
+                               size_t *lens_out, double timeout_s, bk_err *err);
+
 #endif

@@ -5,6 +5,7 @@
 #include <zmq.h>
 
 #include "collectives/collectives.h"
+#include "runner/transport.h"
 #include "runner/wire.h"
 
 /* Contract in collectives.h. The DEALER socket is closed before returning,
@@ -15,6 +16,16 @@ bk_status bk_rendezvous(void *zmq_ctx, const char *endpoint, const char *run_id,
                         size_t blob_len, unsigned char (*blobs_out)[BK_BLOB_MAX],
                         size_t *lens_out, double timeout_s, bk_err *err)
 {
+    return bk_rendezvous_secure(zmq_ctx, endpoint, NULL, run_id, arm, rank, world, blob,
+                                blob_len, blobs_out, lens_out, timeout_s, err);
+}
+
+bk_status bk_rendezvous_secure(void *zmq_ctx, const char *endpoint,
+                               const struct bk_curve_keys *keys, const char *run_id,
+                               const char *arm, int rank, int world, const void *blob,
+                               size_t blob_len, unsigned char (*blobs_out)[BK_BLOB_MAX],
+                               size_t *lens_out, double timeout_s, bk_err *err)
+{
     bk_status st = BK_OK;
     bk_wire_buf buf = { 0 };
     bk_wire_decoder *dec = NULL;
@@ -23,6 +34,8 @@ bk_status bk_rendezvous(void *zmq_ctx, const char *endpoint, const char *run_id,
         return BK_FAIL(err, BK_ERR_SYSTEM, "rendezvous: zmq_socket: %s", zmq_strerror(zmq_errno()));
     int linger = 1000;
     zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
+    if (keys)
+        BK_TRY(bk_curve_client(sock, keys, err));
     if (zmq_connect(sock, endpoint) != 0) {
         st = BK_FAIL(err, BK_ERR_SYSTEM, "rendezvous: connect %s: %s", endpoint,
                      zmq_strerror(zmq_errno()));

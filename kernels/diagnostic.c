@@ -6,6 +6,8 @@
  * Params: base (a real variant's name; default: the backend's incumbent, "shm_twopass"
  * on cpu, none yet on cuda), and one of
  *   slowed : fraction  number in [0, 10], default 0.2   (extra busy wait, x base time)
+ *            rank      integer >= 0, optional           (only this lane rank is slowed:
+ *                                                        a straggler)
  *   crash  : at_iter   integer >= 0, default 10         (abort() when call->iter == at_iter)
  *   corrupt: magnitude number > 0, default 1.0          (added to every 7th element of out)
  * The base is created with empty params. Domain: the table entries carry the default
@@ -28,6 +30,7 @@ typedef struct diag_state {
     void *base_state, *fallback_state;
     double fraction, magnitude;
     long at_iter;
+    int rank, only_rank; /* slowed: only_rank >= 0 slows that lane rank alone */
     uint64_t last_base_ns, last_wait_ns;
 } diag_state;
 
@@ -115,8 +118,18 @@ static bk_status diag_create(const char *target, const char *cpu_base, const cha
     s->fraction = 0.2;
     s->at_iter = 10;
     s->magnitude = 1.0;
+    s->rank = rank;
+    s->only_rank = -1;
     json_object_foreach((json_t *)params, key, val) {
         (void)val;
+        if (kind == DIAG_SLOWED && !strcmp(key, "rank")) {
+            if (!json_is_integer(val) || json_integer_value(val) < 0) {
+                st = BK_FAIL(err, BK_ERR_INPUT, "params.rank: must be an integer >= 0");
+                goto out;
+            }
+            s->only_rank = (int)json_integer_value(val);
+            continue;
+        }
         if (strcmp(key, "base") != 0 && strcmp(key, k_kind_param[kind]) != 0) {
             st = BK_FAIL(err, BK_ERR_INPUT, "params.%s: unknown parameter (%s takes base, %s)",
                          key, k_kind_name[kind], k_kind_param[kind]);
@@ -204,7 +217,8 @@ static bk_status diag_run(void *state, bk_call *call, bk_err *err)
     case DIAG_SLOWED:
         /* a busy wait: the delay must count as the call's time on any clock */
         s->last_base_ns = t1 - t0;
-        s->last_wait_ns = (uint64_t)(s->fraction * (double)(t1 - t0));
+        s->last_wait_ns = s->only_rank >= 0 && s->only_rank != s->rank
+                              ? 0 : (uint64_t)(s->fraction * (double)(t1 - t0));
         while (bk_now_ns() - t1 < s->last_wait_ns) {
         }
         break;

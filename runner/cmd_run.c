@@ -14,6 +14,9 @@
 #include "runner/digest.h"
 #include "runner/orchestrate.h"
 #include "runner/report.h"
+#include "runner/outdir.h"
+#include "runner/terminate.h"
+#include "runner/transport.h"
 #include "topology/topology.h"
 
 #define MAX_SETS 64
@@ -22,6 +25,8 @@ typedef struct run_opts {
     const char *plan;
     const char *out;
     const char *topology;
+    const char *iface;  /* --iface: tcp on this interface even on one host */
+    int port;           /* --port: the rendezvous port (samples on port + 1) */
     const char *sets[MAX_SETS];
     int nsets;
     int quiet;
@@ -43,12 +48,16 @@ typedef struct setup_msg {
     char run_id[BK_RUN_ID_LEN];
     char ep_rv[320];
     char ep_samples[320];
+    int32_t tcp;        /* the keys below are the run's CURVE keys (never the server secret) */
+    char server_public[BK_Z85_KEY_LEN], client_public[BK_Z85_KEY_LEN];
+    char client_secret[BK_Z85_KEY_LEN];
 } setup_msg;
 
 static void usage(FILE *f)
 {
     fprintf(f,
         "usage: mpirun -np N bracket run PLAN [--out DIR] [--set PATH=VALUE]... [--quiet]\n"
+        "                                     [--topology FILE] [--iface IFACE] [--port PORT]\n"
         "\n"
         "Runs the plan's bracket: B (incumbent, baseline lane) -> C (candidate, disjoint\n"
         "lane) -> B' (incumbent again; under protocol v7 only when B/C cannot decide), then\n"
@@ -63,6 +72,12 @@ static void usage(FILE *f)
         "                       keeps the plan as run)\n"
         "  -t, --topology FILE  plan lanes on this bracket.topology/1 snapshot instead of\n"
         "                       probing (see `bracket topo --save`)\n"
+        "  -i, --iface IFACE    rendezvous and samples over tcp:// with CURVE on this\n"
+        "                       interface even when every rank is on one host (default:\n"
+        "                       ipc:// on one host; across hosts the first interface that\n"
+        "                       is up, not loopback and has an IPv4 address)\n"
+        "  -p, --port PORT      tcp: the rendezvous port, samples on PORT+1 (default: any\n"
+        "                       free ports)\n"
         "  -q, --quiet          no progress line\n"
         "  -h, --help           this text\n"
         "\n"
@@ -74,6 +89,7 @@ static int parse(int argc, char **argv, run_opts *o, char *msg, size_t len)
     static const struct option opts[] = {
         { "out", required_argument, 0, 'o' }, { "set", required_argument, 0, 's' },
         { "topology", required_argument, 0, 't' },
+        { "iface", required_argument, 0, 'i' }, { "port", required_argument, 0, 'p' },
         { "quiet", no_argument, 0, 'q' },     { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 }
     };
@@ -82,10 +98,21 @@ static int parse(int argc, char **argv, run_opts *o, char *msg, size_t len)
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "o:s:t:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "o:s:t:qhi:p:", opts, NULL)) != -1) {
         switch (c) {
         case 'o': o->out = optarg; break;
         case 't': o->topology = optarg; break;
+        case 'i': o->iface = optarg; break;
+        case 'p': {
+            char *end = NULL;
+            long v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || v < 1 || v > 65534) {
+                snprintf(msg, len, "--port '%s': expected an integer in 1..65534", optarg);
+                return -1;
+            }
+            o->port = (int)v;
+            break;
+        }
         case 's':
             if (o->nsets == MAX_SETS) {
                 snprintf(msg, len, "too many --set (at most %d)", MAX_SETS);
@@ -146,10 +173,10 @@ static void make_run_id(const bk_plan *p, char *out, size_t len)
 
 /* Lanes from the gathered topology (topology/topology.h): a baseline lane and a
  * disjoint candidate lane of equal signature, or both the same ranks under
- * lanes.policy shared. Engines meet rank 0 over ipc://, so every lane rank
- * must be on rank 0's host. */
+ * lanes.policy shared. A lane stays on one host; lanes on another host than
+ * rank 0 meet it over tcp with CURVE (*remote). */
 static bk_status pick_lanes(bk_run *run, const bk_topo *topo, const bk_rank_place *places,
-                            bk_err *err)
+                            int *remote, bk_err *err)
 {
     const bk_plan *p = &run->plan;
     int L = p->arena.tp * p->arena.ep;
@@ -183,14 +210,23 @@ static bk_status pick_lanes(bk_run *run, const bk_topo *topo, const bk_rank_plac
                    ? "shared lanes: B and C ran on the same ranks (a rehearsal, not a bracket)"
                    : pick->why, sizeof run->lane_note);
     free(pick);
+    /* peer memory (POSIX shm, CUDA IPC) is one host's: a lane stays on one host, but a
+     * lane on another host than rank 0 is reached over tcp (*remote) */
+    *remote = 0;
     for (int i = 0; i < L; i++) {
-        int r[2] = { run->baseline[i], run->candidate[i] };
-        for (int k = 0; k < 2; k++)
-            if (strcmp(run->hosts[r[k]], run->hosts[0]) != 0)
+        const int *lanes[2] = { run->baseline, run->candidate };
+        for (int k = 0; k < 2; k++) {
+            const char *h = run->hosts[lanes[k][i]], *h0 = run->hosts[lanes[k][0]];
+            if (strcmp(h, h0) != 0)
                 return BK_FAIL(err, BK_ERR_UNSUPPORTED,
-                               "rank %d runs on %s and rank 0 on %s: lanes across hosts need the "
-                               "TCP transport, which this version does not have yet", r[k],
-                               run->hosts[r[k]], run->hosts[0]);
+                               "the %s lane spans hosts (MPI rank %d on %s, rank %d on %s): "
+                               "peer memory is one host's, so place each lane's %d ranks on "
+                               "one host (e.g. srun --ntasks-per-node=%d)",
+                               k ? "candidate" : "baseline", lanes[k][0], h0, lanes[k][i], h, L,
+                               L);
+            if (strcmp(h, run->hosts[0]) != 0)
+                *remote = 1;
+        }
     }
     return BK_OK;
 }
@@ -222,11 +258,18 @@ static int setup_plan(const run_opts *o, bk_run *run, char **plan_text, bk_err *
 
 /* Rank 0's second step: lanes, run id, output folder, endpoints. */
 static int setup_run(const run_opts *o, bk_run *run, const bk_topo *topo,
-                     const bk_rank_place *places, bk_coord **coord, bk_err *err)
+                     const bk_rank_place *places, bk_coord **coord, bk_transport *tr,
+                     bk_err *err)
 {
     bk_status st;
-    if ((st = pick_lanes(run, topo, places, err)) != BK_OK)
+    int remote = 0;
+    if ((st = pick_lanes(run, topo, places, &remote, err)) != BK_OK)
         return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
+    if ((st = bk_transport_pick(o->iface, o->port, remote, tr, err)) != BK_OK)
+        return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
+    if (remote)
+        bk_strlcpy(run->lane_note, "disjoint lanes on two hosts (tcp with CURVE)",
+                   sizeof run->lane_note);
     if (topo)
         bk_strlcpy(run->topo_digest, topo->digest, sizeof run->topo_digest);
     make_run_id(&run->plan, run->run_id, sizeof run->run_id);
@@ -244,9 +287,18 @@ static int setup_run(const run_opts *o, bk_run *run, const bk_topo *topo,
         snprintf(path, sizeof path, "%s/topology.json", run->run_dir);
         bk_topo_save((bk_topo *)topo, path, &terr); /* evidence; its digest is in the record */
     }
-    if ((st = bk_coord_open(coord, run->run_id, run->plan.workload.nshapes,
-                            run->plan.workload.iters, run->noutputs, err)) != BK_OK)
-        return BK_EXIT_INTERNAL;
+    /* room for every timed arm's samples (9 bytes each at most) and 1 MiB of JSON */
+    int64_t need = (1 << 20) + 3 * (int64_t)run->lane_size * run->plan.workload.nshapes *
+                                   run->plan.workload.iters * 9;
+    if ((st = bk_outdir_probe(run->run_dir, o->out, need, err)) != BK_OK) {
+        rmdir(run->run_dir);
+        return BK_EXIT_USAGE;
+    }
+    if ((st = bk_coord_open_ex(coord, run->run_id, run->plan.workload.nshapes,
+                               run->plan.workload.iters, run->noutputs, tr, err)) != BK_OK) {
+        rmdir(run->run_dir);
+        return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
+    }
     return 0;
 }
 
@@ -303,6 +355,11 @@ static void run_arms(bk_run *run, bk_coord *coord, const bk_agent_env *env)
                 continue;
             }
         }
+        if (bk_terminate_signal()) {
+            snprintf(run->stopped, sizeof run->stopped, "terminated by %s before arm %s",
+                     bk_terminate_name(), bk_arm_names[idx]);
+            return;
+        }
         if (run_one(run, coord, env, idx) != 0)
             return;
     }
@@ -320,6 +377,7 @@ int bk_cmd_run(int argc, char **argv)
     MPI_Init(NULL, NULL);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    bk_terminate_install();
 
     run_opts o;
     char msg[256];
@@ -327,7 +385,9 @@ int bk_cmd_run(int argc, char **argv)
     bk_run *run = NULL;
     bk_coord *coord = NULL;
     char *plan_text = NULL;
-    char agent_dir[300] = "", plan_path[340] = "";
+    char agent_dir[300] = "", plan_path[340] = "", keys_path[340] = "";
+    bk_transport tr;
+    memset(&tr, 0, sizeof tr);
     bk_topo *snapshot = NULL, *topo = NULL;
     bk_rank_place *places = NULL;
     bk_err err = { 0 };
@@ -418,13 +478,22 @@ int bk_cmd_run(int argc, char **argv)
     setup_msg sm;
     memset(&sm, 0, sizeof sm);
     if (rank == 0) {
-        sm.status = setup_run(&o, run, topo, places, &coord, &err);
+        sm.status = setup_run(&o, run, topo, places, &coord, &tr, &err);
         if (sm.status != 0) {
             fprintf(stderr, "bracket run: %s\n", err.msg);
         } else {
             bk_strlcpy(sm.run_id, run->run_id, sizeof sm.run_id);
             bk_strlcpy(sm.ep_rv, bk_coord_rendezvous_ep(coord), sizeof sm.ep_rv);
             bk_strlcpy(sm.ep_samples, bk_coord_samples_ep(coord), sizeof sm.ep_samples);
+            sm.tcp = tr.tcp;
+            if (tr.tcp) {
+                bk_strlcpy(sm.server_public, tr.keys.server_public, sizeof sm.server_public);
+                bk_strlcpy(sm.client_public, tr.keys.client_public, sizeof sm.client_public);
+                bk_strlcpy(sm.client_secret, tr.keys.client_secret, sizeof sm.client_secret);
+                if (!o.quiet)
+                    fprintf(stderr, "bracket: transport tcp with CURVE on %s (%s): %s, %s\n",
+                            tr.iface, tr.addr, sm.ep_rv, sm.ep_samples);
+            }
         }
     }
     MPI_Bcast(&sm, sizeof sm, MPI_BYTE, 0, MPI_COMM_WORLD);
@@ -437,6 +506,26 @@ int bk_cmd_run(int argc, char **argv)
                 host, rank, strerror(errno));
         MPI_Abort(MPI_COMM_WORLD, BK_EXIT_INTERNAL);
     }
+    if (sm.tcp) {
+        /* the engines' keys: a 0600 file in this agent's private folder */
+        bk_curve_keys k;
+        memset(&k, 0, sizeof k);
+        bk_strlcpy(k.server_public, sm.server_public, sizeof k.server_public);
+        bk_strlcpy(k.client_public, sm.client_public, sizeof k.client_public);
+        bk_strlcpy(k.client_secret, sm.client_secret, sizeof k.client_secret);
+        snprintf(keys_path, sizeof keys_path, "%s/keys", agent_dir);
+        if (bk_keys_write(keys_path, &k, &err) != BK_OK) {
+            fprintf(stderr, "bracket [%s rank %d]: %s\n", host, rank, err.msg);
+            keys_path[0] = '\0';
+            MPI_Abort(MPI_COMM_WORLD, BK_EXIT_INTERNAL);
+        }
+        memset(&k, 0, sizeof k);
+        memset(sm.client_secret, 0, sizeof sm.client_secret);
+    }
+    bk_terminate_remove_on_signal(plan_path);
+    if (keys_path[0])
+        bk_terminate_remove_on_signal(keys_path);
+    bk_terminate_remove_on_signal(agent_dir);
     char exe[1024];
     if (bk_self_exe(exe, sizeof exe, &err) != BK_OK) {
         fprintf(stderr, "bracket [%s rank %d]: %s\n", host, rank, err.msg);
@@ -446,6 +535,7 @@ int bk_cmd_run(int argc, char **argv)
         .exe = exe, .plan_path = plan_path, .run_id = sm.run_id, .ep_rv = sm.ep_rv,
         .ep_samples = sm.ep_samples, .backend = (bk_backend)pm.backend, .device = bind.device,
         .mpi_rank = rank, .host = host, .arm_s = pm.arm_s, .quiet = o.quiet,
+        .keys_path = keys_path[0] ? keys_path : NULL,
     };
     if (rank == 0 && bk_sha256_file(exe, run->binary_digest, &err) != BK_OK)
         bk_strlcpy(run->binary_digest, "unknown", sizeof run->binary_digest);
@@ -464,6 +554,8 @@ int bk_cmd_run(int argc, char **argv)
         fprintf(stderr, "bracket run: scoring failed: %s\n", err.msg);
         rc = BK_EXIT_INTERNAL;
     }
+    if (bk_terminate_signal())
+        bk_terminate_mark(&score, run->stopped, sizeof run->stopped);
     bk_err rerr = { 0 };
     bk_status rst = bk_record_write(run, &score, &rerr);
     bk_report_print(stdout, run, &score);
@@ -476,8 +568,24 @@ int bk_cmd_run(int argc, char **argv)
     if (rc == 0)
         rc = verdict_exit(score.verdict);
     fflush(stdout);
+    if (bk_terminate_signal()) {
+        /* the partial record is written; end the whole job now (agents that were
+         * not signalled themselves are still waiting for us) */
+        fprintf(stderr, "bracket run: terminated by %s; partial record written\n",
+                bk_terminate_name());
+        fflush(stderr);
+        if (keys_path[0])
+            unlink(keys_path);
+        unlink(plan_path);
+        rmdir(agent_dir);
+        bk_coord_close(coord);
+        MPI_Abort(MPI_COMM_WORLD, rc);
+    }
     bk_run_finish_agents(rc);
 out:
+    if (keys_path[0])
+        unlink(keys_path);
+    memset(&tr.keys, 0, sizeof tr.keys);
     if (plan_path[0])
         unlink(plan_path);
     if (agent_dir[0])
@@ -494,6 +602,12 @@ out:
         free(run);
     }
     fflush(stdout);
+    if (bk_terminate_signal()) {
+        /* terminated: rank 0 ends the job with MPI_Abort; a finalize could wait
+         * for ranks that are already gone */
+        fflush(stderr);
+        _exit(rc ? rc : BK_EXIT_NO_DECISION);
+    }
     MPI_Finalize();
     return rc;
 }

@@ -8,6 +8,7 @@
 #include <zmq.h>
 
 #include "collectives/collectives.h"
+#include "runner/coord_secure.h"
 #include "runner/coordinator.h"
 
 const char *const bk_arm_names[BK_ARM_NAMES] = { "B", "C", "B'", "A", "T" };
@@ -21,6 +22,7 @@ typedef struct rv_slot {
 
 struct bk_coord {
     void *zctx, *router, *pull;
+    bk_coord_sec *sec;           /* tcp only: CURVE, ZAP, handshake monitors */
     char dir[256];
     char ep_rv[320], ep_samples[320];
     bk_wire_decoder *dec;
@@ -37,6 +39,20 @@ struct bk_coord {
 bk_status bk_coord_open(bk_coord **out, const char *run_id, int nshapes, int iters, int noutputs,
                         bk_err *err)
 {
+    return bk_coord_open_ex(out, run_id, nshapes, iters, noutputs, NULL, err);
+}
+
+static const bk_transport_stats k_no_tstats;
+
+const bk_transport_stats *bk_coord_transport_stats(const bk_coord *c)
+{
+    return c->sec ? bk_coord_sec_stats(c->sec) : &k_no_tstats;
+}
+
+bk_status bk_coord_open_ex(bk_coord **out, const char *run_id, int nshapes, int iters,
+                           int noutputs, const bk_transport *t, bk_err *err)
+{
+    int tcp = t && t->tcp;
     bk_status st = BK_OK;
     bk_coord *c = calloc(1, sizeof *c);
     if (!c)
@@ -47,7 +63,9 @@ bk_status bk_coord_open(bk_coord **out, const char *run_id, int nshapes, int ite
     c->noutputs = noutputs;
     const char *tmp = getenv("TMPDIR");
     snprintf(c->dir, sizeof c->dir, "%s/bracket-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (strlen(c->dir) > 80 || !mkdtemp(c->dir)) { /* ipc paths must stay short */
+    if (tcp) {
+        c->dir[0] = '\0';
+    } else if (strlen(c->dir) > 80 || !mkdtemp(c->dir)) { /* ipc paths must stay short */
         snprintf(c->dir, sizeof c->dir, "/tmp/bracket-XXXXXX");
         if (!mkdtemp(c->dir)) {
             st = BK_FAIL(err, BK_ERR_SYSTEM, "coordinator: mkdtemp: %s", strerror(errno));
@@ -55,7 +73,8 @@ bk_status bk_coord_open(bk_coord **out, const char *run_id, int nshapes, int ite
             goto out;
         }
     }
-    chmod(c->dir, 0700);
+    if (!tcp)
+        chmod(c->dir, 0700);
     snprintf(c->ep_rv, sizeof c->ep_rv, "ipc://%s/rv", c->dir);
     snprintf(c->ep_samples, sizeof c->ep_samples, "ipc://%s/samples", c->dir);
     c->zctx = zmq_ctx_new();
@@ -72,8 +91,16 @@ bk_status bk_coord_open(bk_coord **out, const char *run_id, int nshapes, int ite
         zmq_setsockopt(c->pull, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
         zmq_setsockopt(c->pull, ZMQ_RCVHWM, &hwm, sizeof hwm) != 0 ||
         zmq_setsockopt(c->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) != 0 ||
-        zmq_setsockopt(c->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) != 0 ||
-        zmq_bind(c->router, c->ep_rv) != 0 || zmq_bind(c->pull, c->ep_samples) != 0) {
+        zmq_setsockopt(c->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) != 0) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "coordinator: sockets: %s", zmq_strerror(zmq_errno()));
+        goto out;
+    }
+    if (tcp) {
+        BK_TRY(bk_coord_sec_open(&c->sec, c->zctx, c->router, c->pull, t, err));
+        BK_TRY(bk_coord_sec_bind(c->router, t, t->port, c->ep_rv, sizeof c->ep_rv, err));
+        BK_TRY(bk_coord_sec_bind(c->pull, t, t->port + 1, c->ep_samples, sizeof c->ep_samples,
+                                 err));
+    } else if (zmq_bind(c->router, c->ep_rv) != 0 || zmq_bind(c->pull, c->ep_samples) != 0) {
         st = BK_FAIL(err, BK_ERR_SYSTEM, "coordinator: cannot bind %s / %s: %s", c->ep_rv,
                      c->ep_samples, zmq_strerror(zmq_errno()));
         goto out;
@@ -286,10 +313,14 @@ out:
 int bk_coord_poll(bk_coord *c, int timeout_ms)
 {
     int handled = 0;
-    zmq_pollitem_t items[2] = { { c->router, 0, ZMQ_POLLIN, 0 }, { c->pull, 0, ZMQ_POLLIN, 0 } };
-    int rc = zmq_poll(items, 2, timeout_ms);
+    zmq_pollitem_t items[5] = { { c->router, 0, ZMQ_POLLIN, 0 }, { c->pull, 0, ZMQ_POLLIN, 0 } };
+    if (c->sec)
+        bk_coord_sec_pollitems(c->sec, &items[2]);
+    int rc = zmq_poll(items, c->sec ? 5 : 2, timeout_ms);
     if (rc <= 0)
         return 0;
+    if (c->sec) /* handshakes first: a client waits on its ZAP answer */
+        bk_coord_sec_serve(c->sec, &c->stats);
     /* drain what is queued without waiting again */
     for (int round = 0; round < 4096; round++) {
         int any = 0;
@@ -308,6 +339,10 @@ int bk_coord_poll(bk_coord *c, int timeout_ms)
             break;
         handled += any;
     }
+    /* a connection's handshake event is queued before its first message is readable:
+     * counting events after the messages keeps the refused count exact at an arm's end */
+    if (c->sec)
+        bk_coord_sec_serve(c->sec, &c->stats);
     return handled;
 }
 
@@ -344,6 +379,7 @@ void bk_coord_close(bk_coord *c)
         zmq_close(c->router);
     if (c->pull)
         zmq_close(c->pull);
+    bk_coord_sec_close(c->sec);
     if (c->zctx)
         zmq_ctx_term(c->zctx);
     bk_wire_decoder_free(c->dec);

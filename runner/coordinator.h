@@ -8,6 +8,7 @@
 
 #include "runner/agent.h"
 #include "runner/status.h"
+#include "runner/transport.h"
 #include "runner/wire.h"
 
 #define BK_ARM_NAMES 5
@@ -58,6 +59,15 @@ typedef struct bk_coord bk_coord; /* opaque */
  * tensor tables of each arm. */
 bk_status bk_coord_open(bk_coord **out, const char *run_id, int nshapes, int iters,
                         int noutputs, bk_err *err);
+/* As bk_coord_open, on the transport t (NULL or t->tcp == 0: ipc://). With tcp, both
+ * sockets are CURVE servers with t->keys bound to t->addr (t->port and t->port + 1, or
+ * any free ports when 0), and only clients holding the run's client key pass (ZAP);
+ * refused handshakes are counted (bk_coord_transport_stats) and also as wire
+ * rejections (auth: FOREIGN, garbage or a wrong server key: MALFORMED). A port in use
+ * is BK_ERR_INPUT naming it. */
+bk_status bk_coord_open_ex(bk_coord **out, const char *run_id, int nshapes, int iters,
+                           int noutputs, const bk_transport *t, bk_err *err);
+const bk_transport_stats *bk_coord_transport_stats(const bk_coord *c);
 const char *bk_coord_rendezvous_ep(const bk_coord *c);
 const char *bk_coord_samples_ep(const bk_coord *c);
 

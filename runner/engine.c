@@ -2,6 +2,8 @@
  * Rendezvous, peer memory, per-shape work with routing, samples and a final status pushed
  * to the coordinator over ZeroMQ, then exit. */
 #include <getopt.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,7 @@
 
 #include "runner/cli.h"
 #include "runner/engine.h"
+#include "runner/transport.h"
 #include "runner/wire.h"
 
 typedef struct engine {
@@ -22,6 +25,7 @@ typedef struct engine {
     const bk_engine_backend *be;
     bk_backend_ctx *ctx;
     void *zctx, *push;
+    bk_curve_keys keys;        /* when a.keys_file: the tcp transport's CURVE keys */
     bk_wire_buf buf;
     bk_wire_hdr hdr;
     uint64_t sent_samples;
@@ -57,6 +61,7 @@ static void usage(FILE *f)
             "                      --rendezvous EP --samples EP --rank R --world N\n"
             "                      [--device D] [--backend cpu|cuda] [--audit]\n"
             "                      [--seed N] [--check-inputs] [--graph]\n"
+            "                      [--keys-file FILE]  (CURVE keys, mode 0600, for tcp://)\n"
             "Started by the runner's agents, one per lane rank and arm; not for direct use.\n"
             "Exit status 0 when the arm's work finished, 1 otherwise (the reason is pushed to\n"
             "the coordinator as a status message and printed on stderr).\n");
@@ -73,6 +78,7 @@ static bk_status parse_args(int argc, char **argv, bk_engine_args *a, bk_err *er
         { "audit", no_argument, 0, 'A' },       { "help", no_argument, 0, 'h' },
         { "seed", required_argument, 0, 'S' },  { "check-inputs", no_argument, 0, 'I' },
         { "graph", no_argument, 0, 'G' },
+        { "keys-file", required_argument, 0, 'K' },
         { 0, 0, 0, 0 }
     };
     memset(a, 0, sizeof *a);
@@ -105,6 +111,7 @@ static bk_status parse_args(int argc, char **argv, bk_engine_args *a, bk_err *er
         case 'S': a->seed = strtoll(optarg, NULL, 10); break;
         case 'I': a->check_inputs = 1; break;
         case 'G': a->audit_graph = 1; break;
+        case 'K': a->keys_file = optarg; break;
         case 'h': usage(stdout); exit(0);
         default: return BK_FAIL(err, BK_ERR_INPUT, "engine: bad arguments (see --help)");
         }
@@ -195,8 +202,9 @@ static bk_status run_engine(engine *e, bk_err *err)
         st = BK_FAIL(err, BK_ERR_SYSTEM, "engine: out of memory");
         goto out;
     }
-    BK_TRY(bk_rendezvous(e->zctx, e->a.rendezvous, e->a.run_id, e->a.arm, e->a.rank, e->a.world,
-                         blob, blob_len, blobs, lens, p->timeouts.rendezvous_s, err));
+    BK_TRY(bk_rendezvous_secure(e->zctx, e->a.rendezvous, e->a.keys_file ? &e->keys : NULL,
+                                e->a.run_id, e->a.arm, e->a.rank, e->a.world, blob, blob_len,
+                                blobs, lens, p->timeouts.rendezvous_s, err));
     BK_TRY(e->be->comm_connect(e->ctx, blobs, lens, p->timeouts.rendezvous_s, err));
 
     for (int i = 0; i < p->workload.nshapes; i++) {
@@ -254,10 +262,24 @@ int bk_cmd_engine(int argc, char **argv)
         return BK_EXIT_USAGE;
     }
     setpgid(0, 0); /* harmless if the agent already made us a group leader */
+    /* an agent killed outright (SIGKILL after a job's time limit) takes its engine along */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() == 1) {
+        fprintf(stderr, "bracket engine: the agent that started us is gone\n");
+        return BK_EXIT_INTERNAL;
+    }
     e.hdr = (bk_wire_hdr){ e.a.run_id, e.a.arm, (uint32_t)e.a.rank };
     e.zctx = zmq_ctx_new();
     e.push = e.zctx ? zmq_socket(e.zctx, ZMQ_PUSH) : NULL;
     int linger = 10000; /* bounded: a vanished coordinator cannot hold us forever */
+    if (e.a.keys_file && (bk_keys_read(e.a.keys_file, &e.keys, &err) != BK_OK ||
+                          (e.push && bk_curve_client(e.push, &e.keys, &err) != BK_OK))) {
+        fprintf(stderr, "bracket engine: %s\n", err.msg);
+        if (e.push)
+            zmq_close(e.push);
+        if (e.zctx)
+            zmq_ctx_term(e.zctx);
+        return BK_EXIT_INTERNAL;
+    }
     if (!e.push || zmq_setsockopt(e.push, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
         zmq_connect(e.push, e.a.samples) != 0) {
         fprintf(stderr, "bracket engine: cannot connect to %s: %s\n", e.a.samples,
@@ -287,5 +309,6 @@ int bk_cmd_engine(int argc, char **argv)
     zmq_close(e.push);
     zmq_ctx_term(e.zctx);
     bk_plan_free(&e.plan);
+    memset(&e.keys, 0, sizeof e.keys);
     return st == BK_OK ? 0 : BK_EXIT_INTERNAL;
 }

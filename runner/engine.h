@@ -78,6 +78,7 @@ typedef struct bk_engine_args {
     int audit_graph;         /* audit through graph capture + replay (`bracket verify`) */
     int check_inputs;        /* audit: fail when a call mutates its inputs */
     int64_t seed;            /* >= 0: overrides the plan's workload seed */
+    const char *keys_file;   /* CURVE keys (mode 0600) for the tcp transport, or NULL */
 } bk_engine_args;
 
 #endif

@@ -18,6 +18,7 @@ typedef struct bk_agent_env {
     const char *host;
     double arm_s;
     int quiet;
+    const char *keys_path;   /* CURVE key file (mode 0600) for tcp://, NULL with ipc:// */
 } bk_agent_env;
 
 /* Agents (rank != 0): serve arms until rank 0 says the run is over; returns

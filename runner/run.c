@@ -11,6 +11,8 @@
 
 #include "collectives/collectives.h"
 #include "runner/orchestrate.h"
+#include "runner/straggler.h"
+#include "runner/terminate.h"
 #ifdef BK_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -20,6 +22,9 @@
 #define CTRL_END 1
 #define CTRL_ABORT 2
 #define POLL_NS 5000000ull /* agents' nap between MPI tests: 5 ms, far from the engines' hot path */
+#define TERM_KILL_S 0.2      /* grace for an engine when the job is terminated */
+#define TERM_WAIT_NS 10000000000ull /* after a termination signal, how long an agent waits
+                                     * for rank 0 before it leaves on its own */
 
 typedef struct arm_msg {
     int32_t kind; /* 1 run an arm, 2 done */
@@ -41,15 +46,25 @@ typedef struct report_msg {
     char host[BK_HOST_LEN];
 } report_msg;
 
-/* Wait for a non-blocking request by testing and napping. */
+/* Wait for a non-blocking request by testing and napping; after a termination
+ * signal, for TERM_WAIT_NS at most (-1: gave up). */
 static int wait_req(MPI_Request *req)
 {
     int done = 0;
+    uint64_t t_term = 0;
     while (!done) {
         if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
             return -1;
-        if (!done)
-            bk_sleep_ns(POLL_NS);
+        if (done)
+            break;
+        if (bk_terminate_signal()) {
+            uint64_t now = bk_now_ns();
+            if (!t_term)
+                t_term = now;
+            else if (now - t_term > TERM_WAIT_NS)
+                return -1;
+        }
+        bk_sleep_ns(POLL_NS);
     }
     return 0;
 }
@@ -85,6 +100,10 @@ static void build_argv(const bk_agent_env *env, const arm_msg *m, int lane_rank,
     buf[n++] = (char *)bk_backend_name(env->backend);
     if (m->audit)
         buf[n++] = "--audit";
+    if (env->keys_path) {
+        buf[n++] = "--keys-file";
+        buf[n++] = (char *)env->keys_path;
+    }
     buf[n] = NULL;
 }
 
@@ -133,10 +152,20 @@ static void agent_arm(const bk_agent_env *env, const arm_msg *m)
     MPI_Irecv(&ctrl, 1, MPI_INT32_T, 0, TAG_CTRL, MPI_COMM_WORLD, &creq);
     report_msg rep;
     int reported = 0, got_ctrl = 0;
-    uint64_t deadline = bk_now_ns() + (uint64_t)(env->arm_s * 1e9);
+    uint64_t deadline = bk_now_ns() + (uint64_t)(env->arm_s * 1e9), t_term = 0;
     while (!got_ctrl) {
         if (!p.done && bk_now_ns() > deadline)
             bk_proc_kill(&p, 2.0, 1);
+        if (bk_terminate_signal()) {
+            /* the job is being terminated: our engine goes now; rank 0 writes the
+             * partial record and ends the job, or we leave after TERM_WAIT_NS */
+            if (!p.done)
+                bk_proc_kill(&p, TERM_KILL_S, 0);
+            if (!t_term)
+                t_term = bk_now_ns();
+            else if (bk_now_ns() - t_term > TERM_WAIT_NS)
+                break;
+        }
         if (!reported && bk_proc_poll(&p)) {
             fill_report(&rep, lr, &p, spawned, env->host);
             MPI_Isend(&rep, sizeof rep, MPI_BYTE, 0, TAG_REPORT, MPI_COMM_WORLD, &rreq);
@@ -157,7 +186,8 @@ static void agent_arm(const bk_agent_env *env, const arm_msg *m)
         }
         bk_sleep_ns(POLL_NS);
     }
-    wait_req(&rreq);
+    if (!bk_terminate_signal())
+        wait_req(&rreq);
     if (p.exit_code != 0)
         bk_cleanup_engine(env, m->idx, lr);
 }
@@ -169,7 +199,7 @@ int bk_agent_loop(const bk_agent_env *env)
         MPI_Request req;
         MPI_Ibcast(&m, sizeof m, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
         if (wait_req(&req) != 0)
-            return -1;
+            return bk_terminate_signal() ? 4 /* BK_EXIT_NO_DECISION */ : -1;
         if (m.kind != 1)
             return m.idx; /* the run's exit status, the same on every rank */
         agent_arm(env, &m);
@@ -321,10 +351,15 @@ bk_status bk_run_arm(bk_run *run, bk_coord *c, const bk_agent_env *env, int idx,
     uint64_t deadline = t0 + (uint64_t)(run->plan.timeouts.arm_s * 1e9);
     uint64_t hard = deadline + 15000000000ull; /* agents kill at arm_s; reports follow */
     int tty = isatty(2) && !env->quiet;
-    uint64_t last_prog = 0;
+    uint64_t last_prog = 0, t_term = 0;
     for (;;) {
         bk_coord_poll(c, 2);
         uint64_t now = bk_now_ns();
+        if (bk_terminate_signal() && !t_term) {
+            t_term = now;
+            if (!aborted)
+                aborted = -1; /* stop the lane at once, as after a crash */
+        }
         if (!own_reported) {
             if (!own.done && now > deadline)
                 bk_proc_kill(&own, 2.0, 1);
@@ -366,7 +401,7 @@ bk_status bk_run_arm(bk_run *run, bk_coord *c, const bk_agent_env *env, int idx,
                 if (i != my)
                     MPI_Send(&ctrl, 1, MPI_INT32_T, a->lane[i], TAG_CTRL, MPI_COMM_WORLD);
             if (my >= 0 && !own.done) {
-                bk_proc_kill(&own, 2.0, 0);
+                bk_proc_kill(&own, t_term ? TERM_KILL_S : 2.0, 0);
                 a->r[my].proc = own;
                 a->r[my].reported = 1;
                 own_reported = 1;
@@ -380,6 +415,8 @@ bk_status bk_run_arm(bk_run *run, bk_coord *c, const bk_agent_env *env, int idx,
         /* after every process ended, give queued messages a short grace */
         if (all_in && (bk_coord_all_status(c) || now - t_all_in > 2000000000ull))
             break;
+        if (t_term && (all_in || now - t_term > 500000000ull))
+            break; /* terminated: the partial record must be written quickly */
         if (now > hard + 10000000000ull) {
             /* an agent never answered: give up on it (its report stays missing) */
             for (int i = 0; i < a->world; i++)
@@ -409,6 +446,15 @@ bk_status bk_run_arm(bk_run *run, bk_coord *c, const bk_agent_env *env, int idx,
     free(reps);
     a->t_end_ns = bk_now_ns();
     judge_arm(run, a);
+    if (t_term) {
+        char why[sizeof a->reason + 64];
+        snprintf(why, sizeof why, "terminated by %s during arm %s%s%s", bk_terminate_name(),
+                 a->name, a->reason[0] ? "; " : "", a->reason);
+        bk_strlcpy(a->reason, why, sizeof a->reason);
+        a->ok = 0;
+    } else if (a->ok && !a->audit) {
+        bk_straggler_note(run, a);
+    }
 out:
     return st;
 }

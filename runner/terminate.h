@@ -1,0 +1,32 @@
+/* terminate.h - SIGTERM / SIGINT to a run (Slurm's time limit, scancel, Ctrl-C): the handler
+ * only notes the signal; rank 0 and the agents look at it in their polling loops, kill their
+ * engines, and rank 0 writes a partial record (NO_DECISION, reason `terminated`). */
+#ifndef BK_TERMINATE_H
+#define BK_TERMINATE_H
+
+#include <stddef.h>
+
+#include "runner/score.h"
+
+/* Install the handler for SIGTERM and SIGINT (SA_RESTART off: blocking waits wake up).
+ * Returns 0, or -1 when sigaction failed (errno set). */
+int bk_terminate_install(void);
+
+/* The first termination signal received (SIGTERM or SIGINT), 0 when none. Async-safe. */
+int bk_terminate_signal(void);
+
+/* Remove `path` (a file, or an empty folder) from inside the signal handler itself, so a
+ * rank killed soon after (mpirun's SIGKILL follows its SIGTERM by 1 s) leaves no private
+ * file behind: an agent's plan copy, its key file, then their folder, in that order. At
+ * most 8 paths of up to 511 bytes; register before the handler can run for them. */
+void bk_terminate_remove_on_signal(const char *path);
+
+/* "SIGTERM", "SIGINT" or "signal N" for the signal above ("" when none). */
+const char *bk_terminate_name(void);
+
+/* A run ended by a termination signal: whatever its arms say, the verdict is NO_DECISION
+ * (status no_decision) and the reasons start with "terminated by SIGTERM" (or SIGINT);
+ * `stopped` (len bytes) says so too when still empty. */
+void bk_terminate_mark(bk_score *sc, char *stopped, size_t len);
+
+#endif

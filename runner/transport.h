@@ -1,0 +1,67 @@
+/* transport.h - how engines reach rank 0's coordinator: ipc:// in a private 0700 folder when
+ * every lane rank runs on rank 0's host, tcp:// on one interface secured with ZeroMQ CURVE
+ * when a lane runs elsewhere. Keys are made per run by rank 0, reach the agents over MPI and
+ * the engines through a key file of mode 0600 (never argv, never the environment). */
+#ifndef BK_TRANSPORT_H
+#define BK_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runner/status.h"
+
+#define BK_Z85_KEY_LEN 41 /* a 32-byte CURVE key in Z85: 40 characters and a NUL */
+
+typedef struct bk_curve_keys {
+    char server_public[BK_Z85_KEY_LEN];
+    char server_secret[BK_Z85_KEY_LEN]; /* rank 0 only: never sent, never written */
+    char client_public[BK_Z85_KEY_LEN]; /* one client key pair per run, for its engines */
+    char client_secret[BK_Z85_KEY_LEN];
+} bk_curve_keys;
+
+/* Where and how rank 0 listens. tcp = 0: ipc:// (the other fields unused). */
+typedef struct bk_transport {
+    int tcp;
+    char iface[64];      /* the interface the address came from ("" when given as address) */
+    char addr[64];       /* IPv4 address to bind */
+    int port;            /* rendezvous port, samples on port + 1; 0: any free ports */
+    bk_curve_keys keys;
+} bk_transport;
+
+/* What the transport dropped before the wire decoder saw anything. */
+typedef struct bk_transport_stats {
+    uint64_t auth_denied;       /* CURVE handshake done, client key not this run's (ZAP 400) */
+    uint64_t handshake_failed;  /* garbage bytes, a wrong server key, another protocol */
+} bk_transport_stats;
+
+/* The transport of a run: ipc:// (t->tcp = 0) when every lane rank is on rank 0's host
+ * (remote = 0) and no iface was asked for; otherwise tcp on iface (NULL: the first
+ * interface that is up, not loopback and has an IPv4 address), port (0: any free), with
+ * fresh CURVE keys. A port without tcp is BK_ERR_INPUT. */
+bk_status bk_transport_pick(const char *iface, int port, int remote, bk_transport *t,
+                            bk_err *err);
+
+/* A fresh server and client key pair (zmq_curve_keypair). BK_ERR_UNSUPPORTED when this
+ * libzmq has no CURVE. */
+bk_status bk_curve_keys_new(bk_curve_keys *k, bk_err *err);
+
+/* The IPv4 address of interface `iface` (getifaddrs), or with iface NULL or "" the first
+ * interface that is up, not loopback and has one. Errors name the interface and list
+ * those that exist. */
+bk_status bk_iface_addr(const char *iface, char *addr, size_t addr_len, char *iface_out,
+                        size_t iface_len, bk_err *err);
+
+/* Write the engines' keys (server public, client public and secret) to a new file `path`
+ * of mode 0600 (O_EXCL: an existing file is an error; the folder should be private). */
+bk_status bk_keys_write(const char *path, const bk_curve_keys *k, bk_err *err);
+
+/* Read a key file written by bk_keys_write. Refuses a file that is not a regular file
+ * owned by this user with no group or other permission bits. server_secret is left "". */
+bk_status bk_keys_read(const char *path, bk_curve_keys *k, bk_err *err);
+
+/* Socket options: a CURVE server with the run's secret key (set before bind), or a CURVE
+ * client that trusts only the run's server key (set before connect). */
+bk_status bk_curve_server(void *sock, const bk_curve_keys *k, bk_err *err);
+bk_status bk_curve_client(void *sock, const bk_curve_keys *k, bk_err *err);
+
+#endif

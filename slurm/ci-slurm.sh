@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# ci-slurm.sh - a real Slurm on this one host, for CI: installs Debian's slurm-wlm and munge
+# when missing, starts munged, slurmctld and slurmd by hand (no systemd, no cgroups), submits
+# slurm/bracket.sbatch with the cpu demo plan through sbatch (srun --mpi=pmix, then mpirun
+# inside the allocation), a job array through slurm/rehearse.sh, a job given the time-limit
+# signal and one cancelled while they run; checks each record and verdict; stops the
+# daemons whatever happens.
+#
+#   slurm/ci-slurm.sh [BUILD_DIR]      (root; default build dir: build)
+#
+# Exit 0 when every job did what it should, 1 otherwise; 77 when it cannot run here (not
+# root, no apt-get and no Slurm). Every wait is bounded; the whole script stays under ~10 min.
+set -uo pipefail
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=$(cd "${1:-$SRC/build}" && pwd) || { echo "ci-slurm: no build dir" >&2; exit 1; }
+BRACKET=$BUILD/bracket
+[ -x "$BRACKET" ] || { echo "ci-slurm: no $BRACKET (build first)" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "ci-slurm: SKIP: needs root (daemons, munge key)"; exit 77; }
+
+say() { echo "ci-slurm: $*"; }
+die() { echo "ci-slurm: FAIL: $*" >&2; exit 1; }
+
+if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null; then
+    command -v apt-get >/dev/null || { say "SKIP: no Slurm and no apt-get"; exit 77; }
+    say "installing slurm-wlm and munge (Debian)"
+    export DEBIAN_FRONTEND=noninteractive
+    timeout 600 apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null ||
+        { timeout 300 apt-get update -qq && timeout 600 apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null; } ||
+        die "apt-get install slurm-wlm munge failed"
+fi
+
+WORK=$(mktemp -d /tmp/bk-slurm-XXXXXX)
+chmod 755 "$WORK"
+HOST=$(hostname -s)
+export SLURM_CONF=$WORK/slurm.conf
+MUNGE_SOCK=$WORK/munge/munge.socket.2
+PIDS=()
+
+stop_all() {
+    local rc=$?
+    say "stopping the daemons"
+    scancel --quiet --user=root 2>/dev/null || true
+    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for i in $(seq 50); do
+        local alive=0
+        for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ $alive = 0 ] && break
+        sleep 0.2
+    done
+    for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+    if [ $rc != 0 ]; then
+        for f in "$WORK"/*.log "$WORK"/job-*.out; do
+            [ -f "$f" ] && { echo "==== $f"; tail -n 40 "$f"; }
+        done
+    fi
+    rm -rf "$WORK"
+    exit $rc
+}
+trap stop_all EXIT
+
+# ---- munge: a key of this run, its own socket ----
+mkdir -p "$WORK/munge"
+chown munge:munge "$WORK/munge"
+chmod 700 "$WORK/munge"
+dd if=/dev/urandom of="$WORK/munge/munge.key" bs=1024 count=1 2>/dev/null
+chown munge:munge "$WORK/munge/munge.key"
+chmod 400 "$WORK/munge/munge.key"
+runuser -u munge -- munged --foreground --key-file="$WORK/munge/munge.key" \
+    --socket="$MUNGE_SOCK" --pid-file="$WORK/munge/munged.pid" --seed-file="$WORK/munge/seed" \
+    --log-file="$WORK/munged.log" --force >"$WORK/munged.out.log" 2>&1 &
+PIDS+=($!)
+for i in $(seq 100); do [ -S "$MUNGE_SOCK" ] && break; sleep 0.1; done
+[ -S "$MUNGE_SOCK" ] || die "munged did not start"
+munge --socket="$MUNGE_SOCK" -n | unmunge --socket="$MUNGE_SOCK" >/dev/null || die "munge round trip failed"
+
+# ---- Slurm: one node that offers 8 CPUs on however many cores it has ----
+mkdir -p "$WORK/state" "$WORK/spool"
+cat >"$SLURM_CONF" <<CONF
+ClusterName=bkci
+SlurmctldHost=$HOST(127.0.0.1)
+AuthType=auth/munge
+AuthInfo=socket=$MUNGE_SOCK
+CredType=cred/munge
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort=16817
+SlurmdPort=16818
+StateSaveLocation=$WORK/state
+SlurmdSpoolDir=$WORK/spool
+SlurmctldPidFile=$WORK/slurmctld.pid
+SlurmdPidFile=$WORK/slurmd.pid
+SlurmctldLogFile=$WORK/slurmctld.log
+SlurmdLogFile=$WORK/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+MpiDefault=none
+ReturnToService=2
+SlurmdParameters=config_overrides
+KillWait=30
+InactiveLimit=0
+MinJobAge=300
+NodeName=$HOST NodeAddr=127.0.0.1 CPUs=8 RealMemory=1000 State=UNKNOWN
+PartitionName=ci Nodes=$HOST Default=YES MaxTime=30 State=UP OverSubscribe=NO
+CONF
+slurmctld -D -i -f "$SLURM_CONF" >"$WORK/slurmctld.out.log" 2>&1 &
+PIDS+=($!)
+slurmd -D -f "$SLURM_CONF" >"$WORK/slurmd.out.log" 2>&1 &
+PIDS+=($!)
+STATE=""
+for i in $(seq 120); do
+    STATE=$(timeout 5 sinfo -h -n "$HOST" -o %T 2>/dev/null || true)
+    [ "$STATE" = idle ] && break
+    sleep 0.5
+done
+[ "$STATE" = idle ] || die "node $HOST did not become idle (state '$STATE')"
+say "slurm up: $(sinfo -h -o '%P %D %c %T') ; mpi plugins: $(srun --mpi=list 2>&1 | tr -s '\n ' ' ')"
+
+# wait_job ID BOUND_S: until the job left the queue; sets JSTATE (sacct-less: scontrol)
+wait_job() {
+    local id=$1 bound=$2 i
+    for i in $(seq $((bound * 2))); do
+        JSTATE=$(scontrol show job "$id" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | head -n 1)
+        case $JSTATE in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|PREEMPTED) return 0 ;; esac
+        sleep 0.5
+    done
+    scancel "$id" 2>/dev/null
+    die "job $id still $JSTATE after $bound s"
+}
+
+# check_record DIR VERDICT...: exactly one record in DIR, its verdict one of those given
+check_record() {
+    local dir=$1
+    shift
+    local recs
+    recs=$(ls "$dir"/*/record.json 2>/dev/null | wc -l)
+    [ "$recs" = 1 ] || die "$dir: expected one record, found $recs"
+    python3 - "$(ls "$dir"/*/record.json)" "$@" <<'PY' || die "$dir: record check failed"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["schema"] == "bracket.record/1", r["schema"]
+assert r["verdict"] in sys.argv[2:], (r["verdict"], r["reasons"])
+print("ci-slurm: record", sys.argv[1], "verdict", r["verdict"], "-", r["reasons"][:120])
+PY
+}
+
+# exit code of a finished job ("0:0" -> 0)
+job_exit() { scontrol show job "$1" | sed -n 's/.* ExitCode=\([0-9]*\):\([0-9]*\).*/\1/p' | head -n 1; }
+
+PLAN=$SRC/plans/demo-cpu.json
+SB=$SRC/slurm/bracket.sbatch
+# the demo's verdict is the measurement's; any of these is a finished bracket
+VERDICTS="PASS FAIL NO_DECISION"
+CPU_OPTS=(--gpus-per-task=0 --ntasks-per-node=4 --time=10)
+cd "$WORK" || die "cd $WORK"
+# the jobs' private folders (engine plans, ipc endpoints) under $WORK: this script's
+# processes are told apart from any other bracket on the host by that path
+mkdir -p "$WORK/tmp"
+export TMPDIR=$WORK/tmp
+export BRACKET
+
+# 1. srun --mpi=pmix (the template's default)
+J=$(sbatch --parsable "${CPU_OPTS[@]}" --output="$WORK/job-srun.out" "$SB" "$PLAN" "$WORK/out-srun") ||
+    die "sbatch refused the job"
+say "job $J (srun --mpi=pmix) submitted"
+wait_job "$J" 240
+cat "$WORK/job-srun.out"
+[ "$JSTATE" = COMPLETED ] || [ "$JSTATE" = FAILED ] || die "job $J ended $JSTATE"
+E=$(job_exit "$J")
+case $E in 0|3|4) ;; *) die "job $J exited $E (not a verdict)" ;; esac
+check_record "$WORK/out-srun" $VERDICTS
+
+# 2. mpirun inside the allocation
+J=$(BRACKET_LAUNCHER=mpirun BRACKET_MPIRUN_ARGS=--oversubscribe sbatch --parsable "${CPU_OPTS[@]}" \
+    --output="$WORK/job-mpirun.out" "$SB" "$PLAN" "$WORK/out-mpirun") || die "sbatch refused the job"
+say "job $J (mpirun) submitted"
+wait_job "$J" 240
+cat "$WORK/job-mpirun.out"
+E=$(job_exit "$J")
+case $E in 0|3|4) ;; *) die "job $J exited $E (not a verdict)" ;; esac
+check_record "$WORK/out-mpirun" $VERDICTS
+
+# 3. a job array over two plans (slurm/rehearse.sh)
+printf '%s\n' "$PLAN" "$SRC/tests/fixtures/plans/it-cpu.json" >"$WORK/plans.txt"
+OUT_ARRAY=$("$SRC/slurm/rehearse.sh" --topology 1x4 --sbatch-args "--gpus-per-task=0 --time=10" \
+    --out "$WORK/out-array" "$WORK/plans.txt") || die "rehearse.sh failed: $OUT_ARRAY"
+echo "$OUT_ARRAY"
+A=$(echo "$OUT_ARRAY" | sed -n 's/^submitted job \([0-9]*\) .*/\1/p' | head -n 1)
+[ -n "$A" ] || die "rehearse.sh submitted no array"
+for t in 0 1; do wait_job "${A}_$t" 300; done
+for t in 0 1; do check_record "$WORK/out-array/1x4/$t" $VERDICTS; done
+
+# 4. the time-limit warning while arm C runs: a partial record, NO_DECISION, terminated
+J=$(sbatch --parsable "${CPU_OPTS[@]}" --output="$WORK/job-cancel.out" "$SB" "$PLAN" \
+    "$WORK/out-cancel" --set candidate.variant=slowed \
+    --set 'candidate.params={"base":"shm_twopass","fraction":10}' \
+    --set workload.iters=2000) || die "sbatch refused the job"
+for i in $(seq 600); do
+    pgrep -f "bracket engine --plan $WORK/.* --arm C " >/dev/null && break
+    sleep 0.2
+done
+pgrep -f "bracket engine --plan $WORK/.* --arm C " >/dev/null || die "job $J never reached arm C"
+# what Slurm's time-limit warning does (--signal=B:TERM@120): SIGTERM to the batch shell
+scancel --batch --signal=TERM "$J"
+wait_job "$J" 120
+cat "$WORK/job-cancel.out"
+check_record "$WORK/out-cancel" NO_DECISION
+python3 -c 'import json,sys,glob; r=json.load(open(glob.glob(sys.argv[1]+"/*/record.json")[0])); assert r["reasons"].startswith("terminated"), r["reasons"]' \
+    "$WORK/out-cancel" || die "cancelled job: the reason is not terminated"
+for i in $(seq 50); do pgrep -f "bracket (engine|run) .*$WORK" >/dev/null || break; sleep 0.2; done
+pgrep -af "bracket (engine|run) .*$WORK" && die "processes left after the cancelled job"
+# 5. a plain scancel while arm C runs (Slurm signals every task and the batch step)
+J=$(sbatch --parsable "${CPU_OPTS[@]}" --output="$WORK/job-scancel.out" "$SB" "$PLAN" \
+    "$WORK/out-scancel" --set candidate.variant=slowed \
+    --set 'candidate.params={"base":"shm_twopass","fraction":10}' \
+    --set workload.iters=2000) || die "sbatch refused the job"
+for i in $(seq 600); do
+    pgrep -f "bracket engine --plan $WORK/.* --arm C " >/dev/null && break
+    sleep 0.2
+done
+pgrep -f "bracket engine --plan $WORK/.* --arm C " >/dev/null || die "job $J never reached arm C"
+scancel "$J"
+wait_job "$J" 120
+cat "$WORK/job-scancel.out"
+check_record "$WORK/out-scancel" NO_DECISION
+for i in $(seq 50); do pgrep -f "bracket (engine|run) .*$WORK" >/dev/null || break; sleep 0.2; done
+pgrep -af "bracket (engine|run) .*$WORK" && die "processes left after scancel"
+say "PASS: srun --mpi=pmix, mpirun in the allocation, a job array, time-limit signal and scancel -> partial records"

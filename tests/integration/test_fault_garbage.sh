@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Garbage bytes at the coordinator's tcp endpoints while the arms run (a port scanner, a
+# stranger speaking another protocol): ignored and counted, every sample still arrives, the
+# run ends with the verdict its samples give (a 3x slower candidate: FAIL).
+. "$(dirname "$0")/fault_lib.sh"
+set -e
+# a free pair of ports on loopback
+PORT=$(python3 -c '
+import socket
+for p in range(47000, 48000, 2):
+    ss = []
+    try:
+        for q in (p, p + 1):
+            s = socket.socket(); s.bind(("127.0.0.1", q)); ss.append(s)
+        print(p); break
+    except OSError:
+        pass
+    finally:
+        for s in ss: s.close()')
+[ -n "$PORT" ] || fail "no free port pair on 127.0.0.1"
+
+it_start garbage 4 "$IT_PLAN" --iface lo --port "$PORT" --set candidate.variant=slowed \
+    --set 'candidate.params={"base":"shm_twopass","fraction":3}'
+wait_engines C 2
+# 20 connections per port, each sending bytes that are not ZMTP; every loop is bounded
+python3 - "$PORT" <<'PY'
+import socket, sys
+port = int(sys.argv[1])
+for q in (port, port + 1):
+    for i in range(20):
+        s = socket.create_connection(("127.0.0.1", q), timeout=5)
+        s.sendall(b"GET / HTTP/1.0\r\n\r\n" if i % 2 else bytes(range(256)) * 4)
+        s.settimeout(2)
+        try:
+            s.recv(64)  # the server answers its greeting, then drops us
+        except OSError:
+            pass
+        s.close()
+PY
+it_wait
+expect_verdict FAIL 3
+python3 - "$RECORD" <<'PY' || fail "garbage not ignored and counted"
+import json, sys
+r = json.load(open(sys.argv[1]))
+for a in r["arms"]:
+    assert a["ran"] and a["ok"], a
+    if not a["audit"]:
+        for p in a["processes"]:
+            assert p["samples_received"] == p["samples_sent"] == 400, p
+rej = r["wire"]["rejected"]
+assert rej["malformed"] == 40, rej  # 20 connections x 2 ports
+print("rejected:", rej)
+PY
+grep -q "rejected" "$OUT" || fail "the report does not mention rejected messages"
+
+expect_no_leftovers
+echo "PASS: garbage at the endpoint ignored and counted, every sample in, FAIL as measured"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# An engine that hangs (stopped with SIGSTOP, as a wedged GPU context would stop) past the
+# plan's timeouts.arm_s: its agent kills it, the lane is stopped, NO_DECISION with "timed
+# out", the record intact, no process and no shared-memory segment left behind.
+. "$(dirname "$0")/fault_lib.sh"
+set -e
+it_start hang 4 "$IT_PLAN" --set timeouts.arm_s=8 --set timeouts.rendezvous_s=60
+wait_engines C 2
+HUNG=$(echo "$EPIDS" | head -n 1)
+kill -STOP "$HUNG"
+it_wait
+expect_verdict NO_DECISION 4
+grep -q "engine timed out after 8 s" "$OUT" || fail "the time-out is not reported"
+python3 - "$RECORD" "$HUNG" <<'PY' || fail "the record does not show the hung engine"
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = r["arms"][1]
+assert c["ran"] and not c["ok"], c
+hung = [p for p in c["processes"] if p["pid"] == int(sys.argv[2])]
+assert hung and hung[0]["timed_out"] and hung[0]["killed"], c["processes"]
+assert not r["arms"][2]["ran"], "B' ran after a failed C"
+assert "timed out" in r["reasons"], r["reasons"]
+PY
+kill -0 "$HUNG" 2>/dev/null && fail "the hung engine $HUNG is still there"
+expect_no_leftovers
+echo "PASS: hung engine -> killed at arm_s, NO_DECISION, nothing left behind"

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The output folder read-only, then full: `bracket run` stops before any arm with a clear
+# error (exit 2) naming the folder and the cause, and the previous record in that folder
+# stays intact. Needs root to mount a small tmpfs (skipped otherwise).
+. "$(dirname "$0")/fault_lib.sh"
+set -e
+MNT=$IT_TMP/mnt
+mkdir -p "$MNT"
+if [ "$(id -u)" != 0 ] || ! mount -t tmpfs -o size=16m bk-outdir "$MNT" 2>/dev/null; then
+    echo "SKIP: cannot mount a tmpfs here (needs root)"
+    exit 77
+fi
+trap 'umount "$MNT" 2>/dev/null || true; rm -rf "$IT_TMP"' EXIT
+
+# a first, good run leaves a record
+run_into() { # NAME: a run whose output folder is $MNT/out
+    OUT=$IT_TMP/$1.log
+    set +e
+    timeout 600 mpirun "${MPIRUN_FLAGS[@]}" -np 4 "$BK_BRACKET" run "$IT_PLAN" --out "$MNT/out" \
+        --quiet >"$OUT" 2>&1
+    RC=$?
+    set -e
+    echo "---- $1: exit $RC"
+    cat "$OUT"
+}
+run_into first
+RECORD=$(ls -d "$MNT"/out/*/record.json | head -n 1)
+[ -f "$RECORD" ] || fail "the first run wrote no record"
+SUM=$(sha256sum "$RECORD" "$(dirname "$RECORD")/samples.msgpack")
+runs() { ls "$MNT/out" | wc -l; }
+[ "$(runs)" = 1 ] || fail "expected one run folder"
+
+# read-only
+mount -o remount,ro "$MNT"
+run_into readonly
+[ "$RC" = 2 ] || fail "read-only output folder: expected exit 2, got $RC"
+grep -q "output folder $MNT/out is not writable: Read-only file system" "$OUT" ||
+    fail "read-only: no clear error"
+grep -q "^verdict:" "$OUT" && fail "read-only: arms ran"
+mount -o remount,rw "$MNT"
+[ "$(sha256sum "$RECORD" "$(dirname "$RECORD")/samples.msgpack")" = "$SUM" ] ||
+    fail "read-only: the previous record changed"
+[ "$(runs)" = 1 ] || fail "read-only: a run folder was left"
+
+# full: fill the tmpfs (bounded by its 16 MiB)
+dd if=/dev/zero of="$MNT/filler" bs=64k >/dev/null 2>&1 || true
+run_into full
+[ "$RC" = 2 ] || fail "full output folder: expected exit 2, got $RC"
+grep -Eq "output folder $MNT/out (cannot hold the record: reserving [0-9.]+ MiB failed: No space left on device|.*No space left on device)" "$OUT" ||
+    fail "full: no clear error"
+grep -q "^verdict:" "$OUT" && fail "full: arms ran"
+[ "$(sha256sum "$RECORD" "$(dirname "$RECORD")/samples.msgpack")" = "$SUM" ] ||
+    fail "full: the previous record changed"
+[ "$(runs)" = 1 ] || fail "full: a run folder was left"
+rm -f "$MNT/filler"
+expect_no_leftovers
+echo "PASS: read-only and full output folders -> clear errors, previous record intact"

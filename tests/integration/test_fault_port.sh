@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The coordinator's port already taken (--iface lo --port P while something listens on P):
+# a clear error naming the port and the interface, exit 2, before any arm; no run folder,
+# no process left.
+. "$(dirname "$0")/fault_lib.sh"
+set -e
+# a free pair of ports on loopback
+PORT=$(python3 -c '
+import socket
+for p in range(47000, 48000, 2):
+    ss = []
+    try:
+        for q in (p, p + 1):
+            s = socket.socket(); s.bind(("127.0.0.1", q)); ss.append(s)
+        print(p); break
+    except OSError:
+        pass
+    finally:
+        for s in ss: s.close()')
+[ -n "$PORT" ] || fail "no free port pair on 127.0.0.1"
+
+# a listener holds the port (bounded: it exits after 60 s; killed below)
+python3 -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1); time.sleep(60)' "$PORT" &
+HOLDER=$!
+trap 'kill "$HOLDER" 2>/dev/null || true; rm -rf "$IT_TMP"' EXIT
+for i in $(seq 100); do
+    python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' \
+        "$PORT" 2>/dev/null && break
+    sleep 0.1
+done
+it_run taken 4 "$IT_PLAN" --iface lo --port "$PORT"
+kill "$HOLDER"
+[ "$RC" = 2 ] || fail "port taken: expected exit 2, got $RC"
+grep -q "port $PORT on 127.0.0.1 (lo) is already in use" "$OUT" || fail "port taken: unclear error"
+[ -z "$(ls "$IT_TMP/out-taken" 2>/dev/null)" ] || fail "port taken: a run folder was left"
+expect_no_leftovers
+echo "PASS: port taken -> a clear error (exit 2), nothing run, nothing left"

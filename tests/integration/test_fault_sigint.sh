@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# SIGINT delivered to every rank while arm C runs (what srun does with a Ctrl-C): a partial
+# record with verdict NO_DECISION and reason `terminated` (by SIGINT), a nonzero exit, no
+# engine, rank or shared-memory segment left behind.
+. "$(dirname "$0")/fault_lib.sh"
+set -e
+it_start sigint 4 "$IT_PLAN" --set candidate.variant=slowed \
+    --set 'candidate.params={"base":"shm_twopass","fraction":10}'
+wait_engines C 2
+RANKS=$(rank_pids)
+[ "$(echo "$RANKS" | grep -c .)" = 4 ] || fail "expected 4 ranks, found: $RANKS"
+for p in $RANKS; do kill -INT "$p"; done
+it_wait
+[ "$RC" != 0 ] || fail "an interrupted run exited 0"
+[ -n "$RECORD" ] || fail "no partial record written"
+python3 - "$RECORD" <<'PY' || fail "the partial record is not NO_DECISION / terminated by SIGINT"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["verdict"] == "NO_DECISION", r["verdict"]
+assert r["reasons"].startswith("terminated by SIGINT"), r["reasons"]
+c = r["arms"][1]
+assert c["ran"] and not c["ok"] and "terminated" in c["reason"], c
+PY
+for i in $(seq 50); do [ -z "$(rank_pids)" ] && break; sleep 0.1; done
+[ -z "$(rank_pids)" ] || fail "ranks left behind: $(rank_pids)"
+expect_no_leftovers
+expect_no_private_dirs
+echo "PASS: SIGINT -> partial record, NO_DECISION (terminated), nothing left behind"

@@ -1,0 +1,375 @@
+/* test_transport.c - the tcp transport: CURVE keys and key files (mode 0600), interface
+ * lookup, and the real coordinator over tcp with CURVE (a client with the run's keys gets
+ * its samples in; a wrong client key is denied and counted; a foreign run id is dropped and
+ * counted) and over ipc (garbage and foreign messages counted, never stored).
+ *
+ * `test_transport serve ADDR PORT DIR RUN WORLD BOUND_S` is not a unit test: it is the
+ * coordinator side of tests/integration/test_netns.sh (see there). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "runner/coordinator.h"
+#include "runner/transport.h"
+#include "runner/wire.h"
+
+#define RUN "test-transport-run"
+#define ITERS 4
+#define BOUND_NS 10000000000ull /* every wait below is bounded by this */
+
+static char g_dir[256];
+
+static int setup_dir(void **state)
+{
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/bk-test-transport-XXXXXX");
+    return mkdtemp(g_dir) ? 0 : -1;
+}
+
+static int remove_dir(void **state)
+{
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* ---- keys and key files ---- */
+
+static void test_key_file_roundtrip(void **state)
+{
+    (void)state;
+    bk_curve_keys k, back;
+    bk_err err = { 0 };
+    assert_int_equal(bk_curve_keys_new(&k, &err), BK_OK);
+    assert_int_equal(strlen(k.server_public), 40);
+    assert_string_not_equal(k.server_public, k.client_public);
+    char path[300];
+    snprintf(path, sizeof path, "%s/keys", g_dir);
+    assert_int_equal(bk_keys_write(path, &k, &err), BK_OK);
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_mode & 07777, 0600);
+    assert_int_equal(bk_keys_read(path, &back, &err), BK_OK);
+    assert_string_equal(back.server_public, k.server_public);
+    assert_string_equal(back.client_public, k.client_public);
+    assert_string_equal(back.client_secret, k.client_secret);
+    assert_string_equal(back.server_secret, ""); /* never written */
+    /* never over an existing file */
+    bk_err e2 = { 0 };
+    assert_int_equal(bk_keys_write(path, &k, &e2), BK_ERR_SYSTEM);
+    /* a key file others can read is refused, naming its mode */
+    assert_int_equal(chmod(path, 0644), 0);
+    bk_err e3 = { 0 };
+    assert_int_equal(bk_keys_read(path, &back, &e3), BK_ERR_INPUT);
+    assert_non_null(strstr(e3.msg, "mode 0600 (it is 0644"));
+    unlink(path);
+}
+
+static void test_key_file_garbage(void **state)
+{
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/bad", g_dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("server_public=short\nclient_public=x\nclient_secret=y\n", f);
+    fclose(f);
+    chmod(path, 0600);
+    bk_curve_keys k;
+    bk_err err = { 0 };
+    assert_int_equal(bk_keys_read(path, &k, &err), BK_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "40 Z85 characters"));
+    unlink(path);
+}
+
+static void test_iface(void **state)
+{
+    (void)state;
+    char addr[64], name[64];
+    bk_err err = { 0 };
+    assert_int_equal(bk_iface_addr("lo", addr, sizeof addr, name, sizeof name, &err), BK_OK);
+    assert_string_equal(addr, "127.0.0.1");
+    assert_string_equal(name, "lo");
+    bk_err e2 = { 0 };
+    assert_int_equal(bk_iface_addr("bk-no-such0", addr, sizeof addr, NULL, 0, &e2), BK_ERR_INPUT);
+    assert_non_null(strstr(e2.msg, "--iface bk-no-such0: no such interface"));
+    assert_non_null(strstr(e2.msg, "lo")); /* lists what exists */
+}
+
+static void test_pick(void **state)
+{
+    (void)state;
+    bk_transport t;
+    bk_err err = { 0 };
+    assert_int_equal(bk_transport_pick(NULL, 0, 0, &t, &err), BK_OK);
+    assert_int_equal(t.tcp, 0); /* one host: ipc:// */
+    assert_int_equal(bk_transport_pick("lo", 0, 0, &t, &err), BK_OK);
+    assert_int_equal(t.tcp, 1);
+    assert_string_equal(t.addr, "127.0.0.1");
+    assert_int_equal(strlen(t.keys.server_secret), 40);
+    bk_err e2 = { 0 };
+    assert_int_equal(bk_transport_pick(NULL, 5000, 0, &t, &e2), BK_ERR_INPUT);
+    assert_non_null(strstr(e2.msg, "--port 5000: every rank is on this host"));
+}
+
+/* ---- the coordinator ---- */
+
+typedef struct fixture {
+    bk_coord *c;
+    bk_arm_run arm;
+    void *zctx;
+} fixture;
+
+static void open_coord(fixture *f, const bk_transport *t, int world)
+{
+    bk_err err = { 0 };
+    memset(f, 0, sizeof *f);
+    assert_int_equal(bk_coord_open_ex(&f->c, RUN, 1, ITERS, 1, t, &err), BK_OK);
+    f->arm.idx = BK_ARM_IDX_B;
+    f->arm.name = "B";
+    f->arm.world = world;
+    f->arm.r = calloc((size_t)world, sizeof *f->arm.r);
+    f->arm.lane = calloc((size_t)world, sizeof *f->arm.lane);
+    assert_non_null(f->arm.r);
+    assert_int_equal(bk_coord_begin_arm(f->c, &f->arm, &err), BK_OK);
+    f->zctx = zmq_ctx_new();
+    assert_non_null(f->zctx);
+}
+
+static void close_coord(fixture *f)
+{
+    zmq_ctx_term(f->zctx);
+    bk_arm_free(&f->arm, 1, 1);
+    bk_coord_close(f->c);
+}
+
+static void *push_to(fixture *f, const char *ep, const bk_curve_keys *k)
+{
+    void *s = zmq_socket(f->zctx, ZMQ_PUSH);
+    int zero = 0;
+    assert_non_null(s);
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    bk_err err = { 0 };
+    if (k)
+        assert_int_equal(bk_curve_client(s, k, &err), BK_OK);
+    assert_int_equal(zmq_connect(s, ep), 0);
+    return s;
+}
+
+static void send_samples(void *s, const char *run, uint32_t rank)
+{
+    uint64_t ns[ITERS] = { 11, 12, 13, 14 };
+    bk_wire_buf b = { 0 };
+    bk_wire_hdr h = { run, "B", rank };
+    bk_err err = { 0 };
+    assert_int_equal(bk_wire_samples(&b, &h, 0, 0, ns, ITERS, &err), BK_OK);
+    assert_true(zmq_send(s, b.data, b.size, ZMQ_DONTWAIT) >= 0);
+    bk_wire_buf_free(&b);
+}
+
+/* Poll until cond(f) holds, at most BOUND_NS. */
+static int poll_until(fixture *f, int (*cond)(const fixture *))
+{
+    uint64_t end = bk_now_ns() + BOUND_NS;
+    while (!cond(f) && bk_now_ns() < end)
+        bk_coord_poll(f->c, 10);
+    return cond(f);
+}
+
+static int got_rank0(const fixture *f) { return f->arm.r[0].samples_got == ITERS; }
+static int denied(const fixture *f) { return bk_coord_transport_stats(f->c)->auth_denied >= 1; }
+static int wrong_run(const fixture *f)
+{
+    return bk_coord_stats(f->c)->rejected[BK_REJ_WRONG_RUN] >= 1;
+}
+static int malformed(const fixture *f)
+{
+    return bk_coord_stats(f->c)->rejected[BK_REJ_MALFORMED] >= 1;
+}
+
+static void test_tcp_curve(void **state)
+{
+    (void)state;
+    bk_transport t;
+    memset(&t, 0, sizeof t);
+    t.tcp = 1;
+    bk_strlcpy(t.addr, "127.0.0.1", sizeof t.addr);
+    bk_err err = { 0 };
+    assert_int_equal(bk_curve_keys_new(&t.keys, &err), BK_OK);
+    fixture f;
+    open_coord(&f, &t, 1);
+    const char *ep = bk_coord_samples_ep(f.c);
+    assert_int_equal(strncmp(ep, "tcp://127.0.0.1:", 16), 0);
+
+    /* a stranger: right server key, its own client key pair: denied, nothing stored */
+    bk_curve_keys stranger;
+    assert_int_equal(bk_curve_keys_new(&stranger, &err), BK_OK);
+    memcpy(stranger.server_public, t.keys.server_public, sizeof stranger.server_public);
+    void *bad = push_to(&f, ep, &stranger);
+    send_samples(bad, RUN, 0);
+    assert_true(poll_until(&f, denied));
+    assert_int_equal(f.arm.r[0].samples_got, 0);
+    assert_true(bk_coord_stats(f.c)->rejected[BK_REJ_FOREIGN] >= 1);
+
+    /* the run's own client: in */
+    void *good = push_to(&f, ep, &t.keys);
+    send_samples(good, RUN, 0);
+    assert_true(poll_until(&f, got_rank0));
+    assert_int_equal(f.arm.r[0].ns[0][3], 14);
+
+    /* the run's keys, another run's id: dropped and counted */
+    send_samples(good, "another-run", 0);
+    assert_true(poll_until(&f, wrong_run));
+    assert_int_equal(f.arm.r[0].samples_got, ITERS);
+    zmq_close(bad);
+    zmq_close(good);
+    close_coord(&f);
+}
+
+static void test_tcp_port_taken(void **state)
+{
+    (void)state;
+    bk_transport t;
+    memset(&t, 0, sizeof t);
+    t.tcp = 1;
+    bk_strlcpy(t.addr, "127.0.0.1", sizeof t.addr);
+    bk_err err = { 0 };
+    assert_int_equal(bk_curve_keys_new(&t.keys, &err), BK_OK);
+    fixture f;
+    open_coord(&f, &t, 1);
+    /* a second coordinator on the first one's port */
+    const char *ep = bk_coord_rendezvous_ep(f.c);
+    t.port = atoi(strrchr(ep, ':') + 1);
+    bk_coord *c2 = NULL;
+    bk_err e2 = { 0 };
+    assert_int_equal(bk_coord_open_ex(&c2, RUN, 1, ITERS, 1, &t, &e2), BK_ERR_INPUT);
+    assert_null(c2);
+    char want[64];
+    snprintf(want, sizeof want, "port %d on 127.0.0.1 is already in use", t.port);
+    assert_non_null(strstr(e2.msg, want));
+    close_coord(&f);
+}
+
+static void test_ipc_garbage_and_foreign(void **state)
+{
+    (void)state;
+    fixture f;
+    open_coord(&f, NULL, 2);
+    assert_int_equal(strncmp(bk_coord_samples_ep(f.c), "ipc://", 6), 0);
+    void *s = push_to(&f, bk_coord_samples_ep(f.c), NULL);
+    assert_true(zmq_send(s, "\xc1\xc1garbage", 9, 0) == 9);
+    assert_true(poll_until(&f, malformed));
+    send_samples(s, "another-run", 1);
+    assert_true(poll_until(&f, wrong_run));
+    send_samples(s, RUN, 0);
+    assert_true(poll_until(&f, got_rank0));
+    assert_int_equal(f.arm.r[1].samples_got, 0);
+    assert_int_equal(bk_coord_stats(f.c)->accepted, 1);
+    zmq_close(s);
+    close_coord(&f);
+}
+
+/* ---- `serve`: the coordinator of test_netns.sh ---- */
+
+static int all_status(const fixture *f) { return bk_coord_all_status(f->c); }
+
+/* Bind ADDR:PORT with fresh keys, write DIR/keys (the run's), DIR/stranger (another client
+ * pair) and DIR/wrongserver (a wrong server key), print "ready", serve arm B of RUN for
+ * WORLD ranks until every rank's status or BOUND_S; print what arrived and what was
+ * refused. Exit 0 when every rank sent all its samples. */
+static int serve(int argc, char **argv)
+{
+    if (argc != 8) {
+        fprintf(stderr, "usage: test_transport serve ADDR PORT DIR RUN WORLD BOUND_S\n");
+        return 2;
+    }
+    bk_transport t;
+    memset(&t, 0, sizeof t);
+    t.tcp = 1;
+    bk_strlcpy(t.addr, argv[2], sizeof t.addr);
+    t.port = atoi(argv[3]);
+    const char *dir = argv[4], *run = argv[5];
+    int world = atoi(argv[6]);
+    double bound = atof(argv[7]);
+    bk_err err = { 0 };
+    bk_curve_keys other, wrong;
+    char path[512];
+    if (bk_curve_keys_new(&t.keys, &err) != BK_OK || bk_curve_keys_new(&other, &err) != BK_OK ||
+        bk_curve_keys_new(&wrong, &err) != BK_OK)
+        goto fail;
+    memcpy(other.server_public, t.keys.server_public, sizeof other.server_public);
+    memcpy(wrong.client_public, t.keys.client_public, sizeof wrong.client_public);
+    memcpy(wrong.client_secret, t.keys.client_secret, sizeof wrong.client_secret);
+    snprintf(path, sizeof path, "%s/keys", dir);
+    if (bk_keys_write(path, &t.keys, &err) != BK_OK)
+        goto fail;
+    snprintf(path, sizeof path, "%s/stranger", dir);
+    if (bk_keys_write(path, &other, &err) != BK_OK)
+        goto fail;
+    snprintf(path, sizeof path, "%s/wrongserver", dir);
+    if (bk_keys_write(path, &wrong, &err) != BK_OK)
+        goto fail;
+    /* the netns plan: it-cpu.json, 2 shapes x 200 iterations */
+    bk_coord *c = NULL;
+    if (bk_coord_open_ex(&c, run, 2, 200, 1, &t, &err) != BK_OK)
+        goto fail;
+    bk_arm_run arm;
+    memset(&arm, 0, sizeof arm);
+    arm.name = "B";
+    arm.world = world;
+    arm.r = calloc((size_t)world, sizeof *arm.r);
+    arm.lane = calloc((size_t)world, sizeof *arm.lane);
+    if (!arm.r || !arm.lane || bk_coord_begin_arm(c, &arm, &err) != BK_OK)
+        goto fail;
+    printf("ready %s %s\n", bk_coord_rendezvous_ep(c), bk_coord_samples_ep(c));
+    fflush(stdout);
+    fixture f = { .c = c };
+    uint64_t end = bk_now_ns() + (uint64_t)(bound * 1e9);
+    while (!all_status(&f) && bk_now_ns() < end)
+        bk_coord_poll(c, 50);
+    uint64_t grace = bk_now_ns() + 2000000000ull; /* late refusals still get counted */
+    while (bk_now_ns() < grace)
+        bk_coord_poll(c, 50);
+    int ok = 1;
+    for (int r = 0; r < world; r++) {
+        printf("rank %d samples %llu status %d\n", r, (unsigned long long)arm.r[r].samples_got,
+               arm.r[r].status_ok);
+        ok = ok && arm.r[r].samples_got == 400 && arm.r[r].status_ok;
+    }
+    const bk_transport_stats *ts = bk_coord_transport_stats(c);
+    const bk_wire_stats *ws = bk_coord_stats(c);
+    printf("auth_denied %llu handshake_failed %llu wrong_run %llu accepted %llu\n",
+           (unsigned long long)ts->auth_denied, (unsigned long long)ts->handshake_failed,
+           (unsigned long long)ws->rejected[BK_REJ_WRONG_RUN], (unsigned long long)ws->accepted);
+    bk_arm_free(&arm, 2, 1);
+    bk_coord_close(c);
+    return ok ? 0 : 1;
+fail:
+    fprintf(stderr, "test_transport serve: %s\n", err.msg);
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "serve"))
+        return serve(argc, argv);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_key_file_roundtrip),
+        cmocka_unit_test(test_key_file_garbage),
+        cmocka_unit_test(test_iface),
+        cmocka_unit_test(test_pick),
+        cmocka_unit_test(test_tcp_curve),
+        cmocka_unit_test(test_tcp_port_taken),
+        cmocka_unit_test(test_ipc_garbage_and_foreign),
+    };
+    return cmocka_run_group_tests(tests, setup_dir, remove_dir);
+}
