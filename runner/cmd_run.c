@@ -281,12 +281,6 @@ static int setup_run(const run_opts *o, bk_run *run, const bk_topo *topo,
         BK_FAIL(err, BK_ERR_INPUT, "cannot create %s: %s", run->run_dir, strerror(errno));
         return BK_EXIT_USAGE;
     }
-    if (topo) {
-        char path[800];
-        bk_err terr = { 0 };
-        snprintf(path, sizeof path, "%s/topology.json", run->run_dir);
-        bk_topo_save((bk_topo *)topo, path, &terr); /* evidence; its digest is in the record */
-    }
     /* room for every timed arm's samples (9 bytes each at most) and 1 MiB of JSON */
     int64_t need = (1 << 20) + 3 * (int64_t)run->lane_size * run->plan.workload.nshapes *
                                    run->plan.workload.iters * 9;
@@ -298,6 +292,12 @@ static int setup_run(const run_opts *o, bk_run *run, const bk_topo *topo,
                                run->plan.workload.iters, run->noutputs, tr, err)) != BK_OK) {
         rmdir(run->run_dir);
         return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
+    }
+    if (topo) {
+        char path[800];
+        bk_err terr = { 0 };
+        snprintf(path, sizeof path, "%s/topology.json", run->run_dir);
+        bk_topo_save((bk_topo *)topo, path, &terr); /* evidence; its digest is in the record */
     }
     return 0;
 }

@@ -166,8 +166,22 @@ bk_status bk_topo_gather(const void *comm_ptr, const bk_topo *snapshot, const ch
     memset(&me, 0, sizeof me);
     MPI_TRY(MPI_Comm_rank(comm, &rank));
     MPI_TRY(MPI_Comm_size(comm, &size));
-    BK_TRY(bk_topo_local_rank(comm_ptr, &lrank, &lsize, err));
     bk_host_identity(me.hostname, sizeof me.hostname, me.boot_id, sizeof me.boot_id);
+    /* One prober per host, a host being a (hostname, boot id): not MPI's shared-memory
+     * node, which can hold several hosts' worth of ranks (containers, UTS namespaces). */
+    {
+        char id[sizeof me.hostname + sizeof me.boot_id + 2];
+        snprintf(id, sizeof id, "%s/%s", me.hostname, me.boot_id);
+        int color = (int)(bk_fnv1a64(id, strlen(id)) & 0x7fffffff);
+        MPI_Comm host = MPI_COMM_NULL;
+        MPI_TRY(MPI_Comm_split(comm, color, rank, &host));
+        int rc_r = MPI_Comm_rank(host, &lrank), rc_s = MPI_Comm_size(host, &lsize);
+        MPI_Comm_free(&host);
+        if (rc_r != MPI_SUCCESS || rc_s != MPI_SUCCESS) {
+            st = BK_FAIL(err, BK_ERR_INTERNAL, "gather: cannot size the host communicator");
+            goto out;
+        }
+    }
     bk_strlcpy(me.bus_id, bus_id ? bus_id : "", sizeof me.bus_id);
     me.cpu = sched_getcpu();
     me.local = lrank == 0;

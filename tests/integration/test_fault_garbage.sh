@@ -42,11 +42,12 @@ expect_verdict FAIL 3
 python3 - "$RECORD" <<'PY' || fail "garbage not ignored and counted"
 import json, sys
 r = json.load(open(sys.argv[1]))
+want = r["plan"]["workload"]["iters"] * len(r["plan"]["workload"]["shapes"])
 for a in r["arms"]:
     assert a["ran"] and a["ok"], a
     if not a["audit"]:
         for p in a["processes"]:
-            assert p["samples_received"] == p["samples_sent"] == 400, p
+            assert p["samples_received"] == p["samples_sent"] == want, p
 rej = r["wire"]["rejected"]
 assert rej["malformed"] == 40, rej  # 20 connections x 2 ports
 print("rejected:", rej)

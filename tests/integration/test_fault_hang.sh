@@ -4,7 +4,9 @@
 # out", the record intact, no process and no shared-memory segment left behind.
 . "$(dirname "$0")/fault_lib.sh"
 set -e
-it_start hang 4 "$IT_PLAN" --set timeouts.arm_s=8 --set timeouts.rendezvous_s=60
+# 20000 iterations keep each arm running for about a second: long enough to catch C
+it_start hang 4 "$IT_PLAN" --set timeouts.arm_s=8 --set timeouts.rendezvous_s=60 \
+    --set workload.iters=20000
 wait_engines C 2
 HUNG=$(echo "$EPIDS" | head -n 1)
 kill -STOP "$HUNG"

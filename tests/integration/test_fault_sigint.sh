@@ -5,7 +5,7 @@
 . "$(dirname "$0")/fault_lib.sh"
 set -e
 it_start sigint 4 "$IT_PLAN" --set candidate.variant=slowed \
-    --set 'candidate.params={"base":"shm_twopass","fraction":10}'
+    --set 'candidate.params={"base":"shm_twopass","fraction":10}' --set workload.iters=6000
 wait_engines C 2
 RANKS=$(rank_pids)
 [ "$(echo "$RANKS" | grep -c .)" = 4 ] || fail "expected 4 ranks, found: $RANKS"

@@ -4,9 +4,9 @@
 # and no engine, rank or shared-memory segment left behind.
 . "$(dirname "$0")/fault_lib.sh"
 set -e
-# a candidate 11x slower keeps arm C running for seconds (mpirun relays a SIGTERM after ~1 s)
+# a candidate 11x slower over 6000 iterations keeps arm C running for seconds (mpirun relays a SIGTERM after ~1 s)
 it_start sigterm 4 "$IT_PLAN" --set candidate.variant=slowed \
-    --set 'candidate.params={"base":"shm_twopass","fraction":10}'
+    --set 'candidate.params={"base":"shm_twopass","fraction":10}' --set workload.iters=6000
 wait_engines C 2
 # signal mpirun itself: `timeout` would relay the signal twice (to its child and to its
 # process group), and a second SIGTERM makes mpirun kill the ranks at once

@@ -31,6 +31,7 @@ grep -q "^bracket: transport tcp with CURVE on lo (127.0.0.1)" "$OUT" || fail "t
 python3 - "$RECORD" "$(hostname)" <<'PY' || fail "the record does not show two hosts / all samples"
 import json, sys
 r = json.load(open(sys.argv[1]))
+want = r["plan"]["workload"]["iters"] * len(r["plan"]["workload"]["shapes"])
 assert r["identity"]["hosts"] == [sys.argv[2]] * 2 + ["bk-node-b"] * 2, r["identity"]["hosts"]
 assert "two hosts" in r["lanes"]["note"], r["lanes"]["note"]
 for a in r["arms"]:
@@ -40,7 +41,7 @@ for a in r["arms"]:
     for p in a["processes"]:
         assert p["host"] == ("bk-node-b" if a["name"] in ("C", "A") else sys.argv[2]), p
         if not a["audit"]:
-            assert p["samples_received"] == p["samples_sent"] == 400, p
+            assert p["samples_received"] == p["samples_sent"] == want, p
 assert sum(r["wire"]["rejected"].values()) == 0, r["wire"]
 PY
 expect_no_leftovers
@@ -49,6 +50,8 @@ expect_no_private_dirs
 # a lane split across hosts: refused before anything runs
 two_hosts split 1 3 "$IT_PLAN"
 [ "$RC" = 2 ] || fail "a lane across hosts: expected exit 2, got $RC"
-grep -q "the baseline lane spans hosts (MPI rank 0 on $(hostname), rank 1 on bk-node-b)" "$OUT" ||
+# the lane finder finds no equal pair: every natural lane of 2 spans the two hosts or not
+grep -q "no two disjoint lanes of 2 CPU slots have equal signatures" "$OUT" ||
     fail "a lane across hosts: unclear error"
+grep -q "h2" "$OUT" || fail "a lane across hosts: the closest pair does not show the 2 hosts"
 echo "PASS: a lane on another host runs over tcp+CURVE; a lane across hosts is refused"
