@@ -200,6 +200,26 @@ static int choose_sets(const bk_shape_job *job, size_t l2)
     return n < 2 ? 2 : n > BK_MAX_SETS ? BK_MAX_SETS : (int)n;
 }
 
+/* Keep the GPU busy with memsets of a scratch buffer on our stream for `seconds`. */
+static bk_status warm_alone(bk_backend_ctx *ctx, double seconds, bk_err *err)
+{
+    bk_status st = BK_OK;
+    void *buf = NULL;
+    const size_t bytes = 64u << 20;
+    uint64_t until = bk_now_ns() + (uint64_t)(seconds * 1e9);
+    CUDA_TRY(cudaMalloc(&buf, bytes));
+    for (int i = 0; bk_now_ns() < until; i++) {
+        CUDA_TRY(cudaMemsetAsync(buf, i & 0xff, bytes, ctx->stream));
+        if (i % 8 == 7)
+            CUDA_TRY(cudaStreamSynchronize(ctx->stream));
+    }
+    CUDA_TRY(cudaStreamSynchronize(ctx->stream));
+out:
+    if (buf)
+        (void)cudaFree(buf);
+    return st;
+}
+
 static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, bk_err *err)
 {
     bk_status st = BK_OK;
@@ -225,13 +245,13 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
     }
     /* Warm-up runs eagerly (module load, NCCL's first-call setup), then the
      * graphs are captured and replayed once each. */
-    /* The first shape of an arm also warms up for BK_CUDA_MIN_WARMUP_S: a GPU
-     * coming out of idle (the gap between arms) runs at low clocks for a while,
-     * which a few hundred microsecond-sized iterations do not cover and which
-     * made the first arm of an A/A ~2.5% slower than B' on the H200. */
-    uint64_t warm_until = job->shape_index == 0
-                              ? bk_now_ns() + (uint64_t)(BK_CUDA_MIN_WARMUP_S * 1e9) : 0;
-    for (int i = 0; i < job->warmup || bk_now_ns() < warm_until; i++) {
+    /* Before the first shape, each rank brings its GPU out of idle on its own for
+     * BK_CUDA_MIN_WARMUP_S (no peers involved, so no rank can disagree on when it
+     * ends): a GPU leaving idle clocks made the first arm of an A/A ~2.5% slower
+     * than B' on the H200, which a few hundred microsecond iterations did not cover. */
+    if (job->shape_index == 0)
+        BK_TRY(warm_alone(ctx, BK_CUDA_MIN_WARMUP_S, err));
+    for (int i = 0; i < job->warmup; i++) {
         BK_TRY(bk_cuda_comm_barrier(ctx->comm, ctx->stream, job->timeout_s, err));
         BK_TRY(step(ctx, job, &sets[i % nsets], err));
         CUDA_TRY(cudaEventRecord(ev1[0], ctx->stream));
