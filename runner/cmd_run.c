@@ -256,6 +256,35 @@ static int setup_plan(const run_opts *o, bk_run *run, char **plan_text, bk_err *
     return 0;
 }
 
+/* The interface tcp should use when lanes are on other hosts: of rank 0's host's
+ * Ethernet NICs that carry an IPv4 address, the one nearest rank 0's GPU (by the PCI
+ * path class, as `bracket topo` shows it). 0 when the topology names none: the
+ * transport then takes the first interface that is up. */
+static int topo_iface(const bk_topo *topo, const bk_rank_place *places, char *out, size_t len)
+{
+    if (!topo || !places || places[0].host < 0 || places[0].host >= topo->nhosts)
+        return 0;
+    const bk_topo_host *h = &topo->hosts[places[0].host];
+    int best = -1, best_class = 1 << 30;
+    for (int k = 0; k < h->nnics; k++) {
+        char addr[64];
+        bk_err e = { 0 };
+        if (strcmp(h->nics[k].kind, "eth") != 0 ||
+            bk_iface_addr(h->nics[k].name, addr, sizeof addr, NULL, 0, &e) != BK_OK)
+            continue;
+        int g = places[0].gpu;
+        int cls = g >= 0 && g < h->ngpus ? h->gpu_nic[g][k] : 0;
+        if (cls < best_class) {
+            best = k;
+            best_class = cls;
+        }
+    }
+    if (best < 0)
+        return 0;
+    bk_strlcpy(out, h->nics[best].name, len);
+    return 1;
+}
+
 /* Rank 0's second step: lanes, run id, output folder, endpoints. */
 static int setup_run(const run_opts *o, bk_run *run, const bk_topo *topo,
                      const bk_rank_place *places, bk_coord **coord, bk_transport *tr,
@@ -265,7 +294,11 @@ static int setup_run(const run_opts *o, bk_run *run, const bk_topo *topo,
     int remote = 0;
     if ((st = pick_lanes(run, topo, places, &remote, err)) != BK_OK)
         return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
-    if ((st = bk_transport_pick(o->iface, o->port, remote, tr, err)) != BK_OK)
+    char nic[64] = "";
+    const char *iface = o->iface;
+    if (!iface && remote && topo_iface(topo, places, nic, sizeof nic))
+        iface = nic;
+    if ((st = bk_transport_pick(iface, o->port, remote, tr, err)) != BK_OK)
         return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     if (remote)
         bk_strlcpy(run->lane_note, "disjoint lanes on two hosts (tcp with CURVE)",

@@ -37,6 +37,9 @@ static bk_status push_msg(engine *e, bk_err *err)
     for (;;) {
         if (zmq_send(e->push, e->buf.data, e->buf.size, 0) >= 0)
             return BK_OK;
+        if (zmq_errno() == EAGAIN)
+            return BK_FAIL(err, BK_ERR_TIMEOUT, "engine: the coordinator at %s took nothing "
+                           "for 60 s (gone, or refusing this engine)", e->a.samples);
         if (zmq_errno() != EINTR)
             return BK_FAIL(err, BK_ERR_SYSTEM, "engine: push to %s: %s", e->a.samples,
                            zmq_strerror(zmq_errno()));
@@ -271,6 +274,9 @@ int bk_cmd_engine(int argc, char **argv)
     e.zctx = zmq_ctx_new();
     e.push = e.zctx ? zmq_socket(e.zctx, ZMQ_PUSH) : NULL;
     int linger = 10000; /* bounded: a vanished coordinator cannot hold us forever */
+    /* A PUSH send blocks while no peer is connected (a refused CURVE handshake, a
+     * coordinator gone) or while the coordinator's queue is full: bound it. */
+    int sndtimeo = 60000;
     if (e.a.keys_file && (bk_keys_read(e.a.keys_file, &e.keys, &err) != BK_OK ||
                           (e.push && bk_curve_client(e.push, &e.keys, &err) != BK_OK))) {
         fprintf(stderr, "bracket engine: %s\n", err.msg);
@@ -281,6 +287,7 @@ int bk_cmd_engine(int argc, char **argv)
         return BK_EXIT_INTERNAL;
     }
     if (!e.push || zmq_setsockopt(e.push, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
+        zmq_setsockopt(e.push, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo) != 0 ||
         zmq_connect(e.push, e.a.samples) != 0) {
         fprintf(stderr, "bracket engine: cannot connect to %s: %s\n", e.a.samples,
                 zmq_strerror(zmq_errno()));
@@ -293,12 +300,18 @@ int bk_cmd_engine(int argc, char **argv)
     bk_status st = run_engine(&e, &err);
     uint64_t t_first = e.t_first_ns ? e.t_first_ns - e.t_start_ns : 0;
     bk_err serr = { 0 };
-    if (bk_wire_status(&e.buf, &e.hdr, st == BK_OK, (int64_t)st, st == BK_OK ? "" : err.msg,
-                       e.sent_samples, t_first, &serr) == BK_OK)
-        push_msg(&e, &serr);
     if (st != BK_OK)
         fprintf(stderr, "bracket engine [arm %s rank %d pid %d]: %s (%s)\n", e.a.arm, e.a.rank,
                 (int)getpid(), err.msg, err.trail);
+    if (st != BK_OK) {
+        /* the status of a failure may have nowhere to go: wait for it briefly */
+        int brief = 2000;
+        zmq_setsockopt(e.push, ZMQ_SNDTIMEO, &brief, sizeof brief);
+        zmq_setsockopt(e.push, ZMQ_LINGER, &brief, sizeof brief);
+    }
+    if (bk_wire_status(&e.buf, &e.hdr, st == BK_OK, (int64_t)st, st == BK_OK ? "" : err.msg,
+                       e.sent_samples, t_first, &serr) == BK_OK)
+        push_msg(&e, &serr);
     if (e.v_arm && e.s_arm && e.s_arm != e.s_inc)
         e.v_arm->destroy(e.s_arm);
     if (e.v_inc && e.s_inc)
