@@ -11,11 +11,13 @@
 
 static const bk_target *const k_targets[] = {
     &bk__ar_rmsnorm_target,
+    &bk__moe_target,
 };
 
 static const bk_variant *const k_tables[] = {
     bk__ar_rmsnorm_cpu_variants,
     bk__ar_rmsnorm_diag_variants,
+    bk__moe_cpu_variants,
 };
 
 #define NTARGETS ((int)(sizeof k_targets / sizeof k_targets[0]))

@@ -15,6 +15,8 @@
 extern const bk_target bk__ar_rmsnorm_target;
 extern const bk_variant bk__ar_rmsnorm_cpu_variants[];
 extern const bk_variant bk__ar_rmsnorm_diag_variants[];
+extern const bk_target bk__moe_target;               /* kernels/moe.c */
+extern const bk_variant bk__moe_cpu_variants[];      /* kernels/moe_cpu.c */
 
 /* ---- seeded inputs: a counter-based stream (splitmix64) ---- */
 
