@@ -18,6 +18,9 @@ static const bk_variant *const k_tables[] = {
     bk__ar_rmsnorm_cpu_variants,
     bk__ar_rmsnorm_diag_variants,
     bk__moe_cpu_variants,
+#ifdef BK_HAVE_CUDA
+    bk__moe_cuda_variants,
+#endif
 };
 
 #define NTARGETS ((int)(sizeof k_targets / sizeof k_targets[0]))
