@@ -113,9 +113,9 @@ static void cm_destroy(void *state)
     free(m);
 }
 
-/* First-call setup and buffer growth. Called in relaxed capture mode when the
- * stream is capturing, so cudaMalloc and cublasCreate are allowed. Buffers only
- * grow, and only between shapes: a graph captured for a shape keeps its pointers. */
+/* First-call setup and buffer growth, on eager calls only (never while the stream
+ * is capturing). Buffers only grow, and only between shapes: the engine warms each
+ * shape up eagerly before capturing it, so a graph keeps valid pointers. */
 static bk_status cm_reserve(cuda_moe *m, const bk_shape *s, int64_t el, bk_err *err)
 {
     bk_status st = BK_OK;
@@ -158,6 +158,15 @@ static bk_status cm_reserve(cuda_moe *m, const bk_shape *s, int64_t el, bk_err *
     }
 out:
     return st;
+}
+
+/* 1 when the handle and every buffer are ready for the shape. */
+static int cm_fits(const cuda_moe *m, const bk_shape *s, int64_t el)
+{
+    size_t tk = (size_t)(s->tokens * s->topk), h = (size_t)s->hidden;
+    size_t in = (size_t)s->intermediate;
+    return m->blas && tk <= m->cap_ids && tk <= m->cap_tk && tk * h <= m->cap_xp &&
+           tk * 2 * in <= m->cap_gu && (size_t)el + 1 <= m->cap_el;
 }
 
 /* Host offsets of each local expert's rows, from a copy of topk_ids. */
@@ -227,12 +236,18 @@ static bk_status cm_run(void *state, bk_call *call, bk_err *err)
     int64_t h = s->hidden, in = s->intermediate, t = s->tokens, k = s->topk;
     CU_TRY(cudaStreamIsCapturing(stream, &cap));
     if (cap == cudaStreamCaptureStatusActive) {
-        CU_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
+        if (!cm_fits(m, s, el)) {
+            st = BK_FAIL(err, BK_ERR_UNSUPPORTED, "%s: captured before an eager call of this "
+                         "shape (cuBLAS and the buffers are set up eagerly: warm up first)",
+                         m->name);
+            goto out;
+        }
+        CU_TRY(cudaThreadExchangeStreamCaptureMode(&mode)); /* for the host copy of ids */
         relaxed = 1;
     } else {
         CU_TRY(cudaStreamSynchronize(stream)); /* topk_ids may come from earlier work */
+        BK_TRY(cm_reserve(m, s, el, err));
     }
-    BK_TRY(cm_reserve(m, s, el, err));
     BK_TRY(cm_host_offsets(m, call, el, err));
     if (relaxed) {
         CU_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
