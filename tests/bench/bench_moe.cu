@@ -2,7 +2,8 @@
  * is the top-k sum): each stage alone, the incumbent (serial), the fused combine and a
  * chunked overlap of the combine under the next chunk's GEMMs, overlap efficiency, GEMM
  * throughput against the card's measured bf16 matrix rate, and the top-k weighted sum's
- * bandwidth against the copy kernel. Every timed thing is captured in a CUDA graph and
+ * bandwidth against the copy kernel. The three totals are the registered variants
+ * (kernels/moe_cuda.c); the stages are their launchers one by one. Every timed thing is captured in a CUDA graph and
  * replayed; times are means over replays (CUDA events).
  * usage: bench_moe [ITERS [FAMILY]]   (defaults 20, all; FAMILY: mixtral|minimax|deepseek) */
 #include <cublas_v2.h>
@@ -43,7 +44,6 @@ extern "C" {
             exit(1);                                                                       \
         }                                                                                  \
     } while (0)
-#define CHUNKS 4
 
 static int g_iters = 20;
 static cudaStream_t g_s, g_s2;
@@ -189,29 +189,39 @@ static void compute(const part &p, const problem &pb, cudaStream_t s)
     stage_gemm2(p, pb, s);
 }
 
-/* Chunked overlap: chunk i's combine (+ residual) on a second stream while chunk i+1's
- * routing and GEMMs run on the first. */
-static void chunked(std::vector<part> &ps, const problem &pb)
+/* Mean time (us) of one call of a registered variant, captured after an eager warm-up. */
+static double time_variant(const char *name, const problem &pb, const char *params_json)
 {
-    static cudaEvent_t done[CHUNKS], fork_ev, join_ev;
-    static int made;
-    if (!made) {
-        for (int i = 0; i < CHUNKS; i++)
-            CK(cudaEventCreateWithFlags(&done[i], cudaEventDisableTiming));
-        CK(cudaEventCreateWithFlags(&fork_ev, cudaEventDisableTiming));
-        CK(cudaEventCreateWithFlags(&join_ev, cudaEventDisableTiming));
-        made = 1;
+    const bk_variant *v = bk_catalog_variant(BK_MOE_TARGET, name);
+    bk_tensor t[BK_MOE_NT] = {};
+    const bk_target *tg = &bk__moe_target;
+    void *ptr[BK_MOE_NT] = { pb.x, pb.ids, pb.w, pb.w1, pb.w2, pb.res, pb.out };
+    void *state = NULL;
+    json_t *params = json_loads(params_json, 0, NULL);
+    for (int i = 0; i < BK_MOE_NT; i++) {
+        t[i].name = tg->tensor_names[i];
+        t[i].output = tg->tensor_is_output[i];
+        t[i].elems = tg->tensor_elems(&pb.s, 1, i);
+        t[i].elem_bytes = tg->tensor_elem_bytes(i);
+        t[i].data = ptr[i];
     }
-    CK(cudaEventRecord(fork_ev, g_s));
-    CK(cudaStreamWaitEvent(g_s2, fork_ev, 0));
-    for (size_t i = 0; i < ps.size(); i++) {
-        compute(ps[i], pb, g_s);
-        CK(cudaEventRecord(done[i], g_s));
-        CK(cudaStreamWaitEvent(g_s2, done[i], 0));
-        stage_combine(ps[i], pb, pb.res, g_s2);
-    }
-    CK(cudaEventRecord(join_ev, g_s2));
-    CK(cudaStreamWaitEvent(g_s, join_ev, 0));
+    bk_call call = {};
+    call.shape = &pb.s;
+    call.iter = -1;
+    call.world = 1;
+    call.t = t;
+    call.nt = BK_MOE_NT;
+    call.stream = g_s;
+    call.timeout_s = 30.0;
+    if (!v || !params)
+        exit(1);
+    KB(v->create(params, BK_BACKEND_CUDA, 0, 1, &state, &e_));
+    KB(v->run(state, &call, &e_));
+    CK(cudaStreamSynchronize(g_s));
+    double us = time_graph([&] { KB(v->run(state, &call, &e_)); });
+    v->destroy(state);
+    json_decref(params);
+    return us;
 }
 
 static void problem_init(problem &pb, const bk_shape &s, uint16_t *w1, uint16_t *w2)
@@ -312,13 +322,6 @@ static void run_family(const family &f, double peak, double copy)
         problem_init(pb, s, w1, w2);
         part whole;
         part_init(whole, pb, 0, t);
-        std::vector<part> ps;
-        int nch = t >= 4 * CHUNKS ? CHUNKS : 1;
-        for (int c = 0; c < nch; c++) {
-            int64_t a = t * c / nch, b = t * (c + 1) / nch;
-            ps.emplace_back();
-            part_init(ps.back(), pb, a, b - a);
-        }
         double r = time_graph([&] { stage_route(whole, pb, g_s); });
         double g1 = time_graph([&] { stage_gemm1(whole, pb, g_s); });
         double si = time_graph([&] { stage_silu(whole, pb, g_s); });
@@ -330,16 +333,9 @@ static void run_family(const family &f, double peak, double copy)
             stage_combine(whole, pb, NULL, g_s);
             stage_residual(pb, g_s);
         });
-        double ser = time_graph([&] {
-            compute(whole, pb, g_s);
-            stage_combine(whole, pb, NULL, g_s);
-            stage_residual(pb, g_s);
-        });
-        double fus = time_graph([&] {
-            compute(whole, pb, g_s);
-            stage_combine(whole, pb, pb.res, g_s);
-        });
-        double chk = time_graph([&] { chunked(ps, pb); });
+        double ser = time_variant("moe_serial_cuda", pb, "{}");
+        double fus = time_variant("moe_fused_combine_cuda", pb, "{}");
+        double chk = time_variant("moe_chunked_overlap_cuda", pb, "{\"chunks\": 4}");
         double mn = tc < tr ? tc : tr;
         double flops = 2.0 * t * f.topk * (3.0 * f.inter * f.hidden);
         double cbytes = (double)t * f.hidden * 2.0 * (f.topk + 1);
@@ -351,8 +347,6 @@ static void run_family(const family &f, double peak, double copy)
         fflush(stdout);
         (void)peak;
         part_free(whole);
-        for (part &p : ps)
-            part_free(p);
         problem_free(pb);
     }
     CK(cudaFree(w1));

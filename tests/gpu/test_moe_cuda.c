@@ -29,9 +29,12 @@ static const bk_shape k_shapes[] = {
     { .tokens = 5, .hidden = 136, .experts = 6, .topk = 3, .intermediate = 72 },
     { .tokens = 33, .hidden = 512, .experts = 16, .topk = 4, .intermediate = 256 },
     { .tokens = 64, .hidden = 1024, .experts = 32, .topk = 8, .intermediate = 192 },
+    { .tokens = 257, .hidden = 512, .experts = 16, .topk = 4, .intermediate = 128 },
 };
 #define NSHAPES (int)(sizeof k_shapes / sizeof k_shapes[0])
-static const char *const k_variants[] = { "moe_serial_cuda", "moe_fused_combine_cuda" };
+static const char *const k_variants[] = { "moe_serial_cuda", "moe_fused_combine_cuda",
+                                          "moe_chunked_overlap_cuda" };
+#define NVARIANTS (int)(sizeof k_variants / sizeof k_variants[0])
 
 typedef struct dev_set {
     bk_tensor host[BK_MOE_NT], dev[BK_MOE_NT];
@@ -165,7 +168,7 @@ static void run_variant(const char *name, const bk_shape *s, uint64_t seed, int 
 static void test_eager(void **st)
 {
     (void)st;
-    for (int v = 0; v < 2; v++)
+    for (int v = 0; v < NVARIANTS; v++)
         for (int i = 0; i < NSHAPES; i++)
             run_variant(k_variants[v], &k_shapes[i], g_seed + (uint64_t)i, 0);
 }
@@ -173,7 +176,7 @@ static void test_eager(void **st)
 static void test_graph(void **st)
 {
     (void)st;
-    for (int v = 0; v < 2; v++)
+    for (int v = 0; v < NVARIANTS; v++)
         for (int i = 0; i < NSHAPES; i++)
             run_variant(k_variants[v], &k_shapes[i], g_seed + 100 + (uint64_t)i, 1);
 }
