@@ -8,6 +8,7 @@
 #include "kernels/moe_cuda.h"
 
 #define MOE_THREADS 256
+#define MOE_BLOCKS_WANTED 264 /* two per multiprocessor of an H100 / H200 */
 
 /* ---------------------------------------------------------------- device helpers */
 
@@ -89,21 +90,32 @@ __global__ void moe_silu_mul_kernel(const __nv_bfloat16 *gu, __nv_bfloat16 *act,
     }
 }
 
-/* One block per token; each thread owns 8 consecutive columns per step. */
+/* Block (t, y): token t, its y-th range of `per` 16-byte column vectors; each thread owns
+ * one vector per step. The token's K rows and weights sit in shared memory (topk <= 64). */
 __global__ void moe_combine_kernel(const uint16_t *y, const int32_t *row_of, const float *w,
                                    const uint16_t *residual, uint16_t *out, int64_t topk,
-                                   int64_t hidden)
+                                   int64_t hidden, int64_t per)
 {
+    __shared__ int32_t rows[64];
+    __shared__ float wts[64];
     const int64_t t = blockIdx.x;
     const int64_t nv = hidden / 8;
-    for (int64_t c = threadIdx.x; c < nv; c += blockDim.x) {
+    if (threadIdx.x < topk) {
+        rows[threadIdx.x] = row_of[t * topk + threadIdx.x];
+        wts[threadIdx.x] = w[t * topk + threadIdx.x];
+    }
+    __syncthreads();
+    const int64_t c0 = (int64_t)blockIdx.y * per;
+    const int64_t c1 = c0 + per < nv ? c0 + per : nv;
+    for (int64_t c = c0 + threadIdx.x; c < c1; c += blockDim.x) {
         float acc[8] = { 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f };
+#pragma unroll 8
         for (int64_t k = 0; k < topk; k++) {
-            int32_t r = __ldg(&row_of[t * topk + k]);
+            int32_t r = rows[k];
             if (r < 0)
                 continue;
             uint4 v = __ldg(reinterpret_cast<const uint4 *>(y + (int64_t)r * hidden) + c);
-            moe_fma8(acc, v, __ldg(&w[t * topk + k]));
+            moe_fma8(acc, v, wts[k]);
         }
         if (residual)
             moe_fma8(acc, __ldg(reinterpret_cast<const uint4 *>(residual + t * hidden) + c),
@@ -186,13 +198,24 @@ extern "C" bk_status bk_moe_combine(const uint16_t *y, const int32_t *row_of, co
                                     const uint16_t *residual, uint16_t *out, int64_t tokens,
                                     int64_t topk, int64_t hidden, void *stream, bk_err *err)
 {
-    if (hidden % 8 != 0)
-        return BK_FAIL(err, BK_ERR_INPUT, "bk_moe_combine: hidden %lld is not a multiple of 8",
-                       (long long)hidden);
-    int64_t nv = hidden / 8;
-    int threads = nv >= 1024 ? 1024 : nv >= 512 ? 512 : nv >= 256 ? 256 : 128;
-    moe_combine_kernel<<<(unsigned)tokens, threads, 0, (cudaStream_t)stream>>>(
-        y, row_of, w, residual, out, topk, hidden);
+    if (hidden % 8 != 0 || topk < 1 || topk > 64 || tokens < 1)
+        return BK_FAIL(err, BK_ERR_INPUT, "bk_moe_combine: hidden %lld must be a multiple of 8, "
+                       "topk %lld in 1..64, tokens %lld >= 1", (long long)hidden,
+                       (long long)topk, (long long)tokens);
+    /* Few tokens: split each row over several blocks so that about two blocks per
+     * multiprocessor run; never fewer than 64 vectors a block. */
+    const int64_t nv = hidden / 8;
+    int64_t ys = (MOE_BLOCKS_WANTED + tokens - 1) / tokens;
+    ys = ys > nv / 64 ? nv / 64 : ys;
+    ys = ys < 1 ? 1 : ys;
+    const int64_t per = (nv + ys - 1) / ys;
+    const int64_t steps = (per + MOE_THREADS - 1) / MOE_THREADS;
+    int64_t threads = (per + steps - 1) / steps;
+    threads = (threads + 31) / 32 * 32;
+    threads = threads < topk ? (topk + 31) / 32 * 32 : threads;
+    dim3 grid((unsigned)tokens, (unsigned)ys);
+    moe_combine_kernel<<<grid, (unsigned)threads, 0, (cudaStream_t)stream>>>(
+        y, row_of, w, residual, out, topk, hidden, per);
     return moe_launched("bk_moe_combine", err);
 }
 

@@ -32,7 +32,8 @@ bk_status bk_moe_silu_mul(const uint16_t *gu, uint16_t *act, int64_t rows, int64
                           void *stream, bk_err *err);
 
 /* out[t] = bf16(sum_k w[t,k] * y[row_of[t,k]] (+ residual[t] when residual != NULL)),
- * fp32 sums in k order; assignments with row -1 are skipped. hidden % 8 == 0. */
+ * fp32 sums in k order; assignments with row -1 are skipped. hidden % 8 == 0,
+ * topk <= 64, tokens >= 1 (at most 2^31 - 1). */
 bk_status bk_moe_combine(const uint16_t *y, const int32_t *row_of, const float *w,
                          const uint16_t *residual, uint16_t *out, int64_t tokens,
                          int64_t topk, int64_t hidden, void *stream, bk_err *err);
