@@ -310,6 +310,36 @@ static void test_bad_ids(void **st)
     json_decref(params);
 }
 
+/* The shipped plans load and pass the catalog check; a bad MoE shape is named. */
+static void test_plans(void **st)
+{
+    (void)st;
+    bk_plan p;
+    bk_err err = { 0 };
+    const char *cpu = BK_SOURCE_DIR "/plans/moe-cpu.json";
+    assert_int_equal(bk_plan_load(cpu, NULL, 0, &p, &err), BK_OK);
+    assert_int_equal(bk_catalog_check_plan(&p, BK_BACKEND_CPU, &err), BK_OK);
+    bk_plan_free(&p);
+    const char *sets[] = { "workload.shapes[0].topk=9" };
+    assert_int_equal(bk_plan_load(cpu, sets, 1, &p, &err), BK_OK);
+    assert_int_equal(bk_catalog_check_plan(&p, BK_BACKEND_CPU, &err), BK_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "workload.shapes[0]: topk 9 > experts 4"));
+    bk_plan_free(&p);
+    const char *gpu[] = { BK_SOURCE_DIR "/plans/moe-decode.json",
+                          BK_SOURCE_DIR "/plans/moe-prefill.json" };
+    for (int i = 0; i < 2; i++) {
+        bk_err e2 = { 0 };
+        assert_int_equal(bk_plan_load(gpu[i], NULL, 0, &p, &e2), BK_OK);
+#ifdef BK_HAVE_CUDA
+        assert_int_equal(bk_catalog_check_plan(&p, BK_BACKEND_CUDA, &e2), BK_OK);
+#else
+        assert_int_equal(bk_catalog_check_plan(&p, BK_BACKEND_CUDA, &e2), BK_ERR_INPUT);
+        assert_non_null(strstr(e2.msg, "moe_serial_cuda"));
+#endif
+        bk_plan_free(&p);
+    }
+}
+
 int main(void)
 {
     const char *env = getenv("BK_TEST_SEED");
@@ -324,7 +354,7 @@ int main(void)
         cmocka_unit_test(test_fused_world2),  cmocka_unit_test(test_fused_world3),
         cmocka_unit_test(test_weights_follow_expert), cmocka_unit_test(test_routing_inputs),
         cmocka_unit_test(test_check_shape),   cmocka_unit_test(test_catalog),
-        cmocka_unit_test(test_bad_ids),
+        cmocka_unit_test(test_bad_ids),       cmocka_unit_test(test_plans),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
