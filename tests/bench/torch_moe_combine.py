@@ -8,7 +8,7 @@ import sys
 import torch
 
 K, H = 8, 6144
-TOKENS = [256, 1024, 4096, 16384]
+TOKENS = [256, 4096]
 
 
 def bench(fn, iters=50):
@@ -35,7 +35,7 @@ def main():
     dst = torch.empty_like(src)
     copy_tbs = 2 * src.numel() * 2 / (bench(lambda: dst.copy_(src)) * 1e-6) / 1e12
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}: copy {copy_tbs:.2f} TB/s")
-    compiled = torch.compile(combine) if compile_too else None
+    compiled = torch.compile(combine, dynamic=False) if compile_too else None
     print("| tokens | K | H | eager us | eager % copy | compile us | compile % copy |")
     print("|---|---|---|---|---|---|---|")
     for t in TOKENS:
