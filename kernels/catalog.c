@@ -12,11 +12,16 @@
 
 static const bk_target *const k_targets[] = {
     &bk__ar_rmsnorm_target,
+    &bk__moe_target,
 };
 
 static const bk_variant *const k_tables[] = {
     bk__ar_rmsnorm_cpu_variants,
     bk__ar_rmsnorm_diag_variants,
+    bk__moe_cpu_variants,
+#ifdef BK_HAVE_CUDA
+    bk__moe_cuda_variants,
+#endif
 };
 
 /* Variants defined one by one (the cuda files export each variant by name). */

@@ -1,0 +1,249 @@
+/* test_moe_cuda.c - moe.fused_experts_reduce cuda variants on one GPU (world 1): every
+ * variant against the float64 reference on fresh random seeds, eager and as a captured
+ * CUDA graph replayed twice, outputs poisoned first, inputs left alone, and the variants
+ * within the bound of each other. Exit 77 (skipped) without a usable GPU. */
+#ifndef BK_HAVE_CUDA
+#include <stdio.h>
+int main(void)
+{
+    printf("test_moe_cuda: SKIP: built without the cuda backend\n");
+    return 77;
+}
+#else
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/bf16.h"
+#include "kernels/catalog_internal.h"
+#include "kernels/moe_internal.h"
+
+static uint64_t g_seed;
+static cudaStream_t g_stream;
+
+#define CK(call) assert_int_equal((int)(call), (int)cudaSuccess)
+
+static const bk_shape k_shapes[] = {
+    { .tokens = 1, .hidden = 256, .experts = 8, .topk = 2, .intermediate = 128 },
+    { .tokens = 5, .hidden = 136, .experts = 6, .topk = 3, .intermediate = 72 },
+    { .tokens = 33, .hidden = 512, .experts = 16, .topk = 4, .intermediate = 256 },
+    { .tokens = 64, .hidden = 1024, .experts = 32, .topk = 8, .intermediate = 192 },
+    { .tokens = 257, .hidden = 512, .experts = 16, .topk = 4, .intermediate = 128 },
+};
+#define NSHAPES (int)(sizeof k_shapes / sizeof k_shapes[0])
+static const char *const k_variants[] = { "moe_serial_cuda", "moe_fused_combine_cuda",
+                                          "moe_chunked_overlap_cuda" };
+#define NVARIANTS (int)(sizeof k_variants / sizeof k_variants[0])
+
+typedef struct dev_set {
+    bk_tensor host[BK_MOE_NT], dev[BK_MOE_NT];
+} dev_set;
+
+static void set_make(dev_set *d, const bk_shape *s, uint64_t seed)
+{
+    const bk_target *tg = &bk__moe_target;
+    memset(d, 0, sizeof *d);
+    for (int i = 0; i < BK_MOE_NT; i++) {
+        bk_tensor *h = &d->host[i];
+        h->name = tg->tensor_names[i];
+        h->output = tg->tensor_is_output[i];
+        h->elems = tg->tensor_elems(s, 1, i);
+        h->elem_bytes = tg->tensor_elem_bytes(i);
+        h->data = calloc(h->elems, h->elem_bytes);
+        assert_non_null(h->data);
+        d->dev[i] = *h;
+        CK(cudaMalloc(&d->dev[i].data, h->elems * h->elem_bytes));
+    }
+    tg->init_inputs(d->host, s, seed, 0, 0, 1);
+    for (int i = 0; i < BK_MOE_NT; i++)
+        CK(cudaMemcpy(d->dev[i].data, d->host[i].data, d->host[i].elems * d->host[i].elem_bytes,
+                      cudaMemcpyHostToDevice));
+}
+
+static void set_free(dev_set *d)
+{
+    for (int i = 0; i < BK_MOE_NT; i++) {
+        free(d->host[i].data);
+        (void)cudaFree(d->dev[i].data);
+    }
+}
+
+static void poison_out(dev_set *d)
+{
+    bk_tensor *o = &d->dev[BK_MOE_OUT];
+    CK(cudaMemsetAsync(o->data, 0xFF, o->elems * 2, g_stream));
+}
+
+/* The cpu test's 2^-8 (1 + |ref|) plus 2^-9 for the two rounding points the cuda
+ * variants add (gate/up stored as bf16; the serial partial stored as bf16, |partial| < 1):
+ * kernels/moe.c's bound. */
+static double tol(double ref) { return 0x1p-8 * (1.0 + fabs(ref)) + 0x1p-9; }
+
+/* Out against the reference; inputs unchanged; returns the largest error. */
+static double check_out(dev_set *d, const double *ref, const char *what)
+{
+    for (int i = 0; i < BK_MOE_NT; i++) {
+        size_t b = d->host[i].elems * d->host[i].elem_bytes;
+        void *now = malloc(b);
+        assert_non_null(now);
+        CK(cudaMemcpy(now, d->dev[i].data, b, cudaMemcpyDeviceToHost));
+        if (!d->host[i].output && memcmp(now, d->host[i].data, b) != 0)
+            fail_msg("%s: input %s was modified", what, d->host[i].name);
+        if (d->host[i].output)
+            memcpy(d->host[i].data, now, b);
+        free(now);
+    }
+    const uint16_t *o = d->host[BK_MOE_OUT].data;
+    double worst = 0.0;
+    for (size_t i = 0; i < d->host[BK_MOE_OUT].elems; i++) {
+        double got = bk_bf16_to_f32(o[i]);
+        if (bk_bf16_is_nan(o[i]) || !(fabs(got - ref[i]) <= tol(ref[i])))
+            fail_msg("%s: out[%zu] = %g, reference %.9g (seed %llu)", what, i, got, ref[i],
+                     (unsigned long long)g_seed);
+        worst = fmax(worst, fabs(got - ref[i]));
+    }
+    return worst;
+}
+
+static void run_variant(const char *name, const bk_shape *s, uint64_t seed, int graph)
+{
+    const bk_variant *v = bk_catalog_variant(BK_MOE_TARGET, name);
+    bk_err err = { 0 };
+    void *state = NULL;
+    double *ref = NULL;
+    dev_set d;
+    char what[160];
+    json_t *params = json_object();
+    assert_non_null(v);
+    set_make(&d, s, seed);
+    assert_int_equal(bk__moe_target.reference(s, seed, 0, 0, 1, &ref, &err), BK_OK);
+    assert_int_equal(v->create(params, BK_BACKEND_CUDA, 0, 1, &state, &err), BK_OK);
+    bk_call call = { .shape = s, .iter = -1, .rank = 0, .world = 1, .t = d.dev,
+                     .nt = BK_MOE_NT, .stream = g_stream, .timeout_s = 10.0 };
+    snprintf(what, sizeof what, "%s %s T %lld H %lld E %lld K %lld I %lld", name,
+             graph ? "graph" : "eager", (long long)s->tokens, (long long)s->hidden,
+             (long long)s->experts, (long long)s->topk, (long long)s->intermediate);
+    poison_out(&d);
+    if (!graph) {
+        if (v->run(state, &call, &err) != BK_OK)
+            fail_msg("%s: %s", what, err.msg);
+        CK(cudaStreamSynchronize(g_stream));
+    } else {
+        /* the engine's warm-up: an eager call on another set (other routing) first */
+        dev_set warm;
+        set_make(&warm, s, seed ^ 0x5bd1e995u);
+        bk_call wc = call;
+        wc.t = warm.dev;
+        if (v->run(state, &wc, &err) != BK_OK)
+            fail_msg("%s: warm-up: %s", what, err.msg);
+        CK(cudaStreamSynchronize(g_stream));
+        set_free(&warm);
+        cudaGraph_t g = NULL;
+        cudaGraphExec_t ex = NULL;
+        CK(cudaStreamSynchronize(g_stream));
+        CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
+        bk_status st = v->run(state, &call, &err);
+        CK(cudaStreamEndCapture(g_stream, &g));
+        if (st != BK_OK)
+            fail_msg("%s: capture: %s", what, err.msg);
+        CK(cudaGraphInstantiate(&ex, g, 0));
+        for (int rep = 0; rep < 2; rep++) {
+            poison_out(&d);
+            CK(cudaGraphLaunch(ex, g_stream));
+            CK(cudaStreamSynchronize(g_stream));
+            check_out(&d, ref, what);
+        }
+        (void)cudaGraphExecDestroy(ex);
+        (void)cudaGraphDestroy(g);
+    }
+    double worst = check_out(&d, ref, what);
+    printf("  %s: max |out - ref| %.3g\n", what, worst);
+    v->destroy(state);
+    free(ref);
+    set_free(&d);
+    json_decref(params);
+}
+
+static void test_eager(void **st)
+{
+    (void)st;
+    for (int v = 0; v < NVARIANTS; v++)
+        for (int i = 0; i < NSHAPES; i++)
+            run_variant(k_variants[v], &k_shapes[i], g_seed + (uint64_t)i, 0);
+}
+
+static void test_graph(void **st)
+{
+    (void)st;
+    for (int v = 0; v < NVARIANTS; v++)
+        for (int i = 0; i < NSHAPES; i++)
+            run_variant(k_variants[v], &k_shapes[i], g_seed + 100 + (uint64_t)i, 1);
+}
+
+/* A capture with no eager call before it is refused with a clear message. */
+static void test_capture_first_refused(void **st)
+{
+    (void)st;
+    const bk_variant *v = bk_catalog_variant(BK_MOE_TARGET, "moe_serial_cuda");
+    bk_err err = { 0 };
+    void *state = NULL;
+    dev_set d;
+    cudaGraph_t g = NULL;
+    json_t *params = json_object();
+    set_make(&d, &k_shapes[0], g_seed);
+    assert_int_equal(v->create(params, BK_BACKEND_CUDA, 0, 1, &state, &err), BK_OK);
+    bk_call call = { .shape = &k_shapes[0], .iter = -1, .rank = 0, .world = 1, .t = d.dev,
+                     .nt = BK_MOE_NT, .stream = g_stream, .timeout_s = 10.0 };
+    CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
+    bk_status rs = v->run(state, &call, &err);
+    (void)cudaStreamEndCapture(g_stream, &g);
+    if (g)
+        (void)cudaGraphDestroy(g);
+    assert_int_equal(rs, BK_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "warm up first"));
+    v->destroy(state);
+    set_free(&d);
+    json_decref(params);
+}
+
+/* Outside world 1 the variants refuse with a message that says to route. */
+static void test_world2_refused(void **st)
+{
+    (void)st;
+    const bk_variant *v = bk_catalog_variant(BK_MOE_TARGET, "moe_fused_combine_cuda");
+    char why[128];
+    assert_false(bk_domain_contains(&v->domain, &k_shapes[0], 2, "bf16", BK_BACKEND_CUDA, 1,
+                                    why, sizeof why));
+    assert_non_null(strstr(why, "world 2"));
+}
+
+int main(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
+        printf("test_moe_cuda: SKIP: no usable CUDA device\n");
+        return 77;
+    }
+    const char *env = getenv("BK_TEST_SEED");
+    g_seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    printf("test_moe_cuda: seed %llu (BK_TEST_SEED to repeat)\n", (unsigned long long)g_seed);
+    if (cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking) != cudaSuccess)
+        return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_eager),
+        cmocka_unit_test(test_graph),
+        cmocka_unit_test(test_world2_refused),
+        cmocka_unit_test(test_capture_first_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+#endif /* BK_HAVE_CUDA */

@@ -1,0 +1,360 @@
+/* test_moe_cpu.c - moe.fused_experts_reduce on the cpu backend: both variants against the
+ * float64 reference at world 1, 2 and 3 (forked processes over POSIX shared memory), on
+ * fresh random seeds, with poisoned outputs; the same bits on every rank; inputs left
+ * alone; seeded weights independent of the world size; shape and input errors. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collectives/collectives.h"
+#include "kernels/bf16.h"
+#include "kernels/catalog_internal.h"
+#include "kernels/moe_internal.h"
+
+#define MAXW 4
+#define MAX_OUT (64 * 256)
+#define CALLS 3 /* calls per rank: scratch and peer memory are reused */
+
+/* What children tell the parent (a MAP_SHARED page made before fork). */
+typedef struct report {
+    int code[MAXW];
+    char msg[MAXW][512];
+    double max_err[MAXW];
+    uint16_t out[MAXW][MAX_OUT];
+} report;
+
+static report *g_rep;
+static int g_counter;
+static uint64_t g_seed;
+
+/* |out - ref| <= 2^-8 (1 + |ref|): the bound of kernels/moe.c with room to spare
+ * for the intermediate roundings (measured errors are a few times smaller). */
+static int within(double got, double ref) { return fabs(got - ref) <= 0x1p-8 * (1.0 + fabs(ref)); }
+
+/* ---- one rank ---- */
+
+typedef struct tensors {
+    bk_tensor t[BK_MOE_NT];
+    void *copy[BK_MOE_NT];
+} tensors;
+
+static int make_tensors(tensors *ts, const bk_shape *s, uint64_t seed, int rank, int world)
+{
+    const bk_target *tg = &bk__moe_target;
+    memset(ts, 0, sizeof *ts);
+    for (int i = 0; i < BK_MOE_NT; i++) {
+        bk_tensor *t = &ts->t[i];
+        t->name = tg->tensor_names[i];
+        t->output = tg->tensor_is_output[i];
+        t->elems = tg->tensor_elems(s, world, i);
+        t->elem_bytes = tg->tensor_elem_bytes(i);
+        t->data = malloc(t->elems * t->elem_bytes + 1);
+        if (!t->data)
+            return -1;
+        memset(t->data, 0xFF, t->elems * t->elem_bytes); /* outputs stay poisoned */
+    }
+    tg->init_inputs(ts->t, s, seed, 0, rank, world);
+    for (int i = 0; i < BK_MOE_NT; i++) {
+        size_t b = ts->t[i].elems * ts->t[i].elem_bytes;
+        ts->copy[i] = malloc(b + 1);
+        if (!ts->copy[i])
+            return -1;
+        memcpy(ts->copy[i], ts->t[i].data, b);
+    }
+    return 0;
+}
+
+static void free_tensors(tensors *ts)
+{
+    for (int i = 0; i < BK_MOE_NT; i++) {
+        free(ts->t[i].data);
+        free(ts->copy[i]);
+    }
+}
+
+/* Run `calls` calls of the variant on this rank, check the last against the
+ * reference and the inputs against their copies; 0 when all is well. */
+static int child(const char *variant, const bk_shape *s, uint64_t seed, const char *rid, int rank,
+                 int world)
+{
+    const bk_variant *v = bk_catalog_variant(BK_MOE_TARGET, variant);
+    char names[MAXW][BK_SHM_NAME_LEN], mine[BK_SHM_NAME_LEN];
+    const char *ptrs[MAXW];
+    bk_err err = { 0 };
+    bk_shm *shm = NULL;
+    void *state = NULL;
+    double *ref = NULL;
+    tensors ts;
+    json_t *params = json_object();
+    int rc = 1;
+    memset(&ts, 0, sizeof ts);
+    for (int r = 0; r < world; r++) {
+        bk_shm_name(rid, "C", r, names[r]);
+        ptrs[r] = names[r];
+    }
+    if (!v || !params || make_tensors(&ts, s, seed, rank, world) != 0) {
+        snprintf(err.msg, sizeof err.msg, "setup failed");
+        goto out;
+    }
+    if (bk_shm_create(rid, "C", rank, world, bk__moe_target.peer_bytes(s, world), &shm, mine,
+                      &err) != BK_OK ||
+        bk_shm_connect(shm, ptrs, 10.0, &err) != BK_OK ||
+        v->create(params, BK_BACKEND_CPU, rank, world, &state, &err) != BK_OK)
+        goto out;
+    bk_call call = { .shape = s, .iter = -1, .rank = rank, .world = world, .t = ts.t,
+                     .nt = BK_MOE_NT, .comm = shm, .timeout_s = 10.0 };
+    for (int c = 0; c < CALLS; c++)
+        if (v->run(state, &call, &err) != BK_OK)
+            goto out;
+    if (bk__moe_target.reference(s, seed, 0, rank, world, &ref, &err) != BK_OK)
+        goto out;
+    for (int i = 0; i < BK_MOE_NT; i++)
+        if (!ts.t[i].output &&
+            memcmp(ts.copy[i], ts.t[i].data, ts.t[i].elems * ts.t[i].elem_bytes) != 0) {
+            snprintf(err.msg, sizeof err.msg, "input %s was modified", ts.t[i].name);
+            goto out;
+        }
+    const uint16_t *o = ts.t[BK_MOE_OUT].data;
+    size_t n = ts.t[BK_MOE_OUT].elems;
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double got = bk_bf16_to_f32(o[i]);
+        if (bk_bf16_is_nan(o[i]) || !within(got, ref[i])) {
+            snprintf(err.msg, sizeof err.msg, "out[%zu] = %g, reference %.9g (seed %llu)", i,
+                     got, ref[i], (unsigned long long)seed);
+            goto out;
+        }
+        worst = fmax(worst, fabs(got - ref[i]));
+    }
+    g_rep->max_err[rank] = worst;
+    memcpy(g_rep->out[rank], o, (n < MAX_OUT ? n : MAX_OUT) * 2);
+    rc = 0;
+out:
+    if (rc)
+        snprintf(g_rep->msg[rank], sizeof g_rep->msg[rank], "rank %d/%d %s: %.400s", rank, world,
+                 variant, err.msg);
+    if (v && state)
+        v->destroy(state);
+    bk_shm_destroy(shm);
+    free(ref);
+    free_tensors(&ts);
+    json_decref(params);
+    return rc;
+}
+
+/* Fork `world` ranks of the variant on the shape; assert every rank passed
+ * and all ranks wrote the same bits. */
+static void run_lane(const char *variant, bk_shape s, int world, uint64_t seed)
+{
+    char rid[64];
+    pid_t pids[MAXW];
+    snprintf(rid, sizeof rid, "test-moe-%d-%d", (int)getpid(), g_counter++);
+    memset(g_rep, 0, sizeof *g_rep);
+    s.weight = 1.0;
+    for (int r = 0; r < world; r++) {
+        pids[r] = fork();
+        assert_true(pids[r] >= 0);
+        if (pids[r] == 0)
+            _exit(child(variant, &s, seed, rid, r, world));
+    }
+    for (int r = 0; r < world; r++) {
+        int ws = 0;
+        assert_int_equal(waitpid(pids[r], &ws, 0), pids[r]);
+        if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
+            fail_msg("%s", g_rep->msg[r][0] ? g_rep->msg[r] : "child died");
+    }
+    size_t n = (size_t)(s.tokens * s.hidden);
+    printf("  %s world %d T %lld H %lld E %lld K %lld I %lld: max |out - ref| %.3g\n", variant,
+           world, (long long)s.tokens, (long long)s.hidden, (long long)s.experts,
+           (long long)s.topk, (long long)s.intermediate, g_rep->max_err[0]);
+    for (int r = 1; r < world; r++)
+        assert_memory_equal(g_rep->out[0], g_rep->out[r], n * 2);
+}
+
+/* ---- tests ---- */
+
+static const bk_shape k_shapes[] = {
+    { .tokens = 1, .hidden = 64, .experts = 4, .topk = 2, .intermediate = 32 },
+    { .tokens = 7, .hidden = 96, .experts = 8, .topk = 2, .intermediate = 48 },
+    { .tokens = 16, .hidden = 256, .experts = 8, .topk = 2, .intermediate = 64 },
+    { .tokens = 12, .hidden = 72, .experts = 5, .topk = 3, .intermediate = 40 },
+};
+#define NSHAPES (int)(sizeof k_shapes / sizeof k_shapes[0])
+
+static void lanes_of(const char *variant, int world)
+{
+    for (int i = 0; i < NSHAPES; i++)
+        run_lane(variant, k_shapes[i], world, g_seed + (uint64_t)i);
+}
+
+static void test_serial_world1(void **st) { (void)st; lanes_of("moe_serial", 1); }
+static void test_serial_world2(void **st) { (void)st; lanes_of("moe_serial", 2); }
+static void test_serial_world3(void **st) { (void)st; lanes_of("moe_serial", 3); }
+static void test_fused_world1(void **st) { (void)st; lanes_of("moe_fused_combine", 1); }
+static void test_fused_world2(void **st) { (void)st; lanes_of("moe_fused_combine", 2); }
+static void test_fused_world3(void **st) { (void)st; lanes_of("moe_fused_combine", 3); }
+
+/* Expert e's weights are the same bits whatever rank and world size hold it. */
+static void test_weights_follow_expert(void **st)
+{
+    (void)st;
+    bk_shape s = { .tokens = 3, .hidden = 32, .experts = 6, .topk = 2, .intermediate = 16 };
+    tensors one, two;
+    assert_int_equal(make_tensors(&one, &s, g_seed, 0, 1), 0);
+    assert_int_equal(make_tensors(&two, &s, g_seed, 1, 4), 0); /* slot 1 = expert 5 */
+    size_t n1 = 2 * 16 * 32, n2 = 32 * 16;
+    const uint16_t *a = one.t[BK_MOE_W1].data, *b = two.t[BK_MOE_W1].data;
+    assert_memory_equal(a + 5 * n1, b + 1 * n1, n1 * 2);
+    assert_memory_equal(a + 1 * n1, b, n1 * 2);
+    a = one.t[BK_MOE_W2].data;
+    b = two.t[BK_MOE_W2].data;
+    assert_memory_equal(a + 5 * n2, b + 1 * n2, n2 * 2);
+    /* x, ids, weights and residual do not depend on the rank */
+    const int same[] = { BK_MOE_X, BK_MOE_IDS, BK_MOE_W, BK_MOE_RESIDUAL };
+    for (int i = 0; i < 4; i++)
+        assert_memory_equal(one.t[same[i]].data, two.t[same[i]].data,
+                            one.t[same[i]].elems * one.t[same[i]].elem_bytes);
+    free_tensors(&one);
+    free_tensors(&two);
+}
+
+/* Router ids are distinct experts in range; weights are positive and sum to 1. */
+static void test_routing_inputs(void **st)
+{
+    (void)st;
+    bk_shape s = { .tokens = 64, .hidden = 8, .experts = 9, .topk = 4, .intermediate = 8 };
+    tensors ts;
+    assert_int_equal(make_tensors(&ts, &s, g_seed, 0, 1), 0);
+    const int32_t *ids = ts.t[BK_MOE_IDS].data;
+    const float *w = ts.t[BK_MOE_W].data;
+    for (int t = 0; t < 64; t++) {
+        float sum = 0.0f;
+        for (int k = 0; k < 4; k++) {
+            assert_in_range(ids[t * 4 + k], 0, 8);
+            for (int j = 0; j < k; j++)
+                assert_int_not_equal(ids[t * 4 + k], ids[t * 4 + j]);
+            assert_true(w[t * 4 + k] > 0.0f);
+            sum += w[t * 4 + k];
+        }
+        assert_true(fabsf(sum - 1.0f) < 1e-6f);
+    }
+    free_tensors(&ts);
+}
+
+static void test_check_shape(void **st)
+{
+    (void)st;
+    char why[256];
+    bk_shape ok = { .tokens = 4, .hidden = 64, .experts = 8, .topk = 2, .intermediate = 32 };
+    assert_int_equal(bk__moe_target.check_shape(&ok, 2, why, sizeof why), BK_OK);
+    bk_shape no_moe = { .tokens = 4, .hidden = 64 };
+    assert_int_equal(bk__moe_target.check_shape(&no_moe, 2, why, sizeof why), BK_ERR_INPUT);
+    assert_non_null(strstr(why, "experts, topk and intermediate >= 1"));
+    bk_shape big_k = ok;
+    big_k.topk = 9;
+    assert_int_equal(bk__moe_target.check_shape(&big_k, 2, why, sizeof why), BK_ERR_INPUT);
+    assert_non_null(strstr(why, "topk 9 > experts 8"));
+}
+
+static void test_catalog(void **st)
+{
+    (void)st;
+    assert_ptr_equal(bk_catalog_target(BK_MOE_TARGET), &bk__moe_target);
+    const bk_variant *f = bk_catalog_variant(BK_MOE_TARGET, "moe_fused_combine");
+    assert_non_null(bk_catalog_variant(BK_MOE_TARGET, "moe_serial"));
+    assert_non_null(f);
+    char why[128];
+    bk_shape s = { .tokens = 4096, .hidden = 64, .experts = 8, .topk = 2, .intermediate = 32 };
+    assert_true(bk_domain_contains(&f->domain, &s, 2, "bf16", BK_BACKEND_CPU, 1, why, sizeof why));
+    s.tokens = 4097;
+    assert_false(bk_domain_contains(&f->domain, &s, 2, "bf16", BK_BACKEND_CPU, 1, why, sizeof why));
+}
+
+/* An expert id out of range is refused with its position, before anything runs. */
+static void test_bad_ids(void **st)
+{
+    (void)st;
+    bk_shape s = { .tokens = 2, .hidden = 16, .experts = 4, .topk = 2, .intermediate = 8 };
+    tensors ts;
+    char rid[64], name[BK_SHM_NAME_LEN];
+    const char *ptrs[1] = { name };
+    bk_shm *shm = NULL;
+    bk_err err = { 0 };
+    void *state = NULL;
+    json_t *params = json_object();
+    const bk_variant *v = bk_catalog_variant(BK_MOE_TARGET, "moe_fused_combine");
+    snprintf(rid, sizeof rid, "test-moe-%d-bad", (int)getpid());
+    assert_int_equal(make_tensors(&ts, &s, g_seed, 0, 1), 0);
+    ((int32_t *)ts.t[BK_MOE_IDS].data)[3] = 4;
+    assert_int_equal(bk_shm_create(rid, "C", 0, 1, bk__moe_target.peer_bytes(&s, 1), &shm, name,
+                                   &err), BK_OK);
+    assert_int_equal(bk_shm_connect(shm, ptrs, 5.0, &err), BK_OK);
+    assert_int_equal(v->create(params, BK_BACKEND_CPU, 0, 1, &state, &err), BK_OK);
+    bk_call call = { .shape = &s, .iter = -1, .rank = 0, .world = 1, .t = ts.t,
+                     .nt = BK_MOE_NT, .comm = shm, .timeout_s = 5.0 };
+    assert_int_equal(v->run(state, &call, &err), BK_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "topk_ids[3] = 4"));
+    v->destroy(state);
+    bk_shm_destroy(shm);
+    free_tensors(&ts);
+    json_decref(params);
+}
+
+/* The shipped plans load and pass the catalog check; a bad MoE shape is named. */
+static void test_plans(void **st)
+{
+    (void)st;
+    bk_plan p;
+    bk_err err = { 0 };
+    const char *cpu = BK_SOURCE_DIR "/plans/moe-cpu.json";
+    assert_int_equal(bk_plan_load(cpu, NULL, 0, &p, &err), BK_OK);
+    assert_int_equal(bk_catalog_check_plan(&p, BK_BACKEND_CPU, &err), BK_OK);
+    bk_plan_free(&p);
+    const char *sets[] = { "workload.shapes[0].topk=9" };
+    assert_int_equal(bk_plan_load(cpu, sets, 1, &p, &err), BK_OK);
+    assert_int_equal(bk_catalog_check_plan(&p, BK_BACKEND_CPU, &err), BK_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "workload.shapes[0]: topk 9 > experts 4"));
+    bk_plan_free(&p);
+    const char *gpu[] = { BK_SOURCE_DIR "/plans/moe-decode.json",
+                          BK_SOURCE_DIR "/plans/moe-prefill.json" };
+    for (int i = 0; i < 2; i++) {
+        bk_err e2 = { 0 };
+        assert_int_equal(bk_plan_load(gpu[i], NULL, 0, &p, &e2), BK_OK);
+#ifdef BK_HAVE_CUDA
+        assert_int_equal(bk_catalog_check_plan(&p, BK_BACKEND_CUDA, &e2), BK_OK);
+#else
+        assert_int_equal(bk_catalog_check_plan(&p, BK_BACKEND_CUDA, &e2), BK_ERR_INPUT);
+        assert_non_null(strstr(e2.msg, "moe_serial_cuda"));
+#endif
+        bk_plan_free(&p);
+    }
+}
+
+int main(void)
+{
+    const char *env = getenv("BK_TEST_SEED");
+    g_seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    printf("test_moe_cpu: seed %llu (BK_TEST_SEED to repeat)\n", (unsigned long long)g_seed);
+    g_rep = mmap(NULL, sizeof *g_rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (g_rep == MAP_FAILED)
+        return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_serial_world1), cmocka_unit_test(test_serial_world2),
+        cmocka_unit_test(test_serial_world3), cmocka_unit_test(test_fused_world1),
+        cmocka_unit_test(test_fused_world2),  cmocka_unit_test(test_fused_world3),
+        cmocka_unit_test(test_weights_follow_expert), cmocka_unit_test(test_routing_inputs),
+        cmocka_unit_test(test_check_shape),   cmocka_unit_test(test_catalog),
+        cmocka_unit_test(test_bad_ids),       cmocka_unit_test(test_plans),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
