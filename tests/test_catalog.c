@@ -177,7 +177,7 @@ static void test_check_plan_errors_name_paths(void **state)
     make_plan(&p, "shm_twopass", "shm_oneshot_fused");
     bk_strlcpy(p.target, "x", sizeof p.target);
     expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT,
-                 "target: unknown target 'x' (known: " AR ")");
+                 "target: unknown target 'x' (known: " AR);
 
     make_plan(&p, "shm_twopass", "x");
     expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT,
