@@ -17,7 +17,9 @@
  * mode that happens once, at capture, and the counts are baked into the graph (valid
  * because a graph replays the inputs it was captured with). In eager mode the copy and
  * the host count are inside the timed call, for every variant alike. Lanes of more than
- * one GPU need the cuda backend's communicator and are outside these variants' domain. */
+ * one GPU need the cuda backend's communicator and are outside these variants' domain.
+ * Status (2026-12-02): compiled, not yet run on a GPU; tests/gpu/moe-gpu-run.sh checks
+ * them against the reference (docs/bench/moe.md). */
 #ifdef BK_HAVE_CUDA
 
 #include <cublas_v2.h>
