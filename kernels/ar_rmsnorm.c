@@ -129,18 +129,6 @@ out:
     return st;
 }
 
-/* nccl-tests' allreduce "size" and bus-bandwidth factor. */
-static double ar_algo_bytes(const bk_shape *s, int world)
-{
-    (void)world;
-    return (double)s->tokens * (double)s->hidden * 2.0;
-}
-
-static double ar_busbw_factor(int world)
-{
-    return world > 0 ? 2.0 * (world - 1) / world : 0.0;
-}
-
 static size_t ar_peer_bytes(const bk_shape *s, int world)
 {
     return bk__ar_layout_of(s, world).bytes;
@@ -192,8 +180,8 @@ const bk_target bk__ar_rmsnorm_target = {
     .tensor_elem_bytes = ar_tensor_elem_bytes,
     .init_inputs = ar_init_inputs,
     .reference = ar_reference,
-    .algo_bytes = ar_algo_bytes,
-    .busbw_factor = ar_busbw_factor,
+    .algo_bytes = bk__allreduce_algo_bytes,
+    .busbw_factor = bk__allreduce_busbw_factor,
     .peer_bytes = ar_peer_bytes,
     .check_shape = ar_check_shape,
 };

@@ -274,3 +274,16 @@ double bk_routing_share(const bk_plan *plan, bk_backend backend, int have_p2p)
     }
     return all > 0.0 ? in / all : 0.0;
 }
+
+/* ---- shared by the targets that end in an allreduce ---- */
+
+double bk__allreduce_algo_bytes(const bk_shape *s, int world)
+{
+    (void)world;
+    return (double)s->tokens * (double)s->hidden * 2.0;
+}
+
+double bk__allreduce_busbw_factor(int world)
+{
+    return world > 0 ? 2.0 * (world - 1) / world : 0.0;
+}

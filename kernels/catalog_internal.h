@@ -71,4 +71,9 @@ bk_status bk__ar_check_call(const bk_call *call, bk_err *err);
 /* The last call's base time and the wait `slowed` asked for (ns). */
 void bk__diag_last_times(const void *state, uint64_t *base_ns, uint64_t *wait_ns);
 
+/* nccl-tests' allreduce "size" (the bytes of one rank's bf16 [tokens, hidden] tensor)
+ * and bus-bandwidth factor 2(n-1)/n: both targets end in an allreduce of that tensor. */
+double bk__allreduce_algo_bytes(const bk_shape *s, int world);
+double bk__allreduce_busbw_factor(int world);
+
 #endif

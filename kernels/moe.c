@@ -262,18 +262,6 @@ out:
 
 /* ---- bytes, peer memory, shape checks ---- */
 
-/* nccl-tests' allreduce "size": the bf16 [T, H] tensor the lane reduces. */
-static double moe_algo_bytes(const bk_shape *s, int world)
-{
-    (void)world;
-    return (double)s->tokens * (double)s->hidden * 2.0;
-}
-
-static double moe_busbw_factor(int world)
-{
-    return world > 0 ? 2.0 * (world - 1) / world : 0.0;
-}
-
 static size_t moe_peer_bytes(const bk_shape *s, int world)
 {
     return bk__moe_layout_of(s, world).bytes;
@@ -342,8 +330,8 @@ const bk_target bk__moe_target = {
     .tensor_elem_bytes = moe_tensor_elem_bytes,
     .init_inputs = moe_init_inputs,
     .reference = moe_reference,
-    .algo_bytes = moe_algo_bytes,
-    .busbw_factor = moe_busbw_factor,
+    .algo_bytes = bk__allreduce_algo_bytes,
+    .busbw_factor = bk__allreduce_busbw_factor,
     .peer_bytes = moe_peer_bytes,
     .check_shape = moe_check_shape,
 };

@@ -110,10 +110,20 @@ static json_t *arm_json(const bk_run *run, const bk_score *sc, int idx)
     if (k >= 0 && sc->arms[k].scored) {
         const bk_arm_summary *s = &sc->arms[k];
         json_t *sum = json_object(), *med = json_array(), *n = json_array();
+        json_t *alg = json_array(), *bus = json_array();
+        const bk_target *tg = bk_catalog_target(run->plan.target);
         for (int i = 0; i < run->plan.workload.nshapes; i++) {
+            const bk_shape *sh = &run->plan.workload.shapes[i];
             json_array_append_new(med, json_real(s->median_ns[i]));
             json_array_append_new(n, json_integer((json_int_t)s->n[i]));
+            /* nccl-tests' definitions: algbw = size / time, busbw = algbw * factor */
+            double gbps = tg && s->median_ns[i] > 0
+                              ? tg->algo_bytes(sh, a->world) / s->median_ns[i] : 0;
+            json_array_append_new(alg, json_real(gbps));
+            json_array_append_new(bus, json_real(tg ? gbps * tg->busbw_factor(a->world) : 0));
         }
+        json_object_set_new(sum, "algbw_GBps", alg);
+        json_object_set_new(sum, "busbw_GBps", bus);
         json_object_set_new(sum, "n", n);
         json_object_set_new(sum, "median_ns", med);
         json_object_set_new(sum, "cost_ns", json_real(s->cost_ns));

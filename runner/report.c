@@ -1,6 +1,7 @@
 /* report.c - the run's header, per-arm table, score and verdict, as printed text. */
 #include <string.h>
 
+#include "kernels/catalog.h"
 #include "runner/report.h"
 
 void bk_report_header(FILE *f, const bk_run *run)
@@ -54,11 +55,16 @@ static void print_arm(FILE *f, const bk_run *run, const bk_score *sc, int idx, i
             n += s->n[i];
         fprintf(f, "  %-3s %-22s n %-7zu cost %10.2f us  [%9.2f, %9.2f]  %s\n", bk_arm_names[idx],
                 a->variant, n, s->cost_ns / 1e3, s->cost_lo_ns / 1e3, s->cost_hi_ns / 1e3, procs);
-        for (int i = 0; i < run->plan.workload.nshapes; i++)
-            fprintf(f, "        shape %d (tokens %lld, hidden %lld, weight %.3g): median %.2f us\n",
-                    i, (long long)run->plan.workload.shapes[i].tokens,
-                    (long long)run->plan.workload.shapes[i].hidden,
-                    run->plan.workload.shapes[i].weight, s->median_ns[i] / 1e3);
+        const bk_target *tg = bk_catalog_target(run->plan.target);
+        for (int i = 0; i < run->plan.workload.nshapes; i++) {
+            const bk_shape *sh = &run->plan.workload.shapes[i];
+            double algbw = tg && s->median_ns[i] > 0 ? tg->algo_bytes(sh, a->world) / s->median_ns[i]
+                                                    : 0;
+            fprintf(f, "        shape %d (tokens %lld, hidden %lld, weight %.3g): median %.2f us"
+                       "  algbw %.2f GB/s  busbw %.2f GB/s\n",
+                    i, (long long)sh->tokens, (long long)sh->hidden, sh->weight,
+                    s->median_ns[i] / 1e3, algbw, tg ? algbw * tg->busbw_factor(a->world) : 0);
+        }
     } else {
         fprintf(f, "  %-3s %-22s %s  %s\n", bk_arm_names[idx], a->variant,
                 a->ok ? (a->audit ? "ok (audit)" : "ok") : "FAILED", procs);
