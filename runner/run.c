@@ -37,6 +37,7 @@ typedef struct arm_msg {
 
 typedef struct report_msg {
     int32_t lane_rank;
+    int32_t pid;        /* the engine's, as spawned (known even if it never said hello) */
     int32_t exit_code;
     int32_t signal;
     int32_t timed_out;
@@ -112,6 +113,7 @@ static void fill_report(report_msg *r, int lane_rank, const bk_proc *p, int spaw
 {
     memset(r, 0, sizeof *r);
     r->lane_rank = lane_rank;
+    r->pid = (int32_t)p->pid;
     r->exit_code = p->exit_code;
     r->signal = p->signal;
     r->timed_out = p->timed_out;
@@ -366,6 +368,8 @@ bk_status bk_run_arm(bk_run *run, bk_coord *c, const bk_agent_env *env, int idx,
             if (bk_proc_poll(&own)) {
                 a->r[my].proc = own;
                 a->r[my].reported = 1;
+                if (!a->r[my].pid)
+                    a->r[my].pid = own.pid;
                 a->r[my].spawn_s = (double)(own.t_exit_ns - own.t_spawn_ns) / 1e9;
                 own_reported = 1;
                 if (own.exit_code != 0 && !aborted)
@@ -389,6 +393,8 @@ bk_status bk_run_arm(bk_run *run, bk_coord *c, const bk_agent_env *env, int idx,
             d->proc.timed_out = reps[i].timed_out;
             d->proc.killed = reps[i].killed;
             d->spawn_s = reps[i].spawn_s;
+            if (!d->pid)
+                d->pid = reps[i].pid;
             if (reps[i].exit_code != 0 && !aborted)
                 aborted = -1;
         }
@@ -404,6 +410,8 @@ bk_status bk_run_arm(bk_run *run, bk_coord *c, const bk_agent_env *env, int idx,
                 bk_proc_kill(&own, t_term ? TERM_KILL_S : 2.0, 0);
                 a->r[my].proc = own;
                 a->r[my].reported = 1;
+                if (!a->r[my].pid)
+                    a->r[my].pid = own.pid;
                 own_reported = 1;
             }
         }
