@@ -14,6 +14,7 @@
 #include "runner/cli.h"
 #include "runner/coordinator.h"
 #include "runner/orchestrate.h"
+#include "topology/topology.h"
 
 #define MAX_SETS 64
 
@@ -182,7 +183,17 @@ static bk_status audit(const bk_plan *p, bk_coord *c, bk_arm_run *a, int idx, co
         char rs[16], ws[16], ds[16], ss[32];
         snprintf(rs, sizeof rs, "%d", r);
         snprintf(ws, sizeof ws, "%d", world);
-        snprintf(ds, sizeof ds, "%d", p->backend == BK_BACKEND_CUDA ? bk_local_device(r) : -1);
+        int device = -1;
+        if (p->backend == BK_BACKEND_CUDA) {
+            /* the runner's binding rules, every engine a local rank of this host;
+             * several engines may share a GPU here (correctness, not speed) */
+            bk_bind_env be;
+            bk_binding bind;
+            bk_bind_env_from_process(&be, r, world, bk_cuda_device_count());
+            BK_TRY(bk_bind_rank(&be, BK_LANES_SHARED, &bind, err));
+            device = bind.device;
+        }
+        snprintf(ds, sizeof ds, "%d", device);
         snprintf(ss, sizeof ss, "%lld", (long long)seed);
         char *argv[] = { (char *)exe, "engine", "--plan", (char *)plan_path, "--run",
                          (char *)run_id, "--arm",

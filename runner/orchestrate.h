@@ -36,10 +36,6 @@ void bk_run_finish_agents(int exit_status);
  * shared-memory segment). */
 void bk_cleanup_engine(const bk_agent_env *env, int arm_idx, int lane_rank);
 
-/* The GPU ordinal of a rank from its local rank: one visible GPU is device 0
- * (CUDA_VISIBLE_DEVICES=N, Slurm's per-task binding); otherwise round robin. */
-int bk_local_device(int local_rank);
-
 /* auto -> cuda when this build has it and a GPU is visible, else cpu. */
 bk_backend bk_resolve_backend(bk_backend want);
 

@@ -487,25 +487,6 @@ void bk_cleanup_engine(const bk_agent_env *env, int arm_idx, int lane_rank)
     bk_shm_unlink_name(name, NULL); /* absent is fine: the engine cleaned up itself */
 }
 
-int bk_local_device(int local_rank)
-{
-    /* One visible GPU (Slurm --gpus-per-task, or CUDA_VISIBLE_DEVICES=N) is
-     * device 0 for this process, whatever the local rank. */
-    const char *v = getenv("CUDA_VISIBLE_DEVICES");
-    if (v && *v && !strchr(v, ','))
-        return 0;
-    int n = 1;
-    for (const char *p = v; p && *p; p++)
-        n += *p == ',';
-#ifdef BK_HAVE_CUDA
-    if (!v || !*v) {
-        int c = 0;
-        if (cudaGetDeviceCount(&c) == cudaSuccess && c > 0)
-            n = c;
-    }
-#endif
-    return local_rank % (n > 0 ? n : 1);
-}
 
 bk_backend bk_resolve_backend(bk_backend want)
 {
