@@ -7,7 +7,7 @@ NP ?= 4
 PLAN ?=
 DEB_PKGS := build-essential cmake ninja-build pkg-config openmpi-bin libopenmpi-dev \
             hwloc libhwloc-dev libzmq3-dev libmsgpack-dev libjansson-dev libcmocka-dev \
-            python3 iproute2
+            python3 iproute2 procps util-linux
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-run-as-root)
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
