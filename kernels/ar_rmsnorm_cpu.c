@@ -16,7 +16,6 @@
 #define ONESHOT_MAX_HIDDEN 16384
 #define ONESHOT_MAX_TOKENS 512
 #define ONESHOT_WORLDS 0x1FEu /* 1..8 */
-#define DEFAULT_TIMEOUT_S 30.0
 #define ONESHOT_DOMAIN                                                                   \
     {                                                                                    \
         .backends = BK_BK_CPU, .dtypes = "bf16", .worlds = ONESHOT_WORLDS, .min_tokens = 1, \
@@ -76,22 +75,8 @@ static bk_status cpu_comm(const cpu_state *s, const bk_call *call, bk__ar_layout
     bk_status st = bk__ar_check_call(call, err);
     if (st != BK_OK)
         return st;
-    *shm = call->comm;
     *lay = bk__ar_layout_of(call->shape, call->world);
-    if (!*shm || bk_shm_world(*shm) != call->world || bk_shm_rank(*shm) != call->rank)
-        return BK_FAIL(err, BK_ERR_INTERNAL, "%s: call has no shm communicator of rank %d/%d",
-                       s->name, call->rank, call->world);
-    if (bk_shm_bytes(*shm) < lay->bytes)
-        return BK_FAIL(err, BK_ERR_INTERNAL,
-                       "%s: peer memory holds %zu bytes, tokens %lld x hidden %lld needs %zu",
-                       s->name, bk_shm_bytes(*shm), (long long)call->shape->tokens,
-                       (long long)call->shape->hidden, lay->bytes);
-    return BK_OK;
-}
-
-static double call_timeout(const bk_call *call)
-{
-    return call->timeout_s > 0 ? call->timeout_s : DEFAULT_TIMEOUT_S;
+    return bk__cpu_lane_shm(s->name, call, lay->bytes, shm, err);
 }
 
 /* The hot loops work in blocks of 8 with restrict pointers: GCC vectorises
@@ -190,7 +175,7 @@ static bk_status twopass_run(void *state, bk_call *call, bk_err *err)
         s->scratch_elems = lay.n;
     }
     memcpy((char *)bk_shm_local(shm) + lay.x_off, call->t[BK_AR_X].data, lay.n * 2);
-    BK_TRY(bk_shm_barrier(shm, call_timeout(call), err));
+    BK_TRY(bk_shm_barrier(shm, bk__call_timeout(call), err));
 
     /* reduce-scatter: my chunk, summed over the peers in rank order */
     size_t lo = (size_t)me * lay.chunk, hi = lo + lay.chunk;
@@ -199,7 +184,7 @@ static bk_status twopass_run(void *state, bk_call *call, bk_err *err)
     float *red = peer_red(shm, me, &lay);
     for (int p = 0; p < n; p++)
         load_bf16(red, peer_x(shm, p, &lay) + lo, hi - lo, p > 0);
-    BK_TRY(bk_shm_barrier(shm, call_timeout(call), err));
+    BK_TRY(bk_shm_barrier(shm, bk__call_timeout(call), err));
 
     /* all-gather: every owner's reduced chunk into my fp32 buffer */
     for (int q = 0; q < n; q++) {
@@ -211,7 +196,7 @@ static bk_status twopass_run(void *state, bk_call *call, bk_err *err)
     /* Nobody touches peer memory again in this call; the barrier lets the next
      * call overwrite the reduced areas (kept as the incumbent's design: the
      * next call's first barrier would also order it). */
-    BK_TRY(bk_shm_barrier(shm, call_timeout(call), err));
+    BK_TRY(bk_shm_barrier(shm, bk__call_timeout(call), err));
 
     const uint16_t *res = call->t[BK_AR_RESIDUAL].data, *gamma = call->t[BK_AR_GAMMA].data;
     uint16_t *out = call->t[BK_AR_OUT].data, *ro = call->t[BK_AR_RESIDUAL_OUT].data;
@@ -248,7 +233,7 @@ static bk_status oneshot_run(void *state, bk_call *call, bk_err *err)
     int n = call->world;
     size_t h = (size_t)call->shape->hidden;
     memcpy((char *)bk_shm_local(shm) + lay.x_off, call->t[BK_AR_X].data, lay.n * 2);
-    BK_TRY(bk_shm_barrier(shm, call_timeout(call), err));
+    BK_TRY(bk_shm_barrier(shm, bk__call_timeout(call), err));
 
     const uint16_t *res = call->t[BK_AR_RESIDUAL].data, *gamma = call->t[BK_AR_GAMMA].data;
     uint16_t *out = call->t[BK_AR_OUT].data, *ro = call->t[BK_AR_RESIDUAL_OUT].data;
@@ -260,7 +245,7 @@ static bk_status oneshot_run(void *state, bk_call *call, bk_err *err)
         epilogue_row(acc, res + base, gamma, h, out + base, ro + base);
     }
     /* our reads of the peers' x end before any peer's next call writes it */
-    BK_TRY(bk_shm_barrier(shm, call_timeout(call), err));
+    BK_TRY(bk_shm_barrier(shm, bk__call_timeout(call), err));
 out:
     return st;
 }

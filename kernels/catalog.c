@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "collectives/collectives.h"
 #include "kernels/catalog_internal.h"
 #include "kernels/cuda_variants.h"
 
@@ -286,4 +287,26 @@ double bk__allreduce_algo_bytes(const bk_shape *s, int world)
 double bk__allreduce_busbw_factor(int world)
 {
     return world > 0 ? 2.0 * (world - 1) / world : 0.0;
+}
+
+/* ---- shared by the cpu variants ---- */
+
+double bk__call_timeout(const bk_call *call)
+{
+    return call->timeout_s > 0 ? call->timeout_s : 30.0;
+}
+
+bk_status bk__cpu_lane_shm(const char *variant, const bk_call *call, size_t need, bk_shm **shm,
+                           bk_err *err)
+{
+    *shm = call->comm;
+    if (!*shm || bk_shm_world(*shm) != call->world || bk_shm_rank(*shm) != call->rank)
+        return BK_FAIL(err, BK_ERR_INTERNAL, "%s: call has no shm communicator of rank %d/%d",
+                       variant, call->rank, call->world);
+    if (bk_shm_bytes(*shm) < need)
+        return BK_FAIL(err, BK_ERR_INTERNAL,
+                       "%s: peer memory holds %zu bytes, tokens %lld x hidden %lld needs %zu",
+                       variant, bk_shm_bytes(*shm), (long long)call->shape->tokens,
+                       (long long)call->shape->hidden, need);
+    return BK_OK;
 }

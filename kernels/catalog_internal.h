@@ -76,4 +76,16 @@ void bk__diag_last_times(const void *state, uint64_t *base_ns, uint64_t *wait_ns
 double bk__allreduce_algo_bytes(const bk_shape *s, int world);
 double bk__allreduce_busbw_factor(int world);
 
+/* ---- shared by the cpu variants (kernels/catalog.c) ---- */
+
+typedef struct bk_shm bk_shm;
+
+/* The bound for a wait on a peer inside a call: the call's, or 30 s. */
+double bk__call_timeout(const bk_call *call);
+
+/* The call's shared-memory communicator, checked: it is this rank's of this
+ * world and maps at least `need` bytes. Errors name the variant. */
+bk_status bk__cpu_lane_shm(const char *variant, const bk_call *call, size_t need, bk_shm **shm,
+                           bk_err *err);
+
 #endif

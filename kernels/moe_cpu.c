@@ -24,7 +24,6 @@
 #include "kernels/catalog_internal.h"
 #include "kernels/moe_internal.h"
 
-#define DEFAULT_TIMEOUT_S 30.0
 #define FUSED_MAX_TOKENS 4096
 
 /* Scratch buffers, each grown (never shrunk) to the largest shape seen. */
@@ -180,14 +179,10 @@ static bk_status moe_comm(const moe_state *s, const bk_call *call, bk__moe_layou
     bk_status st = bk__moe_check_call(call, err);
     if (st != BK_OK)
         return st;
-    *shm = call->comm;
     *lay = bk__moe_layout_of(call->shape, call->world);
-    if (!*shm || bk_shm_world(*shm) != call->world || bk_shm_rank(*shm) != call->rank)
-        return BK_FAIL(err, BK_ERR_INTERNAL, "%s: call has no shm communicator of rank %d/%d",
-                       s->name, call->rank, call->world);
-    if (bk_shm_bytes(*shm) < lay->bytes)
-        return BK_FAIL(err, BK_ERR_INTERNAL, "%s: peer memory holds %zu bytes, the shape "
-                       "needs %zu", s->name, bk_shm_bytes(*shm), lay->bytes);
+    st = bk__cpu_lane_shm(s->name, call, lay->bytes, shm, err);
+    if (st != BK_OK)
+        return st;
     const int32_t *ids = call->t[BK_MOE_IDS].data;
     for (int64_t a = 0; a < call->shape->tokens * call->shape->topk; a++)
         if (ids[a] < 0 || ids[a] >= call->shape->experts)
@@ -195,11 +190,6 @@ static bk_status moe_comm(const moe_state *s, const bk_call *call, bk__moe_layou
                            "0..%lld", s->name, (long long)a, (int)ids[a],
                            (long long)call->shape->experts - 1);
     return BK_OK;
-}
-
-static double call_timeout(const bk_call *call)
-{
-    return call->timeout_s > 0 ? call->timeout_s : DEFAULT_TIMEOUT_S;
 }
 
 static void *peer_at(bk_shm *shm, int r, size_t off)
@@ -248,7 +238,7 @@ static bk_status serial_run(void *state, bk_call *call, bk_err *err)
                 p[c] += wt * bk_bf16_to_f32(y[r * h + c]);
         }
     }
-    BK_TRY(bk_shm_barrier(shm, call_timeout(call), err));
+    BK_TRY(bk_shm_barrier(shm, bk__call_timeout(call), err));
 
     /* reduce-scatter: my chunk, summed over the ranks in rank order */
     size_t lo = (size_t)me * lay.chunk, hi = lo + lay.chunk;
@@ -263,7 +253,7 @@ static bk_status serial_run(void *state, bk_call *call, bk_err *err)
         for (size_t i = lo; i < hi; i++)
             red[i - lo] += pp[i];
     }
-    BK_TRY(bk_shm_barrier(shm, call_timeout(call), err));
+    BK_TRY(bk_shm_barrier(shm, bk__call_timeout(call), err));
 
     /* all-gather, then the residual add. The next call writes `part` and `red`
      * only after its own first barrier, when every rank has left this gather. */
@@ -320,7 +310,7 @@ static bk_status fused_run(void *state, bk_call *call, bk_err *err)
     permute(s, call);
     experts(s, call, peer_at(shm, me, lay.y_off));
     memcpy(peer_at(shm, me, lay.idx_off), s->buf[B_ROW_OF], (size_t)tk * sizeof(int32_t));
-    BK_TRY(bk_shm_barrier(shm, call_timeout(call), err));
+    BK_TRY(bk_shm_barrier(shm, bk__call_timeout(call), err));
 
     const int32_t *ids = call->t[BK_MOE_IDS].data;
     const float *w = call->t[BK_MOE_W].data;
@@ -347,7 +337,7 @@ static bk_status fused_run(void *state, bk_call *call, bk_err *err)
             out[t * h + c] = bk_bf16_from_f32(acc[c] + bk_bf16_to_f32(res[t * h + c]));
     }
     /* our reads of the peers' y end before any peer's next call writes it */
-    BK_TRY(bk_shm_barrier(shm, call_timeout(call), err));
+    BK_TRY(bk_shm_barrier(shm, bk__call_timeout(call), err));
 out:
     return st;
 }
