@@ -28,6 +28,23 @@ it_run() {
     cat "$OUT"
 }
 
+# it_run_settled NAME NP [args...]: it_run, repeated (at most 3 times) while the run's own
+# B and B' disagree past the drift limit. A drifted bracket is no measurement of the
+# candidate (on the 2-core CI VM whole arms sometimes run 1.5-2x slower for seconds,
+# docs/BENCHMARKS.md); the arena's answer is to repeat in fresh processes, and so do the
+# tests whose assertion is about the candidate's speed. Each attempt is printed.
+it_run_settled() {
+    local name=$1 np=$2 try
+    shift 2
+    for try in 1 2 3; do
+        it_run "$name-$try" "$np" "$@"
+        [ -n "$RECORD" ] || return 0
+        python3 -c "import json,sys; sys.exit(1 if json.load(open(sys.argv[1]))['score'].get('drift_exceeded') else 0)" \
+            "$RECORD" && return 0
+        echo "---- $name: attempt $try drifted past the limit; repeating in fresh processes"
+    done
+}
+
 # expect_verdict WORD CODE: the run printed the verdict and exited with its code
 expect_verdict() {
     grep -q "^verdict: $1 " "$OUT" || fail "expected verdict $1"

@@ -7,7 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 set -e
 for seed in 11 12; do
-    it_run "aa$seed" 4 "$IT_PLAN" --set candidate.variant=shm_twopass --set workload.seed=$seed \
+    it_run_settled "aa$seed" 4 "$IT_PLAN" --set candidate.variant=shm_twopass --set workload.seed=$seed \
         --set protocol.drift_policy=strict
     grep -q "^verdict: " "$OUT" || fail "no verdict"
     if grep -q "^verdict: PASS" "$OUT" || [ "$RC" = 0 ]; then fail "A/A gave PASS"; fi
