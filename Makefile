@@ -35,8 +35,11 @@ build: deps
 demo: build
 	@./tests/run-demo.sh $(BUILD) $(NP) $(PLAN)
 
+# Skipped tests (GPU tests without a GPU, Slurm without root) say why: printed after the run.
 test: build
-	cd $(BUILD) && ctest --output-on-failure --timeout 900
+	@cd $(BUILD) && { ctest --output-on-failure --timeout 900; rc=$$?; \
+	  grep -h "^SKIP" Testing/Temporary/LastTest.log | sort | uniq -c | sed 's/^/skipped: /'; \
+	  exit $$rc; }
 
 bench: build
 	@./tests/bench/run-all.sh $(BUILD)

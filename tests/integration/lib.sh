@@ -28,21 +28,26 @@ it_run() {
     cat "$OUT"
 }
 
-# it_run_settled NAME NP [args...]: it_run, repeated (at most 3 times) while the run's own
+# it_run_settled NAME NP [args...]: it_run, repeated (at most 5 times) while the run's own
 # B and B' disagree past the drift limit. A drifted bracket is no measurement of the
-# candidate (on the 2-core CI VM whole arms sometimes run 1.5-2x slower for seconds,
-# docs/BENCHMARKS.md); the arena's answer is to repeat in fresh processes, and so do the
-# tests whose assertion is about the candidate's speed. Each attempt is printed.
+# candidate: this CI VM's own speed swings by up to 1.8x for tenths of seconds at a time
+# (a standalone pinned pthread loop shows it; docs/BENCHMARKS.md), and the arena's answer
+# is to repeat in fresh processes; so do the tests whose assertion is about the
+# candidate's speed. When no attempt settles, the test is skipped (exit 77) with the
+# reason: the machine could not measure it, which is not a pass.
 it_run_settled() {
     local name=$1 np=$2 try
     shift 2
-    for try in 1 2 3; do
+    for try in 1 2 3 4 5; do
         it_run "$name-$try" "$np" "$@"
         [ -n "$RECORD" ] || return 0
         python3 -c "import json,sys; sys.exit(1 if json.load(open(sys.argv[1]))['score'].get('drift_exceeded') else 0)" \
             "$RECORD" && return 0
         echo "---- $name: attempt $try drifted past the limit; repeating in fresh processes"
     done
+    echo "SKIP: $name: B and B' disagreed past the drift limit in 5 brackets: this machine's"
+    echo "      speed moved too much to measure the candidate (see docs/BENCHMARKS.md)"
+    exit 77
 }
 
 # expect_verdict WORD CODE: the run printed the verdict and exited with its code

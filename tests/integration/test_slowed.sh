@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # A candidate 20% slower than the incumbent (diagnostic `slowed`) is FAIL, and
 # `bracket score` reproduces it from the raw samples. Drift policy strict, repeated while
-# B and B' disagree (it_run_settled): the assertion is about a settled measurement.
+# B and B' disagree (it_run_settled). min_gain 0.5: this VM's own speed moves by up to
+# 1.8x between arms (docs/BENCHMARKS.md), so at the plan's 5% a C that happened to run
+# in a fast stretch (0.83 x 1.8 = 1.5) could pass; the arena's own bar is the noise floor.
 . "$(dirname "$0")/lib.sh"
 set -e
 it_run_settled slowed 4 "$IT_PLAN" --set candidate.variant=slowed \
-    --set 'candidate.params={"base":"shm_twopass","fraction":0.2}' --set protocol.drift_policy=strict
+    --set 'candidate.params={"base":"shm_twopass","fraction":0.2}' --set protocol.drift_policy=strict --set protocol.min_gain=0.5
 expect_verdict FAIL 3
 grep -q "slower or no material gain" "$OUT" || fail "FAIL without the speed reason"
 expect_rescore
