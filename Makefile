@@ -38,7 +38,7 @@ demo: build
 # Skipped tests (GPU tests without a GPU, Slurm without root) say why: printed after the run.
 test: build
 	@cd $(BUILD) && { ctest --output-on-failure --timeout 900; rc=$$?; \
-	  grep -h "^SKIP" Testing/Temporary/LastTest.log | sort | uniq -c | sed 's/^/skipped: /'; \
+	  grep -ho "SKIP:.*" Testing/Temporary/LastTest.log | sort | uniq -c | sed 's/^/skipped: /'; \
 	  exit $$rc; }
 
 bench: build
