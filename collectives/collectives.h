@@ -22,7 +22,9 @@ bk_status bk_shm_create(const char *run_id, const char *arm, int rank, int world
                         bk_err *err);
 
 /* Map every peer's segment (names[r] for r in 0..world-1, names[rank] is our
- * own). Waits at most timeout_s for segments to appear. */
+ * own). Waits at most timeout_s for segments to appear. On success every rank has
+ * mapped every segment and our own name is unlinked (the mappings stay), so a
+ * crash from then on leaves nothing in /dev/shm. */
 bk_status bk_shm_connect(bk_shm *shm, const char *const *names, double timeout_s,
                          bk_err *err);
 
@@ -39,15 +41,15 @@ int bk_shm_world(const bk_shm *shm);
  * which the segment's barriers are out of step: destroy it. */
 bk_status bk_shm_barrier(bk_shm *shm, double timeout_s, bk_err *err);
 
-/* Unmap peers, unmap and unlink our own segment. NULL is fine. */
+/* Unmap peers, unmap our own segment and unlink it if connect did not. NULL is fine. */
 void bk_shm_destroy(bk_shm *shm);
 
 /* The segment name bk_shm_create gives (run_id, arm, rank): a caller that
  * knows a lane's run and arm can name every rank's segment without a blob. */
 void bk_shm_name(const char *run_id, const char *arm, int rank, char name_out[BK_SHM_NAME_LEN]);
 
-/* Unlink a segment by name (a crashed engine cannot unlink its own; the agent
- * that spawned it calls this after the engine exits). Absent is BK_OK. */
+/* Unlink a segment by name (an engine that crashed before connect finished cannot
+ * unlink its own; the agent that spawned it calls this after it exits). Absent is BK_OK. */
 bk_status bk_shm_unlink_name(const char *name, bk_err *err);
 
 /* ---- Rendezvous client (ZeroMQ, wire format of runner/wire.h) ---- */

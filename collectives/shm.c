@@ -14,10 +14,12 @@
  * oversleep by the timer slack (50 us), which showed as bimodal barrier times.
  * Connect, waiting for segments to appear, naps with growing naps up to 200 us.
  *
- * Crash safety: destroy unlinks our own name. A process that dies cannot; its
- * segment stays in /dev/shm until the agent that spawned the engine calls
- * bk_shm_unlink_name on the name (bk_shm_name gives it), and a later create of
- * the same name fails with EEXIST rather than sharing a stale segment. */
+ * Crash safety: connect unlinks our own name once every rank has mapped every
+ * segment, so from then on a process that dies (even by SIGKILL) leaves nothing in
+ * /dev/shm. A process that dies before that cannot unlink; its segment stays until
+ * the agent that spawned the engine calls bk_shm_unlink_name on the name
+ * (bk_shm_name gives it), and a later create of the same name fails with EEXIST
+ * rather than sharing a stale segment. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -274,8 +276,11 @@ bk_status bk_shm_connect(bk_shm *shm, const char *const *names, double timeout_s
             backoff(&k);
         }
     }
-    /* Every rank has mapped every segment before anyone may unlink its own. */
+    /* Every rank has mapped every segment before anyone may unlink its own. Then
+     * the name goes at once: the mappings live on, and an engine killed from here
+     * on (SIGKILL, a whole job aborted) leaves nothing in /dev/shm. */
     BK_TRY(bk_shm_barrier(shm, timeout_s, err));
+    shm_unlink(shm->name);
 out:
     return st;
 }
