@@ -276,6 +276,11 @@ double bk_routing_share(const bk_plan *plan, bk_backend backend, int have_p2p)
     return all > 0.0 ? in / all : 0.0;
 }
 
+double bk_target_algbw(const bk_target *t, const bk_shape *s, int world, double ns)
+{
+    return t && ns > 0 ? t->algo_bytes(s, world) / ns : 0;
+}
+
 /* ---- shared by the targets that end in an allreduce ---- */
 
 double bk__allreduce_algo_bytes(const bk_shape *s, int world)

@@ -125,6 +125,11 @@ int bk_domain_contains(const bk_domain *d, const bk_shape *s, int world, const c
  * plan's dotted path ("candidate.variant: no variant 'x' for target 'y'"). */
 bk_status bk_catalog_check_plan(const bk_plan *plan, bk_backend backend, bk_err *err);
 
+/* nccl-tests' algorithm bandwidth of one call of `ns` nanoseconds, in GB/s
+ * (algo_bytes / time); the bus bandwidth is that times busbw_factor(world).
+ * 0 for a NULL target or a time <= 0. */
+double bk_target_algbw(const bk_target *t, const bk_shape *s, int world, double ns);
+
 /* Workload weight of the shapes the candidate's domain serves (0..1). */
 double bk_routing_share(const bk_plan *plan, bk_backend backend, int have_p2p);
 

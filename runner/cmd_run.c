@@ -335,22 +335,6 @@ static int setup_run(const run_opts *o, bk_run *run, const bk_topo *topo,
     return 0;
 }
 
-/* Write the plan as run into a private folder of this agent. */
-static int write_private_plan(const char *text, char *dir, size_t dlen, char *path, size_t plen)
-{
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, dlen, "%s/bracket-agent-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir))
-        return -1;
-    snprintf(path, plen, "%s/plan.json", dir);
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return -1;
-    int ok = fputs(text, f) >= 0;
-    ok = fclose(f) == 0 && ok;
-    return ok ? 0 : -1;
-}
-
 /* Run one arm; 0 when it ended well, else the run stops with the reason kept. */
 static int run_one(bk_run *run, bk_coord *coord, const bk_agent_env *env, int idx)
 {
@@ -534,7 +518,8 @@ int bk_cmd_run(int argc, char **argv)
         rc = sm.status;
         goto out;
     }
-    if (write_private_plan(plan_text, agent_dir, sizeof agent_dir, plan_path, sizeof plan_path)) {
+    if (bk_write_private_plan("agent", plan_text, agent_dir, sizeof agent_dir, plan_path,
+                              sizeof plan_path) != 0) {
         fprintf(stderr, "bracket [%s rank %d]: cannot write the plan to a private folder: %s\n",
                 host, rank, strerror(errno));
         MPI_Abort(MPI_COMM_WORLD, BK_EXIT_INTERNAL);

@@ -2,6 +2,7 @@
  * reference over its domain's shapes, with fresh seeded inputs per check, poisoned outputs,
  * unmutated inputs, graph replay equal to eager (cuda), and routing outside the domain.
  * The engines are the real ones (`bracket engine --audit`), started here without MPI. */
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
@@ -300,17 +301,10 @@ int bk_cmd_verify(int argc, char **argv)
         goto out;
     }
     text = bk_plan_dump(&p);
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/bracket-verify-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!text || !mkdtemp(dir) || bk_self_exe(exe, sizeof exe, &err) != BK_OK) {
-        fprintf(stderr, "bracket verify: cannot prepare a private folder: %s\n", err.msg);
-        dir[0] = '\0';
-        goto out;
-    }
-    snprintf(plan_path, sizeof plan_path, "%s/plan.json", dir);
-    FILE *f = fopen(plan_path, "w");
-    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
-        fprintf(stderr, "bracket verify: cannot write %s\n", plan_path);
+    if (!text || bk_self_exe(exe, sizeof exe, &err) != BK_OK ||
+        bk_write_private_plan("verify", text, dir, sizeof dir, plan_path, sizeof plan_path) != 0) {
+        fprintf(stderr, "bracket verify: cannot write the plan to a private folder: %s\n",
+                err.msg[0] ? err.msg : strerror(errno));
         goto out;
     }
     const bk_target *tg = bk_catalog_target(p.target);

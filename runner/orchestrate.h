@@ -39,4 +39,10 @@ void bk_cleanup_engine(const bk_agent_env *env, int arm_idx, int lane_rank);
 /* auto -> cuda when this build has it and a GPU is visible, else cpu. */
 bk_backend bk_resolve_backend(bk_backend want);
 
+/* Write the plan as run to DIR/plan.json in a fresh 0700 folder
+ * $TMPDIR/bracket-<what>-XXXXXX. 0 on success (dir, path filled); -1 with errno
+ * set, nothing left behind and dir, path empty. */
+int bk_write_private_plan(const char *what, const char *text, char *dir, size_t dlen,
+                          char *path, size_t plen);
+
 #endif

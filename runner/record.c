@@ -116,9 +116,7 @@ static json_t *arm_json(const bk_run *run, const bk_score *sc, int idx)
             const bk_shape *sh = &run->plan.workload.shapes[i];
             json_array_append_new(med, json_real(s->median_ns[i]));
             json_array_append_new(n, json_integer((json_int_t)s->n[i]));
-            /* nccl-tests' definitions: algbw = size / time, busbw = algbw * factor */
-            double gbps = tg && s->median_ns[i] > 0
-                              ? tg->algo_bytes(sh, a->world) / s->median_ns[i] : 0;
+            double gbps = bk_target_algbw(tg, sh, a->world, s->median_ns[i]);
             json_array_append_new(alg, json_real(gbps));
             json_array_append_new(bus, json_real(tg ? gbps * tg->busbw_factor(a->world) : 0));
         }

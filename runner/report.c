@@ -58,8 +58,7 @@ static void print_arm(FILE *f, const bk_run *run, const bk_score *sc, int idx, i
         const bk_target *tg = bk_catalog_target(run->plan.target);
         for (int i = 0; i < run->plan.workload.nshapes; i++) {
             const bk_shape *sh = &run->plan.workload.shapes[i];
-            double algbw = tg && s->median_ns[i] > 0 ? tg->algo_bytes(sh, a->world) / s->median_ns[i]
-                                                    : 0;
+            double algbw = bk_target_algbw(tg, sh, a->world, s->median_ns[i]);
             fprintf(f, "        shape %d (tokens %lld, hidden %lld, weight %.3g): median %.2f us"
                        "  algbw %.2f GB/s  busbw %.2f GB/s\n",
                     i, (long long)sh->tokens, (long long)sh->hidden, sh->weight,

@@ -499,3 +499,28 @@ bk_backend bk_resolve_backend(bk_backend want)
 #endif
     return BK_BACKEND_CPU;
 }
+
+int bk_write_private_plan(const char *what, const char *text, char *dir, size_t dlen,
+                          char *path, size_t plen)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, dlen, "%s/bracket-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", what);
+    path[0] = '\0';
+    if (!mkdtemp(dir)) {
+        dir[0] = '\0';
+        return -1;
+    }
+    snprintf(path, plen, "%s/plan.json", dir);
+    FILE *f = fopen(path, "w");
+    int ok = f && fputs(text, f) >= 0;
+    if (f)
+        ok = fclose(f) == 0 && ok;
+    if (ok)
+        return 0;
+    int e = errno;
+    unlink(path);
+    rmdir(dir);
+    path[0] = dir[0] = '\0';
+    errno = e;
+    return -1;
+}
