@@ -8,6 +8,7 @@
 #include "kernels/moe_cuda.h"
 
 #define MOE_THREADS 256
+#define MOE_LOADS 8 /* expert rows of a token loaded together by the combine */
 #define MOE_BLOCKS_WANTED 264 /* two per multiprocessor of an H100 / H200 */
 
 /* ---------------------------------------------------------------- device helpers */
@@ -109,13 +110,21 @@ __global__ void moe_combine_kernel(const uint16_t *y, const int32_t *row_of, con
     const int64_t c1 = c0 + per < nv ? c0 + per : nv;
     for (int64_t c = c0 + threadIdx.x; c < c1; c += blockDim.x) {
         float acc[8] = { 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f };
-#pragma unroll 8
-        for (int64_t k = 0; k < topk; k++) {
-            int32_t r = rows[k];
-            if (r < 0)
-                continue;
-            uint4 v = __ldg(reinterpret_cast<const uint4 *>(y + (int64_t)r * hidden) + c);
-            moe_fma8(acc, v, wts[k]);
+        /* MOE_LOADS rows at a time, every load issued before the first use and
+         * unconditionally (a missing row reads row 0 and is skipped), so one memory
+         * round trip serves them all; the sum stays in k order. */
+        for (int64_t k0 = 0; k0 < topk; k0 += MOE_LOADS) {
+            uint4 v[MOE_LOADS];
+#pragma unroll
+            for (int j = 0; j < MOE_LOADS; j++) {
+                const int64_t k = k0 + j < topk ? k0 + j : k0;
+                const int32_t r = rows[k] < 0 ? 0 : rows[k];
+                v[j] = __ldg(reinterpret_cast<const uint4 *>(y + (int64_t)r * hidden) + c);
+            }
+#pragma unroll
+            for (int j = 0; j < MOE_LOADS; j++)
+                if (k0 + j < topk && rows[k0 + j] >= 0)
+                    moe_fma8(acc, v[j], wts[k0 + j]);
         }
         if (residual)
             moe_fma8(acc, __ldg(reinterpret_cast<const uint4 *>(residual + t * hidden) + c),

@@ -8,10 +8,12 @@
  *     add; each stage is its own kernel and waits for the last;
  *   moe_fused_combine_cuda: one kernel reads each token's K expert rows once, weights,
  *     adds the residual and writes `out`;
- *   moe_chunked_overlap_cuda: the tokens in `chunks` ranges (params {"chunks": 2..16},
- *     default 4); chunk i's fused combine runs on a second, high-priority stream while
- *     chunk i+1's routing and GEMMs run on the call's stream (event fork and join, so
- *     it captures into one graph).
+ *   moe_chunked_overlap_cuda: the tokens in up to `chunks` ranges (params {"chunks":
+ *     2..16}, default 4), fewer where a chunk would give a local expert under
+ *     CM_MIN_CHUNK_ROWS rows on average (one range, the fused combine, below that);
+ *     chunk i's fused combine runs on a second, high-priority stream while chunk i+1's
+ *     routing and GEMMs run on the call's stream (event fork and join, so it captures
+ *     into one graph).
  * cuBLAS takes the per-expert row counts on the host, so each call copies topk_ids to
  * the host (a synchronous copy on a private stream) and counts the rows there; in graph
  * mode that happens once, at capture, and the counts are baked into the graph (valid
@@ -33,6 +35,7 @@
 
 #define WS_CUBLAS (32u << 20)
 #define MAX_CHUNKS 16
+#define CM_MIN_CHUNK_ROWS 2048 /* rows per local expert in one chunk, on average */
 enum { MODE_SERIAL, MODE_FUSED, MODE_CHUNKED };
 
 typedef struct cuda_moe {
@@ -314,6 +317,20 @@ static bk_status cm_combine(cuda_moe *m, const bk_call *call, int c, int nch, in
                           (uint16_t *)call->t[BK_MOE_OUT].data + t0 * h, tn, k, h, stream, err);
 }
 
+/* Chunks of this call: at most params.chunks, and no more than keep every local
+ * expert's GEMMs at CM_MIN_CHUNK_ROWS rows or more on average. Each chunk reads
+ * the weights of every expert it touches again, so smaller chunks turned the
+ * weight-bound GEMMs of decode into 2-4x slower calls (bench_moe, H200,
+ * 2026-12-02: 4 fixed chunks ran 0.26-0.95x of the serial incumbent). */
+static int cm_chunks(const cuda_moe *m, const bk_shape *s)
+{
+    if (m->mode != MODE_CHUNKED)
+        return 1;
+    int64_t rows = s->tokens * s->topk / (s->experts > 0 ? s->experts : 1);
+    int64_t n = rows / CM_MIN_CHUNK_ROWS;
+    return n < 1 ? 1 : n > m->chunks ? m->chunks : (int)n;
+}
+
 static bk_status cm_run(void *state, bk_call *call, bk_err *err)
 {
     bk_status st = BK_OK;
@@ -331,7 +348,7 @@ static bk_status cm_run(void *state, bk_call *call, bk_err *err)
         goto out;
     }
     int64_t el = bk__moe_local_experts(s->experts, call->world);
-    int nch = m->mode == MODE_CHUNKED && s->tokens >= m->chunks ? m->chunks : 1;
+    int nch = cm_chunks(m, s);
     CU_TRY(cudaStreamIsCapturing(stream, &cap));
     if (cap == cudaStreamCaptureStatusActive) {
         if (!cm_fits(m, s, el)) {

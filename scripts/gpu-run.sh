@@ -31,46 +31,7 @@ steps=${*:-build test break bench torch}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
 
-if [ -z "${BK_DEPS:-}" ]; then
-  for d in "$src/.gpu-deps/root" "$src/../.gpu-deps/root"; do
-    [ -d "$d" ] && BK_DEPS=$(cd "$d" && pwd) && break
-  done
-fi
-if [ -n "${BK_DEPS:-}" ]; then
-  export BK_DEPS
-  export LD_LIBRARY_PATH=$BK_DEPS/usr/lib/x86_64-linux-gnu:$BK_DEPS/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-  export PKG_CONFIG_SYSROOT_DIR=$BK_DEPS
-  # The bundle carries libzmq.pc but not the .pc files of its private requirements
-  # (libsodium, krb5-gssapi, ...), which pkg-config insists on; drop Requires.private.
-  pcdir=/tmp/bk-pkgconfig
-  rm -rf "$pcdir" && mkdir -p "$pcdir"
-  for f in "$BK_DEPS"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc; do
-    # (and msgpack.pc names /usr/lib where Debian puts the library in the multiarch dir)
-    sed -e '/^Requires.private/d' -e 's#^libdir=${exec_prefix}/lib$#libdir=${exec_prefix}/lib/x86_64-linux-gnu#' \
-      "$f" >"$pcdir/$(basename "$f")"
-  done
-  export PKG_CONFIG_PATH=$pcdir
-fi
-
-# NCCL: the toolkit's, else the one PyTorch's wheel carries.
-nccl_args=()
-if ! ls /usr/local/cuda/include/nccl.h /usr/include/nccl.h >/dev/null 2>&1; then
-  py_nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || true)
-  if [ -n "$py_nccl" ] && [ -f "$py_nccl/include/nccl.h" ]; then
-    lib=$(ls "$py_nccl"/lib/libnccl.so* | head -1)
-    nccl_args=(-DBK_NCCL_INC="$py_nccl/include" -DBK_NCCL_LIB="$lib")
-    export LD_LIBRARY_PATH=$py_nccl/lib:$LD_LIBRARY_PATH
-  fi
-fi
-
-build_tree() { # build_tree SRC BUILD [TARGET...]
-  local s=$1 b=$2; shift 2
-  rm -f "$b/CMakeCache.txt" # pkg-config answers are cached: always ask again
-  cmake -S "$s" -B "$b" -G Ninja -DBK_CUDA=ON -DBK_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" \
-    "${nccl_args[@]}" >"$out/cmake-$(basename "$b").log" 2>&1 || { tail -30 "$out/cmake-$(basename "$b").log"; return 1; }
-  cmake --build "$b" -j "$(nproc)" ${1:+--target "$@"}
-}
+. "$src/scripts/gpu-env.sh"
 
 rc=0
 for s in $steps; do
@@ -88,9 +49,8 @@ for s in $steps; do
   break)
     rm -rf /tmp/bk-broken && mkdir -p /tmp/bk-broken
     (cd "$src" && tar --exclude=./gpu-out --exclude=./build -cf - .) | (cd /tmp/bk-broken && tar -xf -)
-    # one-shot kernel: drop the residual add
-    perl -0pi -e 's/(bk_oneshot_kernel\(.*?)        bk__add_row<VPT, false>\(acc, residual \+ off, nvec\);\n/$1/s' \
-      /tmp/bk-broken/kernels/ar_rmsnorm.cu
+    # the IPC kernels' peer reduction: every row gets residual row 0 instead of its own
+    sed -i 's/residual + off}/residual}/' /tmp/bk-broken/kernels/ar_rmsnorm.cu
     if diff -q "$src/kernels/ar_rmsnorm.cu" /tmp/bk-broken/kernels/ar_rmsnorm.cu >/dev/null; then
       echo "break: the sabotage did not apply"; rc=1
     else

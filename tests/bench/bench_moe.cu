@@ -361,17 +361,17 @@ static void run_family(const family &f, double peak, double copy)
         });
         double ser = time_variant("moe_serial_cuda", pb, "{}");
         double fus = time_variant("moe_fused_combine_cuda", pb, "{}");
-        double chk = time_variant("moe_chunked_overlap_cuda", pb, "{\"chunks\": 4}");
+        double chk = time_variant("moe_chunked_overlap_cuda", pb, "{}");
         double mn = tc < tr ? tc : tr;
         double flops = 2.0 * t * f.topk * (3.0 * f.inter * f.hidden);
         double cbytes = (double)t * f.hidden * 2.0 * (f.topk + 1);
+        const double tf = flops / ((g1 + g2) * 1e-6) / 1e12;
         printf("| %s | %lld | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f | "
-               "%.1f | %.3f | %.2f | %.2f | %.0f | %.0f%% |\n",
+               "%.1f | %.3f | %.0f%% | %.2f | %.2f | %.0f (%.0f%%) | %.0f%% |\n",
                f.name, (long long)t, r, g1, si, g2, cb, rs, ser, fus, ser / fus, chk, ser / chk,
-               (tc + tr - fus) / mn, (tc + tr - chk) / mn, flops / ((g1 + g2) * 1e-6) / 1e12,
-               100.0 * cbytes / (cb * 1e-6) / 1e12 / copy);
+               100.0 * tr / ser, (tc + tr - fus) / mn, (tc + tr - chk) / mn, tf,
+               100.0 * tf / peak, 100.0 * cbytes / (cb * 1e-6) / 1e12 / copy);
         fflush(stdout);
-        (void)peak;
         part_free(whole);
         problem_free(pb);
     }
@@ -437,15 +437,16 @@ int main(int argc, char **argv)
     printf("device: %s; bf16 GEMM 8192^3: %.0f TFLOP/s; copy kernel: %.2f TB/s; %d replays "
            "per graph\n\n", prop.name, peak, copy, g_iters);
     printf("| family | T | route | gemm1 | silu | gemm2 | combine | +res | serial | fused | "
-           "x | chunked | x | eff fused | eff chunked | GEMM TF/s | combine %% copy |\n"
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "x | chunked | x | reduce share | eff fused | eff chunked | GEMM TF/s (%% of peak) | "
+           "combine %% copy |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (const family &f : fams)
         if (!only || !strcmp(only, f.name))
             run_family(f, peak, copy);
     combine_table(copy);
     printf("\n(times in us; x = serial / candidate; eff = (t_compute + t_reduce - t_cand) / "
-           "min(t_compute, t_reduce), t_reduce = combine + residual add; GEMM TF/s of %.0f "
-           "measured)\n", peak);
+           "min(t_compute, t_reduce), t_reduce = combine + residual add; reduce share = t_reduce / "
+           "serial; GEMM TF/s of %.0f measured; chunked with its default params)\n", peak);
     CB(cublasDestroy(g_blas));
     return 0;
 }

@@ -3,42 +3,24 @@
 # run the test, build a sabotaged copy (the fused combine loses its residual) that must
 # FAIL the test, run bench_moe, then the PyTorch side-by-side of the top-k sum.
 #   tests/gpu/moe-gpu-run.sh [BENCH_ITERS]     (logs and tables under $OUT, default ./gpu-out)
-# BK_DEPS: the bundled ZeroMQ/msgpack/jansson/cmocka (../shared/gpu-host/bundle-deps),
-# default ../.gpu-deps/root or ./.gpu-deps/root.
+# The bundled libraries and NCCL are found as scripts/gpu-env.sh says.
 set -uo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$src/gpu-out}
 iters=${1:-10}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
-for d in "$src/.gpu-deps/root" "$src/../.gpu-deps/root"; do
-  [ -z "${BK_DEPS:-}" ] && [ -d "$d" ] && BK_DEPS=$(cd "$d" && pwd)
-done
-export LD_LIBRARY_PATH=$BK_DEPS/usr/lib/x86_64-linux-gnu:$BK_DEPS/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export PKG_CONFIG_SYSROOT_DIR=$BK_DEPS PKG_CONFIG_PATH=/tmp/moe-pc
-rm -rf /tmp/moe-pc && mkdir -p /tmp/moe-pc
-for f in "$BK_DEPS"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc; do
-  sed -e '/^Requires.private/d' -e 's#^libdir=${exec_prefix}/lib$#libdir=${exec_prefix}/lib/x86_64-linux-gnu#' \
-    "$f" >"/tmp/moe-pc/$(basename "$f")"
-done
-build() { # build SRC BUILD TARGET...
-  local s=$1 b=$2; shift 2
-  rm -f "$b/CMakeCache.txt"
-  cmake -S "$s" -B "$b" -G Ninja -DBK_CUDA=ON -DBK_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" >"$b.cmake.log" 2>&1 \
-    || { tail -20 "$b.cmake.log"; return 1; }
-  cmake --build "$b" -j "$(nproc)" --target "$@"
-}
+. "$src/scripts/gpu-env.sh"
 echo "=== build $(date -u +%T)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
-build "$src" /tmp/moe-build gpu_test_moe_cuda bench_moe >"$out/build.log" 2>&1 \
+build_tree "$src" /tmp/moe-build gpu_test_moe_cuda bench_moe >"$out/build.log" 2>&1 \
   || { grep -E "error|FAILED" "$out/build.log" | head -30; exit 1; }
 # the sabotaged copy builds while the GPU runs
 rm -rf /tmp/moe-broken && mkdir -p /tmp/moe-broken
 (cd "$src" && tar --exclude=./gpu-out --exclude=./build --exclude=./.gpu-deps -cf - .) | (cd /tmp/moe-broken && tar -xf -)
 sed -i 's/res ? (const uint16_t \*)call->t\[BK_MOE_RESIDUAL\]/res \&\& 0 ? (const uint16_t *)call->t[BK_MOE_RESIDUAL]/' \
   /tmp/moe-broken/kernels/moe_cuda.c
-(build /tmp/moe-broken /tmp/moe-broken-build gpu_test_moe_cuda >"$out/break-build.log" 2>&1) &
+(build_tree /tmp/moe-broken /tmp/moe-broken-build gpu_test_moe_cuda >"$out/break-build.log" 2>&1) &
 bpid=$!
 echo "=== test $(date -u +%T)"
 /tmp/moe-build/tests/gpu_test_moe_cuda 2>&1 | tee "$out/test.log" | grep -vE "^\[ (RUN|  +OK) " ; rc=${PIPESTATUS[0]}

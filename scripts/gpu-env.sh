@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# gpu-env.sh - sourced by scripts/gpu-run.sh and tests/gpu/moe-gpu-run.sh on a GPU machine that
+# has CUDA, NCCL, Open MPI and hwloc but no ZeroMQ, msgpack-c, jansson or cmocka: points the
+# build at the bundled libraries (BK_DEPS, default ./.gpu-deps/root or ../.gpu-deps/root, made
+# on a Debian machine by ../shared/gpu-host/bundle-deps DIR), finds NCCL (the toolkit's, else
+# PyTorch's wheel's), and defines build_tree SRC BUILD [TARGET...]. Needs $src and $out set.
+if [ -z "${BK_DEPS:-}" ]; then
+  for d in "$src/.gpu-deps/root" "$src/../.gpu-deps/root"; do
+    [ -d "$d" ] && BK_DEPS=$(cd "$d" && pwd) && break
+  done
+fi
+if [ -n "${BK_DEPS:-}" ]; then
+  export BK_DEPS
+  export LD_LIBRARY_PATH=$BK_DEPS/usr/lib/x86_64-linux-gnu:$BK_DEPS/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+  export PKG_CONFIG_SYSROOT_DIR=$BK_DEPS
+  # The bundle carries libzmq.pc but not the .pc files of its private requirements
+  # (libsodium, krb5-gssapi, ...), which pkg-config insists on; drop Requires.private.
+  pcdir=/tmp/bk-pkgconfig
+  rm -rf "$pcdir" && mkdir -p "$pcdir"
+  for f in "$BK_DEPS"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc; do
+    # (and msgpack.pc names /usr/lib where Debian puts the library in the multiarch dir)
+    sed -e '/^Requires.private/d' -e 's#^libdir=${exec_prefix}/lib$#libdir=${exec_prefix}/lib/x86_64-linux-gnu#' \
+      "$f" >"$pcdir/$(basename "$f")"
+  done
+  export PKG_CONFIG_PATH=$pcdir
+fi
+
+# NCCL: the toolkit's, else the one PyTorch's wheel carries.
+nccl_args=()
+if ! ls /usr/local/cuda/include/nccl.h /usr/include/nccl.h >/dev/null 2>&1; then
+  py_nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || true)
+  if [ -n "$py_nccl" ] && [ -f "$py_nccl/include/nccl.h" ]; then
+    lib=$(ls "$py_nccl"/lib/libnccl.so* | head -1)
+    nccl_args=(-DBK_NCCL_INC="$py_nccl/include" -DBK_NCCL_LIB="$lib")
+    export LD_LIBRARY_PATH=$py_nccl/lib:$LD_LIBRARY_PATH
+  fi
+fi
+
+build_tree() { # build_tree SRC BUILD [TARGET...]
+  local s=$1 b=$2; shift 2
+  rm -f "$b/CMakeCache.txt" # pkg-config answers are cached: always ask again
+  cmake -S "$s" -B "$b" -G Ninja -DBK_CUDA=ON -DBK_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" \
+    "${nccl_args[@]}" >"$out/cmake-$(basename "$b").log" 2>&1 || { tail -30 "$out/cmake-$(basename "$b").log"; return 1; }
+  cmake --build "$b" -j "$(nproc)" ${1:+--target "$@"}
+}
+
