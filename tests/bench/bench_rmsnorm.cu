@@ -13,8 +13,8 @@
  *                allreduce wrote x) instead of the rotated cold sets
  *
  * Method: each shape gets enough rotated input sets that their inputs exceed three L2s
- * (2..32 sets; 1 with --hot); one CUDA graph holds CALLS back-to-back launches cycling through the sets;
- * the graph is replayed REPLAYS times, each replay timed with events; the per-call time is
+ * (2..32 sets; 1 with --hot); one CUDA graph holds CALLS back-to-back launches cycling
+ * through the sets; the graph is replayed REPLAYS times, each replay timed with events; the per-call time is
  * the median replay time / CALLS. Bytes moved per call: read x, residual (T x H bf16 each)
  * and gamma (H), write residual_out and out (T x H each). The copy kernel's bandwidth counts
  * bytes read + written of a 2 GiB copy (median of 20). Outputs are checked against a float64
