@@ -5,155 +5,10 @@
 #include <cuda_runtime.h>
 
 #include "collectives/cuda_ipc_dev.cuh"
+#include "kernels/ar_rmsnorm_dev.cuh"
 #include "kernels/cuda_variants.h"
 
-#define BK_MAX_VPT 8  /* 16-byte vectors per thread: 8 x 8 x 256 threads = 16384 */
-#define BK_ROW_THREADS 256      /* default threads per row */
-#define BK_MAX_ROW_THREADS 512  /* the tuning sweep goes up to here */
-
-/* ---------------------------------------------------------------- device helpers */
-
-__device__ __forceinline__ void bk__unpack_add(float *acc, uint4 v)
-{
-    const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&v);
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        float2 f = __bfloat1622float2(h[j]);
-        acc[2 * j] += f.x;
-        acc[2 * j + 1] += f.y;
-    }
-}
-
-__device__ __forceinline__ uint4 bk__pack(const float *f)
-{
-    uint4 v;
-    __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&v);
-#pragma unroll
-    for (int j = 0; j < 4; j++)
-        h[j] = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
-    return v;
-}
-
-__device__ __forceinline__ float bk__warp_sum(float v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-/* Sum over the block, the same order on every rank (bitwise reproducible). */
-__device__ __forceinline__ float bk__block_sum(float v)
-{
-    __shared__ float part[32];
-    __shared__ float total;
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    v = bk__warp_sum(v);
-    if (lane == 0)
-        part[w] = v;
-    __syncthreads();
-    if (w == 0) {
-        float t = lane < (int)(blockDim.x >> 5) ? part[lane] : 0.f;
-        t = bk__warp_sum(t);
-        if (lane == 0)
-            total = t;
-    }
-    __syncthreads();
-    return total;
-}
-
-/* Load this thread's gamma vectors early (before the row's reduction), so
- * their latency overlaps the row loads instead of following them. */
-template <int VPT>
-__device__ __forceinline__ void bk__load_gamma(uint4 (&gv)[VPT], const uint4 *__restrict__ gamma,
-                                               int nvec)
-{
-#pragma unroll
-    for (int k = 0; k < VPT; k++) {
-        const int i = threadIdx.x + k * blockDim.x;
-        if (i < nvec)
-            gv[k] = __ldg(gamma + i);
-    }
-}
-
-/* acc holds s (fp32) for this thread's vectors of one row; store
- * residual_out = bf16(s) and out = bf16(r * inv_rms(r) * gamma), where r is
- * residual_out as stored (the target's definition, kernels/ar_rmsnorm.c), at
- * vector offset `off` of every destination pair (ndst of them). */
-template <int VPT, bool STREAM = false>
-__device__ __forceinline__ void bk__epilogue(float (&acc)[VPT][8], int nvec, int hidden,
-                                             const uint4 (&gv)[VPT], float eps,
-                                             uint4 *const *ro, uint4 *const *o, int ndst,
-                                             size_t off)
-{
-    float ss = 0.f;
-#pragma unroll
-    for (int k = 0; k < VPT; k++)
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            acc[k][j] = __bfloat162float(__float2bfloat16_rn(acc[k][j]));
-            ss += acc[k][j] * acc[k][j];
-        }
-    const float inv = rsqrtf(bk__block_sum(ss) / (float)hidden + eps);
-#pragma unroll
-    for (int k = 0; k < VPT; k++) {
-        const int i = threadIdx.x + k * blockDim.x;
-        if (i < nvec) {
-            float g[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            bk__unpack_add(g, gv[k]);
-            const uint4 r = bk__pack(acc[k]);
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                g[j] = acc[k][j] * inv * g[j];
-            const uint4 y = bk__pack(g);
-            for (int d = 0; d < ndst; d++) {
-                if (STREAM) {
-                    __stcs(ro[d] + off + i, r);
-                    __stcs(o[d] + off + i, y);
-                } else {
-                    ro[d][off + i] = r;
-                    o[d][off + i] = y;
-                }
-            }
-        }
-    }
-}
-
-template <int VPT>
-__device__ __forceinline__ void bk__zero(float (&acc)[VPT][8])
-{
-#pragma unroll
-    for (int k = 0; k < VPT; k++)
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            acc[k][j] = 0.f;
-}
-
-/* acc += N bf16 rows, in order rows[0], rows[1], ... (the fp32 sum order is
- * part of the result). Every load of the N rows is issued before the first
- * use, unconditionally (an index past the row reads vector 0 and is then
- * ignored), so one memory round trip serves them all. CG reads through L2
- * only (peer memory); CS streams (evict first). */
-template <int VPT, int N, bool CG, bool CS = false>
-__device__ __forceinline__ void bk__add_rows(float (&acc)[VPT][8], const uint4 *const (&rows)[N],
-                                             int nvec)
-{
-    uint4 v[N][VPT];
-#pragma unroll
-    for (int n = 0; n < N; n++)
-#pragma unroll
-        for (int k = 0; k < VPT; k++) {
-            const int i = threadIdx.x + k * blockDim.x;
-            const uint4 *a = rows[n] + (i < nvec ? i : 0);
-            v[n][k] = CG ? __ldcg(a) : CS ? __ldcs(a) : *a;
-        }
-#pragma unroll
-    for (int n = 0; n < N; n++)
-#pragma unroll
-        for (int k = 0; k < VPT; k++)
-            if (threadIdx.x + k * blockDim.x < nvec)
-                bk__unpack_add(acc[k], v[n][k]);
-}
+/* ---------------------------------------------------------------- device helpers (IPC) */
 
 /* acc += every rank's row at vector offset off of its payload half (rank
  * order 0..world-1, two ranks per round trip), then the residual row. */
@@ -311,7 +166,6 @@ __global__ void bk_copy_kernel_impl(const uint4 *__restrict__ src, uint4 *__rest
 
 /* ---------------------------------------------------------------- launchers */
 
-
 /* Threads per row of the IPC kernels: 256, or 512 above hidden 8192 so that
  * no thread holds more than 4 vectors (8 would spill under the 128-register
  * cap). */
@@ -321,69 +175,27 @@ static int bk__default_threads(int64_t hidden)
 }
 
 /* The residual + RMSNorm kernel's launch, from bench_rmsnorm --sweep on an
- * H200 (docs/bench/cuda.md, 2026-12-02): 512 threads per row at every
- * measured shape; evict-first hints from 64 tokens at hidden <= 4096 and
- * from 16 to 2048 tokens above (the best configuration at 59 of 60 shapes). */
-static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, int *threads, int *stream_hint)
+ * H200 (docs/bench/cuda.md, 2026-12-02): the row kernel with 512 threads per
+ * row at every measured shape; evict-first hints from 64 tokens at hidden <=
+ * 4096 and from 16 to 2048 tokens above (the best configuration at 59 of 60
+ * shapes). The pipelined kernel (BK_RMSNORM_PIPE) is not picked until it has
+ * been measured (docs/bench/rmsnorm-pipe.md): this is the one place to switch. */
+static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *cfg)
 {
-    *threads = BK_MAX_ROW_THREADS;
-    *stream_hint = hidden <= 4096 ? tokens >= 64 : (tokens >= 16 && tokens <= 2048);
+    cfg->kernel = BK_RMSNORM_ROW;
+    cfg->threads = BK_MAX_ROW_THREADS;
+    cfg->stream_hint = hidden <= 4096 ? tokens >= 64 : (tokens >= 16 && tokens <= 2048);
+    cfg->stages = 0;
+    cfg->blocks_per_sm = 0;
 }
 
-/* Vectors per thread and threads per block for a row of `hidden`: about
- * `target` threads, each holding up to BK_MAX_VPT vectors. */
-static void bk__row_config(int64_t hidden, int target, int *vpt, int *threads)
-{
-    const int nvec = (int)(hidden / 8);
-    int k = (nvec + target - 1) / target;
-    if (k < 1)
-        k = 1;
-    int t = (nvec + k - 1) / k;
-    *vpt = k;
-    *threads = (t + 31) / 32 * 32;
-}
-
-static bk_status bk__check_row(const char *what, int64_t tokens, int64_t hidden, bk_err *err)
-{
-    if (hidden <= 0 || hidden % 8 != 0 || hidden > 8 * BK_MAX_VPT * BK_ROW_THREADS)
-        return BK_FAIL(err, BK_ERR_INPUT, "%s: hidden %lld must be a positive multiple of 8 "
-                       "up to %d", what, (long long)hidden, 8 * BK_MAX_VPT * BK_ROW_THREADS);
-    if (tokens < 0 || tokens > 0x7fffffff)
-        return BK_FAIL(err, BK_ERR_INPUT, "%s: tokens %lld out of range", what,
-                       (long long)tokens);
-    return BK_OK;
-}
-
-static bk_status bk__launched(const char *what, bk_err *err)
-{
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return BK_FAIL(err, BK_ERR_SYSTEM, "%s launch: %s", what, cudaGetErrorString(e));
-    return BK_OK;
-}
-
-#define BK_VPT_SWITCH(vpt, LAUNCH) \
-    switch (vpt) {                 \
-    case 1: LAUNCH(1); break;      \
-    case 2: LAUNCH(2); break;      \
-    case 3: LAUNCH(3); break;      \
-    case 4: LAUNCH(4); break;      \
-    case 5: LAUNCH(5); break;      \
-    case 6: LAUNCH(6); break;      \
-    case 7: LAUNCH(7); break;      \
-    default: LAUNCH(8); break;     \
-    }
-
-extern "C" bk_status bk_residual_rmsnorm_tuned(const void *sum, const void *residual,
-                                               const void *gamma, void *residual_out, void *out,
-                                               int64_t tokens, int64_t hidden, float eps,
-                                               int row_threads, int stream_hint, void *stream,
-                                               bk_err *err)
+/* The row kernel: one block per row (grid-stride past 4 x 65535 rows). */
+static bk_status bk__rmsnorm_row(const void *sum, const void *residual, const void *gamma,
+                                 void *residual_out, void *out, int64_t tokens, int64_t hidden,
+                                 float eps, int row_threads, int stream_hint,
+                                 cudaStream_t stream, bk_err *err)
 {
     int vpt, threads;
-    bk_status st = bk__check_row("residual_rmsnorm", tokens, hidden, err);
-    if (st != BK_OK || tokens == 0)
-        return st;
     if (row_threads < 32 || row_threads > BK_MAX_ROW_THREADS)
         return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm: %d threads per row (32..%d)",
                        row_threads, BK_MAX_ROW_THREADS);
@@ -395,11 +207,11 @@ extern "C" bk_status bk_residual_rmsnorm_tuned(const void *sum, const void *resi
     const int grid = tokens < 65535 * 4 ? (int)tokens : 65535 * 4;
 #define L(K)                                                                               \
     if (stream_hint)                                                                       \
-        bk_residual_rmsnorm_kernel<K, true><<<grid, threads, 0, (cudaStream_t)stream>>>(   \
+        bk_residual_rmsnorm_kernel<K, true><<<grid, threads, 0, stream>>>(                 \
             (const uint4 *)sum, (const uint4 *)residual, (const uint4 *)gamma,             \
             (uint4 *)residual_out, (uint4 *)out, (int)tokens, (int)hidden, eps);           \
     else                                                                                   \
-        bk_residual_rmsnorm_kernel<K, false><<<grid, threads, 0, (cudaStream_t)stream>>>(  \
+        bk_residual_rmsnorm_kernel<K, false><<<grid, threads, 0, stream>>>(                \
             (const uint4 *)sum, (const uint4 *)residual, (const uint4 *)gamma,             \
             (uint4 *)residual_out, (uint4 *)out, (int)tokens, (int)hidden, eps)
     BK_VPT_SWITCH(vpt, L);
@@ -407,15 +219,46 @@ extern "C" bk_status bk_residual_rmsnorm_tuned(const void *sum, const void *resi
     return bk__launched("bk_residual_rmsnorm_kernel", err);
 }
 
+extern "C" bk_status bk_residual_rmsnorm_config(const void *sum, const void *residual,
+                                                const void *gamma, void *residual_out,
+                                                void *out, int64_t tokens, int64_t hidden,
+                                                float eps, const bk_rmsnorm_cfg *cfg,
+                                                void *stream, bk_err *err)
+{
+    bk_status st = bk__check_row("residual_rmsnorm", tokens, hidden, err);
+    if (st != BK_OK || tokens == 0)
+        return st;
+    switch (cfg->kernel) {
+    case BK_RMSNORM_ROW:
+        return bk__rmsnorm_row(sum, residual, gamma, residual_out, out, tokens, hidden, eps,
+                               cfg->threads, cfg->stream_hint, (cudaStream_t)stream, err);
+    case BK_RMSNORM_PIPE:
+        return bk__rmsnorm_pipe(sum, residual, gamma, residual_out, out, tokens, hidden, eps,
+                                cfg, (cudaStream_t)stream, err);
+    }
+    return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm: unknown kernel %d", (int)cfg->kernel);
+}
+
+extern "C" bk_status bk_residual_rmsnorm_tuned(const void *sum, const void *residual,
+                                               const void *gamma, void *residual_out, void *out,
+                                               int64_t tokens, int64_t hidden, float eps,
+                                               int row_threads, int stream_hint, void *stream,
+                                               bk_err *err)
+{
+    const bk_rmsnorm_cfg cfg = {BK_RMSNORM_ROW, row_threads, stream_hint, 0, 0};
+    return bk_residual_rmsnorm_config(sum, residual, gamma, residual_out, out, tokens, hidden,
+                                      eps, &cfg, stream, err);
+}
+
 extern "C" bk_status bk_residual_rmsnorm(const void *sum, const void *residual,
                                          const void *gamma, void *residual_out, void *out,
                                          int64_t tokens, int64_t hidden, float eps,
                                          void *stream, bk_err *err)
 {
-    int threads, hint;
-    bk__rmsnorm_launch(tokens, hidden, &threads, &hint);
-    return bk_residual_rmsnorm_tuned(sum, residual, gamma, residual_out, out, tokens, hidden,
-                                     eps, threads, hint, stream, err);
+    bk_rmsnorm_cfg cfg;
+    bk__rmsnorm_launch(tokens, hidden, &cfg);
+    return bk_residual_rmsnorm_config(sum, residual, gamma, residual_out, out, tokens, hidden,
+                                      eps, &cfg, stream, err);
 }
 
 extern "C" size_t bk_ar_rmsnorm_cuda_peer_bytes(int64_t tokens, int64_t hidden)

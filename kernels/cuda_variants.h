@@ -50,9 +50,34 @@ bk_status bk_residual_rmsnorm(const void *sum, const void *residual, const void 
                               void *residual_out, void *out, int64_t tokens, int64_t hidden,
                               float eps, void *stream, bk_err *err);
 
-/* The same with the launch configuration open (benchmark sweeps): about
- * row_threads threads per row (32..512), stream_hint 1 = evict-first loads
- * and stores. */
+/* A launch configuration of the residual + RMSNorm kernels (benchmark sweeps).
+ * ROW: one block per row, the row loaded straight into registers.
+ * PIPE: a persistent grid (blocks_per_sm x SMs blocks, at most one per row),
+ * each block walking rows blockIdx.x, +grid, ...; both input rows of the next
+ * `stages` rows are brought into shared memory by TMA bulk copies while the
+ * current row is reduced and stored (kernels/ar_rmsnorm_pipe.cu; sm_90). */
+typedef enum bk_rmsnorm_kernel { BK_RMSNORM_ROW = 0, BK_RMSNORM_PIPE = 1 } bk_rmsnorm_kernel;
+typedef struct bk_rmsnorm_cfg {
+    bk_rmsnorm_kernel kernel;
+    int threads;       /* about this many threads per row: ROW 32..512, PIPE 32..1024 */
+    int stream_hint;   /* 1: evict-first stores, and loads (ROW) or L2 evict-first bulk
+                        * copies (PIPE) */
+    int stages;        /* PIPE: rows in flight per block, 1..4; 0 = the most that fit in
+                        * about 100 KB of shared memory (at least 2) */
+    int blocks_per_sm; /* PIPE: grid = min(tokens, blocks_per_sm x SMs), 1..8; 0 = as many
+                        * as the occupancy calculator says fit */
+} bk_rmsnorm_cfg;
+
+/* The same with the launch configuration open. Errors (BK_ERR_INPUT) for a
+ * configuration the shape cannot use, and for PIPE with a pointer that is not
+ * 16-byte aligned; BK_ERR_UNSUPPORTED for PIPE on a device below sm_90. */
+bk_status bk_residual_rmsnorm_config(const void *sum, const void *residual, const void *gamma,
+                                     void *residual_out, void *out, int64_t tokens,
+                                     int64_t hidden, float eps, const bk_rmsnorm_cfg *cfg,
+                                     void *stream, bk_err *err);
+
+/* bk_residual_rmsnorm_config with the ROW kernel: about row_threads threads
+ * per row (32..512), stream_hint 1 = evict-first loads and stores. */
 bk_status bk_residual_rmsnorm_tuned(const void *sum, const void *residual, const void *gamma,
                                     void *residual_out, void *out, int64_t tokens,
                                     int64_t hidden, float eps, int row_threads, int stream_hint,

@@ -1,19 +1,25 @@
 /* bench_rmsnorm.cu - times the residual + RMSNorm kernel (the incumbent's epilogue) in graph
  * mode over tokens x hidden, as a share of an SM copy kernel's bandwidth on the same card.
  *
- *   bench_rmsnorm [--csv FILE] [--step N] [--sweep]
+ *   bench_rmsnorm [--csv FILE] [--step N] [--sweep] [--hot]
  *     --step N   tokens 1, N, N^2, ... 16384 (default N = 2)
- *     --sweep    also time every launch configuration (128/256/512 threads per row, with and
- *                without evict-first hints; each checked against float64 first) and print the
- *                best beside the default
+ *     --sweep    also time every launch configuration and print the best beside the default:
+ *                the row kernel at 128/256/512 threads per row, with and without evict-first
+ *                hints; from 64 tokens also the pipelined kernel (kernels/ar_rmsnorm_pipe.cu)
+ *                at about 256/512/1024 threads per row (duplicates skipped), with and without
+ *                hints, automatic stages and blocks per SM. Each configuration's outputs are
+ *                checked against float64 before it is timed.
+ *     --hot      one input set (L2-resident inputs, like the epilogue right after the
+ *                allreduce wrote x) instead of the rotated cold sets
  *
  * Method: each shape gets enough rotated input sets that their inputs exceed three L2s
- * (2..32 sets); one CUDA graph holds CALLS back-to-back launches cycling through the sets;
- * the graph is replayed REPLAYS times, each replay timed with events; the per-call time is
+ * (2..32 sets; 1 with --hot); one CUDA graph holds CALLS back-to-back launches cycling
+ * through the sets; the graph is replayed REPLAYS times, each replay timed with events; the per-call time is
  * the median replay time / CALLS. Bytes moved per call: read x, residual (T x H bf16 each)
  * and gamma (H), write residual_out and out (T x H each). The copy kernel's bandwidth counts
  * bytes read + written of a 2 GiB copy (median of 20). Outputs are checked against a float64
- * reference on one set of every shape before timing. */
+ * reference on one set of every shape before timing (the reference is computed once per
+ * shape). */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -26,6 +32,7 @@
 #define CALLS 64
 #define REPLAYS 20
 #define MAX_SETS 32
+#define PIPE_MIN_TOKENS 64 /* the sweep times the pipelined kernel from here */
 
 #define CK(call)                                                                          \
     do {                                                                                  \
@@ -139,15 +146,11 @@ static double copy_bandwidth(cudaStream_t st)
     return 2.0 * bytes / (median(t, 20) * 1e-3);
 }
 
-/* Check set 0's outputs against float64 (worst error / (1e-3 + 8e-3 |ref|)). */
-static double check(const uint16_t *x, const uint16_t *res, const uint16_t *g, const void *d_ro,
-                    const void *d_out, int64_t T, int64_t H)
+/* The float64 reference of one input set, stored as float (its rounding, 6e-8 relative,
+ * is far inside the tolerance): residual_out's exact s and out. */
+static void reference(const uint16_t *x, const uint16_t *res, const uint16_t *g, float *ref_ro,
+                      float *ref_out, int64_t T, int64_t H)
 {
-    size_t n = (size_t)T * H;
-    uint16_t *ro = (uint16_t *)malloc(n * 2), *out = (uint16_t *)malloc(n * 2);
-    double worst = 0;
-    CK(cudaMemcpy(ro, d_ro, n * 2, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(out, d_out, n * 2, cudaMemcpyDeviceToHost));
     for (int64_t t = 0; t < T; t++) {
         double ss = 0;
         for (int64_t h = 0; h < H; h++) {
@@ -158,24 +161,71 @@ static double check(const uint16_t *x, const uint16_t *res, const uint16_t *g, c
         double inv = 1.0 / sqrt(ss / H + 1e-6);
         for (int64_t h = 0; h < H; h++) {
             double s = (double)from_bf16(x[t * H + h]) + from_bf16(res[t * H + h]);
-            double y = from_bf16(to_bf16((float)s)) * inv * from_bf16(g[h]);
-            double e1 = fabs(from_bf16(ro[t * H + h]) - s) / (1e-3 + 8e-3 * fabs(s));
-            double e2 = fabs(from_bf16(out[t * H + h]) - y) / (1e-3 + 8e-3 * fabs(y));
-            if (!(e1 <= worst))
-                worst = isnan(e1) ? INFINITY : e1;
-            if (!(e2 <= worst))
-                worst = isnan(e2) ? INFINITY : e2;
+            ref_ro[t * H + h] = (float)s;
+            ref_out[t * H + h] = (float)(from_bf16(to_bf16((float)s)) * inv * from_bf16(g[h]));
         }
+    }
+}
+
+/* Check one set's outputs against its reference (worst error / (1e-3 + 8e-3 |ref|); > 1 is
+ * wrong; a NaN, e.g. an output never written over its 0xFFFF poison, is infinitely wrong). */
+static double check(const float *ref_ro, const float *ref_out, const void *d_ro,
+                    const void *d_out, int64_t T, int64_t H)
+{
+    size_t n = (size_t)T * H;
+    uint16_t *ro = (uint16_t *)malloc(n * 2), *out = (uint16_t *)malloc(n * 2);
+    double worst = 0;
+    CK(cudaMemcpy(ro, d_ro, n * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(out, d_out, n * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) {
+        double s = ref_ro[i], y = ref_out[i];
+        double e1 = fabs(from_bf16(ro[i]) - s) / (1e-3 + 8e-3 * fabs(s));
+        double e2 = fabs(from_bf16(out[i]) - y) / (1e-3 + 8e-3 * fabs(y));
+        if (!(e1 <= worst))
+            worst = isnan(e1) ? INFINITY : e1;
+        if (!(e2 <= worst))
+            worst = isnan(e2) ? INFINITY : e2;
     }
     free(ro);
     free(out);
     return worst;
 }
 
+/* The sweep's configurations: the row kernel's 6, then the pipelined kernel's. */
+static const bk_rmsnorm_cfg k_sweep[] = {
+    {BK_RMSNORM_ROW, 128, 0, 0, 0},   {BK_RMSNORM_ROW, 128, 1, 0, 0},
+    {BK_RMSNORM_ROW, 256, 0, 0, 0},   {BK_RMSNORM_ROW, 256, 1, 0, 0},
+    {BK_RMSNORM_ROW, 512, 0, 0, 0},   {BK_RMSNORM_ROW, 512, 1, 0, 0},
+    {BK_RMSNORM_PIPE, 256, 0, 0, 0},  {BK_RMSNORM_PIPE, 256, 1, 0, 0},
+    {BK_RMSNORM_PIPE, 512, 0, 0, 0},  {BK_RMSNORM_PIPE, 512, 1, 0, 0},
+    {BK_RMSNORM_PIPE, 1024, 0, 0, 0}, {BK_RMSNORM_PIPE, 1024, 1, 0, 0},
+};
+#define NSWEEP (int)(sizeof k_sweep / sizeof k_sweep[0])
+
+/* Threads per block a configuration runs with at hidden H (bk__row_config's rule); 0 when
+ * it cannot run there (more than 8 vectors per thread; PIPE above 512 threads: more than
+ * 2). */
+static int cfg_threads(const bk_rmsnorm_cfg *c, int64_t H)
+{
+    const int nvec = (int)(H / 8);
+    int k = (nvec + c->threads - 1) / c->threads;
+    k = k < 1 ? 1 : k;
+    const int t = ((nvec + k - 1) / k + 31) / 32 * 32;
+    if (k > 8 || (c->kernel == BK_RMSNORM_PIPE && t > 512 && k > 2))
+        return 0;
+    return t;
+}
+
+static void cfg_name(const bk_rmsnorm_cfg *c, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s%d%s", c->kernel == BK_RMSNORM_PIPE ? "p" : "", c->threads,
+             c->stream_hint ? "cs" : "");
+}
+
 int main(int argc, char **argv)
 {
     const char *csv_path = NULL;
-    int step = 2, sweep = 0;
+    int step = 2, sweep = 0, hot = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--csv") && i + 1 < argc)
             csv_path = argv[++i];
@@ -183,8 +233,10 @@ int main(int argc, char **argv)
             step = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--sweep"))
             sweep = 1;
+        else if (!strcmp(argv[i], "--hot"))
+            hot = 1;
         else {
-            fprintf(stderr, "usage: %s [--csv FILE] [--step N] [--sweep]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--csv FILE] [--step N] [--sweep] [--hot]\n", argv[0]);
             return 2;
         }
     }
@@ -201,10 +253,14 @@ int main(int argc, char **argv)
     FILE *csv = csv_path ? fopen(csv_path, "w") : NULL;
     printf("device: %s, %d SMs, L2 %d MiB; copy kernel %.0f GB/s (read + write)\n", prop.name,
            prop.multiProcessorCount, prop.l2CacheSize >> 20, copy_bw / 1e9);
+    printf("mode: %s\n", hot ? "hot (one input set, L2-resident)"
+                             : "cold (rotated input sets, over 3 x L2)");
     if (csv)
-        fprintf(csv, "hidden,tokens,bytes,us,gbps,copy_share,copy_gbps,best_us,best_cfg\n");
-    printf("%6s %6s %12s %9s %8s %7s %9s %9s\n", "hidden", "tokens", "bytes", "us", "GB/s",
-           "%copy", "best us", "best cfg");
+        fprintf(csv, "hidden,tokens,bytes,us,gbps,copy_share,copy_gbps,best_us,best_cfg,"
+                     "pipe_us,pipe_cfg,mode\n");
+    printf("%6s %6s %12s %9s %8s %7s %9s %9s %9s %9s  [%s]\n", "hidden", "tokens", "bytes",
+           "us", "GB/s", "%copy", "best us", "best cfg", "pipe us", "pipe cfg",
+           hot ? "hot" : "cold");
     const int64_t hiddens[] = {4096, 6144, 7168, 8192};
     for (int hi = 0; hi < 4; hi++) {
         for (int64_t T = 1; T <= 16384; T *= step) {
@@ -212,9 +268,12 @@ int main(int argc, char **argv)
             const size_t tn = (size_t)T * H, in_bytes = 2 * tn * 2;
             int sets = (int)((3.0 * prop.l2CacheSize + in_bytes - 1) / in_bytes);
             sets = sets < 2 ? 2 : sets > MAX_SETS ? MAX_SETS : sets;
+            if (hot)
+                sets = 1;
             void *x[MAX_SETS], *res[MAX_SETS], *ro[MAX_SETS], *out[MAX_SETS], *g;
             uint16_t *hx = (uint16_t *)malloc(tn * 2), *hr = (uint16_t *)malloc(tn * 2),
                      *hg = (uint16_t *)malloc(H * 2);
+            float *ref_ro = (float *)malloc(tn * 4), *ref_out = (float *)malloc(tn * 4);
             CK(cudaMalloc(&g, H * 2));
             fill(hg, H, 7, 0.5f, 1.5f);
             CK(cudaMemcpy(g, hg, H * 2, cudaMemcpyHostToDevice));
@@ -234,7 +293,8 @@ int main(int argc, char **argv)
                     BK(bk_residual_rmsnorm(x[s], res[s], g, ro[s], out[s], T, H,
                                            BK_RMSNORM_EPS, st, &e_));
                     CK(cudaStreamSynchronize(st));
-                    double w = check(hx, hr, hg, ro[s], out[s], T, H);
+                    reference(hx, hr, hg, ref_ro, ref_out, T, H);
+                    double w = check(ref_ro, ref_out, ro[s], out[s], T, H);
                     if (w > 1.0) {
                         fprintf(stderr, "WRONG: %lld x %lld off the reference (%.3g)\n",
                                 (long long)T, (long long)H, w);
@@ -247,41 +307,60 @@ int main(int argc, char **argv)
                 BK(bk_residual_rmsnorm(x[s], res[s], g, ro[s], out[s], T, H, BK_RMSNORM_EPS, st,
                                        &e_));
             });
-            double best = us;
-            char best_cfg[32] = "default";
-            for (int cfg = 0; sweep && cfg < 6; cfg++) {
-                const int threads = 128 << (cfg / 2), hint = cfg % 2;
-                if ((H / 8 + threads - 1) / threads > 8)
-                    continue; /* more than 8 vectors per thread */
-                const int last = sets - 1; /* hx, hr hold its inputs */
+            double best = us, pbest = INFINITY;
+            char best_cfg[32] = "default", pbest_cfg[32] = "-";
+            int seen[NSWEEP] = {0}; /* threads each configuration ran with */
+            for (int c = 0; sweep && c < NSWEEP; c++) {
+                const bk_rmsnorm_cfg *cfg = &k_sweep[c];
+                const int pipe = cfg->kernel == BK_RMSNORM_PIPE;
+                char name[32];
+                int dup = 0;
+                seen[c] = cfg_threads(cfg, H);
+                for (int d = 0; d < c; d++)
+                    dup |= k_sweep[d].kernel == cfg->kernel &&
+                           k_sweep[d].stream_hint == cfg->stream_hint && seen[d] == seen[c];
+                if (seen[c] == 0 || dup || (pipe && T < PIPE_MIN_TOKENS))
+                    continue;
+                cfg_name(cfg, name, sizeof name);
+                const int last = sets - 1; /* ref_ro, ref_out hold its reference */
                 CK(cudaMemsetAsync(ro[last], 0xFF, tn * 2, st));
                 CK(cudaMemsetAsync(out[last], 0xFF, tn * 2, st));
-                BK(bk_residual_rmsnorm_tuned(x[last], res[last], g, ro[last], out[last], T, H,
-                                             BK_RMSNORM_EPS, threads, hint, st, &e_));
+                BK(bk_residual_rmsnorm_config(x[last], res[last], g, ro[last], out[last], T, H,
+                                              BK_RMSNORM_EPS, cfg, st, &e_));
                 CK(cudaStreamSynchronize(st));
-                if (check(hx, hr, hg, ro[last], out[last], T, H) > 1.0) {
-                    fprintf(stderr, "WRONG: %lld x %lld, %d threads%s, off the reference\n",
-                            (long long)T, (long long)H, threads, hint ? " cs" : "");
+                if (check(ref_ro, ref_out, ro[last], out[last], T, H) > 1.0) {
+                    fprintf(stderr, "WRONG: %lld x %lld, %s, off the reference\n",
+                            (long long)T, (long long)H, name);
                     return 1;
                 }
                 double u = time_graph(st, [&](int i) {
                     const int s = i % sets;
-                    BK(bk_residual_rmsnorm_tuned(x[s], res[s], g, ro[s], out[s], T, H,
-                                                 BK_RMSNORM_EPS, threads, hint, st, &e_));
+                    BK(bk_residual_rmsnorm_config(x[s], res[s], g, ro[s], out[s], T, H,
+                                                  BK_RMSNORM_EPS, cfg, st, &e_));
                 });
-                if (u < best) {
+                if (!pipe && u < best) {
                     best = u;
-                    snprintf(best_cfg, sizeof(best_cfg), "%d%s", threads, hint ? "cs" : "");
+                    snprintf(best_cfg, sizeof(best_cfg), "%s", name);
+                } else if (pipe && u < pbest) {
+                    pbest = u;
+                    snprintf(pbest_cfg, sizeof(pbest_cfg), "%s", name);
                 }
             }
             const double bytes = (4.0 * tn + H) * 2;
             const double bw = bytes / (us * 1e-6);
-            printf("%6lld %6lld %12.0f %9.2f %8.0f %6.1f%% %9.2f %9s\n", (long long)H,
-                   (long long)T, bytes, us, bw / 1e9, 100 * bw / copy_bw, best, best_cfg);
+            char pbest_us[32] = "-", pbest_csv[32] = "";
+            if (pbest < INFINITY) {
+                snprintf(pbest_us, sizeof pbest_us, "%.2f", pbest);
+                snprintf(pbest_csv, sizeof pbest_csv, "%.3f", pbest);
+            }
+            printf("%6lld %6lld %12.0f %9.2f %8.0f %6.1f%% %9.2f %9s %9.9s %9s\n",
+                   (long long)H, (long long)T, bytes, us, bw / 1e9, 100 * bw / copy_bw, best,
+                   best_cfg, pbest_us, pbest_cfg);
             if (csv)
-                fprintf(csv, "%lld,%lld,%.0f,%.3f,%.1f,%.4f,%.1f,%.3f,%s\n", (long long)H,
-                        (long long)T, bytes, us, bw / 1e9, bw / copy_bw, copy_bw / 1e9, best,
-                        best_cfg);
+                fprintf(csv, "%lld,%lld,%.0f,%.3f,%.1f,%.4f,%.1f,%.3f,%s,%s,%s,%s\n",
+                        (long long)H, (long long)T, bytes, us, bw / 1e9, bw / copy_bw,
+                        copy_bw / 1e9, best, best_cfg, pbest_csv,
+                        pbest < INFINITY ? pbest_cfg : "", hot ? "hot" : "cold");
             for (int s = 0; s < sets; s++) {
                 CK(cudaFree(x[s]));
                 CK(cudaFree(res[s]));
@@ -292,6 +371,8 @@ int main(int argc, char **argv)
             free(hx);
             free(hr);
             free(hg);
+            free(ref_ro);
+            free(ref_out);
         }
     }
     if (csv)

@@ -1,0 +1,233 @@
+/* ar_rmsnorm_dev.cuh - the pieces the residual + RMSNorm kernel files share
+ * (kernels/ar_rmsnorm.cu, kernels/ar_rmsnorm_pipe.cu): 16-byte bf16 vector math, the block
+ * reduction, the epilogue, the row configuration and the host-side checks. Include from .cu
+ * files only. */
+#ifndef BK_AR_RMSNORM_DEV_CUH
+#define BK_AR_RMSNORM_DEV_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "kernels/cuda_variants.h"
+
+#define BK_MAX_VPT 8  /* 16-byte vectors per thread: 8 x 8 x 256 threads = 16384 */
+#define BK_ROW_THREADS 256      /* default threads per row */
+#define BK_MAX_ROW_THREADS 512  /* the tuning sweep goes up to here */
+
+/* ---------------------------------------------------------------- device helpers */
+
+__device__ __forceinline__ void bk__unpack_add(float *acc, uint4 v)
+{
+    const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&v);
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        float2 f = __bfloat1622float2(h[j]);
+        acc[2 * j] += f.x;
+        acc[2 * j + 1] += f.y;
+    }
+}
+
+__device__ __forceinline__ uint4 bk__pack(const float *f)
+{
+    uint4 v;
+    __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&v);
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        h[j] = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
+    return v;
+}
+
+__device__ __forceinline__ float bk__warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Sum over the block, the same order on every rank (bitwise reproducible). */
+__device__ __forceinline__ float bk__block_sum(float v)
+{
+    __shared__ float part[32];
+    __shared__ float total;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    v = bk__warp_sum(v);
+    if (lane == 0)
+        part[w] = v;
+    __syncthreads();
+    if (w == 0) {
+        float t = lane < (int)(blockDim.x >> 5) ? part[lane] : 0.f;
+        t = bk__warp_sum(t);
+        if (lane == 0)
+            total = t;
+    }
+    __syncthreads();
+    return total;
+}
+
+/* Load this thread's gamma vectors early (before the row's reduction), so
+ * their latency overlaps the row loads instead of following them. */
+template <int VPT>
+__device__ __forceinline__ void bk__load_gamma(uint4 (&gv)[VPT], const uint4 *__restrict__ gamma,
+                                               int nvec)
+{
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i < nvec)
+            gv[k] = __ldg(gamma + i);
+    }
+}
+
+/* Round acc (s, fp32) to bf16 in place (r = residual_out as stored) and return
+ * this thread's sum of r^2. */
+template <int VPT>
+__device__ __forceinline__ float bk__round_sumsq(float (&acc)[VPT][8])
+{
+    float ss = 0.f;
+#pragma unroll
+    for (int k = 0; k < VPT; k++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            acc[k][j] = __bfloat162float(__float2bfloat16_rn(acc[k][j]));
+            ss += acc[k][j] * acc[k][j];
+        }
+    return ss;
+}
+
+/* acc holds r (rounded): store residual_out = r and out = bf16(r * inv * gamma)
+ * at vector offset `off` of every destination pair (ndst of them). STREAM:
+ * evict-first stores. */
+template <int VPT, bool STREAM>
+__device__ __forceinline__ void bk__store_norm(const float (&acc)[VPT][8], int nvec, float inv,
+                                               const uint4 (&gv)[VPT], uint4 *const *ro,
+                                               uint4 *const *o, int ndst, size_t off)
+{
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i < nvec) {
+            float g[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            bk__unpack_add(g, gv[k]);
+            const uint4 r = bk__pack(acc[k]);
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                g[j] = acc[k][j] * inv * g[j];
+            const uint4 y = bk__pack(g);
+            for (int d = 0; d < ndst; d++) {
+                if (STREAM) {
+                    __stcs(ro[d] + off + i, r);
+                    __stcs(o[d] + off + i, y);
+                } else {
+                    ro[d][off + i] = r;
+                    o[d][off + i] = y;
+                }
+            }
+        }
+    }
+}
+
+/* acc holds s (fp32) for this thread's vectors of one row; store
+ * residual_out = bf16(s) and out = bf16(r * inv_rms(r) * gamma), where r is
+ * residual_out as stored (the target's definition, kernels/ar_rmsnorm.c), at
+ * vector offset `off` of every destination pair (ndst of them). */
+template <int VPT, bool STREAM = false>
+__device__ __forceinline__ void bk__epilogue(float (&acc)[VPT][8], int nvec, int hidden,
+                                             const uint4 (&gv)[VPT], float eps,
+                                             uint4 *const *ro, uint4 *const *o, int ndst,
+                                             size_t off)
+{
+    const float inv = rsqrtf(bk__block_sum(bk__round_sumsq(acc)) / (float)hidden + eps);
+    bk__store_norm<VPT, STREAM>(acc, nvec, inv, gv, ro, o, ndst, off);
+}
+
+template <int VPT>
+__device__ __forceinline__ void bk__zero(float (&acc)[VPT][8])
+{
+#pragma unroll
+    for (int k = 0; k < VPT; k++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            acc[k][j] = 0.f;
+}
+
+/* acc += N bf16 rows, in order rows[0], rows[1], ... (the fp32 sum order is
+ * part of the result). Every load of the N rows is issued before the first
+ * use, unconditionally (an index past the row reads vector 0 and is then
+ * ignored), so one memory round trip serves them all. CG reads through L2
+ * only (peer memory); CS streams (evict first). */
+template <int VPT, int N, bool CG, bool CS = false>
+__device__ __forceinline__ void bk__add_rows(float (&acc)[VPT][8], const uint4 *const (&rows)[N],
+                                             int nvec)
+{
+    uint4 v[N][VPT];
+#pragma unroll
+    for (int n = 0; n < N; n++)
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            const int i = threadIdx.x + k * blockDim.x;
+            const uint4 *a = rows[n] + (i < nvec ? i : 0);
+            v[n][k] = CG ? __ldcg(a) : CS ? __ldcs(a) : *a;
+        }
+#pragma unroll
+    for (int n = 0; n < N; n++)
+#pragma unroll
+        for (int k = 0; k < VPT; k++)
+            if (threadIdx.x + k * blockDim.x < nvec)
+                bk__unpack_add(acc[k], v[n][k]);
+}
+/* ---------------------------------------------------------------- host helpers */
+
+/* Vectors per thread and threads per block for a row of `hidden`: about
+ * `target` threads, each holding up to BK_MAX_VPT vectors. */
+static inline void bk__row_config(int64_t hidden, int target, int *vpt, int *threads)
+{
+    const int nvec = (int)(hidden / 8);
+    int k = (nvec + target - 1) / target;
+    if (k < 1)
+        k = 1;
+    int t = (nvec + k - 1) / k;
+    *vpt = k;
+    *threads = (t + 31) / 32 * 32;
+}
+
+static inline bk_status bk__check_row(const char *what, int64_t tokens, int64_t hidden, bk_err *err)
+{
+    if (hidden <= 0 || hidden % 8 != 0 || hidden > 8 * BK_MAX_VPT * BK_ROW_THREADS)
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: hidden %lld must be a positive multiple of 8 "
+                       "up to %d", what, (long long)hidden, 8 * BK_MAX_VPT * BK_ROW_THREADS);
+    if (tokens < 0 || tokens > 0x7fffffff)
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: tokens %lld out of range", what,
+                       (long long)tokens);
+    return BK_OK;
+}
+
+static inline bk_status bk__launched(const char *what, bk_err *err)
+{
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "%s launch: %s", what, cudaGetErrorString(e));
+    return BK_OK;
+}
+
+#define BK_VPT_SWITCH(vpt, LAUNCH) \
+    switch (vpt) {                 \
+    case 1: LAUNCH(1); break;      \
+    case 2: LAUNCH(2); break;      \
+    case 3: LAUNCH(3); break;      \
+    case 4: LAUNCH(4); break;      \
+    case 5: LAUNCH(5); break;      \
+    case 6: LAUNCH(6); break;      \
+    case 7: LAUNCH(7); break;      \
+    default: LAUNCH(8); break;     \
+    }
+
+
+/* The pipelined kernel's launcher (kernels/ar_rmsnorm_pipe.cu); cfg->kernel is
+ * BK_RMSNORM_PIPE; arguments as bk_residual_rmsnorm_config. */
+bk_status bk__rmsnorm_pipe(const void *sum, const void *residual, const void *gamma,
+                           void *residual_out, void *out, int64_t tokens, int64_t hidden,
+                           float eps, const bk_rmsnorm_cfg *cfg, cudaStream_t stream,
+                           bk_err *err);
+
+#endif

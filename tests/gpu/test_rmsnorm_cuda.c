@@ -1,0 +1,436 @@
+/* test_rmsnorm_cuda.c - every launch configuration of both residual + RMSNorm kernels (the
+ * row kernel and the persistent TMA-pipelined one, kernels/ar_rmsnorm*.cu) at awkward shapes
+ * against a float64 reference: outputs poisoned (bf16 NaN) first so a row or vector never
+ * written fails, every row scaled differently so a row normalised with another row's sum of
+ * squares fails, inputs unchanged afterwards, residual_out bitwise equal across all
+ * configurations, the pipelined kernel bitwise equal to the row kernel at the same threads
+ * per block, in place (sum == residual_out, how the incumbent calls it) and as a captured
+ * graph; configurations a shape cannot take are refused with BK_ERR_INPUT. Exit 77 (skipped)
+ * without a usable GPU. */
+#ifndef BK_HAVE_CUDA
+#include <stdio.h>
+int main(void)
+{
+    printf("test_rmsnorm_cuda: SKIP: built without the cuda backend\n");
+    return 77;
+}
+#else
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/bf16.h"
+#include "kernels/cuda_variants.h"
+
+#define CK(call) assert_int_equal((int)(call), (int)cudaSuccess)
+#define ATOL 1e-3
+#define RTOL 8e-3 /* one bf16 rounding of an fp32 result, plus fp32 sum order */
+#define BIG_ELEMS (8u << 20) /* above this many elements: the pruned configuration list */
+
+static uint64_t g_seed;
+static cudaStream_t g_stream;
+static int g_sm90;
+
+static const int64_t k_tokens[] = { 1, 3, 131, 1000, 5000 };
+static const int64_t k_hidden[] = { 8, 1024, 4104, 6144, 7168, 8192, 16384 };
+#define NT (int)(sizeof k_tokens / sizeof k_tokens[0])
+#define NH (int)(sizeof k_hidden / sizeof k_hidden[0])
+
+/* ---------------------------------------------------------------- configurations */
+
+#define MAX_CFGS 64
+
+/* Every configuration for a shape: the row kernel's full set; the pipelined kernel at
+ * every stage count (1..4, auto) x blocks per SM (auto, 1: many rows per block, the
+ * refill path) x 256/512/1024 threads, hints on at auto settings, and 32/128 threads.
+ * Shapes above BIG_ELEMS keep stages 2 and auto only. */
+static int make_cfgs(bk_rmsnorm_cfg *c, int64_t tokens, int64_t hidden)
+{
+    static const int row_threads[] = { 32, 128, 256, 512 };
+    static const int pipe_threads[] = { 256, 512, 1024 };
+    const int big = (uint64_t)tokens * (uint64_t)hidden > BIG_ELEMS;
+    int n = 0;
+    for (int t = 0; t < 4; t++)
+        for (int h = 0; h < 2; h++)
+            c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_ROW, row_threads[t], h, 0, 0 };
+    for (int t = 0; t < 3; t++) {
+        for (int s = 0; s <= 4; s++) {
+            if (big && s != 0 && s != 2)
+                continue;
+            for (int b = 0; b < 2; b++)
+                c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, pipe_threads[t], 0, s, b };
+        }
+        c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, pipe_threads[t], 1, 0, 0 };
+    }
+    c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, 32, 0, 2, 1 };
+    c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, 128, 1, 3, 2 };
+    assert_true(n <= MAX_CFGS);
+    return n;
+}
+
+/* Threads per block the launcher's rule gives (kernels/ar_rmsnorm_dev.cuh, bk__row_config),
+ * or 0 when the configuration cannot run at this hidden: more than 8 vectors per thread;
+ * the pipelined kernel above 512 threads with more than 2, or with more shared memory
+ * than an H100/H200 block may take (227 KB less the barriers' room). */
+static int expect_threads(const bk_rmsnorm_cfg *c, int64_t hidden)
+{
+    const int nvec = (int)(hidden / 8);
+    int k = (nvec + c->threads - 1) / c->threads;
+    k = k < 1 ? 1 : k;
+    const int t = ((nvec + k - 1) / k + 31) / 32 * 32;
+    if (k > 8)
+        return 0;
+    if (c->kernel == BK_RMSNORM_PIPE) {
+        if (t > 512 && k > 2)
+            return 0;
+        if (c->stages > 0 && 128 + (int64_t)c->stages * 4 * hidden > 227 * 1024 - 256)
+            return 0;
+    }
+    return t;
+}
+
+static void cfg_name(const bk_rmsnorm_cfg *c, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s threads %d hint %d stages %d blocks/SM %d",
+             c->kernel == BK_RMSNORM_PIPE ? "pipe" : "row", c->threads, c->stream_hint,
+             c->stages, c->blocks_per_sm);
+}
+
+/* ---------------------------------------------------------------- one shape */
+
+typedef struct shape_data {
+    int64_t tokens, hidden;
+    size_t n;
+    uint16_t *x, *res, *gamma; /* host inputs */
+    double *ref_ro, *ref_out;  /* float64 reference */
+    void *dx, *dres, *dgamma, *dro, *dout;
+    uint16_t *ro, *out;         /* host copies of the outputs of the last run */
+    uint16_t *canon_ro;         /* residual_out of the first configuration that ran */
+    uint16_t *canon_out[1025];  /* out of the first configuration per threads per block */
+} shape_data;
+
+static uint64_t rng(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* Inputs: uniform in [-1, 1] times a per-row scale (sum and residual scaled differently,
+ * 13 and 7 distinct scales), so no two nearby rows share a sum of squares. */
+static void shape_make(shape_data *d, int64_t tokens, int64_t hidden, uint64_t seed)
+{
+    memset(d, 0, sizeof *d);
+    d->tokens = tokens;
+    d->hidden = hidden;
+    d->n = (size_t)tokens * (size_t)hidden;
+    const size_t b = d->n * 2;
+    d->x = malloc(b);
+    d->res = malloc(b);
+    d->gamma = malloc((size_t)hidden * 2);
+    d->ro = malloc(b);
+    d->out = malloc(b);
+    d->ref_ro = malloc(d->n * sizeof(double));
+    d->ref_out = malloc(d->n * sizeof(double));
+    assert_true(d->x && d->res && d->gamma && d->ro && d->out && d->ref_ro && d->ref_out);
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int64_t t = 0; t < tokens; t++) {
+        const double sx = 0.25 * (1 + t % 13), sr = 0.5 * (1 + t % 7);
+        for (int64_t h = 0; h < hidden; h++) {
+            const double u = (double)(rng(&s) >> 11) / 9007199254740992.0 * 2 - 1;
+            const double v = (double)(rng(&s) >> 11) / 9007199254740992.0 * 2 - 1;
+            d->x[t * hidden + h] = bk_bf16_from_f32((float)(sx * u));
+            d->res[t * hidden + h] = bk_bf16_from_f32((float)(sr * v));
+        }
+    }
+    for (int64_t h = 0; h < hidden; h++)
+        d->gamma[h] = bk_bf16_from_f32((float)(0.5 + (double)(rng(&s) >> 11) / 9007199254740992.0));
+    for (int64_t t = 0; t < tokens; t++) {
+        double ss = 0;
+        for (int64_t h = 0; h < hidden; h++) {
+            const size_t i = (size_t)t * hidden + h;
+            const double sum = (double)bk_bf16_to_f32(d->x[i]) + bk_bf16_to_f32(d->res[i]);
+            /* the norm reads residual_out as stored: bf16 of the fp32 sum */
+            const double r = bk_bf16_to_f32(bk_bf16_from_f32((float)sum));
+            d->ref_ro[i] = sum;
+            ss += r * r;
+        }
+        const double inv = 1.0 / sqrt(ss / (double)hidden + (double)BK_RMSNORM_EPS);
+        for (int64_t h = 0; h < hidden; h++) {
+            const size_t i = (size_t)t * hidden + h;
+            const double r = bk_bf16_to_f32(bk_bf16_from_f32((float)d->ref_ro[i]));
+            d->ref_out[i] = r * inv * bk_bf16_to_f32(d->gamma[h]);
+        }
+    }
+    CK(cudaMalloc(&d->dx, b));
+    CK(cudaMalloc(&d->dres, b));
+    CK(cudaMalloc(&d->dgamma, (size_t)hidden * 2));
+    CK(cudaMalloc(&d->dro, b));
+    CK(cudaMalloc(&d->dout, b));
+    CK(cudaMemcpy(d->dx, d->x, b, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d->dres, d->res, b, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d->dgamma, d->gamma, (size_t)hidden * 2, cudaMemcpyHostToDevice));
+}
+
+static void shape_free(shape_data *d)
+{
+    free(d->x);
+    free(d->res);
+    free(d->gamma);
+    free(d->ro);
+    free(d->out);
+    free(d->ref_ro);
+    free(d->ref_out);
+    free(d->canon_ro);
+    for (int i = 0; i <= 1024; i++)
+        free(d->canon_out[i]);
+    (void)cudaFree(d->dx);
+    (void)cudaFree(d->dres);
+    (void)cudaFree(d->dgamma);
+    (void)cudaFree(d->dro);
+    (void)cudaFree(d->dout);
+}
+
+static void poison(shape_data *d)
+{
+    CK(cudaMemsetAsync(d->dro, 0xFF, d->n * 2, g_stream));
+    CK(cudaMemsetAsync(d->dout, 0xFF, d->n * 2, g_stream));
+}
+
+/* The last run's outputs against the float64 reference; fails naming the first bad
+ * element (a poisoned one reads as NaN). */
+static void check_ref(const shape_data *d, const uint16_t *ro, const uint16_t *out,
+                      const char *what)
+{
+    for (size_t i = 0; i < d->n; i++) {
+        const double a = bk_bf16_to_f32(ro[i]), b = bk_bf16_to_f32(out[i]);
+        const double ea = ATOL + RTOL * fabs(d->ref_ro[i]), eb = ATOL + RTOL * fabs(d->ref_out[i]);
+        if (!(fabs(a - d->ref_ro[i]) <= ea) || !(fabs(b - d->ref_out[i]) <= eb))
+            fail_msg("%s: T %lld H %lld row %zu col %zu: residual_out %g (ref %.9g), out %g "
+                     "(ref %.9g) (seed %llu)", what, (long long)d->tokens, (long long)d->hidden,
+                     i / (size_t)d->hidden, i % (size_t)d->hidden, a, d->ref_ro[i], b,
+                     d->ref_out[i], (unsigned long long)g_seed);
+    }
+}
+
+static void fetch(shape_data *d)
+{
+    CK(cudaStreamSynchronize(g_stream));
+    CK(cudaMemcpy(d->ro, d->dro, d->n * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(d->out, d->dout, d->n * 2, cudaMemcpyDeviceToHost));
+}
+
+/* The fetched outputs: residual_out bitwise equal to the first configuration's; out
+ * bitwise equal to the first configuration's at the same threads per block (same
+ * reduction order), the first of each checked against float64; a configuration that
+ * differs bitwise is reported and must still match float64. */
+static void judge(shape_data *d, int threads, const char *what)
+{
+    const size_t b = d->n * 2;
+    if (!d->canon_ro) {
+        check_ref(d, d->ro, d->out, what);
+        d->canon_ro = malloc(b);
+        assert_non_null(d->canon_ro);
+        memcpy(d->canon_ro, d->ro, b);
+    } else if (memcmp(d->canon_ro, d->ro, b) != 0) {
+        check_ref(d, d->ro, d->out, what);
+        fail_msg("%s: T %lld H %lld: residual_out differs bitwise from the first "
+                 "configuration's (an elementwise fp32 add + bf16 round must not)", what,
+                 (long long)d->tokens, (long long)d->hidden);
+    }
+    if (!d->canon_out[threads]) {
+        check_ref(d, d->ro, d->out, what);
+        d->canon_out[threads] = malloc(b);
+        assert_non_null(d->canon_out[threads]);
+        memcpy(d->canon_out[threads], d->out, b);
+    } else if (memcmp(d->canon_out[threads], d->out, b) != 0) {
+        check_ref(d, d->ro, d->out, what);
+        printf("  NOTE %s: T %lld H %lld: out within tolerance but not bitwise equal to the "
+               "first configuration at %d threads\n", what, (long long)d->tokens,
+               (long long)d->hidden, threads);
+    }
+}
+
+static bk_status run_cfg(shape_data *d, const void *sum, const bk_rmsnorm_cfg *c, bk_err *err)
+{
+    return bk_residual_rmsnorm_config(sum, d->dres, d->dgamma, d->dro, d->dout, d->tokens,
+                                      d->hidden, BK_RMSNORM_EPS, c, g_stream, err);
+}
+
+static void inputs_unchanged(shape_data *d)
+{
+    uint16_t *now = malloc(d->n * 2);
+    assert_non_null(now);
+    CK(cudaMemcpy(now, d->dx, d->n * 2, cudaMemcpyDeviceToHost));
+    if (memcmp(now, d->x, d->n * 2) != 0)
+        fail_msg("T %lld H %lld: input sum was modified", (long long)d->tokens,
+                 (long long)d->hidden);
+    CK(cudaMemcpy(now, d->dres, d->n * 2, cudaMemcpyDeviceToHost));
+    if (memcmp(now, d->res, d->n * 2) != 0)
+        fail_msg("T %lld H %lld: input residual was modified", (long long)d->tokens,
+                 (long long)d->hidden);
+    free(now);
+}
+
+static void run_shape(int64_t tokens, int64_t hidden, uint64_t seed)
+{
+    shape_data d;
+    bk_rmsnorm_cfg cfgs[MAX_CFGS];
+    char what[160];
+    int ran = 0, refused = 0;
+    shape_make(&d, tokens, hidden, seed);
+    const int n = make_cfgs(cfgs, tokens, hidden);
+    for (int i = 0; i < n; i++) {
+        bk_err err = { 0 };
+        const bk_rmsnorm_cfg *c = &cfgs[i];
+        const int want = expect_threads(c, hidden);
+        cfg_name(c, what, sizeof what);
+        if (c->kernel == BK_RMSNORM_PIPE && !g_sm90) {
+            assert_int_equal(run_cfg(&d, d.dx, c, &err), BK_ERR_UNSUPPORTED);
+            continue;
+        }
+        poison(&d);
+        bk_status st = run_cfg(&d, d.dx, c, &err);
+        if (want == 0) {
+            if (st != BK_ERR_INPUT)
+                fail_msg("%s: T %lld H %lld should be refused, got %d (%s)", what,
+                         (long long)tokens, (long long)hidden, (int)st, err.msg);
+            refused++;
+            continue;
+        }
+        if (st != BK_OK)
+            fail_msg("%s: T %lld H %lld: %s", what, (long long)tokens, (long long)hidden,
+                     err.msg);
+        fetch(&d);
+        judge(&d, want, what);
+        ran++;
+    }
+    inputs_unchanged(&d);
+    /* in place, as the incumbent calls it: sum is residual_out */
+    const bk_rmsnorm_cfg inplace[] = { { BK_RMSNORM_ROW, 512, 1, 0, 0 },
+                                       { BK_RMSNORM_PIPE, 512, 0, 2, 1 },
+                                       { BK_RMSNORM_PIPE, 256, 1, 0, 0 } };
+    for (int i = 0; i < 3 && (g_sm90 || i == 0); i++) {
+        bk_err err = { 0 };
+        const int want = expect_threads(&inplace[i], hidden);
+        if (want == 0)
+            continue;
+        cfg_name(&inplace[i], what, sizeof what);
+        strncat(what, " in place", sizeof what - strlen(what) - 1);
+        poison(&d);
+        CK(cudaMemcpyAsync(d.dro, d.dx, d.n * 2, cudaMemcpyDeviceToDevice, g_stream));
+        if (run_cfg(&d, d.dro, &inplace[i], &err) != BK_OK)
+            fail_msg("%s: %s", what, err.msg);
+        fetch(&d);
+        judge(&d, want, what);
+    }
+    inputs_unchanged(&d);
+    printf("  T %5lld H %5lld: %d configurations ran, %d refused as expected\n",
+           (long long)tokens, (long long)hidden, ran, refused);
+    shape_free(&d);
+}
+
+/* ---------------------------------------------------------------- tests */
+
+/* Runs first: a pipelined instantiation's very first call is inside a stream capture
+ * (its one-time shared-memory attribute and occupancy query happen during capture);
+ * the graph is replayed twice over poisoned outputs. */
+static void test_graph_first_call(void **st)
+{
+    (void)st;
+    if (!g_sm90)
+        skip();
+    shape_data d;
+    const bk_rmsnorm_cfg c = { BK_RMSNORM_PIPE, 1024, 1, 3, 0 };
+    bk_err err = { 0 };
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ex = NULL;
+    shape_make(&d, 1000, 4104, g_seed + 7);
+    CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
+    bk_status rs = run_cfg(&d, d.dx, &c, &err);
+    CK(cudaStreamEndCapture(g_stream, &g));
+    if (rs != BK_OK)
+        fail_msg("capture: %s", err.msg);
+    CK(cudaGraphInstantiate(&ex, g, 0));
+    for (int rep = 0; rep < 2; rep++) {
+        poison(&d);
+        CK(cudaGraphLaunch(ex, g_stream));
+        fetch(&d);
+        judge(&d, expect_threads(&c, 4104), "pipe graph");
+    }
+    inputs_unchanged(&d);
+    (void)cudaGraphExecDestroy(ex);
+    (void)cudaGraphDestroy(g);
+    shape_free(&d);
+}
+
+static void test_all_configs(void **st)
+{
+    (void)st;
+    for (int ti = 0; ti < NT; ti++)
+        for (int hi = 0; hi < NH; hi++)
+            run_shape(k_tokens[ti], k_hidden[hi], g_seed + (uint64_t)(ti * NH + hi));
+}
+
+/* Misaligned pointers, bad stage counts and too much shared memory are refused clearly;
+ * zero tokens is a no-op. */
+static void test_refusals(void **st)
+{
+    (void)st;
+    if (!g_sm90)
+        skip();
+    shape_data d;
+    bk_err err = { 0 };
+    shape_make(&d, 4, 16384, g_seed);
+    bk_rmsnorm_cfg c = { BK_RMSNORM_PIPE, 512, 0, 2, 0 };
+    assert_int_equal(bk_residual_rmsnorm_config((const char *)d.dx + 8, d.dres, d.dgamma, d.dro,
+                                                d.dout, 2, 8, BK_RMSNORM_EPS, &c, g_stream,
+                                                &err), BK_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "aligned"));
+    c.stages = 5;
+    assert_int_equal(run_cfg(&d, d.dx, &c, &err), BK_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "stages"));
+    c.stages = 4; /* 4 x 64 KB at hidden 16384 */
+    assert_int_equal(run_cfg(&d, d.dx, &c, &err), BK_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "shared memory"));
+    c.stages = 0;
+    assert_int_equal(bk_residual_rmsnorm_config(d.dx, d.dres, d.dgamma, d.dro, d.dout, 0, 16384,
+                                                BK_RMSNORM_EPS, &c, g_stream, &err), BK_OK);
+    shape_free(&d);
+}
+
+int main(void)
+{
+    int n = 0, major = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
+        printf("test_rmsnorm_cuda: SKIP: no usable CUDA device\n");
+        return 77;
+    }
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess)
+        return 1;
+    g_sm90 = major >= 9;
+    const char *env = getenv("BK_TEST_SEED");
+    g_seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    printf("test_rmsnorm_cuda: seed %llu (BK_TEST_SEED to repeat)%s\n",
+           (unsigned long long)g_seed, g_sm90 ? "" : "; below sm_90: the pipelined kernel "
+           "must refuse");
+    if (cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking) != cudaSuccess)
+        return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_graph_first_call),
+        cmocka_unit_test(test_all_configs),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+#endif /* BK_HAVE_CUDA */
