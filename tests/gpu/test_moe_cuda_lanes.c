@@ -233,7 +233,7 @@ static bk_status lane_shape(int rank, int world, lane_shm *shm, const bk_shape *
                      (long long)s->topk, (long long)s->intermediate);
             BK_TRY(lane_call(v, state, &call, &d, ref, graph, what, ev, &worst, &h, err));
             shm->hash[*check][rank] = h;
-            shm->us[*check][rank] = worst;
+            shm->us[*check][rank] = worst; /* the lane's per-row doubles: errors here */
             (*check)++;
         }
         v->destroy(state);
