@@ -20,16 +20,20 @@
  * (gate, up) stored as bf16 (cuBLAS bf16 output; the cpu variants keep them fp32); the
  * activation silu(g)*u stored as bf16 (the GEMM2 operand); each expert's GEMM2 output
  * stored as bf16; the rank's top-k partial stored as bf16 (the operand of a bf16
- * allreduce; moe_serial_cuda does this) or kept fp32; sums in fp32; one final rounding to
- * bf16. The reference is exact float64 math on the bf16 / fp32 inputs with no rounding
- * at all (outs[0] is not rounded to bf16).
+ * allreduce; moe_serial_cuda does this, and every cuda variant at world > 1) or kept fp32;
+ * a bf16 allreduce's own roundings of partial sums over ranks (up to world - 1 per
+ * element in NCCL's ring; the cuda variants at world > 1, whose fused ones carry the
+ * residual in rank 0's partial); sums in fp32; one final rounding to bf16. The reference
+ * is exact float64 math on the bf16 / fp32 inputs with no rounding at all (outs[0] is
+ * not rounded to bf16).
  *
  * Error bound of a variant against the reference, per element j of token t (u = 2^-8,
  * one bf16 ulp at 1; each bf16 rounding errs by at most u/2 relative):
  *   |out - ref| <= u/2 |ref| + u/2 sum_k w_k (|y_kj| + sum_i |W2_ji| |a_i| (1 + 2 c_i))
- *                  + u/2 |partial_j| + O(fp32)
+ *                  + u/2 |partial_j| + u/2 sum_s |s_j| + O(fp32)
  * (c_i: the relative sensitivity of a_i to its gate/up inputs, about 1, when those are
- * rounded; the partial term only for a variant that rounds its partial)
+ * rounded; the partial term only for a variant that rounds its partial; s: the partial
+ * sums over ranks a bf16 allreduce rounds, world - 1 of them at most)
  * With these inputs (|x| < 1, |W1| < sqrt(3/H), |W2| < sqrt(3/I), weights summing to 1)
  * the second term stays below about 0.01 in practice; tests/test_moe_cpu.c checks
  * |out - ref| <= 2^-8 (1 + |ref|), and plans use rtol = atol = 1e-2. */

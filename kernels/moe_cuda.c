@@ -1,9 +1,11 @@
-/* moe_cuda.c - cuda variants of moe.fused_experts_reduce at world 1 (one GPU, TP1 EP1,
- * where the trailing reduction is the top-k sum): the incumbent `moe_serial_cuda` and the
- * candidates `moe_fused_combine_cuda` and `moe_chunked_overlap_cuda`.
+/* moe_cuda.c - cuda variants of moe.fused_experts_reduce: the incumbent `moe_serial_cuda`
+ * and the candidates `moe_fused_combine_cuda` and `moe_chunked_overlap_cuda`, on lanes of
+ * 1, 2, 4 or 8 GPUs (expert parallel: rank r owns the experts e % world == r, kernels/moe.c).
  *
- * All: route on the device (kernels/moe.cu), GEMM1 per local expert with cuBLAS (bf16 in
- * and out, fp32 compute), SiLU-and-mul, GEMM2 per expert. Then
+ * All: route this rank's assignments on the device (kernels/moe.cu; other ranks' rows get
+ * row -1 and the combine skips them), GEMM1 per local expert with cuBLAS (bf16 in and out,
+ * fp32 compute), SiLU-and-mul, GEMM2 per expert. Then, at world 1 (the trailing reduction
+ * is only the top-k sum):
  *   moe_serial_cuda: top-k weighted combine into `out` (bf16), then a separate residual
  *     add; each stage is its own kernel and waits for the last;
  *   moe_fused_combine_cuda: one kernel reads each token's K expert rows once, weights,
@@ -14,14 +16,27 @@
  *     chunk i's fused combine runs on a second, high-priority stream while chunk i+1's
  *     routing and GEMMs run on the call's stream (event fork and join, so it captures
  *     into one graph).
+ * At world 2, 4 and 8 each rank's combine yields its partial sum over its local experts
+ * and the lane sums the partials with ncclAllReduce (bf16, in place in `out`, on the lane's
+ * NCCL communicator: call->comm is a bk_cuda_comm; without NCCL, e.g. ranks sharing a GPU,
+ * the call fails BK_ERR_UNSUPPORTED naming why):
+ *   moe_serial_cuda: combine (no residual), allreduce of [T, H], residual add: three
+ *     stages, each waiting for the last;
+ *   moe_fused_combine_cuda: combine with the residual on rank 0 only (once in the sum),
+ *     then the allreduce: one kernel fewer;
+ *   moe_chunked_overlap_cuda: chunk i's combine (residual on rank 0) and the allreduce of
+ *     chunk i's rows of `out` both run on the second stream while chunk i+1's routing and
+ *     GEMMs run on the call's: the allreduce hides under the next chunk's GEMMs. The row
+ *     floor is CM_MIN_CHUNK_ROWS_EP there (see cm_chunks). Every rank issues the same
+ *     allreduces in the same order (the chunk count depends on the shape alone).
  * cuBLAS takes the per-expert row counts on the host, so each call copies topk_ids to
  * the host (a synchronous copy on a private stream) and counts the rows there; in graph
  * mode that happens once, at capture, and the counts are baked into the graph (valid
  * because a graph replays the inputs it was captured with). In eager mode the copy and
- * the host count are inside the timed call, for every variant alike. Lanes of more than
- * one GPU need the cuda backend's communicator and are outside these variants' domain.
- * Status (2026-12-02): compiled, not yet run on a GPU; tests/gpu/moe-gpu-run.sh checks
- * them against the reference (docs/bench/moe.md). */
+ * the host count are inside the timed call, for every variant alike.
+ * Status (2026-12-02): world 1 as docs/bench/moe.md records (tests/gpu/moe-gpu-run.sh);
+ * worlds 2-8 compiled only, not yet run on several GPUs (tests/gpu/test_moe_cuda.c runs
+ * them when the machine has the GPUs, one process per GPU). */
 #ifdef BK_HAVE_CUDA
 
 #include <cublas_v2.h>
@@ -29,13 +44,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/cuda_ipc.h"
+#include "collectives/cuda_nccl.h"
 #include "kernels/catalog_internal.h"
 #include "kernels/moe_cuda.h"
 #include "kernels/moe_internal.h"
 
 #define WS_CUBLAS (32u << 20)
 #define MAX_CHUNKS 16
-#define CM_MIN_CHUNK_ROWS 2048 /* rows per local expert in one chunk, on average */
+#define CM_MIN_CHUNK_ROWS 2048   /* world 1: rows per local expert in one chunk, on average */
+#define CM_MIN_CHUNK_ROWS_EP 512 /* world > 1: the same floor (provisional, see cm_chunks) */
+/* Worlds 1, 2, 4 and 8 (bit w set: world w allowed). */
+#define CM_WORLDS ((1u << 1) | (1u << 2) | (1u << 4) | (1u << 8))
 enum { MODE_SERIAL, MODE_FUSED, MODE_CHUNKED };
 
 typedef struct cuda_moe {
@@ -317,17 +337,61 @@ static bk_status cm_combine(cuda_moe *m, const bk_call *call, int c, int nch, in
                           (uint16_t *)call->t[BK_MOE_OUT].data + t0 * h, tn, k, h, stream, err);
 }
 
+/* The lane's sum of chunk c's rows of out (bf16, in place) on `stream`. Every rank
+ * must issue the same allreduces in the same order. */
+static bk_status cm_allreduce(const bk_call *call, void *nccl, int c, int nch,
+                              cudaStream_t stream, bk_err *err)
+{
+    const bk_shape *s = call->shape;
+    int64_t t0, tn;
+    chunk_range(s->tokens, c, nch, &t0, &tn);
+    uint16_t *o = (uint16_t *)call->t[BK_MOE_OUT].data + t0 * s->hidden;
+    return bk_nccl_allreduce_bf16(nccl, o, o, (size_t)(tn * s->hidden), stream,
+                                  bk__call_timeout(call), err);
+}
+
+/* The lane's NCCL communicator (world > 1), checked against the call; NULL at world 1,
+ * where nothing is reduced across GPUs. */
+static bk_status cm_nccl(const cuda_moe *m, const bk_call *call, void **nccl, bk_err *err)
+{
+    const bk_cuda_comm *c = call->comm;
+    *nccl = NULL;
+    if (call->world == 1)
+        return BK_OK;
+    if (!c)
+        return BK_FAIL(err, BK_ERR_INTERNAL, "%s: world %d call without a cuda communicator",
+                       m->name, call->world);
+    if (c->world != call->world || c->rank != call->rank)
+        return BK_FAIL(err, BK_ERR_INTERNAL, "%s: call is rank %d of %d, comm %d of %d",
+                       m->name, call->rank, call->world, c->rank, c->world);
+    if (!c->nccl)
+        return BK_FAIL(err, BK_ERR_UNSUPPORTED, "%s: world %d sums the ranks' partials with "
+                       "NCCL, and this lane has no NCCL communicator: %s", m->name, call->world,
+                       c->nccl_why[0] ? c->nccl_why : "(no reason given)");
+    *nccl = c->nccl;
+    return BK_OK;
+}
+
 /* Chunks of this call: at most params.chunks, and no more than keep every local
- * expert's GEMMs at CM_MIN_CHUNK_ROWS rows or more on average. Each chunk reads
- * the weights of every expert it touches again, so smaller chunks turned the
- * weight-bound GEMMs of decode into 2-4x slower calls (bench_moe, H200,
- * 2026-12-02: 4 fixed chunks ran 0.26-0.95x of the serial incumbent). */
-static int cm_chunks(const cuda_moe *m, const bk_shape *s)
+ * expert's GEMMs at `floor` rows or more on average. Each chunk reads the weights
+ * of every expert it touches again, so smaller chunks turned the weight-bound GEMMs
+ * of decode into 2-4x slower calls (bench_moe, H200, 2026-12-02: 4 fixed chunks ran
+ * 0.26-0.95x of the serial incumbent). At world 1 the overlap hides only the top-k
+ * combine, so the floor is high (CM_MIN_CHUNK_ROWS). At world > 1 it hides an
+ * allreduce of [T, H] bf16, worth more than the combine, so the floor is lower:
+ * CM_MIN_CHUNK_ROWS_EP = 512 rows per expert keeps a chunk's GEMMs about twice past
+ * the H200's bf16 ridge (~200-300 rows: 989 TFLOP/s over 4.8 TB/s), where the weights
+ * a chunk reads again hide under its compute. Provisional: a reasoned bound, to set
+ * from bench_moe on several GPUs (worlds 2, 4, 8) before it is trusted. Rows per
+ * local expert = T * K / E at every world (a rank sees T * K / world rows over
+ * E / world experts). */
+static int cm_chunks(const cuda_moe *m, const bk_shape *s, int world)
 {
     if (m->mode != MODE_CHUNKED)
         return 1;
+    int64_t floor_rows = world > 1 ? CM_MIN_CHUNK_ROWS_EP : CM_MIN_CHUNK_ROWS;
     int64_t rows = s->tokens * s->topk / (s->experts > 0 ? s->experts : 1);
-    int64_t n = rows / CM_MIN_CHUNK_ROWS;
+    int64_t n = rows / floor_rows;
     return n < 1 ? 1 : n > m->chunks ? m->chunks : (int)n;
 }
 
@@ -339,16 +403,19 @@ static bk_status cm_run(void *state, bk_call *call, bk_err *err)
     enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
     enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     int relaxed = 0;
+    void *nccl = NULL;
     BK_TRY(bk__moe_check_call(call, err));
     const bk_shape *s = call->shape;
-    if (call->world != 1 || (s->hidden % 8) != 0) {
-        st = BK_FAIL(err, BK_ERR_UNSUPPORTED, "%s: world %d, hidden %lld: needs world 1 and "
-                     "hidden a multiple of 8 (route it to the incumbent)", m->name, call->world,
-                     (long long)s->hidden);
+    if (call->world < 1 || call->world > 8 || !(CM_WORLDS & (1u << call->world)) ||
+        (s->hidden % 8) != 0) {
+        st = BK_FAIL(err, BK_ERR_UNSUPPORTED, "%s: world %d, hidden %lld: needs world 1, 2, 4 "
+                     "or 8 and hidden a multiple of 8 (route it to the incumbent)", m->name,
+                     call->world, (long long)s->hidden);
         goto out;
     }
+    BK_TRY(cm_nccl(m, call, &nccl, err));
     int64_t el = bk__moe_local_experts(s->experts, call->world);
-    int nch = cm_chunks(m, s);
+    int nch = cm_chunks(m, s, call->world);
     CU_TRY(cudaStreamIsCapturing(stream, &cap));
     if (cap == cudaStreamCaptureStatusActive) {
         if (!cm_fits(m, s, el)) {
@@ -369,22 +436,29 @@ static bk_status cm_run(void *state, bk_call *call, bk_err *err)
         relaxed = 0;
     }
     BLAS_TRY(cublasSetStream(m->blas, stream));
+    /* The residual joins the lane's sum once: on rank 0 (at world 1, always). */
+    int res_here = call->world == 1 || call->rank == 0;
     if (m->mode != MODE_CHUNKED) {
         BK_TRY(cm_experts(m, call, el, 0, 1, stream, err));
-        BK_TRY(cm_combine(m, call, 0, 1, m->mode == MODE_FUSED, stream, err));
+        BK_TRY(cm_combine(m, call, 0, 1, m->mode == MODE_FUSED && res_here, stream, err));
+        if (nccl)
+            BK_TRY(cm_allreduce(call, nccl, 0, 1, stream, err));
         if (m->mode == MODE_SERIAL)
             BK_TRY(bk_moe_add_residual(call->t[BK_MOE_OUT].data, call->t[BK_MOE_RESIDUAL].data,
                                        (size_t)(s->tokens * s->hidden), stream, err));
         goto out;
     }
-    /* chunked: fork the combine stream off the call's, join it back at the end */
+    /* chunked: fork the combine stream off the call's, join it back at the end; chunk c's
+     * combine and allreduce run there under chunk c + 1's experts */
     CU_TRY(cudaEventRecord(m->ev[MAX_CHUNKS], stream));
     CU_TRY(cudaStreamWaitEvent(m->comb, m->ev[MAX_CHUNKS], 0));
     for (int c = 0; c < nch; c++) {
         BK_TRY(cm_experts(m, call, el, c, nch, stream, err));
         CU_TRY(cudaEventRecord(m->ev[c], stream));
         CU_TRY(cudaStreamWaitEvent(m->comb, m->ev[c], 0));
-        BK_TRY(cm_combine(m, call, c, nch, 1, m->comb, err));
+        BK_TRY(cm_combine(m, call, c, nch, res_here, m->comb, err));
+        if (nccl)
+            BK_TRY(cm_allreduce(call, nccl, c, nch, m->comb, err));
     }
     CU_TRY(cudaEventRecord(m->ev[MAX_CHUNKS], m->comb));
     CU_TRY(cudaStreamWaitEvent(stream, m->ev[MAX_CHUNKS], 0));
@@ -420,7 +494,7 @@ static bk_status chunked_cuda_create(const json_t *params, bk_backend backend, i
 
 #define CUDA_MOE_DOMAIN(min_t)                                                           \
     {                                                                                    \
-        .backends = BK_BK_CUDA, .dtypes = "bf16", .worlds = 1u << 1, .min_tokens = (min_t), \
+        .backends = BK_BK_CUDA, .dtypes = "bf16", .worlds = CM_WORLDS, .min_tokens = (min_t), \
         .min_hidden = 8, .hidden_multiple = 8                                            \
     }
 
@@ -429,32 +503,35 @@ const bk_variant bk__moe_cuda_variants[] = {
       .target = BK_MOE_TARGET,
       .backends = BK_BK_CUDA,
       .summary = "device routing, cuBLAS GEMM1 per expert, SiLU*up, cuBLAS GEMM2 per expert, "
-                 "top-k weighted combine, then a separate residual add (world 1)",
+                 "top-k weighted combine, then (world > 1) ncclAllReduce, then a separate "
+                 "residual add",
       .domain = CUDA_MOE_DOMAIN(1),
       .create = serial_cuda_create,
       .run = cm_run,
       .destroy = cm_destroy },
-    /* Domain: every shape of world 1 - it does strictly less memory traffic than
-     * the incumbent (one [T, H] read and write and one launch fewer); to revisit
-     * with tests/bench/bench_moe.cu on the device. */
+    /* Domain: every shape - it does strictly less memory traffic than the incumbent
+     * (one [T, H] read and write and one launch fewer) and, at world > 1, the same
+     * allreduce; to revisit with tests/bench/bench_moe.cu on the device. */
     { .name = "moe_fused_combine_cuda",
       .target = BK_MOE_TARGET,
       .backends = BK_BK_CUDA,
       .summary = "as moe_serial_cuda, with the residual add fused into the top-k combine: "
-                 "expert rows read once, out written once (world 1)",
+                 "expert rows read once, out written once (residual on rank 0), then "
+                 "(world > 1) ncclAllReduce",
       .domain = CUDA_MOE_DOMAIN(1),
       .create = fused_cuda_create,
       .run = cm_run,
       .destroy = cm_destroy },
     /* Domain: tokens >= 1024 (prefill), where a chunk's GEMMs are long enough to
-     * hide the previous chunk's combine; below it the extra launches and the smaller
-     * GEMMs cost more than the combine they hide. A first bound, to set from
-     * tests/bench/bench_moe.cu. */
+     * hide the previous chunk's combine (and allreduce); below it the extra launches
+     * and the smaller GEMMs cost more than they hide. A first bound, to set from
+     * tests/bench/bench_moe.cu (at world > 1 on several GPUs). */
     { .name = "moe_chunked_overlap_cuda",
       .target = BK_MOE_TARGET,
       .backends = BK_BK_CUDA,
       .summary = "tokens in chunks; chunk i's fused combine on a second stream under chunk "
-                 "i+1's routing and GEMMs (params: chunks 2..16, default 4; world 1)",
+                 "i+1's routing and GEMMs, and at world > 1 chunk i's ncclAllReduce with "
+                 "it (params: chunks 2..16, default 4)",
       .domain = CUDA_MOE_DOMAIN(1024),
       .create = chunked_cuda_create,
       .run = cm_run,

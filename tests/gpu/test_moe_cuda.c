@@ -1,7 +1,9 @@
 /* test_moe_cuda.c - moe.fused_experts_reduce cuda variants on one GPU (world 1): every
  * variant against the float64 reference on fresh random seeds, eager and as a captured
  * CUDA graph replayed twice, outputs poisoned first, inputs left alone, and the variants
- * within the bound of each other. Exit 77 (skipped) without a usable GPU. */
+ * within the bound of each other. Also: the domain holds worlds 1, 2, 4 and 8, and a
+ * world-2 call on a lane without NCCL is refused naming why. Worlds 2, 4 and 8 on several
+ * GPUs: test_moe_cuda_lanes.c. Exit 77 (skipped) without a usable GPU. */
 #ifndef BK_HAVE_CUDA
 #include <stdio.h>
 int main(void)
@@ -23,6 +25,7 @@ int main(void)
 #include <time.h>
 #include <unistd.h>
 
+#include "collectives/cuda_ipc.h"
 #include "kernels/bf16.h"
 #include "kernels/catalog_internal.h"
 #include "kernels/moe_internal.h"
@@ -215,15 +218,76 @@ static void test_capture_first_refused(void **st)
     json_decref(params);
 }
 
-/* Outside world 1 the variants refuse with a message that says to route. */
-static void test_world2_refused(void **st)
+/* The domain holds worlds 1, 2, 4 and 8 and nothing else, for every variant. */
+static void test_domain_worlds(void **st)
 {
     (void)st;
-    const bk_variant *v = bk_catalog_variant(BK_MOE_TARGET, "moe_fused_combine_cuda");
     char why[128];
-    assert_false(bk_domain_contains(&v->domain, &k_shapes[0], 2, "bf16", BK_BACKEND_CUDA, 1,
-                                    why, sizeof why));
-    assert_non_null(strstr(why, "world 2"));
+    for (int v = 0; v < NVARIANTS; v++) {
+        const bk_variant *var = bk_catalog_variant(BK_MOE_TARGET, k_variants[v]);
+        bk_shape big = k_shapes[0];
+        big.tokens = 4096; /* inside the chunked variant's token bound */
+        assert_non_null(var);
+        for (int w = 1; w <= 16; w++) {
+            int want = w == 1 || w == 2 || w == 4 || w == 8;
+            int got = bk_domain_contains(&var->domain, &big, w, "bf16", BK_BACKEND_CUDA, 0, why,
+                                         sizeof why);
+            if (got != want)
+                fail_msg("%s: world %d %s the domain (%s)", var->name, w,
+                         got ? "inside" : "outside", why);
+            if (!got)
+                assert_non_null(strstr(why, "world"));
+        }
+    }
+}
+
+/* A world-2 call on a lane whose communicator has no NCCL (ranks sharing one GPU) fails
+ * BK_ERR_UNSUPPORTED naming the communicator's reason, before touching any tensor; a
+ * world-3 call is refused with the routing hint. No GPU work: the tensors are host
+ * memory of the right sizes, never read. */
+static void test_world2_without_nccl(void **st)
+{
+    (void)st;
+    const bk_target *tg = &bk__moe_target;
+    const bk_shape *s = &k_shapes[0];
+    bk_cuda_comm comm;
+    memset(&comm, 0, sizeof comm);
+    snprintf(comm.nccl_why, sizeof comm.nccl_why, "ranks 0 and 1 share GPU test-bus (NCCL "
+             "needs one GPU per rank)");
+    for (int v = 0; v < NVARIANTS; v++) {
+        const bk_variant *var = bk_catalog_variant(BK_MOE_TARGET, k_variants[v]);
+        json_t *params = json_object();
+        assert_non_null(var);
+        for (int w = 2; w <= 3; w++) {
+            bk_err err = { 0 };
+            void *state = NULL;
+            bk_tensor t[BK_MOE_NT];
+            for (int i = 0; i < BK_MOE_NT; i++) {
+                t[i] = (bk_tensor){ .name = tg->tensor_names[i],
+                                    .output = tg->tensor_is_output[i],
+                                    .elems = tg->tensor_elems(s, w, i),
+                                    .elem_bytes = tg->tensor_elem_bytes(i) };
+                t[i].data = calloc(t[i].elems, t[i].elem_bytes);
+                assert_non_null(t[i].data);
+            }
+            comm.rank = 0;
+            comm.world = w;
+            assert_int_equal(var->create(params, BK_BACKEND_CUDA, 0, w, &state, &err), BK_OK);
+            bk_call call = { .shape = s, .iter = -1, .rank = 0, .world = w, .t = t,
+                             .nt = BK_MOE_NT, .comm = &comm, .stream = g_stream,
+                             .timeout_s = 10.0 };
+            assert_int_equal(var->run(state, &call, &err), BK_ERR_UNSUPPORTED);
+            if (w == 2 && !strstr(err.msg, "share GPU test-bus"))
+                fail_msg("%s: world 2 without NCCL: the message does not say why: %s",
+                         var->name, err.msg);
+            if (w == 3 && !strstr(err.msg, "route it to the incumbent"))
+                fail_msg("%s: world 3: %s", var->name, err.msg);
+            var->destroy(state);
+            for (int i = 0; i < BK_MOE_NT; i++)
+                free(t[i].data);
+        }
+        json_decref(params);
+    }
 }
 
 int main(void)
@@ -241,7 +305,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_eager),
         cmocka_unit_test(test_graph),
-        cmocka_unit_test(test_world2_refused),
+        cmocka_unit_test(test_domain_worlds),
+        cmocka_unit_test(test_world2_without_nccl),
         cmocka_unit_test(test_capture_first_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
