@@ -200,10 +200,11 @@ static bk_status bk__rmsnorm_row(const void *sum, const void *residual, const vo
         return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm: %d threads per row (32..%d)",
                        row_threads, BK_MAX_ROW_THREADS);
     bk__row_config(hidden, row_threads, &vpt, &threads);
-    if (threads > BK_MAX_ROW_THREADS)
-        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm: hidden %lld needs more than %d "
-                       "threads at %d threads per row", (long long)hidden, BK_MAX_ROW_THREADS,
-                       row_threads);
+    if (threads > BK_MAX_ROW_THREADS || vpt > BK_MAX_VPT)
+        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm: hidden %lld at about %d threads "
+                       "per row needs %d threads x %d vectors (at most %d x %d)",
+                       (long long)hidden, row_threads, threads, vpt, BK_MAX_ROW_THREADS,
+                       BK_MAX_VPT);
     const int grid = tokens < 65535 * 4 ? (int)tokens : 65535 * 4;
 #define L(K)                                                                               \
     if (stream_hint)                                                                       \

@@ -398,12 +398,15 @@ static void test_refusals(void **st)
                                                 &err), BK_ERR_INPUT);
     assert_non_null(strstr(err.msg, "aligned"));
     c.stages = 5;
+    bk_err_clear(&err);
     assert_int_equal(run_cfg(&d, d.dx, &c, &err), BK_ERR_INPUT);
     assert_non_null(strstr(err.msg, "stages"));
     c.stages = 4; /* 4 x 64 KB at hidden 16384 */
+    bk_err_clear(&err);
     assert_int_equal(run_cfg(&d, d.dx, &c, &err), BK_ERR_INPUT);
     assert_non_null(strstr(err.msg, "shared memory"));
     c.stages = 0;
+    bk_err_clear(&err);
     assert_int_equal(bk_residual_rmsnorm_config(d.dx, d.dres, d.dgamma, d.dro, d.dout, 0, 16384,
                                                 BK_RMSNORM_EPS, &c, g_stream, &err), BK_OK);
     shape_free(&d);
