@@ -438,9 +438,9 @@ static bk_status cm_run(void *state, bk_call *call, bk_err *err)
     BLAS_TRY(cublasSetStream(m->blas, stream));
     /* The residual joins the lane's sum once: on rank 0 (at world 1, always). */
     int res_here = call->world == 1 || call->rank == 0;
-    if (m->mode != MODE_CHUNKED) {
+    if (m->mode != MODE_CHUNKED || nch == 1) { /* one chunk: the fused combine, no fork */
         BK_TRY(cm_experts(m, call, el, 0, 1, stream, err));
-        BK_TRY(cm_combine(m, call, 0, 1, m->mode == MODE_FUSED && res_here, stream, err));
+        BK_TRY(cm_combine(m, call, 0, 1, m->mode != MODE_SERIAL && res_here, stream, err));
         if (nccl)
             BK_TRY(cm_allreduce(call, nccl, 0, 1, stream, err));
         if (m->mode == MODE_SERIAL)

@@ -334,6 +334,17 @@ static void run_shape(int64_t tokens, int64_t hidden, uint64_t seed)
         fetch(&d);
         judge(&d, want, what);
     }
+    /* the default launch rule, which picks the pipelined kernel at large shapes */
+    {
+        bk_err err = { 0 };
+        poison(&d);
+        if (bk_residual_rmsnorm(d.dx, d.dres, d.dgamma, d.dro, d.dout, d.tokens, d.hidden,
+                                BK_RMSNORM_EPS, g_stream, &err) != BK_OK)
+            fail_msg("default rule: T %lld H %lld: %s", (long long)tokens, (long long)hidden,
+                     err.msg);
+        fetch(&d);
+        check_ref(&d, d.ro, d.out, "default rule");
+    }
     inputs_unchanged(&d);
     printf("  T %5lld H %5lld: %d configurations ran, %d refused as expected\n",
            (long long)tokens, (long long)hidden, ran, refused);
