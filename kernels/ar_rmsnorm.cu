@@ -62,6 +62,70 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_residual_rmsnorm_kernel
     }
 }
 
+/* LEAN: one block per row (grid-stride). Loads as the row kernel (all of a
+ * row's loads before the first use), then each vector's s = sum + residual is
+ * rounded to bf16, stored as residual_out at once and kept packed (4 registers
+ * a vector, not 8 floats); gamma is read after the reduction. The arithmetic
+ * and its order are the row kernel's: the same bits. */
+template <int VPT, bool STREAM, int MAXT, int MINB>
+__global__ void __launch_bounds__(MAXT, MINB) bk_residual_rmsnorm_lean_kernel(
+    const uint4 *sum, const uint4 *__restrict__ residual, const uint4 *__restrict__ gamma,
+    uint4 *residual_out, uint4 *__restrict__ out, int tokens, int hidden, float eps)
+{
+    const int nvec = hidden / 8;
+    for (int row = blockIdx.x; row < tokens; row += gridDim.x) {
+        const size_t off = (size_t)row * nvec;
+        uint4 r[VPT];
+        float ss = 0.f;
+        {
+            uint4 a[VPT], b[VPT];
+#pragma unroll
+            for (int k = 0; k < VPT; k++) {
+                const int i = threadIdx.x + k * blockDim.x;
+                const size_t at = off + (i < nvec ? i : 0);
+                a[k] = STREAM ? __ldcs(sum + at) : sum[at];
+                b[k] = STREAM ? __ldcs(residual + at) : residual[at];
+            }
+#pragma unroll
+            for (int k = 0; k < VPT; k++) {
+                const int i = threadIdx.x + k * blockDim.x;
+                if (i < nvec) {
+                    float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                    bk__unpack_add(f, a[k]);
+                    bk__unpack_add(f, b[k]);
+                    r[k] = bk__pack(f);
+                    float q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                    bk__unpack_add(q, r[k]);
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        ss += q[j] * q[j];
+                    if (STREAM)
+                        __stcs(residual_out + off + i, r[k]);
+                    else
+                        residual_out[off + i] = r[k];
+                }
+            }
+        }
+        const float inv = rsqrtf(bk__block_sum(ss) / (float)hidden + eps);
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            const int i = threadIdx.x + k * blockDim.x;
+            if (i < nvec) {
+                float q[8] = {0, 0, 0, 0, 0, 0, 0, 0}, g[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                bk__unpack_add(q, r[k]);
+                bk__unpack_add(g, __ldg(gamma + i));
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    g[j] = q[j] * inv * g[j];
+                if (STREAM)
+                    __stcs(out + off + i, bk__pack(g));
+                else
+                    out[off + i] = bk__pack(g);
+            }
+        }
+    }
+}
+
 /* One-shot: copy our rows into peer memory (half chosen by the epoch's
  * parity, so a peer still reading the last call's half is never
  * overwritten), barrier, every rank reduces every row in rank order. */
@@ -227,6 +291,48 @@ static bk_status bk__rmsnorm_row(const void *sum, const void *residual, const vo
     return bk__launched("bk_residual_rmsnorm_kernel", err);
 }
 
+/* The lean kernel: as the row kernel, up to 1024 threads (2 vectors each above 512). */
+static bk_status bk__rmsnorm_lean(const void *sum, const void *residual, const void *gamma,
+                                  void *residual_out, void *out, int64_t tokens, int64_t hidden,
+                                  float eps, int row_threads, int stream_hint,
+                                  cudaStream_t stream, bk_err *err)
+{
+    int vpt, threads;
+    if (row_threads < 32 || row_threads > 1024)
+        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm lean: %d threads per row (32..1024)",
+                       row_threads);
+    bk__row_config(hidden, row_threads, &vpt, &threads);
+    if (vpt > BK_MAX_VPT || (threads > BK_MAX_ROW_THREADS && vpt > 2))
+        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm lean: hidden %lld at about %d "
+                       "threads per row needs %d threads x %d vectors (at most %d x %d, or "
+                       "1024 x 2)", (long long)hidden, row_threads, threads, vpt,
+                       BK_MAX_ROW_THREADS, BK_MAX_VPT);
+    const int grid = tokens < 65535 * 4 ? (int)tokens : 65535 * 4;
+#define LA(K, M, B)                                                                        \
+    if (stream_hint)                                                                       \
+        bk_residual_rmsnorm_lean_kernel<K, true, M, B><<<grid, threads, 0, stream>>>(      \
+            (const uint4 *)sum, (const uint4 *)residual, (const uint4 *)gamma,             \
+            (uint4 *)residual_out, (uint4 *)out, (int)tokens, (int)hidden, eps);           \
+    else                                                                                   \
+        bk_residual_rmsnorm_lean_kernel<K, false, M, B><<<grid, threads, 0, stream>>>(     \
+            (const uint4 *)sum, (const uint4 *)residual, (const uint4 *)gamma,             \
+            (uint4 *)residual_out, (uint4 *)out, (int)tokens, (int)hidden, eps)
+    /* blocks of 512 threads per SM the register cap asks for: 4 at one vector per
+     * thread (32 registers), 3 at two (42), 2 at three (64), else 1 (no spills) */
+#define L(K) LA(K, BK_MAX_ROW_THREADS, (K) == 1 ? 4 : (K) == 2 ? 3 : (K) == 3 ? 2 : 1)
+    if (threads > BK_MAX_ROW_THREADS) {
+        if (vpt == 1)
+            LA(1, 1024, 2);
+        else
+            LA(2, 1024, 1);
+    } else {
+        BK_VPT_SWITCH(vpt, L);
+    }
+#undef L
+#undef LA
+    return bk__launched("bk_residual_rmsnorm_lean_kernel", err);
+}
+
 extern "C" bk_status bk_residual_rmsnorm_config(const void *sum, const void *residual,
                                                 const void *gamma, void *residual_out,
                                                 void *out, int64_t tokens, int64_t hidden,
@@ -240,6 +346,9 @@ extern "C" bk_status bk_residual_rmsnorm_config(const void *sum, const void *res
     case BK_RMSNORM_ROW:
         return bk__rmsnorm_row(sum, residual, gamma, residual_out, out, tokens, hidden, eps,
                                cfg->threads, cfg->stream_hint, (cudaStream_t)stream, err);
+    case BK_RMSNORM_LEAN:
+        return bk__rmsnorm_lean(sum, residual, gamma, residual_out, out, tokens, hidden, eps,
+                                cfg->threads, cfg->stream_hint, (cudaStream_t)stream, err);
     case BK_RMSNORM_PIPE:
         return bk__rmsnorm_pipe(sum, residual, gamma, residual_out, out, tokens, hidden, eps,
                                 cfg, (cudaStream_t)stream, err);

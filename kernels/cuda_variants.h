@@ -55,11 +55,20 @@ bk_status bk_residual_rmsnorm(const void *sum, const void *residual, const void 
  * PIPE: a persistent grid (blocks_per_sm x SMs blocks, at most one per row),
  * each block walking rows blockIdx.x, +grid, ...; both input rows of the next
  * `stages` rows are brought into shared memory by TMA bulk copies while the
- * current row is reduced and stored (kernels/ar_rmsnorm_pipe.cu; sm_90). */
-typedef enum bk_rmsnorm_kernel { BK_RMSNORM_ROW = 0, BK_RMSNORM_PIPE = 1 } bk_rmsnorm_kernel;
+ * current row is reduced and stored (kernels/ar_rmsnorm_pipe.cu; sm_90).
+ * LEAN: one block per row like ROW, holding only the row's bf16 result
+ * between the loads and the reduction (residual_out is stored before the
+ * reduction, gamma is read after it), so fewer registers and more blocks per
+ * SM; 32..1024 threads (at most 2 vectors per thread above 512). */
+typedef enum bk_rmsnorm_kernel {
+    BK_RMSNORM_ROW = 0,
+    BK_RMSNORM_PIPE = 1,
+    BK_RMSNORM_LEAN = 2
+} bk_rmsnorm_kernel;
 typedef struct bk_rmsnorm_cfg {
     bk_rmsnorm_kernel kernel;
-    int threads;       /* about this many threads per row: ROW 32..512, PIPE 32..1024 */
+    int threads;       /* about this many threads per row: ROW 32..512, PIPE and LEAN
+                        * 32..1024 */
     int stream_hint;   /* 1: evict-first stores, and loads (ROW) or L2 evict-first bulk
                         * copies (PIPE) */
     int stages;        /* PIPE: rows in flight per block, 1..4; 0 = the most that fit in

@@ -33,6 +33,7 @@ struct bk_backend_ctx {
     bk_cuda_comm *comm;
     bk_cuda_gate gate;
     int gated;           /* graph-mode batches wait behind the gate (BK_CUDA_GATE=0: no) */
+    double warm_s;       /* solo warm-up before the first shape (BK_CUDA_WARMUP_S) */
 };
 
 #define CUDA_TRY(call)                                                                  \
@@ -78,6 +79,17 @@ static bk_status cuda_open(bk_backend_ctx **out, int rank, int world, int device
     CUDA_TRY(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
     BK_TRY(bk_cuda_gate_init(&ctx->gate, err));
     ctx->gated = !(getenv("BK_CUDA_GATE") && !strcmp(getenv("BK_CUDA_GATE"), "0"));
+    ctx->warm_s = BK_CUDA_MIN_WARMUP_S;
+    if (getenv("BK_CUDA_WARMUP_S")) {
+        char *end = NULL;
+        double w = strtod(getenv("BK_CUDA_WARMUP_S"), &end);
+        if (!end || *end || !(w >= 0 && w <= 60)) {
+            st = BK_FAIL(err, BK_ERR_INPUT, "rank %d: BK_CUDA_WARMUP_S=%s: want seconds in "
+                         "0..60", rank, getenv("BK_CUDA_WARMUP_S"));
+            goto out;
+        }
+        ctx->warm_s = w;
+    }
     *out = ctx;
     ctx = NULL;
 out:
@@ -265,7 +277,7 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
      * ends): a GPU leaving idle clocks made the first arm of an A/A ~2.5% slower
      * than B' on the H200, which a few hundred microsecond iterations did not cover. */
     if (job->shape_index == 0)
-        BK_TRY(warm_alone(ctx, BK_CUDA_MIN_WARMUP_S, err));
+        BK_TRY(warm_alone(ctx, ctx->warm_s, err));
     for (int i = 0; i < job->warmup; i++) {
         BK_TRY(bk_cuda_comm_barrier(ctx->comm, ctx->stream, job->timeout_s, err));
         BK_TRY(step(ctx, job, &sets[i % nsets], err));

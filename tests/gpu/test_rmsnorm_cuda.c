@@ -71,6 +71,10 @@ static int make_cfgs(bk_rmsnorm_cfg *c, int64_t tokens, int64_t hidden)
         }
         c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, pipe_threads[t], 1, 0, 0 };
     }
+    for (int t = 0; t < 5; t++)
+        for (int h = 0; h < 2; h++)
+            c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_LEAN, (int[]){ 32, 128, 256, 512, 1024 }[t], h,
+                                       0, 0 };
     c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, 32, 0, 2, 1 };
     c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, 128, 1, 3, 2 };
     assert_true(n <= MAX_CFGS);
@@ -88,6 +92,8 @@ static int expect_threads(const bk_rmsnorm_cfg *c, int64_t hidden)
     k = k < 1 ? 1 : k;
     const int t = ((nvec + k - 1) / k + 31) / 32 * 32;
     if (k > 8)
+        return 0;
+    if (c->kernel == BK_RMSNORM_LEAN && t > 512 && k > 2)
         return 0;
     if (c->kernel == BK_RMSNORM_PIPE) {
         if (t > 512 && k > 2)
