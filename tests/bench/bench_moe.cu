@@ -379,7 +379,7 @@ static void run_family(const family &f, double peak, double copy)
         double cbytes = (double)t * f.hidden * 2.0 * (f.topk + 1);
         const double tf = flops / ((g1 + g2) * 1e-6) / 1e12;
         printf("| %s | %lld | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f | "
-               "%.1f | %.3f | %.0f%% | %.2f | %.2f | %.0f (%.0f%%) | %.0f%% |\n",
+               "%.1f | %.3f | %.1f%% | %.2f | %.2f | %.0f (%.0f%%) | %.0f%% |\n",
                f.name, (long long)t, r, g1, si, g2, cb, rs, ser, fus, ser / fus, chk, ser / chk,
                100.0 * tr / ser, (tc + tr - fus) / mn, (tc + tr - chk) / mn, tf,
                100.0 * tf / peak, 100.0 * cbytes / (cb * 1e-6) / 1e12 / copy);
