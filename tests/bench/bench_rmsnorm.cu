@@ -1,14 +1,16 @@
 /* bench_rmsnorm.cu - times the residual + RMSNorm kernel (the incumbent's epilogue) in graph
  * mode over tokens x hidden, as a share of an SM copy kernel's bandwidth on the same card.
  *
- *   bench_rmsnorm [--csv FILE] [--step N] [--sweep] [--hot]
+ *   bench_rmsnorm [--csv FILE] [--step N] [--sweep [row|pipe|lean]] [--hot]
  *     --step N   tokens 1, N, N^2, ... 16384 (default N = 2)
  *     --sweep    also time every launch configuration and print the best beside the default:
- *                the row kernel at 128/256/512 threads per row, with and without evict-first
- *                hints; from 64 tokens also the pipelined kernel (kernels/ar_rmsnorm_pipe.cu)
- *                at about 256/512/1024 threads per row (duplicates skipped), with and without
- *                hints, automatic stages and blocks per SM. Each configuration's outputs are
- *                checked against float64 before it is timed.
+ *                the row kernel at 256/512 threads per row, with and without evict-first
+ *                hints; the lean row kernel at about 256/512/1024; from 64 tokens also the
+ *                pipelined kernel (kernels/ar_rmsnorm_pipe.cu) at about 256/512/1024 threads
+ *                per row (duplicates skipped), with and without hints, automatic stages and
+ *                blocks per SM. Each configuration's outputs are checked against float64
+ *                before it is timed. A kernel name after --sweep times that kernel's
+ *                configurations only.
  *     --hot      one input set (L2-resident inputs, like the epilogue right after the
  *                allreduce wrote x) instead of the rotated cold sets
  *
@@ -230,18 +232,29 @@ static void cfg_name(const bk_rmsnorm_cfg *c, char *buf, size_t n)
 int main(int argc, char **argv)
 {
     const char *csv_path = NULL;
-    int step = 2, sweep = 0, hot = 0;
+    int step = 2, sweep = 0, hot = 0, only = -1; /* only: a bk_rmsnorm_kernel, -1 all */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--csv") && i + 1 < argc)
             csv_path = argv[++i];
         else if (!strcmp(argv[i], "--step") && i + 1 < argc && atoi(argv[i + 1]) > 1)
             step = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--sweep"))
+        else if (!strcmp(argv[i], "--sweep")) {
             sweep = 1;
+            if (i + 1 < argc && argv[i + 1][0] != '-') {
+                const char *k = argv[++i];
+                only = !strcmp(k, "row") ? BK_RMSNORM_ROW : !strcmp(k, "pipe") ? BK_RMSNORM_PIPE
+                       : !strcmp(k, "lean") ? BK_RMSNORM_LEAN : -2;
+                if (only == -2) {
+                    fprintf(stderr, "--sweep %s: want row, pipe or lean\n", k);
+                    return 2;
+                }
+            }
+        }
         else if (!strcmp(argv[i], "--hot"))
             hot = 1;
         else {
-            fprintf(stderr, "usage: %s [--csv FILE] [--step N] [--sweep] [--hot]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--csv FILE] [--step N] [--sweep [row|pipe|lean]] "
+                    "[--hot]\n", argv[0]);
             return 2;
         }
     }
@@ -324,7 +337,8 @@ int main(int argc, char **argv)
                 for (int d = 0; d < c; d++)
                     dup |= k_sweep[d].kernel == cfg->kernel &&
                            k_sweep[d].stream_hint == cfg->stream_hint && seen[d] == seen[c];
-                if (seen[c] == 0 || dup || (pipe && T < PIPE_MIN_TOKENS))
+                if (seen[c] == 0 || dup || (pipe && T < PIPE_MIN_TOKENS) ||
+                    (only >= 0 && (int)cfg->kernel != only))
                     continue;
                 cfg_name(cfg, name, sizeof name);
                 const int last = sets - 1; /* ref_ro, ref_out hold its reference */
