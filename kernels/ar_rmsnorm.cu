@@ -238,26 +238,29 @@ static int bk__default_threads(int64_t hidden)
     return hidden > 8192 ? 2 * BK_ROW_THREADS : BK_ROW_THREADS;
 }
 
-/* The residual + RMSNorm kernel's launch, from bench_rmsnorm --sweep on an
- * H200 (cold inputs, docs/bench/cuda.md, 2026-12-02): the row kernel with 512
- * threads per row, evict-first hints from 64 tokens at hidden <= 4096 and from
- * 16 to 2048 tokens above; the pipelined kernel (256 threads per row, automatic
- * stages and blocks, evict-first from 4096 tokens) above hidden 4096 from 1024
- * tokens, and at hidden >= 7168 from 512 tokens, where it moved 7168/8192 from
- * 78% to 94% of the copy kernel. At hidden 4096 the row kernel reaches the copy
- * kernel and the pipelined one was 3-8% slower. This is the one place to switch. */
+/* The residual + RMSNorm kernel's launch, from bench_rmsnorm --sweep on an H200
+ * (cold inputs, docs/bench/cuda.md, 2026-12-02 15:25 UTC, the best configuration
+ * of each measured shape, hidden 4096-8192 x tokens 1-16384): the lean row kernel;
+ * 512 threads per row at hidden <= 4096 (the row kernel at 1024-4096 tokens, where
+ * it measured best); above 4096, 1024 threads below 256 tokens, at hidden >= 8192
+ * from 1024 tokens and at hidden >= 7168 from 16384 tokens, else 512; evict-first
+ * hints from 64 tokens (from 16 at hidden >= 8192). The pipelined kernel
+ * (BK_RMSNORM_PIPE) measured 2-9% slower than the lean one at every shape it served
+ * and is not picked. This is the one place to switch. */
 static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *cfg)
 {
-    cfg->kernel = BK_RMSNORM_ROW;
-    cfg->threads = BK_MAX_ROW_THREADS;
-    cfg->stream_hint = hidden <= 4096 ? tokens >= 64 : (tokens >= 16 && tokens <= 2048);
+    cfg->kernel = BK_RMSNORM_LEAN;
     cfg->stages = 0;
     cfg->blocks_per_sm = 0;
-    if (hidden > 4096 && hidden <= 16384 && tokens >= (hidden >= 7168 ? 512 : 1024)) {
-        cfg->kernel = BK_RMSNORM_PIPE;
-        cfg->threads = 256;
-        cfg->stream_hint = tokens >= 4096;
+    cfg->stream_hint = tokens >= (hidden >= 8192 ? 16 : 64);
+    if (hidden <= 4096) {
+        cfg->threads = 512;
+        if (tokens >= 1024 && tokens <= 4096)
+            cfg->kernel = BK_RMSNORM_ROW;
+        return;
     }
+    cfg->threads = tokens < 256 || (hidden >= 8192 && tokens >= 1024) ||
+                   (hidden >= 7168 && tokens >= 16384) ? 1024 : 512;
 }
 
 /* The row kernel: one block per row (grid-stride past 4 x 65535 rows). */
@@ -374,20 +377,6 @@ extern "C" bk_status bk_residual_rmsnorm(const void *sum, const void *residual,
 {
     bk_rmsnorm_cfg cfg;
     bk__rmsnorm_launch(tokens, hidden, &cfg);
-    if (cfg.kernel == BK_RMSNORM_PIPE) {
-        /* a device without TMA or pointers off 16 bytes: the row kernel serves */
-        bk_err tried;
-        bk_err_clear(&tried);
-        bk_status st = bk_residual_rmsnorm_config(sum, residual, gamma, residual_out, out,
-                                                  tokens, hidden, eps, &cfg, stream, &tried);
-        if (st != BK_ERR_UNSUPPORTED && st != BK_ERR_INPUT) {
-            if (st != BK_OK)
-                return BK_FAIL(err, st, "%s", tried.msg);
-            return BK_OK;
-        }
-        cfg.kernel = BK_RMSNORM_ROW;
-        cfg.threads = BK_MAX_ROW_THREADS;
-    }
     return bk_residual_rmsnorm_config(sum, residual, gamma, residual_out, out, tokens, hidden,
                                       eps, &cfg, stream, err);
 }
