@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "kernels/bf16_dev.cuh"
 #include "kernels/cuda_variants.h"
 
 #define BK_MAX_VPT 8  /* 16-byte vectors per thread: 8 x 8 x 256 threads = 16384 */
@@ -15,27 +16,6 @@
 #define BK_MAX_ROW_THREADS 512  /* the tuning sweep goes up to here */
 
 /* ---------------------------------------------------------------- device helpers */
-
-__device__ __forceinline__ void bk__unpack_add(float *acc, uint4 v)
-{
-    const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&v);
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        float2 f = __bfloat1622float2(h[j]);
-        acc[2 * j] += f.x;
-        acc[2 * j + 1] += f.y;
-    }
-}
-
-__device__ __forceinline__ uint4 bk__pack(const float *f)
-{
-    uint4 v;
-    __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&v);
-#pragma unroll
-    for (int j = 0; j < 4; j++)
-        h[j] = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
-    return v;
-}
 
 __device__ __forceinline__ float bk__warp_sum(float v)
 {

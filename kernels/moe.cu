@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "kernels/bf16_dev.cuh"
 #include "kernels/moe_cuda.h"
 
 #define MOE_THREADS 256
@@ -24,15 +25,6 @@ static __device__ __forceinline__ void moe_fma8(float *acc, uint4 v, float w)
     }
 }
 
-static __device__ __forceinline__ uint4 moe_pack8(const float *f)
-{
-    uint4 v;
-    __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&v);
-#pragma unroll
-    for (int j = 0; j < 4; j++)
-        h[j] = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
-    return v;
-}
 
 /* ---------------------------------------------------------------- kernels */
 
@@ -129,7 +121,7 @@ __global__ void moe_combine_kernel(const uint16_t *y, const int32_t *row_of, con
         if (residual)
             moe_fma8(acc, __ldg(reinterpret_cast<const uint4 *>(residual + t * hidden) + c),
                      1.0f);
-        reinterpret_cast<uint4 *>(out + t * hidden)[c] = moe_pack8(acc);
+        reinterpret_cast<uint4 *>(out + t * hidden)[c] = bk__pack(acc);
     }
 }
 
@@ -140,7 +132,7 @@ __global__ void moe_add_residual_kernel(uint4 *out, const uint4 *res, size_t nv)
         float acc[8] = { 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f };
         moe_fma8(acc, out[i], 1.0f);
         moe_fma8(acc, __ldg(&res[i]), 1.0f);
-        out[i] = moe_pack8(acc);
+        out[i] = bk__pack(acc);
     }
 }
 
