@@ -504,8 +504,8 @@ const bk_variant bk__moe_cuda_variants[] = {
       .run = cm_run,
       .destroy = cm_destroy },
     /* Domain: tokens 1..4096, from bench_moe on one H200 (2026-12-02, three runs, the
-     * three families of plans/README.md): no slower than the incumbent there (1.000 to
-     * 1.022x). At 16384 tokens the Mixtral- and MiniMax-like shapes gained 2.5%, but
+     * three families of plans/README.md): 0.999-1.022x of the incumbent there (the two
+     * values under 1 within 0.1%, below what the runs resolve). At 16384 tokens the Mixtral- and MiniMax-like shapes gained 2.5%, but
      * the DeepSeek-like one measured 0.93-0.94x in all three runs, although the same
      * code measured third in a round came out 0.98x (power under 20 ms GEMM calls is
      * the suspect, not resolved): excluded until measured again. Worlds > 1: the same

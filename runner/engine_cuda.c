@@ -15,10 +15,12 @@
 
 #define BK_TIME_BATCH 64     /* timed iterations between host waits */
 /* Graph mode: each batch waits behind a host-released gate until all of it is
- * enqueued, so its steps run back to back and the events time the GPU alone
- * (the host's launch rate, which differs from process to process, drifted A/A
- * brackets by 0.6-2% on the H200 without it). The bound only matters when the
- * host stalls: then the batch runs as it is enqueued, as before. */
+ * enqueued, so its steps run back to back and the events time the GPU alone,
+ * whatever the host's launch rate. It was added as the suspected cause of the
+ * 0.6-2% A/A drift on the H200; measured, it was not (docs/BENCHMARKS.md: same
+ * medians, same drift), and it stays because it takes the host out of the
+ * timing by construction. The bound only matters when the host stalls: then
+ * the batch runs as it is enqueued. */
 #define BK_GATE_BOUND_S 1.0
 /* The target's peer_bytes describes the cpu variants' layout (x in bf16 plus
  * an fp32 chunk: >= 2 T H bytes); the cuda IPC variants need
@@ -93,8 +95,11 @@ static bk_status cuda_open(bk_backend_ctx **out, int rank, int world, int device
     *out = ctx;
     ctx = NULL;
 out:
-    if (ctx && ctx->stream)
-        (void)cudaStreamDestroy(ctx->stream);
+    if (ctx) {
+        bk_cuda_gate_free(&ctx->gate);
+        if (ctx->stream)
+            (void)cudaStreamDestroy(ctx->stream);
+    }
     free(ctx);
     return st;
 }

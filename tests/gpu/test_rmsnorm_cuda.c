@@ -1,5 +1,6 @@
-/* test_rmsnorm_cuda.c - every launch configuration of both residual + RMSNorm kernels (the
- * row kernel and the persistent TMA-pipelined one, kernels/ar_rmsnorm*.cu) at awkward shapes
+/* test_rmsnorm_cuda.c - every launch configuration of the residual + RMSNorm kernels (the
+ * row kernel, the lean row kernel and the persistent TMA-pipelined one,
+ * kernels/ar_rmsnorm*.cu) and the default launch rule at awkward shapes
  * against a float64 reference: outputs poisoned (bf16 NaN) first so a row or vector never
  * written fails, every row scaled differently so a row normalised with another row's sum of
  * squares fails, inputs unchanged afterwards, residual_out bitwise equal across all
@@ -324,9 +325,13 @@ static void run_shape(int64_t tokens, int64_t hidden, uint64_t seed)
     inputs_unchanged(&d);
     /* in place, as the incumbent calls it: sum is residual_out */
     const bk_rmsnorm_cfg inplace[] = { { BK_RMSNORM_ROW, 512, 1, 0, 0 },
+                                       { BK_RMSNORM_LEAN, 512, 1, 0, 0 },
+                                       { BK_RMSNORM_LEAN, 1024, 0, 0, 0 },
                                        { BK_RMSNORM_PIPE, 512, 0, 2, 1 },
                                        { BK_RMSNORM_PIPE, 256, 1, 0, 0 } };
-    for (int i = 0; i < 3 && (g_sm90 || i == 0); i++) {
+    for (int i = 0; i < 5; i++) {
+        if (inplace[i].kernel == BK_RMSNORM_PIPE && !g_sm90)
+            continue;
         bk_err err = { 0 };
         const int want = expect_threads(&inplace[i], hidden);
         if (want == 0)
@@ -340,7 +345,7 @@ static void run_shape(int64_t tokens, int64_t hidden, uint64_t seed)
         fetch(&d);
         judge(&d, want, what);
     }
-    /* the default launch rule, which picks the pipelined kernel at large shapes */
+    /* the default launch rule (bk__rmsnorm_launch in kernels/ar_rmsnorm.cu) */
     {
         bk_err err = { 0 };
         poison(&d);
