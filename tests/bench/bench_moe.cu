@@ -365,14 +365,17 @@ static void run_family(const family &f, double peak, double copy)
             stage_combine(whole, pb, NULL, g_s);
             stage_residual(pb, g_s);
         });
-        /* the three variants in alternation, three rounds, median of each: a clock or
-         * power swing during one round moves all three alike */
+        /* the three variants in alternation, three rounds with the order rotated, median
+         * of each: a clock or power swing, or a position in the round, moves all three
+         * alike */
         static const char *names[3] = { "moe_serial_cuda", "moe_fused_combine_cuda",
                                         "moe_chunked_overlap_cuda" };
         double tv[3][3];
         for (int rd = 0; rd < 3; rd++)
-            for (int v = 0; v < 3; v++)
+            for (int j = 0; j < 3; j++) { /* each variant once in each position */
+                const int v = (j + rd) % 3;
                 tv[v][rd] = time_variant(names[v], pb, "{}");
+            }
         double ser = median3(tv[0]), fus = median3(tv[1]), chk = median3(tv[2]);
         double mn = tc < tr ? tc : tr;
         double flops = 2.0 * t * f.topk * (3.0 * f.inter * f.hidden);
@@ -391,33 +394,51 @@ static void run_family(const family &f, double peak, double copy)
     CK(cudaFree(w2));
 }
 
-/* The top-k weighted sum alone (no residual) at K 8, H 6144, rows in token order. */
+/* The top-k weighted sum alone (no residual) at K 8, H 6144, rows in token order: once
+ * with the same inputs every call ("same": what fits in L2 stays there) and once cycling
+ * through enough copies of y that they exceed three L2s ("rotated", as bench_rmsnorm; out is
+ * one buffer, written every call). */
 static void combine_table(double copy)
 {
     static const int64_t toks[] = { 64, 256, 1024, 4096, 16384 };
     const int64_t k = 8, h = 6144;
-    printf("\n| tokens | K | H | combine us | TB/s | %% of copy |\n|---|---|---|---|---|---|\n");
+    int l2 = 0;
+    CK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+    printf("\n| tokens | K | H | combine us (same) | %% of copy | combine us (rotated) | sets | "
+           "%% of copy |\n|---|---|---|---|---|---|---|---|\n");
     for (int64_t t : toks) {
         size_t tk = (size_t)(t * k);
-        uint16_t *y, *out;
+        const size_t ybytes = tk * (size_t)h * 2;
+        int sets = (int)((3 * (size_t)l2 + ybytes - 1) / ybytes);
+        sets = sets < 1 ? 1 : sets > 16 ? 16 : sets;
+        std::vector<uint16_t *> y(sets);
+        uint16_t *out;
         int32_t *row_of;
         float *w;
         std::vector<int32_t> hr(tk);
         std::vector<float> hw(tk, 1.0f / k);
         for (size_t i = 0; i < tk; i++)
             hr[i] = (int32_t)i;
-        CK(cudaMalloc(&y, tk * h * 2));
+        for (int i = 0; i < sets; i++) {
+            CK(cudaMalloc(&y[i], ybytes));
+            fill_kernel<<<4096, 256>>>(y[i], tk * h, 1.0f, 5 + i);
+        }
         CK(cudaMalloc(&out, (size_t)t * h * 2));
         CK(cudaMalloc(&row_of, tk * 4));
         CK(cudaMalloc(&w, tk * 4));
-        fill_kernel<<<4096, 256>>>(y, tk * h, 1.0f, 5);
         CK(cudaMemcpy(row_of, hr.data(), tk * 4, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(w, hw.data(), tk * 4, cudaMemcpyHostToDevice));
-        double us = time_graph([&] { KB(bk_moe_combine(y, row_of, w, NULL, out, t, k, h, g_s, &e_)); });
-        double tbs = (double)t * h * 2.0 * (k + 1) / (us * 1e-6) / 1e12;
-        printf("| %lld | %lld | %lld | %.1f | %.2f | %.0f%% |\n", (long long)t, (long long)k,
-               (long long)h, us, tbs, 100.0 * tbs / copy);
-        CK(cudaFree(y));
+        double same = time_graph([&] { KB(bk_moe_combine(y[0], row_of, w, NULL, out, t, k, h, g_s, &e_)); });
+        double rot = time_graph([&] {
+                         for (int i = 0; i < sets; i++)
+                             KB(bk_moe_combine(y[i], row_of, w, NULL, out, t, k, h, g_s, &e_));
+                     }) / sets;
+        const double bytes = (double)t * h * 2.0 * (k + 1);
+        printf("| %lld | %lld | %lld | %.1f | %.0f%% | %.1f | %d | %.0f%% |\n", (long long)t,
+               (long long)k, (long long)h, same, 100.0 * bytes / (same * 1e-6) / 1e12 / copy,
+               rot, sets, 100.0 * bytes / (rot * 1e-6) / 1e12 / copy);
+        for (int i = 0; i < sets; i++)
+            CK(cudaFree(y[i]));
         CK(cudaFree(out));
         CK(cudaFree(row_of));
         CK(cudaFree(w));
