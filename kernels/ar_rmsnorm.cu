@@ -359,17 +359,6 @@ extern "C" bk_status bk_residual_rmsnorm_config(const void *sum, const void *res
     return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm: unknown kernel %d", (int)cfg->kernel);
 }
 
-extern "C" bk_status bk_residual_rmsnorm_tuned(const void *sum, const void *residual,
-                                               const void *gamma, void *residual_out, void *out,
-                                               int64_t tokens, int64_t hidden, float eps,
-                                               int row_threads, int stream_hint, void *stream,
-                                               bk_err *err)
-{
-    const bk_rmsnorm_cfg cfg = {BK_RMSNORM_ROW, row_threads, stream_hint, 0, 0};
-    return bk_residual_rmsnorm_config(sum, residual, gamma, residual_out, out, tokens, hidden,
-                                      eps, &cfg, stream, err);
-}
-
 extern "C" bk_status bk_residual_rmsnorm(const void *sum, const void *residual,
                                          const void *gamma, void *residual_out, void *out,
                                          int64_t tokens, int64_t hidden, float eps,

@@ -85,13 +85,6 @@ bk_status bk_residual_rmsnorm_config(const void *sum, const void *residual, cons
                                      int64_t hidden, float eps, const bk_rmsnorm_cfg *cfg,
                                      void *stream, bk_err *err);
 
-/* bk_residual_rmsnorm_config with the ROW kernel: about row_threads threads
- * per row (32..512), stream_hint 1 = evict-first loads and stores. */
-bk_status bk_residual_rmsnorm_tuned(const void *sum, const void *residual, const void *gamma,
-                                    void *residual_out, void *out, int64_t tokens,
-                                    int64_t hidden, float eps, int row_threads, int stream_hint,
-                                    void *stream, bk_err *err);
-
 /* One-shot and two-shot fused allreduce + residual + RMSNorm over the lane's
  * peer memory (comm->have_p2p required; x, residual, gamma, outputs are this
  * rank's device tensors). Errors when the peer memory is too small. */
