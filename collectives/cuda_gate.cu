@@ -27,7 +27,6 @@ extern "C" bk_status bk_cuda_gate_init(bk_cuda_gate *g, bk_err *err)
     void *h = NULL, *d = NULL;
     g->host = NULL;
     g->dev = NULL;
-    g->dev_timeouts = NULL;
     g->epoch = 0;
     cudaError_t e = cudaHostAlloc(&h, 2 * sizeof(uint32_t), cudaHostAllocMapped);
     if (e != cudaSuccess)
@@ -42,7 +41,6 @@ extern "C" bk_status bk_cuda_gate_init(bk_cuda_gate *g, bk_err *err)
     }
     g->host = (volatile uint32_t *)h;
     g->dev = (uint32_t *)d;
-    g->dev_timeouts = (uint32_t *)d + 1;
     return BK_OK;
 }
 
@@ -52,7 +50,6 @@ extern "C" void bk_cuda_gate_free(bk_cuda_gate *g)
         (void)cudaFreeHost((void *)g->host);
     g->host = NULL;
     g->dev = NULL;
-    g->dev_timeouts = NULL;
 }
 
 extern "C" bk_status bk_cuda_gate_close(bk_cuda_gate *g, void *stream, double bound_s,
@@ -60,7 +57,7 @@ extern "C" bk_status bk_cuda_gate_close(bk_cuda_gate *g, void *stream, double bo
 {
     g->epoch++;
     bk_gate_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(g->dev, g->epoch,
-                                                      (uint64_t)(bound_s * 1e9), g->dev_timeouts);
+                                                      (uint64_t)(bound_s * 1e9), g->dev + 1);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return BK_FAIL(err, BK_ERR_SYSTEM, "gate launch: %s", cudaGetErrorString(e));

@@ -13,10 +13,10 @@ extern "C" {
 #include "runner/status.h"
 
 typedef struct bk_cuda_gate {
-    volatile uint32_t *host; /* host-mapped pinned word; the host writes it */
-    uint32_t *dev;           /* the same word as the device sees it */
+    volatile uint32_t *host; /* host-mapped pinned words: [0] the host writes (the
+                              * gate), [1] the device bumps on a time-out */
+    uint32_t *dev;           /* the same words as the device sees them */
     uint32_t epoch;          /* the value the last enqueued gate waits for */
-    uint32_t *dev_timeouts;  /* host-mapped counter the device bumps on a time-out */
 } bk_cuda_gate;
 
 /* Allocate the mapped words (the current device must be set). */
