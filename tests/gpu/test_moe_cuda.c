@@ -29,6 +29,7 @@ int main(void)
 #include "kernels/bf16.h"
 #include "kernels/catalog_internal.h"
 #include "kernels/moe_internal.h"
+#include "moe_gpu.h"
 
 static uint64_t g_seed;
 static cudaStream_t g_stream;
@@ -43,13 +44,6 @@ static const bk_shape k_shapes[] = {
     { .tokens = 257, .hidden = 512, .experts = 16, .topk = 4, .intermediate = 128 },
 };
 #define NSHAPES (int)(sizeof k_shapes / sizeof k_shapes[0])
-static const char *const k_variants[] = { "moe_serial_cuda", "moe_fused_combine_cuda",
-                                          "moe_chunked_overlap_cuda" };
-#define NVARIANTS (int)(sizeof k_variants / sizeof k_variants[0])
-
-typedef struct dev_set {
-    bk_tensor host[BK_MOE_NT], dev[BK_MOE_NT];
-} dev_set;
 
 static void set_make(dev_set *d, const bk_shape *s, uint64_t seed)
 {
@@ -85,11 +79,6 @@ static void poison_out(dev_set *d)
     bk_tensor *o = &d->dev[BK_MOE_OUT];
     CK(cudaMemsetAsync(o->data, 0xFF, o->elems * 2, g_stream));
 }
-
-/* The cpu test's 2^-8 (1 + |ref|) plus 2^-9 for the two rounding points the cuda
- * variants add (gate/up stored as bf16; the serial partial stored as bf16, |partial| < 1):
- * kernels/moe.c's bound. */
-static double tol(double ref) { return 0x1p-8 * (1.0 + fabs(ref)) + 0x1p-9; }
 
 /* Out against the reference; inputs unchanged; returns the largest error. */
 static double check_out(dev_set *d, const double *ref, const char *what)

@@ -34,21 +34,10 @@ int main(void)
 #include "kernels/bf16.h"
 #include "kernels/catalog_internal.h"
 #include "kernels/moe_internal.h"
+#include "moe_gpu.h"
 
 static uint64_t g_seed;
 static int g_ngpu; /* GPUs the machine shows, counted before this process touched CUDA */
-
-static const char *const k_variants[] = { "moe_serial_cuda", "moe_fused_combine_cuda",
-                                          "moe_chunked_overlap_cuda" };
-#define NVARIANTS (int)(sizeof k_variants / sizeof k_variants[0])
-
-typedef struct dev_set {
-    bk_tensor host[BK_MOE_NT], dev[BK_MOE_NT];
-} dev_set;
-
-/* test_moe_cuda.c's world-1 bound: the cpu test's 2^-8 (1 + |ref|) plus 2^-9 for the
- * rounding points the cuda variants add. */
-static double tol(double ref) { return 0x1p-8 * (1.0 + fabs(ref)) + 0x1p-9; }
 
 /* ---- lanes of 2, 4 and 8 GPUs: one forked process per GPU ----
  * The ranks never use cmocka (a failed assert would longjmp into the parent's copy of the
