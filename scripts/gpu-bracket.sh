@@ -11,9 +11,7 @@ runs=${BK_RUNS:-/tmp/bk-runs} # records stay outside $OUT (the device tool retur
 mkdir -p "$out" "$runs"
 export NCCL_NVLS_ENABLE=0 OUT=$out BK_BUILD=$build
 "$src/scripts/gpu-run.sh" build || exit 1
-for d in "$src/.gpu-deps/root" "$src/../.gpu-deps/root"; do
-  [ -d "$d" ] && export LD_LIBRARY_PATH=$d/usr/lib/x86_64-linux-gnu:$d/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-} && break
-done
+. "$src/scripts/gpu-env.sh"
 b=$build/bracket
 flags=(-q --oversubscribe --bind-to none --allow-run-as-root -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE)
 rc=0
@@ -25,12 +23,7 @@ step demo
 (cd "$src" && mpirun "${flags[@]}" -np 1 "$b" run plans/demo-cuda.json --set arena.tp=1 \
    --set lanes.policy=shared --out "$runs" --quiet) | tee -a "$out/bracket.txt"
 step "A/A graph, 3 brackets"
-for i in 1 2 3; do
-  (cd "$src" && mpirun "${flags[@]}" -np 1 "$b" run plans/demo-cuda.json --set arena.tp=1 \
-     --set lanes.policy=shared --set candidate.variant=nccl_then_rmsnorm \
-     --set protocol.drift_policy=strict --out "$runs" --quiet) > "$runs/aa$i.txt" 2>&1
-  grep -E "^  (B|C|B') |median|^drift|^verdict" "$runs/aa$i.txt" | tee -a "$out/bracket.txt"
-done
+BK_RUNS=$runs/aa "$src/scripts/gpu-aa.sh" 3 "BK_CUDA_GATE=1" | tee -a "$out/bracket.txt"
 step verify
 for w in 1 2 4; do
   for v in ipc_oneshot_fused ipc_twoshot_fused; do
@@ -45,7 +38,7 @@ step "gpu bracket test"
 step summary
 python3 - "$runs" <<'PY'
 import glob, json, sys
-for rec in sorted(glob.glob(sys.argv[1] + "/*/record.json")):
+for rec in sorted(glob.glob(sys.argv[1] + "/**/record.json", recursive=True)):
     r = json.load(open(rec))
     s = r["score"]
     first = [p["engine_start_to_first_iter_s"] for a in r["arms"] if a["ran"] and not a["audit"] for p in a["processes"]]
