@@ -45,3 +45,30 @@ build_tree() { # build_tree SRC BUILD [TARGET...]
   cmake --build "$b" -j "$(nproc)" ${1:+--target "$@"}
 }
 
+
+# The break steps (a sabotaged copy of the tree must FAIL its GPU test: the test can fail).
+# sabotage_tree DEST FILE SED_EXPR: a copy of $src in DEST with SED_EXPR applied to FILE;
+# returns 1, saying so, when the expression changed nothing.
+sabotage_tree() {
+  local dest=$1 file=$2 expr=$3
+  rm -rf "$dest" && mkdir -p "$dest"
+  (cd "$src" && tar --exclude=./gpu-out --exclude=./build --exclude=./.gpu-deps -cf - .) | (cd "$dest" && tar -xf -)
+  sed -i "$expr" "$dest/$file"
+  if diff -q "$src/$file" "$dest/$file" >/dev/null; then
+    echo "break: the sabotage of $file did not apply"; return 1
+  fi
+}
+# sabotage_caught BIN LOG WHAT PATTERN: the sabotaged copy's test BIN must fail (a pass or a
+# skip, exit 77, is not caught); prints the lines of LOG matching PATTERN.
+sabotage_caught() {
+  local bin=$1 log=$2 what=$3 pat=$4 brc
+  [ -x "$bin" ] || { echo "break: the sabotaged copy did not build ($bin)"; return 1; }
+  "$bin" >"$log" 2>&1
+  brc=$?
+  if [ "$brc" = 0 ] || [ "$brc" = 77 ]; then
+    echo "break: the sabotaged $what was not caught by the GPU test (exit $brc)"; return 1
+  fi
+  echo "break: the sabotaged $what fails the GPU test, as it must:"
+  grep -m6 -E "$pat" "$log"
+  return 0
+}

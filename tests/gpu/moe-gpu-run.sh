@@ -17,10 +17,10 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 build_tree "$src" /tmp/moe-build gpu_test_moe_cuda gpu_test_moe_cuda_lanes bench_moe >"$out/build.log" 2>&1 \
   || { grep -E "error|FAILED" "$out/build.log" | head -30; exit 1; }
 # the sabotaged copy builds while the GPU runs
-rm -rf /tmp/moe-broken && mkdir -p /tmp/moe-broken
-(cd "$src" && tar --exclude=./gpu-out --exclude=./build --exclude=./.gpu-deps -cf - .) | (cd /tmp/moe-broken && tar -xf -)
-sed -i 's/res ? (const uint16_t \*)call->t\[BK_MOE_RESIDUAL\]/res \&\& 0 ? (const uint16_t *)call->t[BK_MOE_RESIDUAL]/' \
-  /tmp/moe-broken/kernels/moe_cuda.c
+broke=0
+sabotage_tree /tmp/moe-broken kernels/moe_cuda.c \
+  's/res ? (const uint16_t \*)call->t\[BK_MOE_RESIDUAL\]/res \&\& 0 ? (const uint16_t *)call->t[BK_MOE_RESIDUAL]/' \
+  && broke=1
 (build_tree /tmp/moe-broken /tmp/moe-broken-build gpu_test_moe_cuda >"$out/break-build.log" 2>&1) &
 bpid=$!
 echo "=== test $(date -u +%T)"
@@ -33,19 +33,11 @@ echo "=== bench $(date -u +%T)"
 /tmp/moe-build/tests/bench_moe "$iters" 2>&1 | tee "$out/bench.txt"
 echo "=== break $(date -u +%T)"
 wait $bpid
-if diff -q "$src/kernels/moe_cuda.c" /tmp/moe-broken/kernels/moe_cuda.c >/dev/null; then
-  echo "break: the sabotage did not apply"; rc=1
-elif [ ! -x /tmp/moe-broken-build/tests/gpu_test_moe_cuda ]; then
-  echo "break: the sabotaged copy did not build"; tail -5 "$out/break-build.log"; rc=1
+if [ "$broke" = 1 ]; then
+  sabotage_caught /tmp/moe-broken-build/tests/gpu_test_moe_cuda "$out/break.log" "combine" \
+    "ERROR|out\[" || rc=1
 else
-  /tmp/moe-broken-build/tests/gpu_test_moe_cuda >"$out/break.log" 2>&1
-  brc=$?
-  if [ $brc = 0 ] || [ $brc = 77 ]; then
-    echo "break: the sabotaged combine was not caught by the GPU test (exit $brc)"; rc=1
-  else
-    echo "break: the sabotaged combine fails the GPU test, as it must:"
-    grep -m3 -E "ERROR|out\[" "$out/break.log"
-  fi
+  rc=1
 fi
 echo "=== torch $(date -u +%T)"
 PYTHONUNBUFFERED=1 timeout 150 python3 "$src/tests/bench/torch_moe_combine.py" 2>&1 | tee "$out/torch.txt" | grep -v Warning
