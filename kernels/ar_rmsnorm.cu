@@ -266,19 +266,14 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *c
 /* The row kernel: one block per row (grid-stride past 4 x 65535 rows). */
 static bk_status bk__rmsnorm_row(const void *sum, const void *residual, const void *gamma,
                                  void *residual_out, void *out, int64_t tokens, int64_t hidden,
-                                 float eps, int row_threads, int stream_hint,
-                                 cudaStream_t stream, bk_err *err)
+                                 float eps, const bk_rmsnorm_cfg *cfg, cudaStream_t stream,
+                                 bk_err *err)
 {
-    int vpt, threads;
-    if (row_threads < 32 || row_threads > BK_MAX_ROW_THREADS)
-        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm: %d threads per row (32..%d)",
-                       row_threads, BK_MAX_ROW_THREADS);
-    bk__row_config(hidden, row_threads, &vpt, &threads);
-    if (threads > BK_MAX_ROW_THREADS || vpt > BK_MAX_VPT)
-        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm: hidden %lld at about %d threads "
-                       "per row needs %d threads x %d vectors (at most %d x %d)",
-                       (long long)hidden, row_threads, threads, vpt, BK_MAX_ROW_THREADS,
-                       BK_MAX_VPT);
+    int vpt = 0, threads = 0;
+    const int stream_hint = cfg->stream_hint;
+    const bk_status st = bk__rmsnorm_shape(cfg, hidden, &vpt, &threads, err);
+    if (st != BK_OK)
+        return st;
     const int grid = tokens < 65535 * 4 ? (int)tokens : 65535 * 4;
 #define L(K)                                                                               \
     if (stream_hint)                                                                       \
@@ -297,19 +292,14 @@ static bk_status bk__rmsnorm_row(const void *sum, const void *residual, const vo
 /* The lean kernel: as the row kernel, up to 1024 threads (2 vectors each above 512). */
 static bk_status bk__rmsnorm_lean(const void *sum, const void *residual, const void *gamma,
                                   void *residual_out, void *out, int64_t tokens, int64_t hidden,
-                                  float eps, int row_threads, int stream_hint,
-                                  cudaStream_t stream, bk_err *err)
+                                  float eps, const bk_rmsnorm_cfg *cfg, cudaStream_t stream,
+                                  bk_err *err)
 {
-    int vpt, threads;
-    if (row_threads < 32 || row_threads > 1024)
-        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm lean: %d threads per row (32..1024)",
-                       row_threads);
-    bk__row_config(hidden, row_threads, &vpt, &threads);
-    if (vpt > BK_MAX_VPT || (threads > BK_MAX_ROW_THREADS && vpt > 2))
-        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm lean: hidden %lld at about %d "
-                       "threads per row needs %d threads x %d vectors (at most %d x %d, or "
-                       "1024 x 2)", (long long)hidden, row_threads, threads, vpt,
-                       BK_MAX_ROW_THREADS, BK_MAX_VPT);
+    int vpt = 0, threads = 0;
+    const int stream_hint = cfg->stream_hint;
+    const bk_status st = bk__rmsnorm_shape(cfg, hidden, &vpt, &threads, err);
+    if (st != BK_OK)
+        return st;
     const int grid = tokens < 65535 * 4 ? (int)tokens : 65535 * 4;
 #define LA(K, M, B)                                                                        \
     if (stream_hint)                                                                       \
@@ -348,15 +338,21 @@ extern "C" bk_status bk_residual_rmsnorm_config(const void *sum, const void *res
     switch (cfg->kernel) {
     case BK_RMSNORM_ROW:
         return bk__rmsnorm_row(sum, residual, gamma, residual_out, out, tokens, hidden, eps,
-                               cfg->threads, cfg->stream_hint, (cudaStream_t)stream, err);
+                               cfg, (cudaStream_t)stream, err);
     case BK_RMSNORM_LEAN:
         return bk__rmsnorm_lean(sum, residual, gamma, residual_out, out, tokens, hidden, eps,
-                                cfg->threads, cfg->stream_hint, (cudaStream_t)stream, err);
+                                cfg, (cudaStream_t)stream, err);
     case BK_RMSNORM_PIPE:
         return bk__rmsnorm_pipe(sum, residual, gamma, residual_out, out, tokens, hidden, eps,
                                 cfg, (cudaStream_t)stream, err);
     }
     return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm: unknown kernel %d", (int)cfg->kernel);
+}
+
+extern "C" int bk_rmsnorm_cfg_threads(const bk_rmsnorm_cfg *cfg, int64_t hidden)
+{
+    int vpt = 0, threads = 0;
+    return bk__rmsnorm_shape(cfg, hidden, &vpt, &threads, NULL) == BK_OK ? threads : 0;
 }
 
 extern "C" bk_status bk_residual_rmsnorm(const void *sum, const void *residual,
@@ -393,7 +389,7 @@ extern "C" bk_status bk_ipc_oneshot_rmsnorm(bk_cuda_comm *c, const void *x, cons
                                             int64_t tokens, int64_t hidden, float eps,
                                             void *stream, bk_err *err)
 {
-    int vpt, threads;
+    int vpt = 0, threads = 0;
     size_t half = 0;
     bk_status st = bk__check_row("ipc_oneshot", tokens, hidden, err);
     if (st == BK_OK)
@@ -415,7 +411,7 @@ extern "C" bk_status bk_ipc_twoshot_rmsnorm(bk_cuda_comm *c, const void *x, cons
                                             int64_t tokens, int64_t hidden, float eps,
                                             void *stream, bk_err *err)
 {
-    int vpt, threads;
+    int vpt = 0, threads = 0;
     size_t half = 0;
     bk_status st = bk__check_row("ipc_twoshot", tokens, hidden, err);
     if (st == BK_OK)

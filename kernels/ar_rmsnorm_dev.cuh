@@ -171,6 +171,29 @@ static inline void bk__row_config(int64_t hidden, int target, int *vpt, int *thr
     *threads = (t + 31) / 32 * 32;
 }
 
+/* The block shape of cfg at hidden (bk__row_config), or BK_ERR_INPUT naming the limit:
+ * about cfg->threads threads per row, 32..512 for the row kernel and 32..1024 for the lean
+ * and pipelined ones; at most BK_MAX_VPT vectors per thread, and 2 above 512 threads (the
+ * 1024-thread instances' register cap). Shared by the three launchers and, through
+ * bk_rmsnorm_cfg_threads, by the benchmark. */
+static inline bk_status bk__rmsnorm_shape(const bk_rmsnorm_cfg *cfg, int64_t hidden, int *vpt,
+                                          int *threads, bk_err *err)
+{
+    static const char *const name[] = {"row", "pipe", "lean"};
+    const char *what = (unsigned)cfg->kernel < 3 ? name[cfg->kernel] : "?";
+    const int maxt = cfg->kernel == BK_RMSNORM_ROW ? BK_MAX_ROW_THREADS : 1024;
+    if (cfg->threads < 32 || cfg->threads > maxt)
+        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm %s: %d threads per row (32..%d)",
+                       what, cfg->threads, maxt);
+    bk__row_config(hidden, cfg->threads, vpt, threads);
+    if (*vpt > BK_MAX_VPT || *threads > maxt || (*threads > BK_MAX_ROW_THREADS && *vpt > 2))
+        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm %s: hidden %lld at about %d "
+                       "threads per row needs %d threads x %d vectors (at most %d threads, "
+                       "%d vectors each, 2 above %d threads)", what, (long long)hidden,
+                       cfg->threads, *threads, *vpt, maxt, BK_MAX_VPT, BK_MAX_ROW_THREADS);
+    return BK_OK;
+}
+
 static inline bk_status bk__check_row(const char *what, int64_t tokens, int64_t hidden, bk_err *err)
 {
     if (hidden <= 0 || hidden % 8 != 0 || hidden > 8 * BK_MAX_VPT * BK_ROW_THREADS)

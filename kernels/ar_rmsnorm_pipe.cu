@@ -289,30 +289,27 @@ bk_status bk__rmsnorm_pipe(const void *sum, const void *residual, const void *ga
                            float eps, const bk_rmsnorm_cfg *cfg, cudaStream_t stream,
                            bk_err *err)
 {
-    int vpt, threads, dev = 0, sms = 0, major = 0, smem_optin = 0, dyn_max = 0;
+    int vpt = 0, threads = 0, dev = 0, sms = 0, major = 0, smem_optin = 0, dyn_max = 0;
     int per_sm = cfg->blocks_per_sm;
     if (bk__misaligned(sum) || bk__misaligned(residual) || bk__misaligned(gamma) ||
         bk__misaligned(residual_out) || bk__misaligned(out))
         return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm pipe: every pointer must be 16-byte "
                        "aligned (sum %p residual %p gamma %p residual_out %p out %p)", sum,
                        residual, gamma, residual_out, out);
-    if (cfg->threads < 32 || cfg->threads > BK_PIPE_MAX_THREADS)
-        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm pipe: %d threads per row (32..%d)",
-                       cfg->threads, BK_PIPE_MAX_THREADS);
     if (cfg->stages < 0 || cfg->stages > BK_PIPE_MAX_STAGES)
         return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm pipe: %d stages (1..%d, 0 = auto)",
                        cfg->stages, BK_PIPE_MAX_STAGES);
     if (per_sm < 0 || per_sm > 8)
         return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm pipe: %d blocks per SM (1..8, "
                        "0 = auto)", per_sm);
-    bk__row_config(hidden, cfg->threads, &vpt, &threads);
+    bk_status st = bk__rmsnorm_shape(cfg, hidden, &vpt, &threads, err);
+    if (st != BK_OK)
+        return st;
     const bk__pipe_fn fn = bk__pipe_pick(vpt, cfg->stream_hint, threads > BK_MAX_ROW_THREADS);
-    if (threads > BK_PIPE_MAX_THREADS || vpt > BK_MAX_VPT || fn == NULL)
-        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm pipe: hidden %lld at about %d "
-                       "threads per row needs %d threads x %d vectors (at most %d x %d, or "
-                       "%d x 2 above %d threads)", (long long)hidden, cfg->threads, threads, vpt,
-                       BK_MAX_ROW_THREADS, BK_MAX_VPT, BK_PIPE_MAX_THREADS, BK_MAX_ROW_THREADS);
-    bk_status st = bk__pipe_device(&dev, &sms, &major, &smem_optin, err);
+    if (fn == NULL)
+        return BK_FAIL(err, BK_ERR_INTERNAL, "residual_rmsnorm pipe: no instance for %d "
+                       "threads x %d vectors", threads, vpt);
+    st = bk__pipe_device(&dev, &sms, &major, &smem_optin, err);
     if (st != BK_OK)
         return st;
     if (major < 9)

@@ -85,6 +85,11 @@ bk_status bk_residual_rmsnorm_config(const void *sum, const void *residual, cons
                                      int64_t hidden, float eps, const bk_rmsnorm_cfg *cfg,
                                      void *stream, bk_err *err);
 
+/* Threads per block cfg launches with at hidden, or 0 when bk_residual_rmsnorm_config
+ * refuses that shape for its threads or vectors per thread (pointers, stages and shared
+ * memory are checked at the call). */
+int bk_rmsnorm_cfg_threads(const bk_rmsnorm_cfg *cfg, int64_t hidden);
+
 /* One-shot and two-shot fused allreduce + residual + RMSNorm over the lane's
  * peer memory (comm->have_p2p required; x, residual, gamma, outputs are this
  * rank's device tensors). Errors when the peer memory is too small. */

@@ -207,21 +207,6 @@ static const bk_rmsnorm_cfg k_sweep[] = {
 };
 #define NSWEEP (int)(sizeof k_sweep / sizeof k_sweep[0])
 
-/* Threads per block a configuration runs with at hidden H (bk__row_config's rule); 0 when
- * it cannot run there (more than 8 vectors per thread; PIPE above 512 threads: more than
- * 2). */
-static int cfg_threads(const bk_rmsnorm_cfg *c, int64_t H)
-{
-    const int nvec = (int)(H / 8);
-    int k = (nvec + c->threads - 1) / c->threads;
-    k = k < 1 ? 1 : k;
-    const int t = ((nvec + k - 1) / k + 31) / 32 * 32;
-    if (k > 8 || (c->kernel != BK_RMSNORM_ROW && t > 512 && k > 2) ||
-        (c->kernel == BK_RMSNORM_ROW && t > 512))
-        return 0;
-    return t;
-}
-
 static void cfg_name(const bk_rmsnorm_cfg *c, char *buf, size_t n)
 {
     snprintf(buf, n, "%s%d%s",
@@ -333,7 +318,7 @@ int main(int argc, char **argv)
                 const int pipe = cfg->kernel == BK_RMSNORM_PIPE;
                 char name[32];
                 int dup = 0;
-                seen[c] = cfg_threads(cfg, H);
+                seen[c] = bk_rmsnorm_cfg_threads(cfg, H);
                 for (int d = 0; d < c; d++)
                     dup |= k_sweep[d].kernel == cfg->kernel &&
                            k_sweep[d].stream_hint == cfg->stream_hint && seen[d] == seen[c];
