@@ -3,7 +3,8 @@
 # itself, TP 1, lanes shared): N rounds, each running one bracket per SETTING (environment
 # assignments for the engines, e.g. "BK_CUDA_GATE=0"), interleaved; then one line per
 # bracket: setting, verdict, drift, speed-up and its interval, per-shape medians of B, C and
-# B'. Expects a build in $BK_BUILD (scripts/gpu-run.sh build).
+# B', and what the GPU's clocks, power and temperature were during each arm. Expects a
+# build in $BK_BUILD (scripts/gpu-run.sh build).
 #   scripts/gpu-aa.sh [N [SETTING...]]   (default 4 rounds of "BK_CUDA_GATE=1" "BK_CUDA_GATE=0")
 set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,6 +18,14 @@ settings=("$@")
 mkdir -p "$out" "$runs"
 export NCCL_NVLS_ENABLE=0
 . "$src/scripts/gpu-env.sh"
+# The GPU's clocks, power and temperature every 100 ms while the brackets run, and each
+# arm's start time (the arm lines bracket prints, stamped here), so that the table below
+# can say what the GPU did during each arm. Stopped when this script ends.
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu \
+  --format=csv,noheader,nounits -lms 100 >"$runs/clocks.csv" 2>/dev/null &
+smi=$!
+trap 'kill $smi 2>/dev/null' EXIT
+stamp() { while IFS= read -r l; do printf '%s %s\n' "$(date +%s.%N)" "$l"; done; }
 for i in $(seq 1 "$n"); do
   for k in "${!settings[@]}"; do
     mkdir -p "$runs/s$k"
@@ -25,15 +34,41 @@ for i in $(seq 1 "$n"); do
     (cd "$src" && env ${settings[$k]} mpirun -q --oversubscribe --bind-to none --allow-run-as-root \
        -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE "${xs[@]}" -np 1 "$build/bracket" run plans/demo-cuda.json \
        --set arena.tp=1 --set lanes.policy=shared --set candidate.variant=nccl_then_rmsnorm \
-       --set protocol.drift_policy=strict --out "$runs/s$k" --quiet) >"$runs/s$k-$i.txt" 2>&1
+       --set protocol.drift_policy=strict --out "$runs/s$k" 2>&1; echo "bracket: end") \
+       | stamp >"$runs/s$k-$i.txt"
   done
 done
+kill $smi 2>/dev/null
 python3 - "$runs" <<'PY' | tee "$out/aa.txt"
-import glob, json, os, sys
+import datetime, glob, json, os, re, sys
+runs = sys.argv[1]
+clk = []  # (unix time, sm MHz, mem MHz, W, C)
+for line in open(os.path.join(runs, "clocks.csv")):
+    f = [x.strip() for x in line.split(",")]
+    try:
+        t = datetime.datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").replace(
+            tzinfo=datetime.timezone.utc).timestamp()
+        clk.append((t, float(f[1]), float(f[2]), float(f[3]), float(f[4])))
+    except (ValueError, IndexError):
+        pass
+def during(t0, t1):
+    s = [c for c in clk if t0 <= c[0] < t1]
+    if not s:
+        return "-"
+    m = lambda k: sum(c[k] for c in s) / len(s)
+    return "%.0f/%.0f MHz %.0f W %.0f C" % (m(1), m(2), m(3), m(4))
 print("| setting | verdict | drift | speed-up [interval] | B medians us | C medians us | B' medians us |")
 print("|---|---|---|---|---|---|---|")
-for d in sorted(glob.glob(os.path.join(sys.argv[1], "s*/"))):
+arms = []
+for d in sorted(glob.glob(os.path.join(runs, "s*/"))):
     setting = open(os.path.join(d, "setting")).read().strip()
+    for log in sorted(glob.glob(d.rstrip("/") + "-*.txt")):
+        ev = [(float(l.split(" ", 1)[0]), l.split(" ", 1)[1]) for l in open(log)
+              if re.match(r"^[0-9.]+ bracket: (arm|end)", l)]
+        names = [re.search(r"arm (\S+)", e[1]).group(1) if "arm " in e[1] else "end" for e in ev]
+        row = ["%s %s" % (names[i], during(ev[i][0], ev[i + 1][0])) for i in range(len(ev) - 1)
+               if names[i] in ("B", "C", "B'")]
+        arms.append("%s, %s: %s" % (setting, os.path.basename(log), "; ".join(row)))
     for rec in sorted(glob.glob(os.path.join(d, "*", "record.json")), key=os.path.getmtime):
         r = json.load(open(rec))
         s = r["score"]
@@ -46,4 +81,8 @@ for d in sorted(glob.glob(os.path.join(sys.argv[1], "s*/"))):
         print("| %s | %s | %s | %s [%s, %s] | %s | %s | %s |" % (
             setting, r["verdict"], f(s.get("drift")), f(s.get("speedup")), f(iv[0]), f(iv[1]),
             med.get("B"), med.get("C"), med.get("B'")))
+print()
+print("GPU during each arm (mean SM/memory clock, power, temperature; nvidia-smi every 100 ms):")
+for a in arms:
+    print("- " + a)
 PY
