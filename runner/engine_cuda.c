@@ -27,7 +27,9 @@
  * bk_ar_rmsnorm_cuda_peer_bytes = 12 T H bytes (two halves of x, residual_out
  * and out). Until the catalog carries peer bytes per variant, the cuda
  * backend maps this many times the target's figure. */
-#define BK_MAX_SETS 8        /* rotated input sets */
+#define BK_DEF_SETS 8        /* rotated input sets at most, by default */
+#define BK_MAX_SETS 64       /* ... and with BK_CUDA_SETS */
+#define BK_PAGE (2u << 20)   /* BK_CUDA_SPREAD=1: every tensor in pages of its own */
 
 struct bk_backend_ctx {
     int rank, world, device;
@@ -36,6 +38,8 @@ struct bk_backend_ctx {
     bk_cuda_gate gate;
     int gated;           /* graph-mode batches wait behind the gate (BK_CUDA_GATE=0: no) */
     double warm_s;       /* solo warm-up before the first shape (BK_CUDA_WARMUP_S) */
+    int max_sets;        /* rotated input sets per shape at most (BK_CUDA_SETS) */
+    int spread;          /* every tensor allocated in 2 MiB pages of its own (BK_CUDA_SPREAD) */
 };
 
 #define CUDA_TRY(call)                                                                  \
@@ -91,6 +95,25 @@ static bk_status cuda_open(bk_backend_ctx **out, int rank, int world, int device
             goto out;
         }
         ctx->warm_s = w;
+    }
+    ctx->max_sets = BK_DEF_SETS;
+    if (getenv("BK_CUDA_SETS")) {
+        char *end = NULL;
+        long v = strtol(getenv("BK_CUDA_SETS"), &end, 10);
+        if (!end || *end || v < 2 || v > BK_MAX_SETS) {
+            st = BK_FAIL(err, BK_ERR_INPUT, "rank %d: BK_CUDA_SETS=%s: want a count in 2..%d",
+                         rank, getenv("BK_CUDA_SETS"), BK_MAX_SETS);
+            goto out;
+        }
+        ctx->max_sets = (int)v;
+    }
+    if (getenv("BK_CUDA_SPREAD")) {
+        const char *v = getenv("BK_CUDA_SPREAD");
+        if (strcmp(v, "0") && strcmp(v, "1")) {
+            st = BK_FAIL(err, BK_ERR_INPUT, "rank %d: BK_CUDA_SPREAD=%s: want 0 or 1", rank, v);
+            goto out;
+        }
+        ctx->spread = v[0] == '1';
     }
     *out = ctx;
     ctx = NULL;
@@ -149,7 +172,10 @@ static bk_status set_init(bk_backend_ctx *ctx, const bk_shape_job *job, uint64_t
                          ctx->rank, t->name);
             goto out;
         }
-        CUDA_TRY(cudaMalloc(&t->data, t->elems * t->elem_bytes + 16));
+        size_t bytes = t->elems * t->elem_bytes + 16;
+        if (ctx->spread) /* a page of its own: a placement of its own */
+            bytes = (bytes + BK_PAGE - 1) / BK_PAGE * BK_PAGE;
+        CUDA_TRY(cudaMalloc(&t->data, bytes));
     }
     tg->init_inputs(host, job->shape, seed, job->shape_index, job->rank, job->world);
     for (int i = 0; i < tg->ntensors; i++) {
@@ -219,16 +245,16 @@ out:
     return st;
 }
 
-/* Enough sets that the inputs of all of them exceed three L2s (or 8 sets). */
-static int choose_sets(const bk_shape_job *job, size_t l2)
+/* Enough sets that the inputs of all of them exceed three L2s (at most max). */
+static int choose_sets(const bk_shape_job *job, size_t l2, int max)
 {
     size_t in_bytes = 0;
     for (int i = 0; i < job->target->ntensors; i++)
         if (!job->target->tensor_is_output[i])
             in_bytes += job->target->tensor_elems(job->shape, job->world, i) *
                         job->target->tensor_elem_bytes(i);
-    size_t n = in_bytes ? (3 * l2 + in_bytes - 1) / in_bytes : BK_MAX_SETS;
-    return n < 2 ? 2 : n > BK_MAX_SETS ? BK_MAX_SETS : (int)n;
+    size_t n = in_bytes ? (3 * l2 + in_bytes - 1) / in_bytes : (size_t)max;
+    return n < 2 ? 2 : n > (size_t)max ? max : (int)n;
 }
 
 /* Keep the GPU busy with memsets of a scratch buffer on our stream for `seconds`. */
@@ -263,7 +289,7 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
     memset(sets, 0, sizeof(sets));
     CUDA_TRY(cudaSetDevice(ctx->device));
     CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, ctx->device));
-    const int want = choose_sets(job, (size_t)l2);
+    const int want = choose_sets(job, (size_t)l2, ctx->max_sets);
     for (; nsets < want; nsets++)
         BK_TRY(set_init(ctx, job, job->seed + 0x9E3779B97F4A7C15ull * (uint64_t)nsets,
                         &sets[nsets], err));

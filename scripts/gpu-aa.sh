@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu-aa.sh - A/A brackets in graph mode on a GPU machine (the demo plan's incumbent against
 # itself, TP 1, lanes shared): N rounds, each running one bracket per SETTING (environment
-# assignments for the engines, e.g. "BK_CUDA_GATE=0"), interleaved; then one line per
+# assignments for the engines, e.g. "BK_CUDA_GATE=0", and plan settings as set:PATH=VALUE,
+# e.g. "set:incumbent.variant=ipc_oneshot_fused"), interleaved; then one line per
 # bracket: setting, verdict, drift, speed-up and its interval, per-shape medians of B, C and
 # B', and what the GPU's clocks, power and temperature were during each arm. Expects a
 # build in $BK_BUILD (scripts/gpu-run.sh build).
@@ -30,11 +31,17 @@ for i in $(seq 1 "$n"); do
   for k in "${!settings[@]}"; do
     mkdir -p "$runs/s$k"
     echo "${settings[$k]}" >"$runs/s$k/setting"
-    xs=(); for a in ${settings[$k]}; do xs+=(-x "${a%%=*}"); done
-    (cd "$src" && env ${settings[$k]} mpirun -q --oversubscribe --bind-to none --allow-run-as-root \
+    xs=(); env=(); sets=()
+    for a in ${settings[$k]}; do
+      case $a in
+      set:*) sets+=(--set "${a#set:}") ;;
+      *) env+=("$a"); xs+=(-x "${a%%=*}") ;;
+      esac
+    done
+    (cd "$src" && env "${env[@]}" mpirun -q --oversubscribe --bind-to none --allow-run-as-root \
        -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE "${xs[@]}" -np 1 "$build/bracket" run plans/demo-cuda.json \
        --set arena.tp=1 --set lanes.policy=shared --set candidate.variant=nccl_then_rmsnorm \
-       --set protocol.drift_policy=strict --out "$runs/s$k" 2>&1; echo "bracket: end") \
+       --set protocol.drift_policy=strict "${sets[@]}" --out "$runs/s$k" 2>&1; echo "bracket: end") \
        | stamp >"$runs/s$k-$i.txt"
   done
 done

@@ -1,7 +1,7 @@
 /* bench_rmsnorm.cu - times the residual + RMSNorm kernel (the incumbent's epilogue) in graph
  * mode over tokens x hidden, as a share of an SM copy kernel's bandwidth on the same card.
  *
- *   bench_rmsnorm [--csv FILE] [--step N] [--sweep [row|pipe|lean|cluster]] [--hot]
+ *   bench_rmsnorm [--csv FILE] [--step N] [--sweep [row|pipe|lean|cluster]] [--hot] [--each]
  *     --step N   tokens 1, N, N^2, ... 16384 (default N = 2)
  *     --sweep    also time every launch configuration and print the best beside the default:
  *                the row kernel at 256/512 threads per row, with and without evict-first
@@ -12,6 +12,7 @@
  *                blocks per SM. Each configuration's outputs are checked against float64
  *                before it is timed. A kernel name after --sweep times that kernel's
  *                configurations only.
+ *     --each     with --sweep: also print every configuration's time (a line each)
  *     --hot      one input set (L2-resident inputs, like the epilogue right after the
  *                allreduce wrote x) instead of the rotated cold sets
  *
@@ -98,6 +99,23 @@ static void fill(uint16_t *h, size_t n, unsigned seed, float lo, float hi)
 
 /* A graph node that does nothing: the floor under every per-call time here. */
 __global__ void empty_kernel(void) {}
+
+/* The same node launched as one cluster of `cl` blocks of `threads`. */
+static void empty_cluster(cudaStream_t st, int cl, int threads)
+{
+    cudaLaunchConfig_t lc = {};
+    cudaLaunchAttribute attr = {};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = (unsigned)cl;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    lc.gridDim = dim3((unsigned)cl);
+    lc.blockDim = dim3((unsigned)threads);
+    lc.stream = st;
+    lc.attrs = &attr;
+    lc.numAttrs = 1;
+    CK(cudaLaunchKernelEx(&lc, empty_kernel));
+}
 
 /* Time a graph of CALLS captured launches; returns microseconds per call. */
 template <typename F>
@@ -230,7 +248,7 @@ static void cfg_name(const bk_rmsnorm_cfg *c, char *buf, size_t n)
 int main(int argc, char **argv)
 {
     const char *csv_path = NULL;
-    int step = 2, sweep = 0, hot = 0, only = -1; /* only: a bk_rmsnorm_kernel, -1 all */
+    int step = 2, sweep = 0, hot = 0, each = 0, only = -1; /* only: a kernel, -1 all */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--csv") && i + 1 < argc)
             csv_path = argv[++i];
@@ -251,9 +269,11 @@ int main(int argc, char **argv)
         }
         else if (!strcmp(argv[i], "--hot"))
             hot = 1;
+        else if (!strcmp(argv[i], "--each"))
+            each = 1;
         else {
             fprintf(stderr, "usage: %s [--csv FILE] [--step N] [--sweep [row|pipe|lean|cluster]] "
-                    "[--hot]\n", argv[0]);
+                    "[--hot] [--each]\n", argv[0]);
             return 2;
         }
     }
@@ -280,6 +300,12 @@ int main(int argc, char **argv)
             });
         printf("graph node floor: an empty kernel of one block takes %.2f / %.2f / %.2f us per "
                "call at 32 / 512 / 1024 threads\n", floor_us[0], floor_us[1], floor_us[2]);
+        if (prop.major >= 9) {
+            for (int i = 0; i < 3; i++)
+                floor_us[i] = time_graph(st, [&](int) { empty_cluster(st, 2 << i, 256); });
+            printf("graph node floor: an empty cluster of 2 / 4 / 8 blocks of 256 threads takes "
+                   "%.2f / %.2f / %.2f us per call\n", floor_us[0], floor_us[1], floor_us[2]);
+        }
     }
     printf("mode: %s\n", hot ? "hot (one input set, L2-resident)"
                              : "cold (rotated input sets, over 3 x L2)");
@@ -369,6 +395,8 @@ int main(int argc, char **argv)
                     BK(bk_residual_rmsnorm_config(x[s], res[s], g, ro[s], out[s], T, H,
                                                   BK_RMSNORM_EPS, cfg, st, &e_));
                 });
+                if (each)
+                    printf("%6lld %6lld   %-9s %9.2f us\n", (long long)H, (long long)T, name, u);
                 if (!pipe && u < best) {
                     best = u;
                     snprintf(best_cfg, sizeof(best_cfg), "%s", name);
