@@ -1,7 +1,6 @@
 /* ar_rmsnorm.cu - allreduce + residual + RMSNorm on GPUs: the incumbent's residual+RMSNorm
  * epilogue kernel, the one-shot and two-shot fused kernels over CUDA IPC peer memory, and
  * the copy kernel the benchmarks measure bandwidth against. */
-#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -67,7 +66,9 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_residual_rmsnorm_kernel
  * row's loads before the first use), then each vector's s = sum + residual is
  * rounded to bf16, stored as residual_out at once and kept packed (4 registers
  * a vector, not 8 floats); gamma is read after the reduction. The arithmetic
- * and its order are the row kernel's: the same bits. */
+ * and its order are the row kernel's, without its adds to zero: the same bits
+ * but for the sign of an exact zero (s = -0 + -0 stays -0 here, as in the
+ * float64 reference). */
 template <int VPT, bool STREAM, int MAXT, int MINB>
 __global__ void __launch_bounds__(MAXT, MINB) bk_residual_rmsnorm_lean_kernel(
     const uint4 *sum, const uint4 *__restrict__ residual, const uint4 *__restrict__ gamma,
@@ -91,12 +92,11 @@ __global__ void __launch_bounds__(MAXT, MINB) bk_residual_rmsnorm_lean_kernel(
             for (int k = 0; k < VPT; k++) {
                 const int i = threadIdx.x + k * blockDim.x;
                 if (i < nvec) {
-                    float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                    bk__unpack_add(f, a[k]);
+                    float f[8], q[8];
+                    bk__unpack(f, a[k]);
                     bk__unpack_add(f, b[k]);
                     r[k] = bk__pack(f);
-                    float q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                    bk__unpack_add(q, r[k]);
+                    bk__unpack(q, r[k]);
 #pragma unroll
                     for (int j = 0; j < 8; j++)
                         ss += q[j] * q[j];
@@ -112,9 +112,9 @@ __global__ void __launch_bounds__(MAXT, MINB) bk_residual_rmsnorm_lean_kernel(
         for (int k = 0; k < VPT; k++) {
             const int i = threadIdx.x + k * blockDim.x;
             if (i < nvec) {
-                float q[8] = {0, 0, 0, 0, 0, 0, 0, 0}, g[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                bk__unpack_add(q, r[k]);
-                bk__unpack_add(g, __ldg(gamma + i));
+                float q[8], g[8];
+                bk__unpack(q, r[k]);
+                bk__unpack(g, __ldg(gamma + i));
 #pragma unroll
                 for (int j = 0; j < 8; j++)
                     g[j] = q[j] * inv * g[j];
@@ -125,84 +125,6 @@ __global__ void __launch_bounds__(MAXT, MINB) bk_residual_rmsnorm_lean_kernel(
             }
         }
     }
-}
-
-/* CLUSTER: a row per cluster of CL blocks (cluster rank q takes vectors
- * [q x slice, (q + 1) x slice) of the row), each block as the lean kernel over
- * its slice; the blocks' sums of squares meet in distributed shared memory and
- * every block adds them in rank order (the same total everywhere). A block's
- * shared word must outlive its peers' reads: each block arrives at the cluster
- * barrier once it has read, and waits on it only after its stores. */
-template <int VPT, int CL, bool STREAM>
-__global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_residual_rmsnorm_cluster_kernel(
-    const uint4 *sum, const uint4 *__restrict__ residual, const uint4 *__restrict__ gamma,
-    uint4 *residual_out, uint4 *__restrict__ out, int hidden, int slice, float eps)
-{
-    namespace cg = cooperative_groups;
-    __shared__ float part;
-    const cg::cluster_group cluster = cg::this_cluster();
-    const int nvec = hidden / 8;
-    const int q = (int)cluster.block_rank();
-    const size_t off = (size_t)(blockIdx.x / CL) * nvec;
-    const int lo = q * slice, hi = lo + slice < nvec ? lo + slice : nvec;
-    uint4 r[VPT];
-    float ss = 0.f;
-    {
-        uint4 a[VPT], b[VPT];
-#pragma unroll
-        for (int k = 0; k < VPT; k++) {
-            const int i = lo + threadIdx.x + k * blockDim.x;
-            const size_t at = off + (i < hi ? i : 0);
-            a[k] = STREAM ? __ldcs(sum + at) : sum[at];
-            b[k] = STREAM ? __ldcs(residual + at) : residual[at];
-        }
-#pragma unroll
-        for (int k = 0; k < VPT; k++) {
-            const int i = lo + threadIdx.x + k * blockDim.x;
-            if (i < hi) {
-                float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                bk__unpack_add(f, a[k]);
-                bk__unpack_add(f, b[k]);
-                r[k] = bk__pack(f);
-                float qv[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                bk__unpack_add(qv, r[k]);
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-                    ss += qv[j] * qv[j];
-                if (STREAM)
-                    __stcs(residual_out + off + i, r[k]);
-                else
-                    residual_out[off + i] = r[k];
-            }
-        }
-    }
-    const float mine = bk__block_sum(ss);
-    if (threadIdx.x == 0)
-        part = mine;
-    cluster.sync(); /* every block's part is written */
-    float total = 0.f;
-#pragma unroll
-    for (int p = 0; p < CL; p++)
-        total += *cluster.map_shared_rank(&part, p);
-    cluster.barrier_arrive(); /* done reading the peers' parts */
-    const float inv = rsqrtf(total / (float)hidden + eps);
-#pragma unroll
-    for (int k = 0; k < VPT; k++) {
-        const int i = lo + threadIdx.x + k * blockDim.x;
-        if (i < hi) {
-            float qv[8] = {0, 0, 0, 0, 0, 0, 0, 0}, g[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            bk__unpack_add(qv, r[k]);
-            bk__unpack_add(g, __ldg(gamma + i));
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                g[j] = qv[j] * inv * g[j];
-            if (STREAM)
-                __stcs(out + off + i, bk__pack(g));
-            else
-                out[off + i] = bk__pack(g);
-        }
-    }
-    cluster.barrier_wait(); /* no block leaves while a peer may still read its part */
 }
 
 /* One-shot: copy our rows into peer memory (half chosen by the epoch's
@@ -331,7 +253,6 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *c
     cfg->kernel = BK_RMSNORM_LEAN;
     cfg->stages = 0;
     cfg->blocks_per_sm = 0;
-    cfg->cluster = 0;
     cfg->stream_hint = tokens >= (hidden >= 8192 ? 16 : 64);
     if (hidden <= 4096) {
         cfg->threads = 512;
@@ -406,68 +327,6 @@ static bk_status bk__rmsnorm_lean(const void *sum, const void *residual, const v
     return bk__launched("bk_residual_rmsnorm_lean_kernel", err);
 }
 
-/* The cluster kernel: tokens x cluster blocks in clusters of `cluster`. */
-static bk_status bk__rmsnorm_cluster(const void *sum, const void *residual, const void *gamma,
-                                     void *residual_out, void *out, int64_t tokens,
-                                     int64_t hidden, float eps, const bk_rmsnorm_cfg *cfg,
-                                     cudaStream_t stream, bk_err *err)
-{
-    int vpt = 0, threads = 0;
-    const bk_status st = bk__rmsnorm_shape(cfg, hidden, &vpt, &threads, err);
-    if (st != BK_OK)
-        return st;
-    const int cl = cfg->cluster, slice = (int)((hidden / 8 + cl - 1) / cl);
-    if (tokens > 0x7fffffff / cl)
-        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm cluster: %lld tokens x %d blocks "
-                       "exceed the grid", (long long)tokens, cl);
-    cudaLaunchConfig_t lc = {};
-    cudaLaunchAttribute attr = {};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = (unsigned)cl;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    lc.gridDim = dim3((unsigned)(tokens * cl));
-    lc.blockDim = dim3((unsigned)threads);
-    lc.stream = stream;
-    lc.attrs = &attr;
-    lc.numAttrs = 1;
-    cudaError_t e = cudaErrorInvalidConfiguration;
-    const uint4 *s4 = (const uint4 *)sum, *r4 = (const uint4 *)residual,
-                *g4 = (const uint4 *)gamma;
-    uint4 *ro4 = (uint4 *)residual_out, *o4 = (uint4 *)out;
-    const int h = (int)hidden;
-#define LC(K, C)                                                                           \
-    e = cfg->stream_hint                                                                   \
-            ? cudaLaunchKernelEx(&lc, bk_residual_rmsnorm_cluster_kernel<K, C, true>, s4, r4, \
-                                 g4, ro4, o4, h, slice, eps)                               \
-            : cudaLaunchKernelEx(&lc, bk_residual_rmsnorm_cluster_kernel<K, C, false>, s4, \
-                                 r4, g4, ro4, o4, h, slice, eps)
-#define LV(C)                                                                              \
-    if (vpt == 1)                                                                          \
-        LC(1, C);                                                                          \
-    else                                                                                   \
-        LC(2, C)
-    switch (cl) {
-    case 2: LV(2); break;
-    case 4: LV(4); break;
-    case 8: LV(8); break;
-    }
-#undef LV
-#undef LC
-    if (e != cudaSuccess) {
-        int dev = 0, major = 0;
-        cudaGetLastError(); /* the launch's error is reported here, not at the next call */
-        if (cudaGetDevice(&dev) == cudaSuccess &&
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) ==
-                cudaSuccess && major < 9)
-            return BK_FAIL(err, BK_ERR_UNSUPPORTED, "residual_rmsnorm cluster: needs thread "
-                           "block clusters (sm_90 or later; device %d is sm_%d)", dev, major);
-        return BK_FAIL(err, BK_ERR_SYSTEM, "bk_residual_rmsnorm_cluster_kernel launch: %s",
-                       cudaGetErrorString(e));
-    }
-    return bk__launched("bk_residual_rmsnorm_cluster_kernel", err);
-}
-
 extern "C" bk_status bk_residual_rmsnorm_config(const void *sum, const void *residual,
                                                 const void *gamma, void *residual_out,
                                                 void *out, int64_t tokens, int64_t hidden,
@@ -487,9 +346,6 @@ extern "C" bk_status bk_residual_rmsnorm_config(const void *sum, const void *res
     case BK_RMSNORM_PIPE:
         return bk__rmsnorm_pipe(sum, residual, gamma, residual_out, out, tokens, hidden, eps,
                                 cfg, (cudaStream_t)stream, err);
-    case BK_RMSNORM_CLUSTER:
-        return bk__rmsnorm_cluster(sum, residual, gamma, residual_out, out, tokens, hidden, eps,
-                                   cfg, (cudaStream_t)stream, err);
     }
     return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm: unknown kernel %d", (int)cfg->kernel);
 }

@@ -174,36 +174,17 @@ static inline void bk__row_config(int64_t hidden, int target, int *vpt, int *thr
 /* The block shape of cfg at hidden (bk__row_config), or BK_ERR_INPUT naming the limit:
  * about cfg->threads threads per row, 32..512 for the row kernel and 32..1024 for the lean
  * and pipelined ones; at most BK_MAX_VPT vectors per thread, and 2 above 512 threads (the
- * 1024-thread instances' register cap). The cluster kernel: its block's slice of the row
- * (ceil(hidden / 8 / cluster) vectors) at about threads / cluster threads, at most 2
- * vectors per thread; *threads is then per block. Shared by the four launchers and, through
+ * 1024-thread instances' register cap). Shared by the three launchers and, through
  * bk_rmsnorm_cfg_threads, by the benchmark. */
 static inline bk_status bk__rmsnorm_shape(const bk_rmsnorm_cfg *cfg, int64_t hidden, int *vpt,
                                           int *threads, bk_err *err)
 {
-    static const char *const name[] = {"row", "pipe", "lean", "cluster"};
-    const char *what = (unsigned)cfg->kernel < 4 ? name[cfg->kernel] : "?";
+    static const char *const name[] = {"row", "pipe", "lean"};
+    const char *what = (unsigned)cfg->kernel < 3 ? name[cfg->kernel] : "?";
     const int maxt = cfg->kernel == BK_RMSNORM_ROW ? BK_MAX_ROW_THREADS : 1024;
     if (cfg->threads < 32 || cfg->threads > maxt)
         return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm %s: %d threads per row (32..%d)",
                        what, cfg->threads, maxt);
-    if (cfg->kernel == BK_RMSNORM_CLUSTER) {
-        const int cl = cfg->cluster;
-        if (cl != 2 && cl != 4 && cl != 8)
-            return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm cluster: %d blocks per row "
-                           "(2, 4 or 8)", cl);
-        /* a slice of ceil(nvec / cl) vectors per block at about threads / cl threads */
-        const int64_t slice = (hidden / 8 + cl - 1) / cl;
-        bk__row_config(slice * 8, (cfg->threads + cl - 1) / cl, vpt, threads);
-        if (*vpt > 2)
-            return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm cluster: hidden %lld at about "
-                           "%d threads per row over %d blocks needs %d vectors per thread (at "
-                           "most 2)", (long long)hidden, cfg->threads, cl, *vpt);
-        return BK_OK;
-    }
-    if (cfg->cluster != 0)
-        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm %s: cluster %d is a cluster-kernel "
-                       "option (0 here)", what, cfg->cluster);
     bk__row_config(hidden, cfg->threads, vpt, threads);
     if (*vpt > BK_MAX_VPT || *threads > maxt || (*threads > BK_MAX_ROW_THREADS && *vpt > 2))
         return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm %s: hidden %lld at about %d "

@@ -59,18 +59,11 @@ bk_status bk_residual_rmsnorm(const void *sum, const void *residual, const void 
  * LEAN: one block per row like ROW, holding only the row's bf16 result
  * between the loads and the reduction (residual_out is stored before the
  * reduction, gamma is read after it), so fewer registers and more blocks per
- * SM; 32..1024 threads (at most 2 vectors per thread above 512).
- * CLUSTER: the lean kernel with each row split over a thread block cluster of
- * `cluster` blocks (2, 4 or 8; one SM each), their sums of squares combined in
- * rank order through distributed shared memory, for rows too few to fill the
- * SMs: one SM's load/store issue no longer bounds a row. `threads` is about
- * the threads per row, divided among the cluster's blocks (32..1024 per block,
- * at most 2 vectors per thread); sm_90 and later. */
+ * SM; 32..1024 threads (at most 2 vectors per thread above 512). */
 typedef enum bk_rmsnorm_kernel {
     BK_RMSNORM_ROW = 0,
     BK_RMSNORM_PIPE = 1,
-    BK_RMSNORM_LEAN = 2,
-    BK_RMSNORM_CLUSTER = 3
+    BK_RMSNORM_LEAN = 2
 } bk_rmsnorm_kernel;
 typedef struct bk_rmsnorm_cfg {
     bk_rmsnorm_kernel kernel;
@@ -82,13 +75,11 @@ typedef struct bk_rmsnorm_cfg {
                         * about 100 KB of shared memory (at least 2) */
     int blocks_per_sm; /* PIPE: grid = min(tokens, blocks_per_sm x SMs), 1..8; 0 = as many
                         * as the occupancy calculator says fit */
-    int cluster;       /* CLUSTER: blocks per row, 2, 4 or 8; others: 0 */
 } bk_rmsnorm_cfg;
 
 /* The same with the launch configuration open. Errors (BK_ERR_INPUT) for a
  * configuration the shape cannot use, and for PIPE with a pointer that is not
- * 16-byte aligned; BK_ERR_UNSUPPORTED for PIPE and CLUSTER on a device below
- * sm_90. */
+ * 16-byte aligned; BK_ERR_UNSUPPORTED for PIPE on a device below sm_90. */
 bk_status bk_residual_rmsnorm_config(const void *sum, const void *residual, const void *gamma,
                                      void *residual_out, void *out, int64_t tokens,
                                      int64_t hidden, float eps, const bk_rmsnorm_cfg *cfg,

@@ -54,7 +54,7 @@ static void test_block_shapes(void **st)
     (void)st;
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
         const cfg_case *c = &k_cases[i];
-        const bk_rmsnorm_cfg cfg = {c->kernel, c->threads, 0, 0, 0, 0};
+        const bk_rmsnorm_cfg cfg = {c->kernel, c->threads, 0, 0, 0};
         const int got = bk_rmsnorm_cfg_threads(&cfg, c->hidden);
         if (got != c->want)
             fail_msg("kernel %d, %d threads per row, hidden %lld: %d threads per block, want %d",
@@ -71,7 +71,7 @@ static void test_launcher_agrees(void **st)
         const cfg_case *c = &k_cases[i];
         if (c->want != 0 || c->hidden > 16384)
             continue; /* accepted shapes would launch; hidden over 16384 fails earlier */
-        const bk_rmsnorm_cfg cfg = {c->kernel, c->threads, 0, 0, 0, 0};
+        const bk_rmsnorm_cfg cfg = {c->kernel, c->threads, 0, 0, 0};
         bk_err err;
         bk_err_clear(&err);
         assert_int_equal(bk_residual_rmsnorm_config(NULL, NULL, NULL, NULL, NULL, 4, c->hidden,
@@ -81,62 +81,11 @@ static void test_launcher_agrees(void **st)
     }
 }
 
-/* The cluster kernel: each block takes ceil(hidden / 8 / cluster) vectors at about
- * threads / cluster threads, at most 2 vectors a thread; cluster must be 2, 4 or 8 there
- * and 0 for every other kernel. Refusals name the cluster, the vectors or the threads, and
- * the launcher gives them before touching the device. */
-typedef struct cluster_case {
-    bk_rmsnorm_kernel kernel;
-    int threads, cluster;
-    int64_t hidden;
-    int want;         /* threads per block, 0: refused */
-    const char *says; /* what a refusal names */
-} cluster_case;
-
-static const cluster_case k_cluster[] = {
-    {BK_RMSNORM_CLUSTER, 1024, 4, 8192, 256, NULL},   /* 256 vectors a block, one a thread */
-    {BK_RMSNORM_CLUSTER, 512, 4, 8192, 128, NULL},    /* two a thread */
-    {BK_RMSNORM_CLUSTER, 1024, 2, 16384, 512, NULL},
-    {BK_RMSNORM_CLUSTER, 1024, 8, 6144, 96, NULL},    /* 96 vectors a block */
-    {BK_RMSNORM_CLUSTER, 1024, 8, 8, 32, NULL},       /* one vector: blocks 1..7 idle */
-    {BK_RMSNORM_CLUSTER, 256, 4, 8192, 0, "vectors"}, /* four a thread */
-    {BK_RMSNORM_CLUSTER, 1024, 3, 8192, 0, "cluster"},
-    {BK_RMSNORM_CLUSTER, 1024, 0, 8192, 0, "cluster"},
-    {BK_RMSNORM_CLUSTER, 2048, 2, 8192, 0, "threads"},
-    {BK_RMSNORM_LEAN, 1024, 2, 8192, 0, "cluster"},
-    {BK_RMSNORM_ROW, 256, 4, 4096, 0, "cluster"},
-    {BK_RMSNORM_PIPE, 256, 8, 4096, 0, "cluster"},
-};
-
-static void test_cluster_shapes(void **st)
-{
-    (void)st;
-    for (size_t i = 0; i < sizeof k_cluster / sizeof k_cluster[0]; i++) {
-        const cluster_case *c = &k_cluster[i];
-        const bk_rmsnorm_cfg cfg = {c->kernel, c->threads, 0, 0, 0, c->cluster};
-        const int got = bk_rmsnorm_cfg_threads(&cfg, c->hidden);
-        if (got != c->want)
-            fail_msg("kernel %d, %d threads per row, cluster %d, hidden %lld: %d threads per "
-                     "block, want %d", (int)c->kernel, c->threads, c->cluster,
-                     (long long)c->hidden, got, c->want);
-        if (c->want != 0)
-            continue;
-        bk_err err;
-        bk_err_clear(&err);
-        assert_int_equal(bk_residual_rmsnorm_config(NULL, NULL, NULL, NULL, NULL, 4, c->hidden,
-                                                    1e-6f, &cfg, NULL, &err),
-                         BK_ERR_INPUT);
-        if (!strstr(err.msg, c->says))
-            fail_msg("case %zu: the refusal \"%s\" does not name the %s", i, err.msg, c->says);
-    }
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_block_shapes),
         cmocka_unit_test(test_launcher_agrees),
-        cmocka_unit_test(test_cluster_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

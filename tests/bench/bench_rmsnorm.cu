@@ -1,12 +1,11 @@
 /* bench_rmsnorm.cu - times the residual + RMSNorm kernel (the incumbent's epilogue) in graph
  * mode over tokens x hidden, as a share of an SM copy kernel's bandwidth on the same card.
  *
- *   bench_rmsnorm [--csv FILE] [--step N] [--sweep [row|pipe|lean|cluster]] [--hot] [--each]
+ *   bench_rmsnorm [--csv FILE] [--step N] [--sweep [row|pipe|lean]] [--hot] [--each]
  *     --step N   tokens 1, N, N^2, ... 16384 (default N = 2)
  *     --sweep    also time every launch configuration and print the best beside the default:
  *                the row kernel at 256/512 threads per row, with and without evict-first
- *                hints; the lean row kernel at about 128/256/512/1024; up to 256 tokens the
- *                cluster kernel (cCLxT: a row over CL blocks, about T threads); from 64 tokens also the
+ *                hints; the lean row kernel at about 128/256/512/1024; from 64 tokens also the
  *                pipelined kernel (kernels/ar_rmsnorm_pipe.cu) at about 256/512/1024 threads
  *                per row (duplicates skipped), with and without hints, automatic stages and
  *                blocks per SM. Each configuration's outputs are checked against float64
@@ -37,7 +36,6 @@
 #define REPLAYS 20
 #define MAX_SETS 32
 #define PIPE_MIN_TOKENS 64 /* the sweep times the pipelined kernel from here */
-#define CLUSTER_MAX_TOKENS 256 /* and the cluster kernel up to here */
 
 #define CK(call)                                                                          \
     do {                                                                                  \
@@ -99,23 +97,6 @@ static void fill(uint16_t *h, size_t n, unsigned seed, float lo, float hi)
 
 /* A graph node that does nothing: the floor under every per-call time here. */
 __global__ void empty_kernel(void) {}
-
-/* The same node launched as one cluster of `cl` blocks of `threads`. */
-static void empty_cluster(cudaStream_t st, int cl, int threads)
-{
-    cudaLaunchConfig_t lc = {};
-    cudaLaunchAttribute attr = {};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = (unsigned)cl;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    lc.gridDim = dim3((unsigned)cl);
-    lc.blockDim = dim3((unsigned)threads);
-    lc.stream = st;
-    lc.attrs = &attr;
-    lc.numAttrs = 1;
-    CK(cudaLaunchKernelEx(&lc, empty_kernel));
-}
 
 /* Time a graph of CALLS captured launches; returns microseconds per call. */
 template <typename F>
@@ -217,32 +198,25 @@ static double check(const float *ref_ro, const float *ref_out, const void *d_ro,
 }
 
 /* The sweep's configurations: the row kernel's 4 (128 threads was never the best: dropped),
- * the pipelined kernel's 6, the lean kernel's 7, and the cluster kernel's 8 (a row over 2,
- * 4 or 8 blocks at about 256..1024 threads per row; timed up to CLUSTER_MAX_TOKENS only). */
+ * the pipelined kernel's 6, the lean kernel's 7. */
 static const bk_rmsnorm_cfg k_sweep[] = {
-    {BK_RMSNORM_ROW, 256, 0, 0, 0, 0},   {BK_RMSNORM_ROW, 256, 1, 0, 0, 0},
-    {BK_RMSNORM_ROW, 512, 0, 0, 0, 0},   {BK_RMSNORM_ROW, 512, 1, 0, 0, 0},
-    {BK_RMSNORM_PIPE, 256, 0, 0, 0, 0},  {BK_RMSNORM_PIPE, 256, 1, 0, 0, 0},
-    {BK_RMSNORM_PIPE, 512, 0, 0, 0, 0},  {BK_RMSNORM_PIPE, 512, 1, 0, 0, 0},
-    {BK_RMSNORM_PIPE, 1024, 0, 0, 0, 0}, {BK_RMSNORM_PIPE, 1024, 1, 0, 0, 0},
-    {BK_RMSNORM_LEAN, 256, 0, 0, 0, 0},  {BK_RMSNORM_LEAN, 256, 1, 0, 0, 0},
-    {BK_RMSNORM_LEAN, 512, 0, 0, 0, 0},  {BK_RMSNORM_LEAN, 512, 1, 0, 0, 0},
-    {BK_RMSNORM_LEAN, 1024, 0, 0, 0, 0}, {BK_RMSNORM_LEAN, 1024, 1, 0, 0, 0},
-    {BK_RMSNORM_LEAN, 128, 0, 0, 0, 0},
-    {BK_RMSNORM_CLUSTER, 256, 0, 0, 0, 2},  {BK_RMSNORM_CLUSTER, 512, 0, 0, 0, 2},
-    {BK_RMSNORM_CLUSTER, 1024, 0, 0, 0, 2}, {BK_RMSNORM_CLUSTER, 256, 0, 0, 0, 4},
-    {BK_RMSNORM_CLUSTER, 512, 0, 0, 0, 4},  {BK_RMSNORM_CLUSTER, 1024, 0, 0, 0, 4},
-    {BK_RMSNORM_CLUSTER, 512, 0, 0, 0, 8},  {BK_RMSNORM_CLUSTER, 1024, 0, 0, 0, 8},
+    {BK_RMSNORM_ROW, 256, 0, 0, 0},   {BK_RMSNORM_ROW, 256, 1, 0, 0},
+    {BK_RMSNORM_ROW, 512, 0, 0, 0},   {BK_RMSNORM_ROW, 512, 1, 0, 0},
+    {BK_RMSNORM_PIPE, 256, 0, 0, 0},  {BK_RMSNORM_PIPE, 256, 1, 0, 0},
+    {BK_RMSNORM_PIPE, 512, 0, 0, 0},  {BK_RMSNORM_PIPE, 512, 1, 0, 0},
+    {BK_RMSNORM_PIPE, 1024, 0, 0, 0}, {BK_RMSNORM_PIPE, 1024, 1, 0, 0},
+    {BK_RMSNORM_LEAN, 256, 0, 0, 0},  {BK_RMSNORM_LEAN, 256, 1, 0, 0},
+    {BK_RMSNORM_LEAN, 512, 0, 0, 0},  {BK_RMSNORM_LEAN, 512, 1, 0, 0},
+    {BK_RMSNORM_LEAN, 1024, 0, 0, 0}, {BK_RMSNORM_LEAN, 1024, 1, 0, 0},
+    {BK_RMSNORM_LEAN, 128, 0, 0, 0},
 };
 #define NSWEEP (int)(sizeof k_sweep / sizeof k_sweep[0])
 
 static void cfg_name(const bk_rmsnorm_cfg *c, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s%d%s%s",
+    snprintf(buf, n, "%s%d%s",
              c->kernel == BK_RMSNORM_PIPE ? "p" : c->kernel == BK_RMSNORM_LEAN ? "l" : "", c->threads,
-             c->stream_hint ? "cs" : "", "");
-    if (c->kernel == BK_RMSNORM_CLUSTER)
-        snprintf(buf, n, "c%dx%d", c->cluster, c->threads);
+             c->stream_hint ? "cs" : "");
 }
 
 int main(int argc, char **argv)
@@ -259,10 +233,9 @@ int main(int argc, char **argv)
             if (i + 1 < argc && argv[i + 1][0] != '-') {
                 const char *k = argv[++i];
                 only = !strcmp(k, "row") ? BK_RMSNORM_ROW : !strcmp(k, "pipe") ? BK_RMSNORM_PIPE
-                       : !strcmp(k, "lean") ? BK_RMSNORM_LEAN
-                       : !strcmp(k, "cluster") ? BK_RMSNORM_CLUSTER : -2;
+                       : !strcmp(k, "lean") ? BK_RMSNORM_LEAN : -2;
                 if (only == -2) {
-                    fprintf(stderr, "--sweep %s: want row, pipe, lean or cluster\n", k);
+                    fprintf(stderr, "--sweep %s: want row, pipe or lean\n", k);
                     return 2;
                 }
             }
@@ -272,7 +245,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--each"))
             each = 1;
         else {
-            fprintf(stderr, "usage: %s [--csv FILE] [--step N] [--sweep [row|pipe|lean|cluster]] "
+            fprintf(stderr, "usage: %s [--csv FILE] [--step N] [--sweep [row|pipe|lean]] "
                     "[--hot] [--each]\n", argv[0]);
             return 2;
         }
@@ -300,12 +273,6 @@ int main(int argc, char **argv)
             });
         printf("graph node floor: an empty kernel of one block takes %.2f / %.2f / %.2f us per "
                "call at 32 / 512 / 1024 threads\n", floor_us[0], floor_us[1], floor_us[2]);
-        if (prop.major >= 9) {
-            for (int i = 0; i < 3; i++)
-                floor_us[i] = time_graph(st, [&](int) { empty_cluster(st, 2 << i, 256); });
-            printf("graph node floor: an empty cluster of 2 / 4 / 8 blocks of 256 threads takes "
-                   "%.2f / %.2f / %.2f us per call\n", floor_us[0], floor_us[1], floor_us[2]);
-        }
     }
     printf("mode: %s\n", hot ? "hot (one input set, L2-resident)"
                              : "cold (rotated input sets, over 3 x L2)");
@@ -372,10 +339,8 @@ int main(int argc, char **argv)
                 seen[c] = bk_rmsnorm_cfg_threads(cfg, H);
                 for (int d = 0; d < c; d++)
                     dup |= k_sweep[d].kernel == cfg->kernel &&
-                           k_sweep[d].stream_hint == cfg->stream_hint &&
-                           k_sweep[d].cluster == cfg->cluster && seen[d] == seen[c];
+                           k_sweep[d].stream_hint == cfg->stream_hint && seen[d] == seen[c];
                 if (seen[c] == 0 || dup || (pipe && T < PIPE_MIN_TOKENS) ||
-                    (cfg->kernel == BK_RMSNORM_CLUSTER && T > CLUSTER_MAX_TOKENS) ||
                     (only >= 0 && (int)cfg->kernel != only))
                     continue;
                 cfg_name(cfg, name, sizeof name);

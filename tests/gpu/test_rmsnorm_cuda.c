@@ -48,13 +48,11 @@ static const int64_t k_hidden[] = { 8, 1024, 4104, 6144, 7168, 8192, 16384 };
 
 /* ---------------------------------------------------------------- configurations */
 
-#define MAX_CFGS 80
+#define MAX_CFGS 64
 
 /* Every configuration for a shape: the row kernel's full set; the pipelined kernel at
  * every stage count (1..4, auto) x blocks per SM (auto, 1: many rows per block, the
- * refill path) x 256/512/1024 threads, hints on at auto settings, and 32/128 threads;
- * the lean kernel at 32..1024 threads x hints; the cluster kernel at 2, 4, 8 blocks per row
- * x about 64/256/1024 threads per row x hints.
+ * refill path) x 256/512/1024 threads, hints on at auto settings, and 32/128 threads.
  * Shapes above BIG_ELEMS keep stages 2 and auto only. */
 static int make_cfgs(bk_rmsnorm_cfg *c, int64_t tokens, int64_t hidden)
 {
@@ -64,27 +62,22 @@ static int make_cfgs(bk_rmsnorm_cfg *c, int64_t tokens, int64_t hidden)
     int n = 0;
     for (int t = 0; t < 4; t++)
         for (int h = 0; h < 2; h++)
-            c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_ROW, row_threads[t], h, 0, 0, 0 };
+            c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_ROW, row_threads[t], h, 0, 0 };
     for (int t = 0; t < 3; t++) {
         for (int s = 0; s <= 4; s++) {
             if (big && s != 0 && s != 2)
                 continue;
             for (int b = 0; b < 2; b++)
-                c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, pipe_threads[t], 0, s, b, 0 };
+                c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, pipe_threads[t], 0, s, b };
         }
-        c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, pipe_threads[t], 1, 0, 0, 0 };
+        c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, pipe_threads[t], 1, 0, 0 };
     }
     for (int t = 0; t < 5; t++)
         for (int h = 0; h < 2; h++)
             c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_LEAN, (int[]){ 32, 128, 256, 512, 1024 }[t], h,
-                                       0, 0, 0 };
-    for (int cl = 2; cl <= 8; cl *= 2)
-        for (int t = 0; t < 3; t++)
-            for (int h = 0; h < 2; h++)
-                c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_CLUSTER, (int[]){ 64, 256, 1024 }[t], h,
-                                           0, 0, cl };
-    c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, 32, 0, 2, 1, 0 };
-    c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, 128, 1, 3, 2, 0 };
+                                       0, 0 };
+    c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, 32, 0, 2, 1 };
+    c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, 128, 1, 3, 2 };
     assert_true(n <= MAX_CFGS);
     return n;
 }
@@ -95,13 +88,6 @@ static int make_cfgs(bk_rmsnorm_cfg *c, int64_t tokens, int64_t hidden)
  * than an H100/H200 block may take (227 KB less the barriers' room). */
 static int expect_threads(const bk_rmsnorm_cfg *c, int64_t hidden)
 {
-    if (c->kernel == BK_RMSNORM_CLUSTER) { /* per block: its slice at threads / cluster */
-        const int slice = (int)((hidden / 8 + c->cluster - 1) / c->cluster);
-        const int target = (c->threads + c->cluster - 1) / c->cluster;
-        int k = (slice + target - 1) / target;
-        k = k < 1 ? 1 : k;
-        return k > 2 ? 0 : ((slice + k - 1) / k + 31) / 32 * 32;
-    }
     const int nvec = (int)(hidden / 8);
     int k = (nvec + c->threads - 1) / c->threads;
     k = k < 1 ? 1 : k;
@@ -121,10 +107,9 @@ static int expect_threads(const bk_rmsnorm_cfg *c, int64_t hidden)
 
 static void cfg_name(const bk_rmsnorm_cfg *c, char *buf, size_t n)
 {
-    static const char *const kind[] = { "row", "pipe", "lean", "cluster" };
-    snprintf(buf, n, "%s threads %d hint %d stages %d blocks/SM %d cluster %d",
-             kind[c->kernel], c->threads, c->stream_hint, c->stages, c->blocks_per_sm,
-             c->cluster);
+    snprintf(buf, n, "%s threads %d hint %d stages %d blocks/SM %d",
+             c->kernel == BK_RMSNORM_PIPE ? "pipe" : c->kernel == BK_RMSNORM_LEAN ? "lean" : "row",
+             c->threads, c->stream_hint, c->stages, c->blocks_per_sm);
 }
 
 /* ---------------------------------------------------------------- one shape */
@@ -317,9 +302,8 @@ static void run_shape(int64_t tokens, int64_t hidden, uint64_t seed)
         const bk_rmsnorm_cfg *c = &cfgs[i];
         const int want = expect_threads(c, hidden);
         cfg_name(c, what, sizeof what);
-        if ((c->kernel == BK_RMSNORM_PIPE || c->kernel == BK_RMSNORM_CLUSTER) && !g_sm90) {
-            assert_int_equal(run_cfg(&d, d.dx, c, &err),
-                             want ? BK_ERR_UNSUPPORTED : BK_ERR_INPUT);
+        if (c->kernel == BK_RMSNORM_PIPE && !g_sm90) {
+            assert_int_equal(run_cfg(&d, d.dx, c, &err), BK_ERR_UNSUPPORTED);
             continue;
         }
         poison(&d);
@@ -340,16 +324,13 @@ static void run_shape(int64_t tokens, int64_t hidden, uint64_t seed)
     }
     inputs_unchanged(&d);
     /* in place, as the incumbent calls it: sum is residual_out */
-    const bk_rmsnorm_cfg inplace[] = { { BK_RMSNORM_ROW, 512, 1, 0, 0, 0 },
-                                       { BK_RMSNORM_LEAN, 512, 1, 0, 0, 0 },
-                                       { BK_RMSNORM_LEAN, 1024, 0, 0, 0, 0 },
-                                       { BK_RMSNORM_CLUSTER, 1024, 0, 0, 0, 4 },
-                                       { BK_RMSNORM_CLUSTER, 256, 1, 0, 0, 2 },
-                                       { BK_RMSNORM_PIPE, 512, 0, 2, 1, 0 },
-                                       { BK_RMSNORM_PIPE, 256, 1, 0, 0, 0 } };
-    for (int i = 0; i < (int)(sizeof inplace / sizeof inplace[0]); i++) {
-        if ((inplace[i].kernel == BK_RMSNORM_PIPE || inplace[i].kernel == BK_RMSNORM_CLUSTER) &&
-            !g_sm90)
+    const bk_rmsnorm_cfg inplace[] = { { BK_RMSNORM_ROW, 512, 1, 0, 0 },
+                                       { BK_RMSNORM_LEAN, 512, 1, 0, 0 },
+                                       { BK_RMSNORM_LEAN, 1024, 0, 0, 0 },
+                                       { BK_RMSNORM_PIPE, 512, 0, 2, 1 },
+                                       { BK_RMSNORM_PIPE, 256, 1, 0, 0 } };
+    for (int i = 0; i < 5; i++) {
+        if (inplace[i].kernel == BK_RMSNORM_PIPE && !g_sm90)
             continue;
         bk_err err = { 0 };
         const int want = expect_threads(&inplace[i], hidden);
@@ -392,7 +373,7 @@ static void test_graph_first_call(void **st)
     if (!g_sm90)
         skip();
     shape_data d;
-    const bk_rmsnorm_cfg c = { BK_RMSNORM_PIPE, 1024, 1, 3, 0, 0 };
+    const bk_rmsnorm_cfg c = { BK_RMSNORM_PIPE, 1024, 1, 3, 0 };
     bk_err err = { 0 };
     cudaGraph_t g = NULL;
     cudaGraphExec_t ex = NULL;
@@ -433,7 +414,7 @@ static void test_refusals(void **st)
     shape_data d;
     bk_err err = { 0 };
     shape_make(&d, 4, 16384, g_seed);
-    bk_rmsnorm_cfg c = { BK_RMSNORM_PIPE, 512, 0, 2, 0, 0 };
+    bk_rmsnorm_cfg c = { BK_RMSNORM_PIPE, 512, 0, 2, 0 };
     assert_int_equal(bk_residual_rmsnorm_config((const char *)d.dx + 8, d.dres, d.dgamma, d.dro,
                                                 d.dout, 2, 8, BK_RMSNORM_EPS, &c, g_stream,
                                                 &err), BK_ERR_INPUT);
