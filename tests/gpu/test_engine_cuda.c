@@ -18,6 +18,10 @@ int main(void)
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "lane_call.h"
 #include "runner/engine.h"
@@ -198,6 +202,61 @@ static void test_engine_nccl_world1(void **state)
     run_engine(1, &a);
 }
 
+/* The engine's own settings are checked when it opens: a bad value is refused naming the
+ * variable, before any shape runs. In a child process: the parent must not create a CUDA
+ * context before the lane tests fork theirs. */
+static void test_engine_env_refused(void **state)
+{
+    (void)state;
+    static const char *const bad[][2] = {
+        {"BK_CUDA_SETS", "1"},      {"BK_CUDA_SETS", "65"}, {"BK_CUDA_SETS", "8x"},
+        {"BK_CUDA_SPREAD", "2"},    {"BK_CUDA_SPREAD", ""}, {"BK_CUDA_WARMUP_S", "-1"},
+        {"BK_CUDA_WARMUP_S", "61"},
+    };
+    fflush(stdout);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int failed = 0;
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            bk_backend_ctx *ctx = NULL;
+            bk_err err;
+            bk_err_clear(&err);
+            setenv(bad[i][0], bad[i][1], 1);
+            bk_status st = bk_engine_cuda.open(&ctx, 0, 1, 0, &err);
+            unsetenv(bad[i][0]);
+            if (st != BK_ERR_INPUT || !strstr(err.msg, bad[i][0])) {
+                printf("%s=\"%s\": status %d, \"%s\"\n", bad[i][0], bad[i][1], (int)st,
+                       err.msg);
+                failed = 1;
+            }
+            if (ctx)
+                bk_engine_cuda.close(ctx);
+        }
+        fflush(stdout);
+        _exit(failed);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* 64 rotated sets, each tensor in pages of its own (the A/A placement experiment's
+ * settings): the same outputs and samples as the defaults. */
+static void test_engine_many_sets_spread(void **state)
+{
+    (void)state;
+    engine_arg a = {.variant = &bk_variant_ipc_oneshot_fused,
+                    .shape = {.tokens = 8, .hidden = 6144, .weight = 1},
+                    .rtol = 8e-3, .atol = 1e-3};
+    setenv("BK_CUDA_SETS", "64", 1);
+    setenv("BK_CUDA_SPREAD", "1", 1);
+    run_engine(2, &a);
+    unsetenv("BK_CUDA_SETS");
+    unsetenv("BK_CUDA_SPREAD");
+}
+
 int main(void)
 {
     char why[256];
@@ -210,6 +269,8 @@ int main(void)
         cmocka_unit_test(test_engine_nccl_world1),
         cmocka_unit_test(test_engine_oneshot_world2),
         cmocka_unit_test(test_engine_twoshot_world4),
+        cmocka_unit_test(test_engine_many_sets_spread),
+        cmocka_unit_test(test_engine_env_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
