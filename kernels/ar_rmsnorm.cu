@@ -10,27 +10,36 @@
 
 /* ---------------------------------------------------------------- device helpers (IPC) */
 
-/* acc += every rank's row at vector offset off of its payload half (rank
- * order 0..world-1, two ranks per round trip), then the residual row. */
+/* acc = every rank's row at vector offset off of its payload half (rank
+ * order 0..world-1, two ranks per round trip), plus the residual row. */
 template <int VPT>
 __device__ __forceinline__ void bk__add_peers(float (&acc)[VPT][8], const bk_ipc_dev &v,
                                               size_t base, size_t off,
                                               const uint4 *__restrict__ residual, int nvec)
 {
+#define BK_PEER(p) ((const uint4 *)((const char *)v.data[p] + base) + off)
     int p = 0;
+    if (v.world >= 2) {
+        const uint4 *const rows[2] = {BK_PEER(0), BK_PEER(1)};
+        bk__add_rows<VPT, 2, true, false, true>(acc, rows, nvec);
+        p = 2;
+    } else {
+        const uint4 *const rows[2] = {BK_PEER(0), residual + off};
+        bk__add_rows<VPT, 2, true, false, true>(acc, rows, nvec); /* residual via L2 too */
+        return;
+    }
     for (; p + 1 < v.world; p += 2) {
-        const uint4 *const rows[2] = {(const uint4 *)((const char *)v.data[p] + base) + off,
-                                      (const uint4 *)((const char *)v.data[p + 1] + base) + off};
+        const uint4 *const rows[2] = {BK_PEER(p), BK_PEER(p + 1)};
         bk__add_rows<VPT, 2, true>(acc, rows, nvec);
     }
     if (p < v.world) {
-        const uint4 *const rows[2] = {(const uint4 *)((const char *)v.data[p] + base) + off,
-                                      residual + off};
+        const uint4 *const rows[2] = {BK_PEER(p), residual + off};
         bk__add_rows<VPT, 2, true>(acc, rows, nvec); /* residual via L2 too: harmless */
     } else {
         const uint4 *const rows[1] = {residual + off};
         bk__add_rows<VPT, 1, false>(acc, rows, nvec);
     }
+#undef BK_PEER
 }
 
 __device__ __forceinline__ void bk__copy_row(uint4 *dst, const uint4 *src, int nvec, bool cg)
@@ -54,9 +63,8 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_residual_rmsnorm_kernel
     for (int row = blockIdx.x; row < tokens; row += gridDim.x) {
         const size_t off = (size_t)row * nvec;
         float acc[VPT][8];
-        bk__zero(acc);
         const uint4 *const rows[2] = {sum + off, residual + off};
-        bk__add_rows<VPT, 2, false, STREAM>(acc, rows, nvec);
+        bk__add_rows<VPT, 2, false, STREAM, true>(acc, rows, nvec);
         uint4 *ro1 = residual_out, *o1 = out;
         bk__epilogue<VPT, STREAM>(acc, nvec, hidden, gv, eps, &ro1, &o1, 1, off);
     }
@@ -147,7 +155,6 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_oneshot_kernel(
     for (int row = blockIdx.x; row < tokens; row += gridDim.x) {
         const size_t off = (size_t)row * nvec;
         float acc[VPT][8];
-        bk__zero(acc);
         bk__add_peers(acc, v, base, off, residual, nvec);
         uint4 *ro1 = residual_out, *o1 = out;
         bk__epilogue(acc, nvec, hidden, gv, eps, &ro1, &o1, 1, off);
@@ -192,7 +199,6 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_twoshot_kernel(
     for (int i = blockIdx.x; i < seg && v.rank * seg + i < tokens; i += gridDim.x) {
         const size_t off = (size_t)(v.rank * seg + i) * nvec;
         float acc[VPT][8];
-        bk__zero(acc);
         bk__add_peers(acc, v, base, off, residual, nvec);
         bk__epilogue(acc, nvec, hidden, gv, eps, dro, dout, v.world, off);
     }
