@@ -18,16 +18,14 @@ __device__ __forceinline__ void bk__add_peers(float (&acc)[VPT][8], const bk_ipc
                                               const uint4 *__restrict__ residual, int nvec)
 {
 #define BK_PEER(p) ((const uint4 *)((const char *)v.data[p] + base) + off)
-    int p = 0;
-    if (v.world >= 2) {
-        const uint4 *const rows[2] = {BK_PEER(0), BK_PEER(1)};
-        bk__add_rows<VPT, 2, true, false, true>(acc, rows, nvec);
-        p = 2;
-    } else {
+    if (v.world == 1) {
         const uint4 *const rows[2] = {BK_PEER(0), residual + off};
         bk__add_rows<VPT, 2, true, false, true>(acc, rows, nvec); /* residual via L2 too */
         return;
     }
+    const uint4 *const first[2] = {BK_PEER(0), BK_PEER(1)};
+    bk__add_rows<VPT, 2, true, false, true>(acc, first, nvec);
+    int p = 2;
     for (; p + 1 < v.world; p += 2) {
         const uint4 *const rows[2] = {BK_PEER(p), BK_PEER(p + 1)};
         bk__add_rows<VPT, 2, true>(acc, rows, nvec);
