@@ -87,8 +87,8 @@ __device__ __forceinline__ void bk__store_norm(const float (&acc)[VPT][8], int n
     for (int k = 0; k < VPT; k++) {
         const int i = threadIdx.x + k * blockDim.x;
         if (i < nvec) {
-            float g[8];
-            bk__unpack(g, gv[k]);
+            float g[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            bk__unpack_add(g, gv[k]);
             const uint4 r = bk__pack(acc[k]);
 #pragma unroll
             for (int j = 0; j < 8; j++)
@@ -135,12 +135,8 @@ __device__ __forceinline__ void bk__zero(float (&acc)[VPT][8])
  * part of the result). Every load of the N rows is issued before the first
  * use, unconditionally (an index past the row reads vector 0 and is then
  * ignored), so one memory round trip serves them all. CG reads through L2
- * only (peer memory); CS streams (evict first). FIRST: acc is not read but
- * set, to rows[0] + ... (0 past the row): a sum that starts from its first
- * term instead of adding it to zero saves an add per element (`0.f + x` is
- * not folded, it differs at x = -0; that sign of an exact zero is the only
- * difference in a result). */
-template <int VPT, int N, bool CG, bool CS = false, bool FIRST = false>
+ * only (peer memory); CS streams (evict first). */
+template <int VPT, int N, bool CG, bool CS = false>
 __device__ __forceinline__ void bk__add_rows(float (&acc)[VPT][8], const uint4 *const (&rows)[N],
                                              int nvec)
 {
@@ -154,19 +150,11 @@ __device__ __forceinline__ void bk__add_rows(float (&acc)[VPT][8], const uint4 *
             v[n][k] = CG ? __ldcg(a) : CS ? __ldcs(a) : *a;
         }
 #pragma unroll
-    for (int k = 0; k < VPT; k++) {
-        const bool in = threadIdx.x + k * blockDim.x < nvec;
-        if (FIRST && in)
-            bk__unpack(acc[k], v[0][k]);
-        else if (FIRST)
+    for (int n = 0; n < N; n++)
 #pragma unroll
-            for (int j = 0; j < 8; j++)
-                acc[k][j] = 0.f;
-#pragma unroll
-        for (int n = FIRST ? 1 : 0; n < N; n++)
-            if (in)
+        for (int k = 0; k < VPT; k++)
+            if (threadIdx.x + k * blockDim.x < nvec)
                 bk__unpack_add(acc[k], v[n][k]);
-    }
 }
 /* ---------------------------------------------------------------- host helpers */
 

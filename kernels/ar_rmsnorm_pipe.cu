@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(MAXT) bk_residual_rmsnorm_pipe_kernel(
         for (int k = 0; k < VPT; k++) {
             const int i = threadIdx.x + k * blockDim.x;
             if (i < nvec) {
-                bk__unpack(acc[k], st[i]);            /* sum first, then residual: */
+                bk__unpack_add(acc[k], st[i]);        /* sum first, then residual: */
                 bk__unpack_add(acc[k], st[nvec + i]); /* the row kernel's fp32 order */
             }
         }

@@ -19,20 +19,6 @@ __device__ __forceinline__ void bk__unpack_add(float *acc, uint4 v)
     }
 }
 
-/* f = the 8 floats of v (exact). Where a sum starts, this instead of zeroing f and
- * bk__unpack_add: `0.f + x` is not folded to `x` (it differs at x = -0), so zeroing costs
- * an add per element; the only difference in a result is the sign of an exact zero. */
-__device__ __forceinline__ void bk__unpack(float *f, uint4 v)
-{
-    const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&v);
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const float2 x = __bfloat1622float2(h[j]);
-        f[2 * j] = x.x;
-        f[2 * j + 1] = x.y;
-    }
-}
-
 /* The 8 floats rounded to bf16 (nearest, ties to even) in one vector. */
 __device__ __forceinline__ uint4 bk__pack(const float *f)
 {
