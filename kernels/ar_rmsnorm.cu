@@ -263,30 +263,41 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *c
                    (hidden >= 7168 && tokens >= 16384) ? 1024 : 512;
 }
 
-/* The row kernel: one block per row (grid-stride past 4 x 65535 rows). */
+/* The row and lean kernels' common signature and launch: one block per row,
+ * grid-stride past 4 x 65535 rows. */
+typedef void (*bk__row_kernel)(const uint4 *, const uint4 *, const uint4 *, uint4 *, uint4 *,
+                               int, int, float);
+
+static bk_status bk__launch_rows(bk__row_kernel kernel, const char *name, const void *sum,
+                                 const void *residual, const void *gamma, void *residual_out,
+                                 void *out, int64_t tokens, int64_t hidden, float eps,
+                                 int threads, cudaStream_t stream, bk_err *err)
+{
+    const int grid = tokens < 65535 * 4 ? (int)tokens : 65535 * 4;
+    kernel<<<grid, threads, 0, stream>>>((const uint4 *)sum, (const uint4 *)residual,
+                                         (const uint4 *)gamma, (uint4 *)residual_out,
+                                         (uint4 *)out, (int)tokens, (int)hidden, eps);
+    return bk__launched(name, err);
+}
+
+/* The row kernel. */
 static bk_status bk__rmsnorm_row(const void *sum, const void *residual, const void *gamma,
                                  void *residual_out, void *out, int64_t tokens, int64_t hidden,
                                  float eps, const bk_rmsnorm_cfg *cfg, cudaStream_t stream,
                                  bk_err *err)
 {
     int vpt = 0, threads = 0;
-    const int stream_hint = cfg->stream_hint;
+    bk__row_kernel kernel = NULL;
     const bk_status st = bk__rmsnorm_shape(cfg, hidden, &vpt, &threads, err);
     if (st != BK_OK)
         return st;
-    const int grid = tokens < 65535 * 4 ? (int)tokens : 65535 * 4;
 #define L(K)                                                                               \
-    if (stream_hint)                                                                       \
-        bk_residual_rmsnorm_kernel<K, true><<<grid, threads, 0, stream>>>(                 \
-            (const uint4 *)sum, (const uint4 *)residual, (const uint4 *)gamma,             \
-            (uint4 *)residual_out, (uint4 *)out, (int)tokens, (int)hidden, eps);           \
-    else                                                                                   \
-        bk_residual_rmsnorm_kernel<K, false><<<grid, threads, 0, stream>>>(                \
-            (const uint4 *)sum, (const uint4 *)residual, (const uint4 *)gamma,             \
-            (uint4 *)residual_out, (uint4 *)out, (int)tokens, (int)hidden, eps)
+    kernel = cfg->stream_hint ? bk_residual_rmsnorm_kernel<K, true>                        \
+                              : bk_residual_rmsnorm_kernel<K, false>
     BK_VPT_SWITCH(vpt, L);
 #undef L
-    return bk__launched("bk_residual_rmsnorm_kernel", err);
+    return bk__launch_rows(kernel, "bk_residual_rmsnorm_kernel", sum, residual, gamma,
+                           residual_out, out, tokens, hidden, eps, threads, stream, err);
 }
 
 /* The lean kernel: as the row kernel, up to 1024 threads (2 vectors each above 512). */
@@ -296,20 +307,13 @@ static bk_status bk__rmsnorm_lean(const void *sum, const void *residual, const v
                                   bk_err *err)
 {
     int vpt = 0, threads = 0;
-    const int stream_hint = cfg->stream_hint;
+    bk__row_kernel kernel = NULL;
     const bk_status st = bk__rmsnorm_shape(cfg, hidden, &vpt, &threads, err);
     if (st != BK_OK)
         return st;
-    const int grid = tokens < 65535 * 4 ? (int)tokens : 65535 * 4;
 #define LA(K, M, B)                                                                        \
-    if (stream_hint)                                                                       \
-        bk_residual_rmsnorm_lean_kernel<K, true, M, B><<<grid, threads, 0, stream>>>(      \
-            (const uint4 *)sum, (const uint4 *)residual, (const uint4 *)gamma,             \
-            (uint4 *)residual_out, (uint4 *)out, (int)tokens, (int)hidden, eps);           \
-    else                                                                                   \
-        bk_residual_rmsnorm_lean_kernel<K, false, M, B><<<grid, threads, 0, stream>>>(     \
-            (const uint4 *)sum, (const uint4 *)residual, (const uint4 *)gamma,             \
-            (uint4 *)residual_out, (uint4 *)out, (int)tokens, (int)hidden, eps)
+    kernel = cfg->stream_hint ? bk_residual_rmsnorm_lean_kernel<K, true, M, B>             \
+                              : bk_residual_rmsnorm_lean_kernel<K, false, M, B>
     /* blocks of 512 threads per SM the register cap asks for: 4 at one vector per
      * thread (32 registers), 3 at two (42), 2 at three (64), else 1 (no spills) */
 #define L(K) LA(K, BK_MAX_ROW_THREADS, (K) == 1 ? 4 : (K) == 2 ? 3 : (K) == 3 ? 2 : 1)
@@ -323,7 +327,8 @@ static bk_status bk__rmsnorm_lean(const void *sum, const void *residual, const v
     }
 #undef L
 #undef LA
-    return bk__launched("bk_residual_rmsnorm_lean_kernel", err);
+    return bk__launch_rows(kernel, "bk_residual_rmsnorm_lean_kernel", sum, residual, gamma,
+                           residual_out, out, tokens, hidden, eps, threads, stream, err);
 }
 
 extern "C" bk_status bk_residual_rmsnorm_config(const void *sum, const void *residual,
