@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "collectives/cuda_ipc_dev.cuh"
+#include "collectives/cuda_try.h"
 #include "collectives/cuda_nccl.h"
 
 #define BK_IPC_MAGIC 0x626b6970u /* "bkip" */
@@ -34,15 +35,6 @@ typedef struct bk__ipc_owner {
     char bus[BK_IPC_MAX_WORLD][32];
     double timeout_s;
 } bk__ipc_owner;
-
-#define CUDA_TRY(call)                                                                  \
-    do {                                                                                \
-        cudaError_t e_ = (call);                                                        \
-        if (e_ != cudaSuccess) {                                                        \
-            st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: %s", #call, cudaGetErrorString(e_)); \
-            goto out;                                                                   \
-        }                                                                               \
-    } while (0)
 
 /* ---------------------------------------------------------------- kernels */
 
@@ -99,20 +91,20 @@ extern "C" bk_status bk_cuda_comm_create(int rank, int world, int device, size_t
     c->rank = rank;
     c->world = world;
     c->device = device;
-    CUDA_TRY(cudaSetDevice(device));
-    CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+    BK_CUDA_TRY(cudaSetDevice(device));
+    BK_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
     c->sms = prop.multiProcessorCount;
     c->grid = prop.multiProcessorCount < BK_IPC_MAX_BLOCKS ? prop.multiProcessorCount
                                                            : BK_IPC_MAX_BLOCKS;
-    CUDA_TRY(cudaDeviceGetPCIBusId(o->bus[rank], sizeof(o->bus[rank]), device));
-    CUDA_TRY(cudaMalloc(&o->base, BK_IPC_FLAG_BYTES + peer_bytes));
-    CUDA_TRY(cudaMemset(o->base, 0, BK_IPC_FLAG_BYTES));
-    CUDA_TRY(cudaMalloc((void **)&c->dev.epochs, BK_IPC_SLOTS * sizeof(uint32_t)));
-    CUDA_TRY(cudaMemset(c->dev.epochs, 0, BK_IPC_SLOTS * sizeof(uint32_t)));
-    CUDA_TRY(cudaHostAlloc((void **)&o->fault_host, 64, cudaHostAllocMapped));
+    BK_CUDA_TRY(cudaDeviceGetPCIBusId(o->bus[rank], sizeof(o->bus[rank]), device));
+    BK_CUDA_TRY(cudaMalloc(&o->base, BK_IPC_FLAG_BYTES + peer_bytes));
+    BK_CUDA_TRY(cudaMemset(o->base, 0, BK_IPC_FLAG_BYTES));
+    BK_CUDA_TRY(cudaMalloc((void **)&c->dev.epochs, BK_IPC_SLOTS * sizeof(uint32_t)));
+    BK_CUDA_TRY(cudaMemset(c->dev.epochs, 0, BK_IPC_SLOTS * sizeof(uint32_t)));
+    BK_CUDA_TRY(cudaHostAlloc((void **)&o->fault_host, 64, cudaHostAllocMapped));
     memset(o->fault_host, 0, 64);
-    CUDA_TRY(cudaHostGetDevicePointer((void **)&c->dev.fault, o->fault_host, 0));
-    CUDA_TRY(cudaDeviceSynchronize());
+    BK_CUDA_TRY(cudaHostGetDevicePointer((void **)&c->dev.fault, o->fault_host, 0));
+    BK_CUDA_TRY(cudaDeviceSynchronize());
     c->dev.rank = rank;
     c->dev.world = world;
     c->dev.bytes = peer_bytes;
@@ -130,7 +122,7 @@ extern "C" bk_status bk_cuda_comm_create(int rank, int world, int device, size_t
     memcpy(b->bus, o->bus[rank], sizeof(b->bus));
     b->bytes = peer_bytes;
     b->grid = c->grid;
-    CUDA_TRY(cudaIpcGetMemHandle(&b->handle, o->base));
+    BK_CUDA_TRY(cudaIpcGetMemHandle(&b->handle, o->base));
     if (rank == 0) {
         BK_TRY(bk__nccl_unique_id(b->nccl_id, err));
         b->has_id = 1;
@@ -171,7 +163,7 @@ extern "C" bk_status bk_cuda_comm_connect(bk_cuda_comm *c, const void *const *bl
     char cuda_why[160] = "";
     for (int r = 0; r < c->world; r++)
         BK_TRY(check_blob(c, blobs[r], lens[r], r, err));
-    CUDA_TRY(cudaSetDevice(c->device));
+    BK_CUDA_TRY(cudaSetDevice(c->device));
     for (int r = 0; r < c->world; r++) {
         const bk__ipc_blob *b = (const bk__ipc_blob *)blobs[r];
         memcpy(o->bus[r], b->bus, sizeof(o->bus[r]));

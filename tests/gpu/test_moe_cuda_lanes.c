@@ -30,6 +30,7 @@ int main(void)
 #include <time.h>
 #include <unistd.h>
 
+#include "collectives/cuda_try.h"
 #include "gpu_lane.h"
 #include "kernels/bf16.h"
 #include "kernels/catalog_internal.h"
@@ -66,15 +67,6 @@ static double lane_tol(double ref, int world)
     return tol(ref) + (world - 1) * 0x1p-8 * (1.0 + fabs(ref));
 }
 
-#define LANE_CU(call)                                                                      \
-    do {                                                                                   \
-        cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess) {                                                           \
-            st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: %s", #call, cudaGetErrorString(e_));     \
-            goto out;                                                                      \
-        }                                                                                  \
-    } while (0)
-
 /* One rank's tensors of one shape: seeded host inputs (its experts' weights) and device
  * copies on the rank's GPU. The caller frees with lane_set_free, also after a failure. */
 static bk_status lane_set_make(dev_set *d, const bk_shape *s, uint64_t seed, int rank,
@@ -96,11 +88,11 @@ static bk_status lane_set_make(dev_set *d, const bk_shape *s, uint64_t seed, int
         }
         d->dev[i] = *h;
         d->dev[i].data = NULL;
-        LANE_CU(cudaMalloc(&d->dev[i].data, h->elems * h->elem_bytes));
+        BK_CUDA_TRY(cudaMalloc(&d->dev[i].data, h->elems * h->elem_bytes));
     }
     tg->init_inputs(d->host, s, seed, 0, rank, world);
     for (int i = 0; i < BK_MOE_NT; i++)
-        LANE_CU(cudaMemcpy(d->dev[i].data, d->host[i].data,
+        BK_CUDA_TRY(cudaMemcpy(d->dev[i].data, d->host[i].data,
                            d->host[i].elems * d->host[i].elem_bytes, cudaMemcpyHostToDevice));
 out:
     return st;
@@ -131,23 +123,23 @@ static bk_status lane_call(const bk_variant *v, void *state, bk_call *call, dev_
     void *now = NULL;
     *worst = 0.0;
     if (graph) {
-        LANE_CU(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        BK_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
         bk_status rs = v->run(state, call, err);
         cudaError_t ce = cudaStreamEndCapture(stream, &g);
         if (rs != BK_OK) {
             st = rs;
             goto out;
         }
-        LANE_CU(ce);
-        LANE_CU(cudaGraphInstantiate(&ex, g, 0));
+        BK_CUDA_TRY(ce);
+        BK_CUDA_TRY(cudaGraphInstantiate(&ex, g, 0));
     }
     for (int rep = 0; rep < (graph ? 2 : 1); rep++) {
-        LANE_CU(cudaMemsetAsync(o->data, 0xFF, o->elems * 2, stream));
+        BK_CUDA_TRY(cudaMemsetAsync(o->data, 0xFF, o->elems * 2, stream));
         if (graph)
-            LANE_CU(cudaGraphLaunch(ex, stream));
+            BK_CUDA_TRY(cudaGraphLaunch(ex, stream));
         else
             BK_TRY(v->run(state, call, err));
-        LANE_CU(cudaEventRecord(ev, stream));
+        BK_CUDA_TRY(cudaEventRecord(ev, stream));
         BK_TRY(bk_cuda_comm_wait(comm, ev, 3 * LANE_TIMEOUT_S + 1, err));
         for (int i = 0; i < BK_MOE_NT; i++) {
             size_t b = d->host[i].elems * d->host[i].elem_bytes;
@@ -157,7 +149,7 @@ static bk_status lane_call(const bk_variant *v, void *state, bk_call *call, dev_
                 st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: out of host memory", what);
                 goto out;
             }
-            LANE_CU(cudaMemcpy(now, d->dev[i].data, b, cudaMemcpyDeviceToHost));
+            BK_CUDA_TRY(cudaMemcpy(now, d->dev[i].data, b, cudaMemcpyDeviceToHost));
             if (!d->host[i].output && memcmp(now, d->host[i].data, b) != 0) {
                 st = BK_FAIL(err, BK_ERR_INTERNAL, "%s: input %s was modified", what,
                              d->host[i].name);
@@ -261,8 +253,8 @@ static int moe_lane_rank(int rank, int world, lane_shm *shm, void *arg)
                      comm->nccl_why);
         goto out;
     }
-    LANE_CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    LANE_CU(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    BK_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    BK_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
     for (int i = 0; i < NLANE_SHAPES; i++)
         BK_TRY(lane_shape(rank, world, shm, &k_lane_shapes[i], seed + (uint64_t)i, comm, stream,
                           ev, &check, err));
