@@ -10,27 +10,37 @@
 
 /* ---------------------------------------------------------------- device helpers (IPC) */
 
-/* acc += every rank's row at vector offset off of its payload half (rank
- * order 0..world-1, two ranks per round trip), then the residual row. */
+/* acc = every rank's row at vector offset off of its payload half (rank
+ * order 0..world-1, two ranks per round trip), then the residual row, summed
+ * from the first term on. */
 template <int VPT>
 __device__ __forceinline__ void bk__add_peers(float (&acc)[VPT][8], const bk_ipc_dev &v,
                                               size_t base, size_t off,
                                               const uint4 *__restrict__ residual, int nvec)
 {
-    int p = 0;
+#define BK_PEER(p) ((const uint4 *)((const char *)v.data[p] + base) + off)
+    if (v.world == 1) { /* residual via L2 too: harmless */
+        const uint4 *const rows[2] = {BK_PEER(0), residual + off};
+        bk__add_rows<VPT, 2, true, false, true>(acc, rows, nvec);
+        return;
+    }
+    {
+        const uint4 *const rows[2] = {BK_PEER(0), BK_PEER(1)};
+        bk__add_rows<VPT, 2, true, false, true>(acc, rows, nvec);
+    }
+    int p = 2;
     for (; p + 1 < v.world; p += 2) {
-        const uint4 *const rows[2] = {(const uint4 *)((const char *)v.data[p] + base) + off,
-                                      (const uint4 *)((const char *)v.data[p + 1] + base) + off};
+        const uint4 *const rows[2] = {BK_PEER(p), BK_PEER(p + 1)};
         bk__add_rows<VPT, 2, true>(acc, rows, nvec);
     }
     if (p < v.world) {
-        const uint4 *const rows[2] = {(const uint4 *)((const char *)v.data[p] + base) + off,
-                                      residual + off};
-        bk__add_rows<VPT, 2, true>(acc, rows, nvec); /* residual via L2 too: harmless */
+        const uint4 *const rows[2] = {BK_PEER(p), residual + off};
+        bk__add_rows<VPT, 2, true>(acc, rows, nvec);
     } else {
         const uint4 *const rows[1] = {residual + off};
         bk__add_rows<VPT, 1, false>(acc, rows, nvec);
     }
+#undef BK_PEER
 }
 
 __device__ __forceinline__ void bk__copy_row(uint4 *dst, const uint4 *src, int nvec, bool cg)
@@ -54,9 +64,8 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_residual_rmsnorm_kernel
     for (int row = blockIdx.x; row < tokens; row += gridDim.x) {
         const size_t off = (size_t)row * nvec;
         float acc[VPT][8];
-        bk__zero(acc);
         const uint4 *const rows[2] = {sum + off, residual + off};
-        bk__add_rows<VPT, 2, false, STREAM>(acc, rows, nvec);
+        bk__add_rows<VPT, 2, false, STREAM, true>(acc, rows, nvec);
         uint4 *ro1 = residual_out, *o1 = out;
         bk__epilogue<VPT, STREAM>(acc, nvec, hidden, gv, eps, &ro1, &o1, 1, off);
     }
@@ -90,12 +99,11 @@ __global__ void __launch_bounds__(MAXT, MINB) bk_residual_rmsnorm_lean_kernel(
             for (int k = 0; k < VPT; k++) {
                 const int i = threadIdx.x + k * blockDim.x;
                 if (i < nvec) {
-                    float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                    bk__unpack_add(f, a[k]);
+                    float f[8], q[8];
+                    bk__unpack(f, a[k]);
                     bk__unpack_add(f, b[k]);
                     r[k] = bk__pack(f);
-                    float q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                    bk__unpack_add(q, r[k]);
+                    bk__unpack(q, r[k]);
 #pragma unroll
                     for (int j = 0; j < 8; j++)
                         ss += q[j] * q[j];
@@ -111,9 +119,9 @@ __global__ void __launch_bounds__(MAXT, MINB) bk_residual_rmsnorm_lean_kernel(
         for (int k = 0; k < VPT; k++) {
             const int i = threadIdx.x + k * blockDim.x;
             if (i < nvec) {
-                float q[8] = {0, 0, 0, 0, 0, 0, 0, 0}, g[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                bk__unpack_add(q, r[k]);
-                bk__unpack_add(g, __ldg(gamma + i));
+                float q[8], g[8];
+                bk__unpack(q, r[k]);
+                bk__unpack(g, __ldg(gamma + i));
 #pragma unroll
                 for (int j = 0; j < 8; j++)
                     g[j] = q[j] * inv * g[j];
@@ -146,7 +154,6 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_oneshot_kernel(
     for (int row = blockIdx.x; row < tokens; row += gridDim.x) {
         const size_t off = (size_t)row * nvec;
         float acc[VPT][8];
-        bk__zero(acc);
         bk__add_peers(acc, v, base, off, residual, nvec);
         uint4 *ro1 = residual_out, *o1 = out;
         bk__epilogue(acc, nvec, hidden, gv, eps, &ro1, &o1, 1, off);
@@ -191,7 +198,6 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_twoshot_kernel(
     for (int i = blockIdx.x; i < seg && v.rank * seg + i < tokens; i += gridDim.x) {
         const size_t off = (size_t)(v.rank * seg + i) * nvec;
         float acc[VPT][8];
-        bk__zero(acc);
         bk__add_peers(acc, v, base, off, residual, nvec);
         bk__epilogue(acc, nvec, hidden, gv, eps, dro, dout, v.world, off);
     }

@@ -87,8 +87,8 @@ __device__ __forceinline__ void bk__store_norm(const float (&acc)[VPT][8], int n
     for (int k = 0; k < VPT; k++) {
         const int i = threadIdx.x + k * blockDim.x;
         if (i < nvec) {
-            float g[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            bk__unpack_add(g, gv[k]);
+            float g[8];
+            bk__unpack(g, gv[k]);
             const uint4 r = bk__pack(acc[k]);
 #pragma unroll
             for (int j = 0; j < 8; j++)
@@ -121,22 +121,21 @@ __device__ __forceinline__ void bk__epilogue(float (&acc)[VPT][8], int nvec, int
     bk__store_norm<VPT, STREAM>(acc, nvec, inv, gv, ro, o, ndst, off);
 }
 
-template <int VPT>
-__device__ __forceinline__ void bk__zero(float (&acc)[VPT][8])
+__device__ __forceinline__ void bk__zero8(float *f)
 {
 #pragma unroll
-    for (int k = 0; k < VPT; k++)
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            acc[k][j] = 0.f;
+    for (int j = 0; j < 8; j++)
+        f[j] = 0.f;
 }
 
 /* acc += N bf16 rows, in order rows[0], rows[1], ... (the fp32 sum order is
- * part of the result). Every load of the N rows is issued before the first
+ * part of the result); FIRST: acc = rows[0] + rows[1] + ..., the sum starting at
+ * its first term (acc's old values unused; the result differs from 0 + ... only
+ * in the sign of a zero). Every load of the N rows is issued before the first
  * use, unconditionally (an index past the row reads vector 0 and is then
  * ignored), so one memory round trip serves them all. CG reads through L2
  * only (peer memory); CS streams (evict first). */
-template <int VPT, int N, bool CG, bool CS = false>
+template <int VPT, int N, bool CG, bool CS = false, bool FIRST = false>
 __device__ __forceinline__ void bk__add_rows(float (&acc)[VPT][8], const uint4 *const (&rows)[N],
                                              int nvec)
 {
@@ -153,8 +152,14 @@ __device__ __forceinline__ void bk__add_rows(float (&acc)[VPT][8], const uint4 *
     for (int n = 0; n < N; n++)
 #pragma unroll
         for (int k = 0; k < VPT; k++)
-            if (threadIdx.x + k * blockDim.x < nvec)
-                bk__unpack_add(acc[k], v[n][k]);
+            if (threadIdx.x + k * blockDim.x < nvec) {
+                if (FIRST && n == 0)
+                    bk__unpack(acc[k], v[n][k]);
+                else
+                    bk__unpack_add(acc[k], v[n][k]);
+            } else if (FIRST && n == 0) {
+                bk__zero8(acc[k]); /* past the row: 0, for bk__round_sumsq */
+            }
 }
 /* ---------------------------------------------------------------- host helpers */
 

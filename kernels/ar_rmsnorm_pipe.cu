@@ -140,13 +140,14 @@ __global__ void __launch_bounds__(MAXT) bk_residual_rmsnorm_pipe_kernel(
         const uint4 *st = buf + (size_t)s * 2 * nvec;
         bk__mbar_wait(&full[s], (uint32_t)(it / stages) & 1u);
         float acc[VPT][8];
-        bk__zero(acc);
 #pragma unroll
         for (int k = 0; k < VPT; k++) {
             const int i = threadIdx.x + k * blockDim.x;
             if (i < nvec) {
-                bk__unpack_add(acc[k], st[i]);        /* sum first, then residual: */
+                bk__unpack(acc[k], st[i]);            /* sum first, then residual: */
                 bk__unpack_add(acc[k], st[nvec + i]); /* the row kernel's fp32 order */
+            } else {
+                bk__zero8(acc[k]); /* past the row: 0, for bk__round_sumsq */
             }
         }
         const float inv = rsqrtf(bk__block_sum(bk__round_sumsq(acc)) / (float)hidden + eps);
