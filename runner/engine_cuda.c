@@ -28,8 +28,10 @@
  * and out). Until the catalog carries peer bytes per variant, the cuda
  * backend maps this many times the target's figure. */
 #define BK_DEF_SETS 8        /* rotated input sets at most, by default */
-#define BK_MAX_SETS 64       /* ... and with BK_CUDA_SETS */
-#define BK_PAGE (2u << 20)   /* BK_CUDA_SPREAD=1: every tensor in pages of its own */
+#define BK_MAX_SETS 1024     /* ... and with BK_CUDA_SETS */
+#define BK_DATA_SETS 8       /* distinct seeded contents; set i holds content i mod 8 */
+#define BK_POOL_MAX ((size_t)1 << 30) /* sets past BK_DEF_SETS stop at this many bytes */
+#define BK_PAGE (2u << 20)   /* BK_CUDA_SPREAD=1: every set starts a 2 MiB page of its own */
 
 struct bk_backend_ctx {
     int rank, world, device;
@@ -39,7 +41,9 @@ struct bk_backend_ctx {
     int gated;           /* graph-mode batches wait behind the gate (BK_CUDA_GATE=0: no) */
     double warm_s;       /* solo warm-up before the first shape (BK_CUDA_WARMUP_S) */
     int max_sets;        /* rotated input sets per shape at most (BK_CUDA_SETS) */
-    int spread;          /* every tensor allocated in 2 MiB pages of its own (BK_CUDA_SPREAD) */
+    int spread;          /* every set in 2 MiB pages of its own (BK_CUDA_SPREAD) */
+    void *flush;         /* BK_CUDA_FLUSH=1: written before every timed step (2 x L2) */
+    size_t flush_bytes;
 };
 
 #define CUDA_TRY(call)                                                                  \
@@ -115,10 +119,25 @@ static bk_status cuda_open(bk_backend_ctx **out, int rank, int world, int device
         }
         ctx->spread = v[0] == '1';
     }
+    if (getenv("BK_CUDA_FLUSH")) {
+        const char *v = getenv("BK_CUDA_FLUSH");
+        int l2 = 0;
+        if (strcmp(v, "0") && strcmp(v, "1")) {
+            st = BK_FAIL(err, BK_ERR_INPUT, "rank %d: BK_CUDA_FLUSH=%s: want 0 or 1", rank, v);
+            goto out;
+        }
+        if (v[0] == '1') {
+            CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+            ctx->flush_bytes = 2 * (size_t)(l2 > 0 ? l2 : 64 << 20);
+            CUDA_TRY(cudaMalloc(&ctx->flush, ctx->flush_bytes));
+        }
+    }
     *out = ctx;
     ctx = NULL;
 out:
     if (ctx) {
+        if (ctx->flush)
+            (void)cudaFree(ctx->flush);
         bk_cuda_gate_free(&ctx->gate);
         if (ctx->stream)
             (void)cudaStreamDestroy(ctx->stream);
@@ -149,62 +168,105 @@ static bk_status cuda_comm_connect(bk_backend_ctx *ctx, unsigned char (*blobs)[B
     return bk_cuda_comm_connect(ctx->comm, ptrs, lens, timeout_s, err);
 }
 
-/* Allocate and fill one set: inputs from the target's seeded init, outputs
- * poisoned (0xFF bytes: bf16 NaN), so an unwritten element shows. */
-static bk_status set_init(bk_backend_ctx *ctx, const bk_shape_job *job, uint64_t seed,
-                          shape_set *s, bk_err *err)
+/* The rotated input sets of one shape, in one device allocation: each set's tensors
+ * together (256-byte aligned), a set every `stride` bytes; with spread, every set starts
+ * a 2 MiB page of its own, so that each set gets a placement of its own. */
+typedef struct shape_sets {
+    void *pool;
+    int n;
+    shape_set *s;
+} shape_sets;
+
+static size_t align_up(size_t v, size_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+static void sets_free(const bk_target *tg, shape_sets *ss)
+{
+    (void)tg;
+    for (int i = 0; ss->s && i < ss->n; i++)
+        if (ss->s[i].exec)
+            (void)cudaGraphExecDestroy(ss->s[i].exec);
+    if (ss->pool)
+        (void)cudaFree(ss->pool);
+    free(ss->s);
+    memset(ss, 0, sizeof(*ss));
+}
+
+/* Allocate and fill up to `want` sets (fewer past BK_DEF_SETS where the pool would pass
+ * BK_POOL_MAX): inputs from the target's seeded init, with at most BK_DATA_SETS distinct
+ * contents (set i holds content i mod BK_DATA_SETS, seed + K i: the host fills one content
+ * at a time, whatever the count), outputs poisoned (0xFF bytes: bf16 NaN), so an
+ * unwritten element shows. */
+static bk_status sets_init(bk_backend_ctx *ctx, const bk_shape_job *job, int want,
+                           shape_sets *ss, bk_err *err)
 {
     bk_status st = BK_OK;
     const bk_target *tg = job->target;
     bk_tensor host[BK_MAX_TENSORS];
+    size_t off[BK_MAX_TENSORS], bytes[BK_MAX_TENSORS], stride = 0;
     memset(host, 0, sizeof(host));
-    memset(s, 0, sizeof(*s));
+    memset(ss, 0, sizeof(*ss));
     for (int i = 0; i < tg->ntensors; i++) {
-        bk_tensor *t = &s->t[i];
-        t->name = tg->tensor_names[i];
-        t->output = tg->tensor_is_output[i];
-        t->elems = tg->tensor_elems(job->shape, job->world, i);
-        t->elem_bytes = tg->tensor_elem_bytes(i);
-        host[i] = *t;
-        host[i].data = malloc(t->elems * t->elem_bytes + 16);
+        bytes[i] = tg->tensor_elems(job->shape, job->world, i) * tg->tensor_elem_bytes(i);
+        off[i] = stride;
+        stride += align_up(bytes[i] + 16, 256);
+    }
+    if (ctx->spread) /* pages of its own: a placement of its own */
+        stride = align_up(stride, BK_PAGE);
+    int n = want < 1 ? 1 : want;
+    if (n > BK_DEF_SETS && (size_t)n * stride > BK_POOL_MAX)
+        n = BK_POOL_MAX / stride > BK_DEF_SETS ? (int)(BK_POOL_MAX / stride) : BK_DEF_SETS;
+    ss->s = calloc((size_t)n, sizeof(*ss->s));
+    if (!ss->s)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: out of host memory for %d input sets",
+                       ctx->rank, n);
+    CUDA_TRY(cudaMalloc(&ss->pool, (size_t)n * stride));
+    ss->n = n;
+    for (int r = 0; r < n; r++) {
+        shape_set *set = &ss->s[r];
+        for (int i = 0; i < tg->ntensors; i++)
+            set->t[i] = (bk_tensor){.name = tg->tensor_names[i],
+                                    .output = tg->tensor_is_output[i],
+                                    .elems = tg->tensor_elems(job->shape, job->world, i),
+                                    .elem_bytes = tg->tensor_elem_bytes(i),
+                                    .data = (char *)ss->pool + (size_t)r * stride + off[i]};
+        set->call = (bk_call){.shape = job->shape, .shape_index = job->shape_index, .iter = -1,
+                              .rank = job->rank, .world = job->world, .t = set->t,
+                              .nt = tg->ntensors, .comm = ctx->comm, .stream = ctx->stream,
+                              .timeout_s = job->timeout_s};
+    }
+    const int ndata = n < BK_DATA_SETS ? n : BK_DATA_SETS;
+    for (int i = 0; i < tg->ntensors; i++) {
+        host[i] = ss->s[0].t[i];
+        host[i].data = malloc(bytes[i] + 16);
         if (!host[i].data) {
             st = BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: out of host memory for tensor %s",
-                         ctx->rank, t->name);
+                         ctx->rank, host[i].name);
             goto out;
         }
-        size_t bytes = t->elems * t->elem_bytes + 16;
-        if (ctx->spread) /* a page of its own: a placement of its own */
-            bytes = (bytes + BK_PAGE - 1) / BK_PAGE * BK_PAGE;
-        CUDA_TRY(cudaMalloc(&t->data, bytes));
     }
-    tg->init_inputs(host, job->shape, seed, job->shape_index, job->rank, job->world);
-    for (int i = 0; i < tg->ntensors; i++) {
-        bk_tensor *t = &s->t[i];
-        if (t->output)
-            CUDA_TRY(cudaMemsetAsync(t->data, 0xFF, t->elems * t->elem_bytes, ctx->stream));
-        else
-            CUDA_TRY(cudaMemcpyAsync(t->data, host[i].data, t->elems * t->elem_bytes,
-                                     cudaMemcpyHostToDevice, ctx->stream));
+    for (int d = 0; d < ndata; d++) {
+        tg->init_inputs(host, job->shape, job->seed + 0x9E3779B97F4A7C15ull * (uint64_t)d,
+                        job->shape_index, job->rank, job->world);
+        for (int r = d; r < n; r += ndata)
+            for (int i = 0; i < tg->ntensors; i++) {
+                const bk_tensor *t = &ss->s[r].t[i];
+                if (t->output)
+                    CUDA_TRY(cudaMemsetAsync(t->data, 0xFF, bytes[i], ctx->stream));
+                else
+                    CUDA_TRY(cudaMemcpyAsync(t->data, host[i].data, bytes[i],
+                                             cudaMemcpyHostToDevice, ctx->stream));
+            }
+        CUDA_TRY(cudaStreamSynchronize(ctx->stream)); /* before the host refills */
     }
-    CUDA_TRY(cudaStreamSynchronize(ctx->stream));
-    s->call = (bk_call){.shape = job->shape, .shape_index = job->shape_index, .iter = -1,
-                        .rank = job->rank, .world = job->world, .t = s->t,
-                        .nt = tg->ntensors, .comm = ctx->comm, .stream = ctx->stream,
-                        .timeout_s = job->timeout_s};
 out:
     for (int i = 0; i < tg->ntensors; i++)
         free(host[i].data);
+    if (st != BK_OK)
+        sets_free(tg, ss);
     return st;
-}
-
-static void set_free(const bk_target *tg, shape_set *s)
-{
-    if (s->exec)
-        (void)cudaGraphExecDestroy(s->exec);
-    for (int i = 0; i < tg->ntensors; i++)
-        if (s->t[i].data)
-            (void)cudaFree(s->t[i].data);
-    memset(s, 0, sizeof(*s));
 }
 
 /* Capture one call on the stream into an executable graph. */
@@ -280,19 +342,16 @@ out:
 static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, bk_err *err)
 {
     bk_status st = BK_OK;
-    shape_set sets[BK_MAX_SETS];
+    shape_sets sets = {0};
     cudaEvent_t ev0[BK_TIME_BATCH], ev1[BK_TIME_BATCH];
     uint64_t ns[BK_TIME_BATCH];
     int nsets = 0, nev = 0, l2 = 0;
     const int gate_timeouts = bk_cuda_gate_timeouts(&ctx->gate);
     const double wait_s = 3 * job->timeout_s + 1 + BK_GATE_BOUND_S;
-    memset(sets, 0, sizeof(sets));
     CUDA_TRY(cudaSetDevice(ctx->device));
     CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, ctx->device));
-    const int want = choose_sets(job, (size_t)l2, ctx->max_sets);
-    for (; nsets < want; nsets++)
-        BK_TRY(set_init(ctx, job, job->seed + 0x9E3779B97F4A7C15ull * (uint64_t)nsets,
-                        &sets[nsets], err));
+    BK_TRY(sets_init(ctx, job, choose_sets(job, (size_t)l2, ctx->max_sets), &sets, err));
+    nsets = sets.n;
     for (; nev < BK_TIME_BATCH; nev++) {
         CUDA_TRY(cudaEventCreate(&ev0[nev]));
         if (cudaEventCreate(&ev1[nev]) != cudaSuccess) {
@@ -311,15 +370,15 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
         BK_TRY(warm_alone(ctx, ctx->warm_s, err));
     for (int i = 0; i < job->warmup; i++) {
         BK_TRY(bk_cuda_comm_barrier(ctx->comm, ctx->stream, job->timeout_s, err));
-        BK_TRY(step(ctx, job, &sets[i % nsets], err));
+        BK_TRY(step(ctx, job, &sets.s[i % nsets], err));
         CUDA_TRY(cudaEventRecord(ev1[0], ctx->stream));
         BK_TRY(bk_cuda_comm_wait(ctx->comm, ev1[0], wait_s, err));
     }
     if (job->graph) {
         for (int r = 0; r < nsets; r++) {
-            BK_TRY(set_capture(ctx, job, &sets[r], err));
+            BK_TRY(set_capture(ctx, job, &sets.s[r], err));
             BK_TRY(bk_cuda_comm_barrier(ctx->comm, ctx->stream, job->timeout_s, err));
-            BK_TRY(step(ctx, job, &sets[r], err));
+            BK_TRY(step(ctx, job, &sets.s[r], err));
         }
         CUDA_TRY(cudaEventRecord(ev1[0], ctx->stream));
         BK_TRY(bk_cuda_comm_wait(ctx->comm, ev1[0], wait_s, err));
@@ -332,9 +391,14 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
         if (job->graph && ctx->gated)
             BK_TRY(bk_cuda_gate_close(&ctx->gate, ctx->stream, BK_GATE_BOUND_S, err));
         for (int j = 0; j < n; j++) {
-            shape_set *s = &sets[(first + j) % nsets];
+            shape_set *s = &sets.s[(first + j) % nsets];
             s->call.iter = first + j;
-            st = bk_cuda_comm_barrier(ctx->comm, ctx->stream, job->timeout_s, err);
+            /* BK_CUDA_FLUSH=1: every step's data comes from memory, not L2 */
+            if (ctx->flush && cudaMemsetAsync(ctx->flush, (first + j) & 0xff, ctx->flush_bytes,
+                                              ctx->stream) != cudaSuccess)
+                st = BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: flushing L2 failed", ctx->rank);
+            if (st == BK_OK)
+                st = bk_cuda_comm_barrier(ctx->comm, ctx->stream, job->timeout_s, err);
             if (st == BK_OK && cudaEventRecord(ev0[j], ctx->stream) != cudaSuccess)
                 st = BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: cudaEventRecord failed", ctx->rank);
             if (st == BK_OK)
@@ -369,8 +433,7 @@ out:
         (void)cudaEventDestroy(ev0[j]);
         (void)cudaEventDestroy(ev1[j]);
     }
-    for (int r = 0; r < BK_MAX_SETS; r++) /* the partly filled one too */
-        set_free(job->target, &sets[r]);
+    sets_free(job->target, &sets);
     return st;
 }
 
@@ -378,28 +441,29 @@ static bk_status cuda_audit_shape(bk_backend_ctx *ctx, const bk_shape_job *job, 
                                   size_t *bytes, bk_err *err)
 {
     bk_status st = BK_OK;
-    shape_set s;
+    shape_sets ss = {0};
+    shape_set *s = NULL;
     cudaEvent_t done = NULL;
     int k = 0;
-    memset(&s, 0, sizeof(s));
     CUDA_TRY(cudaSetDevice(ctx->device));
-    BK_TRY(set_init(ctx, job, job->seed, &s, err));
+    BK_TRY(sets_init(ctx, job, 1, &ss, err));
+    s = &ss.s[0];
     CUDA_TRY(cudaEventCreate(&done));
     BK_TRY(bk_cuda_comm_barrier(ctx->comm, ctx->stream, job->timeout_s, err));
-    BK_TRY(job->variant->run(job->vstate, &s.call, err));
+    BK_TRY(job->variant->run(job->vstate, &s->call, err));
     CUDA_TRY(cudaEventRecord(done, ctx->stream));
     BK_TRY(bk_cuda_comm_wait(ctx->comm, done, 3 * job->timeout_s + 1, err));
     for (int i = 0; i < job->target->ntensors; i++) {
-        if (!s.t[i].output)
+        if (!s->t[i].output)
             continue;
-        bytes[k] = s.t[i].elems * s.t[i].elem_bytes;
+        bytes[k] = s->t[i].elems * s->t[i].elem_bytes;
         outs[k] = malloc(bytes[k] ? bytes[k] : 1);
         if (!outs[k]) {
             st = BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: out of host memory", ctx->rank);
             goto out;
         }
         k++;
-        CUDA_TRY(cudaMemcpy(outs[k - 1], s.t[i].data, bytes[k - 1], cudaMemcpyDeviceToHost));
+        CUDA_TRY(cudaMemcpy(outs[k - 1], s->t[i].data, bytes[k - 1], cudaMemcpyDeviceToHost));
     }
 out:
     if (st != BK_OK)
@@ -409,7 +473,7 @@ out:
         }
     if (done)
         (void)cudaEventDestroy(done);
-    set_free(job->target, &s);
+    sets_free(job->target, &ss);
     return st;
 }
 

@@ -209,9 +209,9 @@ static void test_engine_env_refused(void **state)
 {
     (void)state;
     static const char *const bad[][2] = {
-        {"BK_CUDA_SETS", "1"},      {"BK_CUDA_SETS", "65"}, {"BK_CUDA_SETS", "8x"},
-        {"BK_CUDA_SPREAD", "2"},    {"BK_CUDA_SPREAD", ""}, {"BK_CUDA_WARMUP_S", "-1"},
-        {"BK_CUDA_WARMUP_S", "61"},
+        {"BK_CUDA_SETS", "1"},      {"BK_CUDA_SETS", "1025"}, {"BK_CUDA_SETS", "8x"},
+        {"BK_CUDA_SPREAD", "2"},    {"BK_CUDA_SPREAD", ""},   {"BK_CUDA_WARMUP_S", "-1"},
+        {"BK_CUDA_WARMUP_S", "61"}, {"BK_CUDA_FLUSH", "2"},   {"BK_CUDA_FLUSH", "yes"},
     };
     fflush(stdout);
     pid_t pid = fork();
@@ -242,19 +242,23 @@ static void test_engine_env_refused(void **state)
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
-/* 64 rotated sets, each tensor in pages of its own (the A/A placement experiment's
- * settings): the same outputs and samples as the defaults. */
+/* The A/A placement experiments' settings at their limits: up to 1024 rotated sets, each
+ * in 2 MiB pages of its own (this shape wants about 900: the 1 GiB pool stops it at 512,
+ * each of the 8 contents copied to 64 of them), L2 written over before every timed step:
+ * every sample, and the same outputs. */
 static void test_engine_many_sets_spread(void **state)
 {
     (void)state;
     engine_arg a = {.variant = &bk_variant_ipc_oneshot_fused,
                     .shape = {.tokens = 8, .hidden = 6144, .weight = 1},
                     .rtol = 8e-3, .atol = 1e-3};
-    setenv("BK_CUDA_SETS", "64", 1);
+    setenv("BK_CUDA_SETS", "1024", 1);
     setenv("BK_CUDA_SPREAD", "1", 1);
+    setenv("BK_CUDA_FLUSH", "1", 1);
     run_engine(2, &a);
     unsetenv("BK_CUDA_SETS");
     unsetenv("BK_CUDA_SPREAD");
+    unsetenv("BK_CUDA_FLUSH");
 }
 
 int main(void)
