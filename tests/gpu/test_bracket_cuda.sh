@@ -5,7 +5,9 @@
 # Skips (exit 77) with the reason where there is no GPU or no cuda build.
 . "$(dirname "$0")/../integration/lib.sh"
 set -e
-if ! "$BK_BRACKET" --help | grep -q "backends in this build: cpu cuda"; then
+# a binary that cannot start (a library missing) is a failure, not a skip
+help=$("$BK_BRACKET" --help 2>&1) || fail "$BK_BRACKET --help: exit $?: $help"
+if ! grep -q "backends in this build: cpu cuda" <<<"$help"; then
     echo "SKIP: this build has no cuda backend (no CUDA toolkit found at configure time)"; exit 77
 fi
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
