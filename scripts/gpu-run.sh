@@ -19,7 +19,8 @@
 # Steps: build (cmake + ninja, all cores), test (ctest -L gpu, then the unit tests),
 # break (a copy of the tree with the one-shot kernel's residual add removed must FAIL the
 # GPU test: proves the test can fail), bench (bench_rmsnorm table + CSV), torch (the same
-# shapes through torch.compile and eager, side by side with bench's CSV), ipc (nccl_then_rmsnorm
+# shapes through torch.compile and eager, our kernel timed beside them on the same tensors
+# through libbk_rmsnorm_shim.so, bench's CSV for the copy kernel), ipc (nccl_then_rmsnorm
 # against the two IPC variants across GPUs at worlds 2, 4, 8 as far as the machine's GPUs go;
 # skipped on a one-GPU machine).
 set -uo pipefail
@@ -61,7 +62,8 @@ for s in $steps; do
     ;;
   torch)
     PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=$(nproc) python3 "$src/tests/bench/torch_rmsnorm.py" \
-      --ours "$out/bench_rmsnorm.csv" --csv "$out/torch_rmsnorm.csv" --step "$step" 2>&1 | tee "$out/torch_rmsnorm.txt" || rc=1
+      --ours "$out/bench_rmsnorm.csv" --lib "$build/tests/libbk_rmsnorm_shim.so" \
+      --csv "$out/torch_rmsnorm.csv" --step "$step" 2>&1 | tee "$out/torch_rmsnorm.txt" || rc=1
     ;;
   ipc)
     ngpu=$(nvidia-smi -L | wc -l)

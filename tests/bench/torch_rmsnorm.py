@@ -3,14 +3,22 @@
 timed exactly like tests/bench/bench_rmsnorm.cu (rotated input sets, CALLS launches
 captured in one CUDA graph, median of REPLAYS replays / CALLS), so both sit side by side.
 
-  python3 torch_rmsnorm.py [--ours bench_rmsnorm.csv] [--csv FILE] [--step N]
+  python3 torch_rmsnorm.py [--ours bench_rmsnorm.csv] [--lib libbk_rmsnorm_shim.so]
+                           [--csv FILE] [--step N] [--hot]
 
-With --ours, prints one table: our kernel, torch.compile, eager, each in us and as a share of
-our copy kernel's bandwidth (the one bench_rmsnorm measured in the same run).
+Prints one table: our kernel, torch.compile, eager, each in us and as a share of the copy
+kernel's bandwidth (the one bench_rmsnorm measured in the same run when --ours is given,
+else torch's copy_). Our kernel's time comes from --lib when given: our default launch
+(bk_residual_rmsnorm, through ctypes) captured and replayed on the very input tensors that
+torch.compile gets, its outputs checked against eager PyTorch first, timed in alternation
+with torch.compile (ours, compile, ours, compile: the median of both rounds' replays), so
+that neither side gains from where its buffers sit in memory; the --ours CSV's time is then
+printed beside it ("bench us"). Without --lib, "ours" is the CSV's time.
 """
 import argparse
 import collections
 import csv
+import ctypes
 import math
 
 import torch
@@ -31,9 +39,9 @@ def residual_rmsnorm(x, residual, gamma):
 
 
 def time_graph(fn, sets):
-    """Capture CALLS calls cycling through the sets in one graph; us per call.
-    The outputs of the last len(sets) calls are kept alive, so the graph's
-    memory pool rotates output buffers with the inputs' period (as
+    """Capture CALLS calls cycling through the sets in one graph; the REPLAYS replay
+    times in us per call. The outputs of the last len(sets) calls are kept alive, so
+    the graph's memory pool rotates output buffers with the inputs' period (as
     bench_rmsnorm does) instead of reusing one hot pair."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -55,11 +63,47 @@ def time_graph(fn, sets):
         graph.replay()
         b.record()
         b.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    med = times[len(times) // 2] if len(times) % 2 else 0.5 * (times[len(times) // 2 - 1] + times[len(times) // 2])
+        times.append(a.elapsed_time(b) * 1e3 / CALLS)
     del graph, keep
-    return med * 1e3 / CALLS
+    return times
+
+
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+def load_ours(path):
+    """Our default launch through libbk_rmsnorm_shim.so: fn(x, residual, gamma, ro, out)
+    on the current stream (inside a capture: captured)."""
+    lib = ctypes.CDLL(path)
+    f = lib.bk_shim_residual_rmsnorm
+    f.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64, ctypes.c_int64, ctypes.c_float,
+                                          ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+    f.restype = ctypes.c_int
+    msg = ctypes.create_string_buffer(1024)
+
+    def run(x, residual, gamma, ro, out):
+        if f(x.data_ptr(), residual.data_ptr(), gamma.data_ptr(), ro.data_ptr(), out.data_ptr(),
+             x.shape[0], x.shape[1], EPS, torch.cuda.current_stream().cuda_stream, msg,
+             len(msg)):
+            raise RuntimeError(f"bk_residual_rmsnorm: {msg.value.decode()}")
+        return ro, out
+    return run
+
+
+def check_ours(run, x, residual, gamma):
+    """Our outputs on one set against eager PyTorch: residual_out bitwise (the same
+    fp32 sum rounded once), out within bf16 rounding."""
+    ro, out = torch.full_like(x, float("nan")), torch.full_like(x, float("nan"))
+    run(x, residual, gamma, ro, out)
+    want_ro, want_out = residual_rmsnorm(x, residual, gamma)
+    torch.cuda.synchronize()
+    if not torch.equal(ro, want_ro):
+        raise SystemExit(f"ours: residual_out differs from eager at {tuple(x.shape)}")
+    torch.testing.assert_close(out.float(), want_out.float(), rtol=1.6e-2, atol=1e-2,
+                               msg=lambda m: f"ours: out off eager at {tuple(x.shape)}: {m}")
 
 
 def copy_bandwidth():
@@ -82,6 +126,8 @@ def copy_bandwidth():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ours", help="bench_rmsnorm --csv output of the same run")
+    ap.add_argument("--lib", help="libbk_rmsnorm_shim.so: time our kernel here, on the same "
+                    "tensors as torch.compile")
     ap.add_argument("--csv", help="write our rows here")
     ap.add_argument("--step", type=int, default=2, help="token multiplier between rows")
     ap.add_argument("--hot", action="store_true",
@@ -89,6 +135,7 @@ def main():
     args = ap.parse_args()
     torch._dynamo.config.cache_size_limit = 256
     compiled = torch.compile(residual_rmsnorm, dynamic=False)
+    run_ours = load_ours(args.lib) if args.lib else None
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     torch_copy = copy_bandwidth()
     ours = {}
@@ -100,11 +147,14 @@ def main():
                 copy_bw = float(row["copy_gbps"]) * 1e9
     if copy_bw is None:
         copy_bw = torch_copy
-    print(f"mode: {'hot (one input set)' if args.hot else 'cold (rotated sets over 3 x L2)'}")
+    print(f"mode: {'hot (one input set)' if args.hot else 'cold (rotated sets over 3 x L2)'}; "
+          f"ours: {'timed here on the same tensors, alternating with torch.compile' if run_ours else 'from ' + str(args.ours)}")
     print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; "
           f"torch copy_ {torch_copy / 1e9:.0f} GB/s, reference copy {copy_bw / 1e9:.0f} GB/s")
     rows = []
     hdr = f"{'hidden':>6} {'tokens':>6} {'ours us':>8} {'%copy':>6} {'compile us':>10} {'%copy':>6} {'eager us':>9} {'%copy':>6} {'ours/compile':>12}"
+    if run_ours and ours:
+        hdr += f" {'bench us':>8}"
     print(hdr)
     step = args.step
     for h in HIDDENS:
@@ -118,13 +168,25 @@ def main():
                      (torch.rand(t, h, device="cuda", generator=gen) * 2 - 1).to(torch.bfloat16),
                      gamma) for _ in range(nsets)]
             nbytes = (4 * t * h + h) * 2
-            us_c = time_graph(compiled, sets)
-            us_e = time_graph(residual_rmsnorm, sets)
-            us_o = ours.get((h, t), float("nan"))
+            us_b = ours.get((h, t), float("nan"))
+            if run_ours:
+                check_ours(run_ours, *sets[0])
+                osets = [(x, r, g, torch.empty_like(x), torch.empty_like(x)) for x, r, g in sets]
+                to, tc = [], []
+                for _ in range(2):
+                    to += time_graph(run_ours, osets)
+                    tc += time_graph(compiled, sets)
+                us_o, us_c = median(to), median(tc)
+                del osets
+            else:
+                us_o, us_c = us_b, median(time_graph(compiled, sets))
+            us_e = median(time_graph(residual_rmsnorm, sets))
             share = lambda us: 100 * nbytes / (us * 1e-6) / copy_bw
-            print(f"{h:>6} {t:>6} {us_o:>8.2f} {share(us_o):>5.1f}% {us_c:>10.2f} {share(us_c):>5.1f}% "
-                  f"{us_e:>9.2f} {share(us_e):>5.1f}% {us_c / us_o if us_o == us_o else float('nan'):>11.2f}x",
-                  flush=True)
+            line = (f"{h:>6} {t:>6} {us_o:>8.2f} {share(us_o):>5.1f}% {us_c:>10.2f} {share(us_c):>5.1f}% "
+                    f"{us_e:>9.2f} {share(us_e):>5.1f}% {us_c / us_o if us_o == us_o else float('nan'):>11.2f}x")
+            if run_ours and ours:
+                line += f" {us_b:>8.2f}"
+            print(line, flush=True)
             rows.append((h, t, nbytes, us_o, us_c, us_e))
             del sets
             t *= step
