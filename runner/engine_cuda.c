@@ -22,16 +22,19 @@
  * timing by construction. The bound only matters when the host stalls: then
  * the batch runs as it is enqueued. */
 #define BK_GATE_BOUND_S 1.0
-/* The target's peer_bytes describes the cpu variants' layout (x in bf16 plus
- * an fp32 chunk: >= 2 T H bytes); the cuda IPC variants need
- * bk_ar_rmsnorm_cuda_peer_bytes = 12 T H bytes (two halves of x, residual_out
- * and out). Until the catalog carries peer bytes per variant, the cuda
- * backend maps this many times the target's figure. */
-#define BK_DEF_SETS 8        /* rotated input sets at most, by default */
-#define BK_MAX_SETS 1024     /* ... and with BK_CUDA_SETS */
+/* Rotated input sets. Each shape gets enough sets that their inputs exceed three L2s, up to
+ * BK_MAX_SETS, each set in 2 MiB pages of its own: many placements in memory, so that
+ * each engine's median averages over them. Measured on the H200 (docs/BENCHMARKS.md, A/A
+ * drift, fourth session): with 8 sets in shared pages, each set's step cost was steady
+ * within a process and differed between sets and processes by up to 5%, and A/A brackets
+ * drifted 0.4-3.6% (mean |drift| 1.6%, 7 brackets); with these defaults 0.0-1.2% (mean
+ * 0.5%, 7 brackets), at the same engine start-up time. BK_CUDA_SETS and BK_CUDA_SPREAD
+ * change them (8 and 0: the earlier layout). */
+#define BK_DEF_SETS 1024     /* rotated input sets at most, by default (BK_CUDA_SETS) */
+#define BK_MAX_SETS 1024
 #define BK_DATA_SETS 8       /* distinct seeded contents; set i holds content i mod 8 */
-#define BK_POOL_MAX ((size_t)1 << 30) /* sets past BK_DEF_SETS stop at this many bytes */
-#define BK_PAGE (2u << 20)   /* BK_CUDA_SPREAD=1: every set starts a 2 MiB page of its own */
+#define BK_POOL_MAX ((size_t)1 << 30) /* sets past BK_DATA_SETS stop at this many bytes */
+#define BK_PAGE (2u << 20)   /* spread: every set starts a 2 MiB page of its own */
 
 struct bk_backend_ctx {
     int rank, world, device;
@@ -41,7 +44,7 @@ struct bk_backend_ctx {
     int gated;           /* graph-mode batches wait behind the gate (BK_CUDA_GATE=0: no) */
     double warm_s;       /* solo warm-up before the first shape (BK_CUDA_WARMUP_S) */
     int max_sets;        /* rotated input sets per shape at most (BK_CUDA_SETS) */
-    int spread;          /* every set in 2 MiB pages of its own (BK_CUDA_SPREAD) */
+    int spread;          /* every set in 2 MiB pages of its own (BK_CUDA_SPREAD, default 1) */
     void *flush;         /* BK_CUDA_FLUSH=1: written before every timed step (2 x L2) */
     size_t flush_bytes;
 };
@@ -101,6 +104,7 @@ static bk_status cuda_open(bk_backend_ctx **out, int rank, int world, int device
         ctx->warm_s = w;
     }
     ctx->max_sets = BK_DEF_SETS;
+    ctx->spread = 1;
     if (getenv("BK_CUDA_SETS")) {
         char *end = NULL;
         long v = strtol(getenv("BK_CUDA_SETS"), &end, 10);
@@ -194,8 +198,9 @@ static void sets_free(const bk_target *tg, shape_sets *ss)
     memset(ss, 0, sizeof(*ss));
 }
 
-/* Allocate and fill up to `want` sets (fewer past BK_DEF_SETS where the pool would pass
- * BK_POOL_MAX): inputs from the target's seeded init, with at most BK_DATA_SETS distinct
+/* Allocate and fill up to `want` sets (fewer past BK_DATA_SETS where the pool would pass
+ * BK_POOL_MAX, and half as many again while the GPU has no room for the pool, down to
+ * one): inputs from the target's seeded init, with at most BK_DATA_SETS distinct
  * contents (set i holds content i mod BK_DATA_SETS, seed + K i: the host fills one content
  * at a time, whatever the count), outputs poisoned (0xFF bytes: bf16 NaN), so an
  * unwritten element shows. */
@@ -216,13 +221,24 @@ static bk_status sets_init(bk_backend_ctx *ctx, const bk_shape_job *job, int wan
     if (ctx->spread) /* pages of its own: a placement of its own */
         stride = align_up(stride, BK_PAGE);
     int n = want < 1 ? 1 : want;
-    if (n > BK_DEF_SETS && (size_t)n * stride > BK_POOL_MAX)
-        n = BK_POOL_MAX / stride > BK_DEF_SETS ? (int)(BK_POOL_MAX / stride) : BK_DEF_SETS;
+    if (n > BK_DATA_SETS && (size_t)n * stride > BK_POOL_MAX)
+        n = BK_POOL_MAX / stride > BK_DATA_SETS ? (int)(BK_POOL_MAX / stride) : BK_DATA_SETS;
+    for (;;) {
+        cudaError_t e = cudaMalloc(&ss->pool, (size_t)n * stride);
+        if (e == cudaSuccess)
+            break;
+        if (e != cudaErrorMemoryAllocation || n == 1)
+            return BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: %d input sets of %zu bytes: %s",
+                           ctx->rank, n, stride, cudaGetErrorString(e));
+        (void)cudaGetLastError(); /* fewer sets rather than no run */
+        n /= 2;
+    }
     ss->s = calloc((size_t)n, sizeof(*ss->s));
-    if (!ss->s)
-        return BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: out of host memory for %d input sets",
-                       ctx->rank, n);
-    CUDA_TRY(cudaMalloc(&ss->pool, (size_t)n * stride));
+    if (!ss->s) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: out of host memory for %d input sets",
+                     ctx->rank, n);
+        goto out;
+    }
     ss->n = n;
     for (int r = 0; r < n; r++) {
         shape_set *set = &ss->s[r];
