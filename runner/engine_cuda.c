@@ -27,8 +27,8 @@
  * each engine's median averages over them. Measured on the H200 (docs/BENCHMARKS.md, A/A
  * drift, fourth session): with 8 sets in shared pages, each set's step cost was steady
  * within a process and differed between sets and processes by up to 5%, and A/A brackets
- * drifted 0.4-3.6% (mean |drift| 1.6%, 7 brackets); with these defaults 0.0-1.2% (mean
- * 0.5%, 7 brackets), at the same engine start-up time. BK_CUDA_SETS and BK_CUDA_SPREAD
+ * drifted 0.4-3.7% (mean |drift| 1.8%, 11 brackets); with these defaults 0.0-1.6% (mean
+ * 0.5%, 15 brackets), at the same engine start-up time. BK_CUDA_SETS and BK_CUDA_SPREAD
  * change them (8 and 0: the earlier layout). */
 #define BK_DEF_SETS 1024     /* rotated input sets at most, by default (BK_CUDA_SETS) */
 #define BK_MAX_SETS 1024
