@@ -66,10 +66,25 @@ typedef struct shape_set {
     cudaGraphExec_t exec;
 } shape_set;
 
+static void cuda_close(bk_backend_ctx *ctx);
+
+/* A 0/1 setting from the environment: *v stays as it is when the variable is unset; any
+ * other value is refused, naming it. */
+static bk_status env_flag(const char *name, int rank, int *v, bk_err *err)
+{
+    const char *s = getenv(name);
+    if (!s)
+        return BK_OK;
+    if (strcmp(s, "0") && strcmp(s, "1"))
+        return BK_FAIL(err, BK_ERR_INPUT, "rank %d: %s=%s: want 0 or 1", rank, name, s);
+    *v = s[0] == '1';
+    return BK_OK;
+}
+
 static bk_status cuda_open(bk_backend_ctx **out, int rank, int world, int device, bk_err *err)
 {
     bk_status st = BK_OK;
-    int n = 0;
+    int n = 0, flush = 0;
     bk_backend_ctx *ctx = calloc(1, sizeof(*ctx));
     *out = NULL;
     if (!ctx)
@@ -115,38 +130,18 @@ static bk_status cuda_open(bk_backend_ctx **out, int rank, int world, int device
         }
         ctx->max_sets = (int)v;
     }
-    if (getenv("BK_CUDA_SPREAD")) {
-        const char *v = getenv("BK_CUDA_SPREAD");
-        if (strcmp(v, "0") && strcmp(v, "1")) {
-            st = BK_FAIL(err, BK_ERR_INPUT, "rank %d: BK_CUDA_SPREAD=%s: want 0 or 1", rank, v);
-            goto out;
-        }
-        ctx->spread = v[0] == '1';
-    }
-    if (getenv("BK_CUDA_FLUSH")) {
-        const char *v = getenv("BK_CUDA_FLUSH");
+    BK_TRY(env_flag("BK_CUDA_SPREAD", rank, &ctx->spread, err));
+    BK_TRY(env_flag("BK_CUDA_FLUSH", rank, &flush, err));
+    if (flush) {
         int l2 = 0;
-        if (strcmp(v, "0") && strcmp(v, "1")) {
-            st = BK_FAIL(err, BK_ERR_INPUT, "rank %d: BK_CUDA_FLUSH=%s: want 0 or 1", rank, v);
-            goto out;
-        }
-        if (v[0] == '1') {
-            CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-            ctx->flush_bytes = 2 * (size_t)(l2 > 0 ? l2 : 64 << 20);
-            CUDA_TRY(cudaMalloc(&ctx->flush, ctx->flush_bytes));
-        }
+        CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+        ctx->flush_bytes = 2 * (size_t)(l2 > 0 ? l2 : 64 << 20);
+        CUDA_TRY(cudaMalloc(&ctx->flush, ctx->flush_bytes));
     }
     *out = ctx;
     ctx = NULL;
 out:
-    if (ctx) {
-        if (ctx->flush)
-            (void)cudaFree(ctx->flush);
-        bk_cuda_gate_free(&ctx->gate);
-        if (ctx->stream)
-            (void)cudaStreamDestroy(ctx->stream);
-    }
-    free(ctx);
+    cuda_close(ctx); /* a half-opened one: what it holds so far */
     return st;
 }
 
@@ -186,9 +181,8 @@ static size_t align_up(size_t v, size_t a)
     return (v + a - 1) / a * a;
 }
 
-static void sets_free(const bk_target *tg, shape_sets *ss)
+static void sets_free(shape_sets *ss)
 {
-    (void)tg;
     for (int i = 0; ss->s && i < ss->n; i++)
         if (ss->s[i].exec)
             (void)cudaGraphExecDestroy(ss->s[i].exec);
@@ -210,11 +204,12 @@ static bk_status sets_init(bk_backend_ctx *ctx, const bk_shape_job *job, int wan
     bk_status st = BK_OK;
     const bk_target *tg = job->target;
     bk_tensor host[BK_MAX_TENSORS];
-    size_t off[BK_MAX_TENSORS], bytes[BK_MAX_TENSORS], stride = 0;
+    size_t off[BK_MAX_TENSORS], elems[BK_MAX_TENSORS], bytes[BK_MAX_TENSORS], stride = 0;
     memset(host, 0, sizeof(host));
     memset(ss, 0, sizeof(*ss));
     for (int i = 0; i < tg->ntensors; i++) {
-        bytes[i] = tg->tensor_elems(job->shape, job->world, i) * tg->tensor_elem_bytes(i);
+        elems[i] = tg->tensor_elems(job->shape, job->world, i);
+        bytes[i] = elems[i] * tg->tensor_elem_bytes(i);
         off[i] = stride;
         stride += align_up(bytes[i] + 16, 256);
     }
@@ -245,7 +240,7 @@ static bk_status sets_init(bk_backend_ctx *ctx, const bk_shape_job *job, int wan
         for (int i = 0; i < tg->ntensors; i++)
             set->t[i] = (bk_tensor){.name = tg->tensor_names[i],
                                     .output = tg->tensor_is_output[i],
-                                    .elems = tg->tensor_elems(job->shape, job->world, i),
+                                    .elems = elems[i],
                                     .elem_bytes = tg->tensor_elem_bytes(i),
                                     .data = (char *)ss->pool + (size_t)r * stride + off[i]};
         set->call = (bk_call){.shape = job->shape, .shape_index = job->shape_index, .iter = -1,
@@ -281,7 +276,7 @@ out:
     for (int i = 0; i < tg->ntensors; i++)
         free(host[i].data);
     if (st != BK_OK)
-        sets_free(tg, ss);
+        sets_free(ss);
     return st;
 }
 
@@ -449,7 +444,7 @@ out:
         (void)cudaEventDestroy(ev0[j]);
         (void)cudaEventDestroy(ev1[j]);
     }
-    sets_free(job->target, &sets);
+    sets_free(&sets);
     return st;
 }
 
@@ -489,7 +484,7 @@ out:
         }
     if (done)
         (void)cudaEventDestroy(done);
-    sets_free(job->target, &ss);
+    sets_free(&ss);
     return st;
 }
 
@@ -497,11 +492,14 @@ static void cuda_close(bk_backend_ctx *ctx)
 {
     if (!ctx)
         return;
-    (void)cudaSetDevice(ctx->device);
-    if (ctx->stream)
+    if (ctx->stream) { /* else the device was never set up (a failed open): nothing on it */
+        (void)cudaSetDevice(ctx->device);
         (void)cudaStreamSynchronize(ctx->stream);
+    }
     bk_cuda_comm_destroy(ctx->comm);
     bk_cuda_gate_free(&ctx->gate);
+    if (ctx->flush)
+        (void)cudaFree(ctx->flush);
     if (ctx->stream)
         (void)cudaStreamDestroy(ctx->stream);
     free(ctx);
