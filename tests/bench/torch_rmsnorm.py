@@ -38,6 +38,21 @@ def residual_rmsnorm(x, residual, gamma):
     return ro, out.to(torch.bfloat16)
 
 
+def cold_sets(t, h, l2):
+    """Rotated sets enough that their inputs (x and residual, bf16) exceed three L2s."""
+    return max(2, min(MAX_SETS, math.ceil(3 * l2 / (2 * t * h * 2))))
+
+
+def make_sets(t, h, nsets, seed):
+    """nsets (x, residual, gamma) input triples of t x h bf16 from one seeded generator,
+    gamma shared by all."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    gamma = (torch.rand(h, device="cuda", generator=gen) + 0.5).to(torch.bfloat16)
+    return [((torch.rand(t, h, device="cuda", generator=gen) * 2 - 1).to(torch.bfloat16),
+             (torch.rand(t, h, device="cuda", generator=gen) * 2 - 1).to(torch.bfloat16),
+             gamma) for _ in range(nsets)]
+
+
 def time_graph(fn, sets):
     """Capture CALLS calls cycling through the sets in one graph; the REPLAYS replay
     times in us per call. The outputs of the last len(sets) calls are kept alive, so
@@ -160,13 +175,7 @@ def main():
     for h in HIDDENS:
         t = 1
         while t <= 16384:
-            n_in = 2 * t * h * 2
-            nsets = 1 if args.hot else max(2, min(MAX_SETS, math.ceil(3 * l2 / n_in)))
-            gen = torch.Generator(device="cuda").manual_seed(t * 7 + h)
-            gamma = (torch.rand(h, device="cuda", generator=gen) + 0.5).to(torch.bfloat16)
-            sets = [((torch.rand(t, h, device="cuda", generator=gen) * 2 - 1).to(torch.bfloat16),
-                     (torch.rand(t, h, device="cuda", generator=gen) * 2 - 1).to(torch.bfloat16),
-                     gamma) for _ in range(nsets)]
+            sets = make_sets(t, h, 1 if args.hot else cold_sets(t, h, l2), t * 7 + h)
             nbytes = (4 * t * h + h) * 2
             us_b = ours.get((h, t), float("nan"))
             if run_ours:

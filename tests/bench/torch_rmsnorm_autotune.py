@@ -51,12 +51,7 @@ def main():
             for rep in range(args.reps):
                 torch._dynamo.reset()
                 fn = torch.compile(tr.residual_rmsnorm, dynamic=False)
-                gen = torch.Generator(device="cuda").manual_seed(t * 7 + h + rep)
-                g = (torch.rand(h, device="cuda", generator=gen) + 0.5).to(torch.bfloat16)
-                n = max(2, min(tr.MAX_SETS, -(-3 * l2 // (4 * t * h))))
-                sets = [((torch.rand(t, h, device="cuda", generator=gen) * 2 - 1).to(torch.bfloat16),
-                         (torch.rand(t, h, device="cuda", generator=gen) * 2 - 1).to(torch.bfloat16),
-                         g) for _ in range(n)]
+                sets = tr.make_sets(t, h, tr.cold_sets(t, h, l2), t * 7 + h + rep)
                 us = tr.median(tr.time_graph(fn, sets))
                 picks = [f"{name}: " + "; ".join(f"{c.kwargs} warps {c.num_warps}"
                                                  for c in (lc.config for lc in k.launchers))
