@@ -51,85 +51,88 @@ __device__ __forceinline__ void bk__copy_row(uint4 *dst, const uint4 *src, int n
 
 /* ---------------------------------------------------------------- kernels */
 
-/* One block per row (grid-stride): s = sum + residual, then the epilogue.
+/* One block per row (grid = tokens): s = sum + residual, then the epilogue.
  * STREAM: evict-first loads and stores (large shapes that never fit in L2). */
 template <int VPT, bool STREAM>
 __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_residual_rmsnorm_kernel(
     const uint4 *sum, const uint4 *__restrict__ residual, const uint4 *__restrict__ gamma,
-    uint4 *residual_out, uint4 *__restrict__ out, int tokens, int hidden, float eps)
+    uint4 *residual_out, uint4 *__restrict__ out, int hidden, float eps)
 {
     const int nvec = hidden / 8;
+    const float rh = bk__inv_hidden(hidden);
     uint4 gv[VPT];
     bk__load_gamma(gv, gamma, nvec);
-    for (int row = blockIdx.x; row < tokens; row += gridDim.x) {
-        const size_t off = (size_t)row * nvec;
-        float acc[VPT][8];
-        const uint4 *const rows[2] = {sum + off, residual + off};
-        bk__add_rows<VPT, 2, false, STREAM, true>(acc, rows, nvec);
-        uint4 *ro1 = residual_out, *o1 = out;
-        bk__epilogue<VPT, STREAM>(acc, nvec, hidden, gv, eps, &ro1, &o1, 1, off);
-    }
+    const size_t off = (size_t)blockIdx.x * nvec;
+    float acc[VPT][8];
+    const uint4 *const rows[2] = {sum + off, residual + off};
+    bk__add_rows<VPT, 2, false, STREAM, true>(acc, rows, nvec);
+    uint4 *ro1 = residual_out, *o1 = out;
+    bk__epilogue<VPT, STREAM>(acc, nvec, rh, gv, eps, &ro1, &o1, 1, off, 0);
 }
 
-/* LEAN: one block per row (grid-stride). Loads as the row kernel (all of a
+/* LEAN: one block per row (grid = tokens). Loads as the row kernel (all of a
  * row's loads before the first use), then each vector's s = sum + residual is
  * rounded to bf16, stored as residual_out at once and kept packed (4 registers
- * a vector, not 8 floats); gamma is read after the reduction. The arithmetic
- * and its order are the row kernel's: the same bits. */
-template <int VPT, bool STREAM, int MAXT, int MINB>
+ * a vector, not 8 floats). EARLY: gamma is loaded with the row (its latency
+ * hidden behind the row's, 4 more registers a vector: small shapes, where one
+ * block's latency is the time); else after the reduction (fewer registers, more
+ * blocks per SM). The arithmetic and its order are the row kernel's: the same
+ * bits. */
+template <int VPT, bool STREAM, bool EARLY, int MAXT, int MINB>
 __global__ void __launch_bounds__(MAXT, MINB) bk_residual_rmsnorm_lean_kernel(
     const uint4 *sum, const uint4 *__restrict__ residual, const uint4 *__restrict__ gamma,
-    uint4 *residual_out, uint4 *__restrict__ out, int tokens, int hidden, float eps)
+    uint4 *residual_out, uint4 *__restrict__ out, int hidden, float eps)
 {
     const int nvec = hidden / 8;
-    for (int row = blockIdx.x; row < tokens; row += gridDim.x) {
-        const size_t off = (size_t)row * nvec;
-        uint4 r[VPT];
-        float ss = 0.f;
-        {
-            uint4 a[VPT], b[VPT];
+    const size_t off = (size_t)blockIdx.x * nvec;
+    const float rh = bk__inv_hidden(hidden);
+    uint4 r[VPT], gv[EARLY ? VPT : 1];
+    float ss = 0.f;
+    {
+        uint4 a[VPT], b[VPT];
 #pragma unroll
-            for (int k = 0; k < VPT; k++) {
-                const int i = threadIdx.x + k * blockDim.x;
-                const size_t at = off + (i < nvec ? i : 0);
-                a[k] = STREAM ? __ldcs(sum + at) : sum[at];
-                b[k] = STREAM ? __ldcs(residual + at) : residual[at];
-            }
-#pragma unroll
-            for (int k = 0; k < VPT; k++) {
-                const int i = threadIdx.x + k * blockDim.x;
-                if (i < nvec) {
-                    float f[8], q[8];
-                    bk__unpack(f, a[k]);
-                    bk__unpack_add(f, b[k]);
-                    r[k] = bk__pack(f);
-                    bk__unpack(q, r[k]);
-#pragma unroll
-                    for (int j = 0; j < 8; j++)
-                        ss += q[j] * q[j];
-                    if (STREAM)
-                        __stcs(residual_out + off + i, r[k]);
-                    else
-                        residual_out[off + i] = r[k];
-                }
-            }
+        for (int k = 0; k < VPT; k++) {
+            const int i = threadIdx.x + k * blockDim.x;
+            const size_t at = off + (i < nvec ? i : 0);
+            a[k] = STREAM ? __ldcs(sum + at) : sum[at];
+            b[k] = STREAM ? __ldcs(residual + at) : residual[at];
+            if (EARLY)
+                gv[EARLY ? k : 0] = __ldg(gamma + (i < nvec ? i : 0));
         }
-        const float inv = rsqrtf(bk__block_sum(ss) / (float)hidden + eps);
 #pragma unroll
         for (int k = 0; k < VPT; k++) {
             const int i = threadIdx.x + k * blockDim.x;
             if (i < nvec) {
-                float q[8], g[8];
+                float f[8], q[8];
+                bk__unpack(f, a[k]);
+                bk__unpack_add(f, b[k]);
+                r[k] = bk__pack(f);
                 bk__unpack(q, r[k]);
-                bk__unpack(g, __ldg(gamma + i));
 #pragma unroll
                 for (int j = 0; j < 8; j++)
-                    g[j] = q[j] * inv * g[j];
+                    ss += q[j] * q[j];
                 if (STREAM)
-                    __stcs(out + off + i, bk__pack(g));
+                    __stcs(residual_out + off + i, r[k]);
                 else
-                    out[off + i] = bk__pack(g);
+                    residual_out[off + i] = r[k];
             }
+        }
+    }
+    const float inv = rsqrtf(bk__block_sum(ss, 0) * rh + eps);
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i < nvec) {
+            float q[8], g[8];
+            bk__unpack(q, r[k]);
+            bk__unpack(g, EARLY ? gv[EARLY ? k : 0] : __ldg(gamma + i));
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                g[j] = q[j] * inv * g[j];
+            if (STREAM)
+                __stcs(out + off + i, bk__pack(g));
+            else
+                out[off + i] = bk__pack(g);
         }
     }
 }
@@ -144,6 +147,7 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_oneshot_kernel(
     int tokens, int hidden, size_t half, float eps)
 {
     const int nvec = hidden / 8;
+    const float rh = bk__inv_hidden(hidden);
     const size_t base = (bk_ipc_epoch(v, blockIdx.x) & 1u) ? half : 0;
     uint4 *mine = (uint4 *)((char *)v.data[v.rank] + base);
     uint4 gv[VPT];
@@ -151,12 +155,12 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_oneshot_kernel(
     for (int row = blockIdx.x; row < tokens; row += gridDim.x)
         bk__copy_row(mine + (size_t)row * nvec, x + (size_t)row * nvec, nvec, false);
     bk_ipc_block_barrier(v, blockIdx.x);
-    for (int row = blockIdx.x; row < tokens; row += gridDim.x) {
+    for (int row = blockIdx.x, call = 0; row < tokens; row += gridDim.x, call++) {
         const size_t off = (size_t)row * nvec;
         float acc[VPT][8];
         bk__add_peers(acc, v, base, off, residual, nvec);
         uint4 *ro1 = residual_out, *o1 = out;
-        bk__epilogue(acc, nvec, hidden, gv, eps, &ro1, &o1, 1, off);
+        bk__epilogue(acc, nvec, rh, gv, eps, &ro1, &o1, 1, off, call);
     }
 }
 
@@ -174,6 +178,7 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_twoshot_kernel(
     const size_t plane = (size_t)tokens * nvec; /* vectors of one [tokens x hidden] */
     const size_t base = (bk_ipc_epoch(v, blockIdx.x) & 1u) ? half : 0;
     const int seg = (tokens + v.world - 1) / v.world;
+    const float rh = bk__inv_hidden(hidden);
     uint4 *mine = (uint4 *)((char *)v.data[v.rank] + base);
     uint4 gv[VPT];
     bk__load_gamma(gv, gamma, nvec);
@@ -195,11 +200,12 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_twoshot_kernel(
         }
     }
     bk_ipc_block_barrier(v, blockIdx.x);
-    for (int i = blockIdx.x; i < seg && v.rank * seg + i < tokens; i += gridDim.x) {
+    for (int i = blockIdx.x, call = 0; i < seg && v.rank * seg + i < tokens;
+         i += gridDim.x, call++) {
         const size_t off = (size_t)(v.rank * seg + i) * nvec;
         float acc[VPT][8];
         bk__add_peers(acc, v, base, off, residual, nvec);
-        bk__epilogue(acc, nvec, hidden, gv, eps, dro, dout, v.world, off);
+        bk__epilogue(acc, nvec, rh, gv, eps, dro, dout, v.world, off, call);
     }
     bk_ipc_block_barrier(v, blockIdx.x);
     for (int s = 0; s < v.world; s++) {
@@ -258,6 +264,7 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *c
     cfg->kernel = BK_RMSNORM_LEAN;
     cfg->stages = 0;
     cfg->blocks_per_sm = 0;
+    cfg->gamma_early = tokens < 256; /* 1 vector per thread there (2 at hidden 16384) */
     cfg->stream_hint = tokens >= (hidden >= 8192 ? 16 : 64);
     if (hidden <= 4096) {
         cfg->threads = 512;
@@ -269,20 +276,19 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *c
                    (hidden >= 7168 && tokens >= 16384) ? 1024 : 512;
 }
 
-/* The row and lean kernels' common signature and launch: one block per row,
- * grid-stride past 4 x 65535 rows. */
+/* The row and lean kernels' common signature and launch: one block per row (gridDim.x
+ * takes up to 2^31 - 1 blocks, bk__check_row's bound on tokens). */
 typedef void (*bk__row_kernel)(const uint4 *, const uint4 *, const uint4 *, uint4 *, uint4 *,
-                               int, int, float);
+                               int, float);
 
 static bk_status bk__launch_rows(bk__row_kernel kernel, const char *name, const void *sum,
                                  const void *residual, const void *gamma, void *residual_out,
                                  void *out, int64_t tokens, int64_t hidden, float eps,
                                  int threads, cudaStream_t stream, bk_err *err)
 {
-    const int grid = tokens < 65535 * 4 ? (int)tokens : 65535 * 4;
-    kernel<<<grid, threads, 0, stream>>>((const uint4 *)sum, (const uint4 *)residual,
-                                         (const uint4 *)gamma, (uint4 *)residual_out,
-                                         (uint4 *)out, (int)tokens, (int)hidden, eps);
+    kernel<<<(unsigned)tokens, threads, 0, stream>>>((const uint4 *)sum, (const uint4 *)residual,
+                                                     (const uint4 *)gamma, (uint4 *)residual_out,
+                                                     (uint4 *)out, (int)hidden, eps);
     return bk__launched(name, err);
 }
 
@@ -306,7 +312,8 @@ static bk_status bk__rmsnorm_row(const void *sum, const void *residual, const vo
                            residual_out, out, tokens, hidden, eps, threads, stream, err);
 }
 
-/* The lean kernel: as the row kernel, up to 1024 threads (2 vectors each above 512). */
+/* The lean kernel: as the row kernel, up to 1024 threads (2 vectors each above 512;
+ * with gamma early, at most 2 at any width). */
 static bk_status bk__rmsnorm_lean(const void *sum, const void *residual, const void *gamma,
                                   void *residual_out, void *out, int64_t tokens, int64_t hidden,
                                   float eps, const bk_rmsnorm_cfg *cfg, cudaStream_t stream,
@@ -317,17 +324,30 @@ static bk_status bk__rmsnorm_lean(const void *sum, const void *residual, const v
     const bk_status st = bk__rmsnorm_shape(cfg, hidden, &vpt, &threads, err);
     if (st != BK_OK)
         return st;
-#define LA(K, M, B)                                                                        \
-    kernel = cfg->stream_hint ? bk_residual_rmsnorm_lean_kernel<K, true, M, B>             \
-                              : bk_residual_rmsnorm_lean_kernel<K, false, M, B>
-    /* blocks of 512 threads per SM the register cap asks for: 4 at one vector per
-     * thread (32 registers), 3 at two (42), 2 at three (64), else 1 (no spills) */
-#define L(K) LA(K, BK_MAX_ROW_THREADS, (K) == 1 ? 4 : (K) == 2 ? 3 : (K) == 3 ? 2 : 1)
-    if (threads > BK_MAX_ROW_THREADS) {
+#define LA(K, E, M, B)                                                                     \
+    kernel = cfg->stream_hint ? bk_residual_rmsnorm_lean_kernel<K, true, E, M, B>          \
+                              : bk_residual_rmsnorm_lean_kernel<K, false, E, M, B>
+    /* blocks per SM the register cap asks for. 512 threads: 4 at one vector per thread
+     * (32 registers), 3 at two (42), 2 at three (64), else 1 (no spills); gamma early
+     * (at most 2 vectors, bk__rmsnorm_shape): one step down (its 4 registers a vector).
+     * 1024 threads: 2 at one vector (32), else 1; gamma early: 1. */
+#define L(K) LA(K, false, BK_MAX_ROW_THREADS, (K) == 1 ? 4 : (K) == 2 ? 3 : (K) == 3 ? 2 : 1)
+    if (cfg->gamma_early) {
+        if (threads > BK_MAX_ROW_THREADS) {
+            if (vpt == 1)
+                LA(1, true, 1024, 1);
+            else
+                LA(2, true, 1024, 1);
+        } else if (vpt == 1) {
+            LA(1, true, BK_MAX_ROW_THREADS, 3);
+        } else {
+            LA(2, true, BK_MAX_ROW_THREADS, 2);
+        }
+    } else if (threads > BK_MAX_ROW_THREADS) {
         if (vpt == 1)
-            LA(1, 1024, 2);
+            LA(1, false, 1024, 2);
         else
-            LA(2, 1024, 1);
+            LA(2, false, 1024, 1);
     } else {
         BK_VPT_SWITCH(vpt, L);
     }

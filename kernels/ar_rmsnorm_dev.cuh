@@ -25,24 +25,31 @@ __device__ __forceinline__ float bk__warp_sum(float v)
     return v;
 }
 
-/* Sum over the block, the same order on every rank (bitwise reproducible). */
-__device__ __forceinline__ float bk__block_sum(float v)
+/* Sum over the block, the same order on every rank (bitwise reproducible), in one
+ * barrier: every warp sums the warps' partial sums itself (the xor butterfly leaves the
+ * same bits in every lane of every warp, a + b being b + a). `call` counts this block's
+ * calls (a row loop's iteration): consecutive calls use the two halves of the partial
+ * sums in turn, so a warp already in the next call never overwrites a half a slower
+ * warp is still reading (by the call after that, every warp has passed the barrier
+ * between). */
+__device__ __forceinline__ float bk__block_sum(float v, int call)
 {
-    __shared__ float part[32];
-    __shared__ float total;
+    __shared__ float part[2][32];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     v = bk__warp_sum(v);
     if (lane == 0)
-        part[w] = v;
+        part[call & 1][w] = v;
     __syncthreads();
-    if (w == 0) {
-        float t = lane < (int)(blockDim.x >> 5) ? part[lane] : 0.f;
-        t = bk__warp_sum(t);
-        if (lane == 0)
-            total = t;
-    }
-    __syncthreads();
-    return total;
+    return bk__warp_sum(lane < (int)(blockDim.x >> 5) ? part[call & 1][lane] : 0.f);
+}
+
+/* 1 / hidden, correctly rounded: the mean of squares is their sum times this (a
+ * multiply after the reduction instead of a division; the same bits when hidden is a
+ * power of two, at most 1 ulp apart otherwise). Compute it before the row's loads
+ * return, off the reduction's path. */
+__device__ __forceinline__ float bk__inv_hidden(int hidden)
+{
+    return __frcp_rn((float)hidden);
 }
 
 /* Load this thread's gamma vectors early (before the row's reduction), so
@@ -110,14 +117,15 @@ __device__ __forceinline__ void bk__store_norm(const float (&acc)[VPT][8], int n
 /* acc holds s (fp32) for this thread's vectors of one row; store
  * residual_out = bf16(s) and out = bf16(r * inv_rms(r) * gamma), where r is
  * residual_out as stored (the target's definition, kernels/ar_rmsnorm.c), at
- * vector offset `off` of every destination pair (ndst of them). */
+ * vector offset `off` of every destination pair (ndst of them). inv_hidden:
+ * bk__inv_hidden; call: bk__block_sum's. */
 template <int VPT, bool STREAM = false>
-__device__ __forceinline__ void bk__epilogue(float (&acc)[VPT][8], int nvec, int hidden,
+__device__ __forceinline__ void bk__epilogue(float (&acc)[VPT][8], int nvec, float inv_hidden,
                                              const uint4 (&gv)[VPT], float eps,
                                              uint4 *const *ro, uint4 *const *o, int ndst,
-                                             size_t off)
+                                             size_t off, int call)
 {
-    const float inv = rsqrtf(bk__block_sum(bk__round_sumsq(acc)) / (float)hidden + eps);
+    const float inv = rsqrtf(bk__block_sum(bk__round_sumsq(acc), call) * inv_hidden + eps);
     bk__store_norm<VPT, STREAM>(acc, nvec, inv, gv, ro, o, ndst, off);
 }
 
@@ -179,7 +187,8 @@ static inline void bk__row_config(int64_t hidden, int target, int *vpt, int *thr
 /* The block shape of cfg at hidden (bk__row_config), or BK_ERR_INPUT naming the limit:
  * about cfg->threads threads per row, 32..512 for the row kernel and 32..1024 for the lean
  * and pipelined ones; at most BK_MAX_VPT vectors per thread, and 2 above 512 threads (the
- * 1024-thread instances' register cap). Shared by the three launchers and, through
+ * 1024-thread instances' register cap); gamma_early: the lean kernel only, at most 2
+ * vectors per thread. Shared by the three launchers and, through
  * bk_rmsnorm_cfg_threads, by the benchmark. */
 static inline bk_status bk__rmsnorm_shape(const bk_rmsnorm_cfg *cfg, int64_t hidden, int *vpt,
                                           int *threads, bk_err *err)
@@ -190,7 +199,14 @@ static inline bk_status bk__rmsnorm_shape(const bk_rmsnorm_cfg *cfg, int64_t hid
     if (cfg->threads < 32 || cfg->threads > maxt)
         return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm %s: %d threads per row (32..%d)",
                        what, cfg->threads, maxt);
+    if (cfg->gamma_early && cfg->kernel != BK_RMSNORM_LEAN)
+        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm %s: gamma_early is the lean "
+                       "kernel's", what);
     bk__row_config(hidden, cfg->threads, vpt, threads);
+    if (cfg->gamma_early && *vpt > 2)
+        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm lean: hidden %lld at about %d "
+                       "threads per row needs %d vectors per thread; gamma_early takes at "
+                       "most 2", (long long)hidden, cfg->threads, *vpt);
     if (*vpt > BK_MAX_VPT || *threads > maxt || (*threads > BK_MAX_ROW_THREADS && *vpt > 2))
         return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm %s: hidden %lld at about %d "
                        "threads per row needs %d threads x %d vectors (at most %d threads, "

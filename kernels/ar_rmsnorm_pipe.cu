@@ -102,7 +102,7 @@ __device__ __forceinline__ void bk__mbar_wait(uint64_t *bar, uint32_t parity)
  * it % stages, whose barrier completes phase it / stages for it (parity
  * (it / stages) & 1). Thread 0 issues the copies: rows 0..stages-1 before the
  * loop, and row it + stages into stage it % stages once every thread has read
- * that stage (after the block reduction's barriers). Only rows the block will
+ * that stage (after the block reduction's barrier). Only rows the block will
  * consume are ever issued, so no copy is in flight when the block exits.
  * MAXT: the launch bound (512 keeps the row kernel's 128-register cap). */
 template <int VPT, bool STREAM, int MAXT>
@@ -131,6 +131,7 @@ __global__ void __launch_bounds__(MAXT) bk_residual_rmsnorm_pipe_kernel(
         }
     }
     __syncthreads();
+    const float rh = bk__inv_hidden(hidden);
     uint4 gv[VPT];
     bk__load_gamma(gv, gamma, nvec);
 
@@ -150,8 +151,8 @@ __global__ void __launch_bounds__(MAXT) bk_residual_rmsnorm_pipe_kernel(
                 bk__zero8(acc[k]); /* past the row: 0, for bk__round_sumsq */
             }
         }
-        const float inv = rsqrtf(bk__block_sum(bk__round_sumsq(acc)) / (float)hidden + eps);
-        /* every thread has read stage s (bk__block_sum's barriers): refill it */
+        const float inv = rsqrtf(bk__block_sum(bk__round_sumsq(acc), it) * rh + eps);
+        /* every thread has read stage s (bk__block_sum's barrier): refill it */
         if (threadIdx.x == 0 && it + stages < rows) {
             const size_t noff = (size_t)((int)blockIdx.x + (it + stages) * grid) * nvec;
             bk__stage_fill<STREAM>(&full[s], (uint4 *)st, (uint4 *)st + nvec, sum + noff,

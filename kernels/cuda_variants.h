@@ -58,8 +58,8 @@ bk_status bk_residual_rmsnorm(const void *sum, const void *residual, const void 
  * current row is reduced and stored (kernels/ar_rmsnorm_pipe.cu; sm_90).
  * LEAN: one block per row like ROW, holding only the row's bf16 result
  * between the loads and the reduction (residual_out is stored before the
- * reduction, gamma is read after it), so fewer registers and more blocks per
- * SM; 32..1024 threads (at most 2 vectors per thread above 512). */
+ * reduction, gamma is read after it unless gamma_early), so fewer registers and
+ * more blocks per SM; 32..1024 threads (at most 2 vectors per thread above 512). */
 typedef enum bk_rmsnorm_kernel {
     BK_RMSNORM_ROW = 0,
     BK_RMSNORM_PIPE = 1,
@@ -75,6 +75,8 @@ typedef struct bk_rmsnorm_cfg {
                         * about 100 KB of shared memory (at least 2) */
     int blocks_per_sm; /* PIPE: grid = min(tokens, blocks_per_sm x SMs), 1..8; 0 = as many
                         * as the occupancy calculator says fit */
+    int gamma_early;   /* LEAN: 1: gamma is loaded with the row, before the reduction (at
+                        * most 2 vectors per thread); 0: after it */
 } bk_rmsnorm_cfg;
 
 /* The same with the launch configuration open. Errors (BK_ERR_INPUT) for a

@@ -5,7 +5,8 @@
  *     --step N   tokens 1, N, N^2, ... 16384 (default N = 2)
  *     --sweep    also time every launch configuration and print the best beside the default:
  *                the row kernel at 256/512 threads per row, with and without evict-first
- *                hints; the lean row kernel at about 128/256/512/1024; from 64 tokens also the
+ *                hints; the lean row kernel at about 128/256/512/1024, and at 512/1024 with
+ *                gamma loaded early (names ending in g); from 64 tokens also the
  *                pipelined kernel (kernels/ar_rmsnorm_pipe.cu) at about 256/512/1024 threads
  *                per row (duplicates skipped), with and without hints, automatic stages and
  *                blocks per SM. Each configuration's outputs are checked against float64
@@ -198,25 +199,28 @@ static double check(const float *ref_ro, const float *ref_out, const void *d_ro,
 }
 
 /* The sweep's configurations: the row kernel's 4 (128 threads was never the best: dropped),
- * the pipelined kernel's 6, the lean kernel's 7. */
+ * the pipelined kernel's 6, the lean kernel's 7, and 4 of the lean kernel with gamma early
+ * (named with a trailing g; refused, so skipped, above 2 vectors per thread). */
 static const bk_rmsnorm_cfg k_sweep[] = {
-    {BK_RMSNORM_ROW, 256, 0, 0, 0},   {BK_RMSNORM_ROW, 256, 1, 0, 0},
-    {BK_RMSNORM_ROW, 512, 0, 0, 0},   {BK_RMSNORM_ROW, 512, 1, 0, 0},
-    {BK_RMSNORM_PIPE, 256, 0, 0, 0},  {BK_RMSNORM_PIPE, 256, 1, 0, 0},
-    {BK_RMSNORM_PIPE, 512, 0, 0, 0},  {BK_RMSNORM_PIPE, 512, 1, 0, 0},
-    {BK_RMSNORM_PIPE, 1024, 0, 0, 0}, {BK_RMSNORM_PIPE, 1024, 1, 0, 0},
-    {BK_RMSNORM_LEAN, 256, 0, 0, 0},  {BK_RMSNORM_LEAN, 256, 1, 0, 0},
-    {BK_RMSNORM_LEAN, 512, 0, 0, 0},  {BK_RMSNORM_LEAN, 512, 1, 0, 0},
-    {BK_RMSNORM_LEAN, 1024, 0, 0, 0}, {BK_RMSNORM_LEAN, 1024, 1, 0, 0},
-    {BK_RMSNORM_LEAN, 128, 0, 0, 0},
+    {BK_RMSNORM_ROW, 256, 0, 0, 0, 0},   {BK_RMSNORM_ROW, 256, 1, 0, 0, 0},
+    {BK_RMSNORM_ROW, 512, 0, 0, 0, 0},   {BK_RMSNORM_ROW, 512, 1, 0, 0, 0},
+    {BK_RMSNORM_PIPE, 256, 0, 0, 0, 0},  {BK_RMSNORM_PIPE, 256, 1, 0, 0, 0},
+    {BK_RMSNORM_PIPE, 512, 0, 0, 0, 0},  {BK_RMSNORM_PIPE, 512, 1, 0, 0, 0},
+    {BK_RMSNORM_PIPE, 1024, 0, 0, 0, 0}, {BK_RMSNORM_PIPE, 1024, 1, 0, 0, 0},
+    {BK_RMSNORM_LEAN, 256, 0, 0, 0, 0},  {BK_RMSNORM_LEAN, 256, 1, 0, 0, 0},
+    {BK_RMSNORM_LEAN, 512, 0, 0, 0, 0},  {BK_RMSNORM_LEAN, 512, 1, 0, 0, 0},
+    {BK_RMSNORM_LEAN, 1024, 0, 0, 0, 0}, {BK_RMSNORM_LEAN, 1024, 1, 0, 0, 0},
+    {BK_RMSNORM_LEAN, 128, 0, 0, 0, 0},
+    {BK_RMSNORM_LEAN, 512, 0, 0, 0, 1},  {BK_RMSNORM_LEAN, 512, 1, 0, 0, 1},
+    {BK_RMSNORM_LEAN, 1024, 0, 0, 0, 1}, {BK_RMSNORM_LEAN, 1024, 1, 0, 0, 1},
 };
 #define NSWEEP (int)(sizeof k_sweep / sizeof k_sweep[0])
 
 static void cfg_name(const bk_rmsnorm_cfg *c, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s%d%s",
+    snprintf(buf, n, "%s%d%s%s",
              c->kernel == BK_RMSNORM_PIPE ? "p" : c->kernel == BK_RMSNORM_LEAN ? "l" : "", c->threads,
-             c->stream_hint ? "cs" : "");
+             c->stream_hint ? "cs" : "", c->gamma_early ? "g" : "");
 }
 
 int main(int argc, char **argv)
@@ -339,7 +343,8 @@ int main(int argc, char **argv)
                 seen[c] = bk_rmsnorm_cfg_threads(cfg, H);
                 for (int d = 0; d < c; d++)
                     dup |= k_sweep[d].kernel == cfg->kernel &&
-                           k_sweep[d].stream_hint == cfg->stream_hint && seen[d] == seen[c];
+                           k_sweep[d].stream_hint == cfg->stream_hint &&
+                           k_sweep[d].gamma_early == cfg->gamma_early && seen[d] == seen[c];
                 if (seen[c] == 0 || dup || (pipe && T < PIPE_MIN_TOKENS) ||
                     (only >= 0 && (int)cfg->kernel != only))
                     continue;

@@ -52,7 +52,8 @@ static const int64_t k_hidden[] = { 8, 1024, 4104, 6144, 7168, 8192, 16384 };
 
 /* Every configuration for a shape: the row kernel's full set; the pipelined kernel at
  * every stage count (1..4, auto) x blocks per SM (auto, 1: many rows per block, the
- * refill path) x 256/512/1024 threads, hints on at auto settings, and 32/128 threads.
+ * refill path) x 256/512/1024 threads, hints on at auto settings, and 32/128 threads; the
+ * lean kernel at 32..1024 threads x hints x gamma early.
  * Shapes above BIG_ELEMS keep stages 2 and auto only. */
 static int make_cfgs(bk_rmsnorm_cfg *c, int64_t tokens, int64_t hidden)
 {
@@ -62,28 +63,30 @@ static int make_cfgs(bk_rmsnorm_cfg *c, int64_t tokens, int64_t hidden)
     int n = 0;
     for (int t = 0; t < 4; t++)
         for (int h = 0; h < 2; h++)
-            c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_ROW, row_threads[t], h, 0, 0 };
+            c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_ROW, row_threads[t], h, 0, 0, 0 };
     for (int t = 0; t < 3; t++) {
         for (int s = 0; s <= 4; s++) {
             if (big && s != 0 && s != 2)
                 continue;
             for (int b = 0; b < 2; b++)
-                c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, pipe_threads[t], 0, s, b };
+                c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, pipe_threads[t], 0, s, b, 0 };
         }
-        c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, pipe_threads[t], 1, 0, 0 };
+        c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, pipe_threads[t], 1, 0, 0, 0 };
     }
     for (int t = 0; t < 5; t++)
         for (int h = 0; h < 2; h++)
-            c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_LEAN, (int[]){ 32, 128, 256, 512, 1024 }[t], h,
-                                       0, 0 };
-    c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, 32, 0, 2, 1 };
-    c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, 128, 1, 3, 2 };
+            for (int e = 0; e < 2; e++)
+                c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_LEAN,
+                                           (int[]){ 32, 128, 256, 512, 1024 }[t], h, 0, 0, e };
+    c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, 32, 0, 2, 1, 0 };
+    c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, 128, 1, 3, 2, 0 };
     assert_true(n <= MAX_CFGS);
     return n;
 }
 
 /* Threads per block the launcher's rule gives (kernels/ar_rmsnorm_dev.cuh, bk__row_config),
  * or 0 when the configuration cannot run at this hidden: more than 8 vectors per thread;
+ * the lean kernel with more than 2 above 512 threads or with gamma early;
  * the pipelined kernel above 512 threads with more than 2, or with more shared memory
  * than an H100/H200 block may take (227 KB less the barriers' room). */
 static int expect_threads(const bk_rmsnorm_cfg *c, int64_t hidden)
@@ -94,7 +97,7 @@ static int expect_threads(const bk_rmsnorm_cfg *c, int64_t hidden)
     const int t = ((nvec + k - 1) / k + 31) / 32 * 32;
     if (k > 8)
         return 0;
-    if (c->kernel == BK_RMSNORM_LEAN && t > 512 && k > 2)
+    if (c->kernel == BK_RMSNORM_LEAN && (t > 512 || c->gamma_early) && k > 2)
         return 0;
     if (c->kernel == BK_RMSNORM_PIPE) {
         if (t > 512 && k > 2)
@@ -107,9 +110,9 @@ static int expect_threads(const bk_rmsnorm_cfg *c, int64_t hidden)
 
 static void cfg_name(const bk_rmsnorm_cfg *c, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s threads %d hint %d stages %d blocks/SM %d",
+    snprintf(buf, n, "%s threads %d hint %d stages %d blocks/SM %d gamma early %d",
              c->kernel == BK_RMSNORM_PIPE ? "pipe" : c->kernel == BK_RMSNORM_LEAN ? "lean" : "row",
-             c->threads, c->stream_hint, c->stages, c->blocks_per_sm);
+             c->threads, c->stream_hint, c->stages, c->blocks_per_sm, c->gamma_early);
 }
 
 /* ---------------------------------------------------------------- one shape */
@@ -324,11 +327,11 @@ static void run_shape(int64_t tokens, int64_t hidden, uint64_t seed)
     }
     inputs_unchanged(&d);
     /* in place, as the incumbent calls it: sum is residual_out */
-    const bk_rmsnorm_cfg inplace[] = { { BK_RMSNORM_ROW, 512, 1, 0, 0 },
-                                       { BK_RMSNORM_LEAN, 512, 1, 0, 0 },
-                                       { BK_RMSNORM_LEAN, 1024, 0, 0, 0 },
-                                       { BK_RMSNORM_PIPE, 512, 0, 2, 1 },
-                                       { BK_RMSNORM_PIPE, 256, 1, 0, 0 } };
+    const bk_rmsnorm_cfg inplace[] = { { BK_RMSNORM_ROW, 512, 1, 0, 0, 0 },
+                                       { BK_RMSNORM_LEAN, 512, 1, 0, 0, 0 },
+                                       { BK_RMSNORM_LEAN, 1024, 0, 0, 0, 0 },
+                                       { BK_RMSNORM_PIPE, 512, 0, 2, 1, 0 },
+                                       { BK_RMSNORM_PIPE, 256, 1, 0, 0, 0 } };
     for (int i = 0; i < 5; i++) {
         if (inplace[i].kernel == BK_RMSNORM_PIPE && !g_sm90)
             continue;
@@ -373,7 +376,7 @@ static void test_graph_first_call(void **st)
     if (!g_sm90)
         skip();
     shape_data d;
-    const bk_rmsnorm_cfg c = { BK_RMSNORM_PIPE, 1024, 1, 3, 0 };
+    const bk_rmsnorm_cfg c = { BK_RMSNORM_PIPE, 1024, 1, 3, 0, 0 };
     bk_err err = { 0 };
     cudaGraph_t g = NULL;
     cudaGraphExec_t ex = NULL;
@@ -414,7 +417,7 @@ static void test_refusals(void **st)
     shape_data d;
     bk_err err = { 0 };
     shape_make(&d, 4, 16384, g_seed);
-    bk_rmsnorm_cfg c = { BK_RMSNORM_PIPE, 512, 0, 2, 0 };
+    bk_rmsnorm_cfg c = { BK_RMSNORM_PIPE, 512, 0, 2, 0, 0 };
     assert_int_equal(bk_residual_rmsnorm_config((const char *)d.dx + 8, d.dres, d.dgamma, d.dro,
                                                 d.dout, 2, 8, BK_RMSNORM_EPS, &c, g_stream,
                                                 &err), BK_ERR_INPUT);
