@@ -251,29 +251,37 @@ static int bk__default_threads(int64_t hidden)
 }
 
 /* The residual + RMSNorm kernel's launch, from bench_rmsnorm --sweep on an H200
- * (cold inputs, docs/bench/cuda.md, 2026-12-02 15:25 UTC, the best configuration
- * of each measured shape, hidden 4096-8192 x tokens 1-16384): the lean row kernel;
- * 512 threads per row at hidden <= 4096 (the row kernel at 1024-4096 tokens, where
- * it measured best); above 4096, 1024 threads below 256 tokens, at hidden >= 8192
- * from 1024 tokens and at hidden >= 7168 from 16384 tokens, else 512; evict-first
- * hints from 64 tokens (from 16 at hidden >= 8192). The pipelined kernel
- * (BK_RMSNORM_PIPE) measured 2-9% slower than the lean one at every shape it served
- * and is not picked. This is the one place to switch. */
+ * (cold inputs, docs/bench/cuda.md, hidden 4096-8192 x tokens 1-16384; threads and
+ * hints from the sweep of 2026-12-02 15:25 UTC, gamma early from the lean sweep of
+ * 22:21 UTC): the lean row kernel; 512 threads per row at hidden <= 4096 (the row kernel
+ * at 1024-4096 tokens, where it measured best); above 4096, 1024 threads at 64-255
+ * tokens, at hidden >= 8192 from 1024 tokens and at hidden >= 7168 from 16384 tokens,
+ * else 512 (below 64 tokens 512 threads with 2 vectors each beat 1024 with one by
+ * 0.05-0.13 us, gamma early both); 1024 threads where 512 would need more than 2
+ * vectors per thread below 256 tokens (hidden above 8192, so that gamma early holds);
+ * gamma early below 1024 tokens and at 1024 threads; evict-first hints from 64 tokens
+ * (from 16 at hidden >= 8192). The pipelined kernel (BK_RMSNORM_PIPE) measured 2-9%
+ * slower than the lean one at every shape it served and is not picked. This is the
+ * one place to switch. */
 static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *cfg)
 {
     cfg->kernel = BK_RMSNORM_LEAN;
     cfg->stages = 0;
     cfg->blocks_per_sm = 0;
-    cfg->gamma_early = tokens < 256; /* 1 vector per thread there (2 at hidden 16384) */
     cfg->stream_hint = tokens >= (hidden >= 8192 ? 16 : 64);
     if (hidden <= 4096) {
-        cfg->threads = 512;
+        cfg->threads = 512; /* one vector per thread from hidden 8 to 4096 */
         if (tokens >= 1024 && tokens <= 4096)
             cfg->kernel = BK_RMSNORM_ROW;
+        cfg->gamma_early = tokens < 1024;
         return;
     }
-    cfg->threads = tokens < 256 || (hidden >= 8192 && tokens >= 1024) ||
-                   (hidden >= 7168 && tokens >= 16384) ? 1024 : 512;
+    cfg->threads = (tokens >= 64 && tokens < 256) || (hidden >= 8192 && tokens >= 1024) ||
+                   (hidden >= 7168 && tokens >= 16384) || (hidden > 8192 && tokens < 256)
+                       ? 1024 : 512;
+    /* at most 2 vectors per thread: hidden <= 8192 at 512 threads, <= 16384 at 1024 */
+    cfg->gamma_early = (tokens < 1024 && (cfg->threads == 1024 || hidden <= 8192)) ||
+                       cfg->threads == 1024;
 }
 
 /* The row and lean kernels' common signature and launch: one block per row (gridDim.x
@@ -384,6 +392,11 @@ extern "C" int bk_rmsnorm_cfg_threads(const bk_rmsnorm_cfg *cfg, int64_t hidden)
 {
     int vpt = 0, threads = 0;
     return bk__rmsnorm_shape(cfg, hidden, &vpt, &threads, NULL) == BK_OK ? threads : 0;
+}
+
+extern "C" void bk_rmsnorm_default_cfg(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *cfg)
+{
+    bk__rmsnorm_launch(tokens, hidden, cfg);
 }
 
 extern "C" bk_status bk_residual_rmsnorm(const void *sum, const void *residual,

@@ -92,6 +92,9 @@ bk_status bk_residual_rmsnorm_config(const void *sum, const void *residual, cons
  * memory are checked at the call). */
 int bk_rmsnorm_cfg_threads(const bk_rmsnorm_cfg *cfg, int64_t hidden);
 
+/* The configuration bk_residual_rmsnorm launches at tokens x hidden. */
+void bk_rmsnorm_default_cfg(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *cfg);
+
 /* One-shot and two-shot fused allreduce + residual + RMSNorm over the lane's
  * peer memory (comm->have_p2p required; x, residual, gamma, outputs are this
  * rank's device tensors). Errors when the peer memory is too small. */

@@ -91,11 +91,40 @@ static void test_launcher_agrees(void **st)
     }
 }
 
+/* The default launch rule never picks a configuration its own launcher refuses: every
+ * hidden the target takes (multiples of 8 up to 16384) at token counts on both sides of
+ * the rule's switches. */
+static void test_default_rule_runs(void **st)
+{
+    (void)st;
+    static const int64_t tokens[] = {1, 15, 16, 63, 64, 255, 256, 1023, 1024, 4096, 4097,
+                                     16383, 16384, 1 << 20};
+    int early = 0, late = 0;
+    for (int64_t h = 8; h <= 16384; h += 8)
+        for (size_t t = 0; t < sizeof tokens / sizeof tokens[0]; t++) {
+            bk_rmsnorm_cfg cfg;
+            memset(&cfg, 0xA5, sizeof cfg); /* every field must be set by the rule */
+            bk_rmsnorm_default_cfg(tokens[t], h, &cfg);
+            if (bk_rmsnorm_cfg_threads(&cfg, h) == 0)
+                fail_msg("default rule at %lld x %lld: kernel %d, %d threads, gamma early %d "
+                         "is refused by its launcher", (long long)tokens[t], (long long)h,
+                         (int)cfg.kernel, cfg.threads, cfg.gamma_early);
+            if (cfg.stream_hint != 0 && cfg.stream_hint != 1)
+                fail_msg("default rule at %lld x %lld: stream_hint %d", (long long)tokens[t],
+                         (long long)h, cfg.stream_hint);
+            early += cfg.gamma_early == 1;
+            late += cfg.gamma_early == 0;
+        }
+    assert_int_equal(early + late, 2048 * (int)(sizeof tokens / sizeof tokens[0]));
+    assert_true(early > 0 && late > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_block_shapes),
         cmocka_unit_test(test_launcher_agrees),
+        cmocka_unit_test(test_default_rule_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
