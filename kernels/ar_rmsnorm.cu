@@ -251,37 +251,39 @@ static int bk__default_threads(int64_t hidden)
 }
 
 /* The residual + RMSNorm kernel's launch, from bench_rmsnorm --sweep on an H200
- * (cold inputs, docs/bench/cuda.md, hidden 4096-8192 x tokens 1-16384; threads and
- * hints from the sweep of 2026-12-02 15:25 UTC, gamma early from the lean sweep of
- * 22:21 UTC): the lean row kernel; 512 threads per row at hidden <= 4096 (the row kernel
- * at 1024-4096 tokens, where it measured best); above 4096, 1024 threads at 64-255
- * tokens, at hidden >= 8192 from 1024 tokens and at hidden >= 7168 from 16384 tokens,
- * else 512 (below 64 tokens 512 threads with 2 vectors each beat 1024 with one by
- * 0.05-0.13 us, gamma early both); 1024 threads where 512 would need more than 2
- * vectors per thread below 256 tokens (hidden above 8192, so that gamma early holds);
- * gamma early below 1024 tokens and at 1024 threads; evict-first hints from 64 tokens
- * (from 16 at hidden >= 8192). The pipelined kernel (BK_RMSNORM_PIPE) measured 2-9%
- * slower than the lean one at every shape it served and is not picked. This is the
- * one place to switch. */
+ * (cold inputs, docs/bench/cuda.md, hidden 4096-8192 x tokens 1-16384; the lean sweep of
+ * 2026-12-02 22:21 UTC, hints from the full sweep of 15:25 UTC): the lean row kernel with
+ * gamma early. Hidden <= 4096: 512 threads per row (one vector each; the row kernel at
+ * 1024-4096 tokens, where it measured best). Above 4096: 512 threads of 2 vectors below
+ * 64 tokens and at 256-1023 tokens, else 1024 of one (below 64 tokens 2 vectors a thread
+ * beat 1; from 1024 tokens 1024 threads beat 512 by 0.5-1.6% at hidden 6144-8192). Above
+ * 8192, where 512 threads would hold more than 2 vectors, 1024 threads below 256 tokens
+ * and from 1024, and 512 threads without gamma early at 256-1023 (hidden above 8192 was
+ * not in the sweep: the older rule). Evict-first hints from 64 tokens (from 16 at hidden
+ * >= 8192). The pipelined kernel (BK_RMSNORM_PIPE) measured 2-9% slower than the lean one
+ * at every shape it served and is not picked. This is the one place to switch. */
 static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *cfg)
 {
     cfg->kernel = BK_RMSNORM_LEAN;
     cfg->stages = 0;
     cfg->blocks_per_sm = 0;
     cfg->stream_hint = tokens >= (hidden >= 8192 ? 16 : 64);
+    cfg->gamma_early = 1;
     if (hidden <= 4096) {
         cfg->threads = 512; /* one vector per thread from hidden 8 to 4096 */
-        if (tokens >= 1024 && tokens <= 4096)
+        if (tokens >= 1024 && tokens <= 4096) {
             cfg->kernel = BK_RMSNORM_ROW;
-        cfg->gamma_early = tokens < 1024;
+            cfg->gamma_early = 0; /* the row kernel always loads gamma first */
+        }
         return;
     }
-    cfg->threads = (tokens >= 64 && tokens < 256) || (hidden >= 8192 && tokens >= 1024) ||
-                   (hidden >= 7168 && tokens >= 16384) || (hidden > 8192 && tokens < 256)
-                       ? 1024 : 512;
-    /* at most 2 vectors per thread: hidden <= 8192 at 512 threads, <= 16384 at 1024 */
-    cfg->gamma_early = (tokens < 1024 && (cfg->threads == 1024 || hidden <= 8192)) ||
-                       cfg->threads == 1024;
+    const int mid = tokens >= 256 && tokens < 1024;
+    if (hidden > 8192) { /* 512 threads would hold more than 2 vectors each */
+        cfg->threads = mid ? 512 : 1024;
+        cfg->gamma_early = !mid;
+        return;
+    }
+    cfg->threads = tokens < 64 || mid ? 512 : 1024;
 }
 
 /* The row and lean kernels' common signature and launch: one block per row (gridDim.x
