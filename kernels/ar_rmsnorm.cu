@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(MAXT, MINB) bk_residual_rmsnorm_lean_kernel(
     const int nvec = hidden / 8;
     const size_t off = (size_t)blockIdx.x * nvec;
     const float rh = bk__inv_hidden(hidden);
-    uint4 r[VPT], gv[EARLY ? VPT : 1];
+    uint4 r[VPT], gv[VPT]; /* gv: EARLY only */
     float ss = 0.f;
     {
         uint4 a[VPT], b[VPT];
@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(MAXT, MINB) bk_residual_rmsnorm_lean_kernel(
             a[k] = STREAM ? __ldcs(sum + at) : sum[at];
             b[k] = STREAM ? __ldcs(residual + at) : residual[at];
             if (EARLY)
-                gv[EARLY ? k : 0] = __ldg(gamma + (i < nvec ? i : 0));
+                gv[k] = __ldg(gamma + (i < nvec ? i : 0));
         }
 #pragma unroll
         for (int k = 0; k < VPT; k++) {
@@ -111,10 +111,7 @@ __global__ void __launch_bounds__(MAXT, MINB) bk_residual_rmsnorm_lean_kernel(
 #pragma unroll
                 for (int j = 0; j < 8; j++)
                     ss += q[j] * q[j];
-                if (STREAM)
-                    __stcs(residual_out + off + i, r[k]);
-                else
-                    residual_out[off + i] = r[k];
+                bk__st<STREAM>(residual_out + off + i, r[k]);
             }
         }
     }
@@ -125,14 +122,11 @@ __global__ void __launch_bounds__(MAXT, MINB) bk_residual_rmsnorm_lean_kernel(
         if (i < nvec) {
             float q[8], g[8];
             bk__unpack(q, r[k]);
-            bk__unpack(g, EARLY ? gv[EARLY ? k : 0] : __ldg(gamma + i));
+            bk__unpack(g, EARLY ? gv[k] : __ldg(gamma + i));
 #pragma unroll
             for (int j = 0; j < 8; j++)
                 g[j] = q[j] * inv * g[j];
-            if (STREAM)
-                __stcs(out + off + i, bk__pack(g));
-            else
-                out[off + i] = bk__pack(g);
+            bk__st<STREAM>(out + off + i, bk__pack(g));
         }
     }
 }

@@ -82,6 +82,16 @@ __device__ __forceinline__ float bk__round_sumsq(float (&acc)[VPT][8])
     return ss;
 }
 
+/* *p = v; STREAM: an evict-first store. */
+template <bool STREAM>
+__device__ __forceinline__ void bk__st(uint4 *p, uint4 v)
+{
+    if (STREAM)
+        __stcs(p, v);
+    else
+        *p = v;
+}
+
 /* acc holds r (rounded): store residual_out = r and out = bf16(r * inv * gamma)
  * at vector offset `off` of every destination pair (ndst of them). STREAM:
  * evict-first stores. */
@@ -102,13 +112,8 @@ __device__ __forceinline__ void bk__store_norm(const float (&acc)[VPT][8], int n
                 g[j] = acc[k][j] * inv * g[j];
             const uint4 y = bk__pack(g);
             for (int d = 0; d < ndst; d++) {
-                if (STREAM) {
-                    __stcs(ro[d] + off + i, r);
-                    __stcs(o[d] + off + i, y);
-                } else {
-                    ro[d][off + i] = r;
-                    o[d][off + i] = y;
-                }
+                bk__st<STREAM>(ro[d] + off + i, r);
+                bk__st<STREAM>(o[d] + off + i, y);
             }
         }
     }
