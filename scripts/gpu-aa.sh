@@ -4,7 +4,8 @@
 # assignments for the engines, e.g. "BK_CUDA_GATE=0", and plan settings as set:PATH=VALUE,
 # e.g. "set:incumbent.variant=ipc_oneshot_fused"), interleaved; then one line per
 # bracket: setting, verdict, drift, speed-up and its interval, per-shape medians of B, C and
-# B', and what the GPU's clocks, power and temperature were during each arm. Expects a
+# B'; then per setting the mean |drift|, the brackets under 0.3% and the sd of all arms'
+# costs; and what the GPU's clocks, power and temperature were during each arm. Expects a
 # build in $BK_BUILD (scripts/gpu-run.sh build).
 #   scripts/gpu-aa.sh [N [SETTING...]]   (default 4 rounds of "BK_CUDA_GATE=1" "BK_CUDA_GATE=0")
 set -uo pipefail
@@ -67,6 +68,7 @@ def during(t0, t1):
 print("| setting | verdict | drift | speed-up [interval] | B medians us | C medians us | B' medians us |")
 print("|---|---|---|---|---|---|---|")
 arms = []
+summary = []  # per setting: drifts, arm costs
 for d in sorted(glob.glob(os.path.join(runs, "s*/"))):
     setting = open(os.path.join(d, "setting")).read().strip()
     for log in sorted(glob.glob(d.rstrip("/") + "-*.txt")):
@@ -76,6 +78,7 @@ for d in sorted(glob.glob(os.path.join(runs, "s*/"))):
         row = ["%s %s" % (names[i], during(ev[i][0], ev[i + 1][0])) for i in range(len(ev) - 1)
                if names[i] in ("B", "C", "B'")]
         arms.append("%s, %s: %s" % (setting, os.path.basename(log), "; ".join(row)))
+    drifts, costs = [], []
     for rec in sorted(glob.glob(os.path.join(d, "*", "record.json")), key=os.path.getmtime):
         r = json.load(open(rec))
         s = r["score"]
@@ -83,11 +86,26 @@ for d in sorted(glob.glob(os.path.join(runs, "s*/"))):
         for a in r["arms"]:
             if a.get("ran") and not a.get("audit"):
                 med[a["name"]] = [round(x / 1e3, 3) for x in a["summary"]["median_ns"]]
+                costs.append(a["summary"]["cost_ns"])
+        if isinstance(s.get("drift"), float):
+            drifts.append(s["drift"])
         iv = s.get("speedup_interval") or [None, None]
         f = lambda x: "%.4f" % x if isinstance(x, float) else str(x)
         print("| %s | %s | %s | %s [%s, %s] | %s | %s | %s |" % (
             setting, r["verdict"], f(s.get("drift")), f(s.get("speedup")), f(iv[0]), f(iv[1]),
             med.get("B"), med.get("C"), med.get("B'")))
+    summary.append((setting, drifts, costs))
+print()
+# The arm-to-arm noise: every arm of an A/A runs the same thing, so the sd of the arm
+# costs (B, C and B' of every bracket) is the noise a real B/C comparison carries.
+print("| setting | brackets | mean abs drift | under 0.3% | arms | arm cost sd |")
+print("|---|---|---|---|---|---|")
+for setting, drifts, costs in summary:
+    n, m = len(costs), sum(costs) / len(costs) if costs else 0
+    sd = (sum((c - m) ** 2 for c in costs) / (n - 1)) ** 0.5 if n > 1 else float("nan")
+    md = sum(abs(x) for x in drifts) / len(drifts) if drifts else float("nan")
+    print("| %s | %d | %.2f%% | %d | %d | %.2f%% |" % (setting, len(drifts), 100 * md,
+          sum(abs(x) < 0.003 for x in drifts), n, 100 * sd / m if m else float("nan")))
 print()
 print("GPU during each arm (mean SM/memory clock, power, temperature; nvidia-smi every 100 ms):")
 for a in arms:
