@@ -44,11 +44,13 @@ static const char fake_src[] =
     "int nvmlDeviceGetTopologyCommonAncestor(int *a, int *b, int *lvl) { *lvl = (*a / 2 == *b / 2) ? 10 : 40; return 0; }\n";
 
 static char libpath[256];
+static char dir[] = "/tmp/bk_fake_nvml_XXXXXX"; /* removed with its two files at teardown */
+static char src[300];
 
 static int setup(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/bk_fake_nvml_XXXXXX", src[300], cmd[1024];
+    char cmd[1024];
     if (!mkdtemp(dir))
         return -1;
     snprintf(src, sizeof src, "%s/fake.c", dir);
@@ -69,7 +71,10 @@ static int teardown(void **state)
 {
     (void)state;
     unsetenv("BK_NVML_LIBRARY");
-    return 0;
+    unlink(src);
+    if (libpath[0])
+        unlink(libpath);
+    return rmdir(dir) == 0 ? 0 : -1;
 }
 
 /* A host as hwloc would leave it: four GPUs, PCIe links only. */
