@@ -4,9 +4,9 @@
 # assignments for the engines, e.g. "BK_CUDA_GATE=0", and plan settings as set:PATH=VALUE,
 # e.g. "set:incumbent.variant=ipc_oneshot_fused"), interleaved; then one line per
 # bracket: setting, verdict, drift, speed-up and its interval, per-shape medians of B, C and
-# B'; then per setting the mean |drift|, the brackets under 0.3% and the sd of all arms'
-# costs; and what the GPU's clocks, power and temperature were during each arm. Expects a
-# build in $BK_BUILD (scripts/gpu-run.sh build).
+# B'; then per setting the mean |drift|, the brackets under 0.3%, the sd of all arms'
+# costs and the sd of each shape's arm medians; and what the GPU's clocks, power and
+# temperature were during each arm. Expects a build in $BK_BUILD (scripts/gpu-run.sh build).
 #   scripts/gpu-aa.sh [N [SETTING...]]   (default 4 rounds of "BK_CUDA_GATE=1" "BK_CUDA_GATE=0")
 set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -78,7 +78,7 @@ for d in sorted(glob.glob(os.path.join(runs, "s*/"))):
         row = ["%s %s" % (names[i], during(ev[i][0], ev[i + 1][0])) for i in range(len(ev) - 1)
                if names[i] in ("B", "C", "B'")]
         arms.append("%s, %s: %s" % (setting, os.path.basename(log), "; ".join(row)))
-    drifts, costs = [], []
+    drifts, costs, shapes = [], [], []
     for rec in sorted(glob.glob(os.path.join(d, "*", "record.json")), key=os.path.getmtime):
         r = json.load(open(rec))
         s = r["score"]
@@ -87,6 +87,10 @@ for d in sorted(glob.glob(os.path.join(runs, "s*/"))):
             if a.get("ran") and not a.get("audit"):
                 med[a["name"]] = [round(x / 1e3, 3) for x in a["summary"]["median_ns"]]
                 costs.append(a["summary"]["cost_ns"])
+                for k, x in enumerate(a["summary"]["median_ns"]):
+                    if len(shapes) <= k:
+                        shapes.append([])
+                    shapes[k].append(x / 1e3)
         if isinstance(s.get("drift"), float):
             drifts.append(s["drift"])
         iv = s.get("speedup_interval") or [None, None]
@@ -94,18 +98,23 @@ for d in sorted(glob.glob(os.path.join(runs, "s*/"))):
         print("| %s | %s | %s | %s [%s, %s] | %s | %s | %s |" % (
             setting, r["verdict"], f(s.get("drift")), f(s.get("speedup")), f(iv[0]), f(iv[1]),
             med.get("B"), med.get("C"), med.get("B'")))
-    summary.append((setting, drifts, costs))
+    summary.append((setting, drifts, costs, shapes))
 print()
 # The arm-to-arm noise: every arm of an A/A runs the same thing, so the sd of the arm
-# costs (B, C and B' of every bracket) is the noise a real B/C comparison carries.
-print("| setting | brackets | mean abs drift | under 0.3% | arms | arm cost sd |")
-print("|---|---|---|---|---|---|")
-for setting, drifts, costs in summary:
-    n, m = len(costs), sum(costs) / len(costs) if costs else 0
-    sd = (sum((c - m) ** 2 for c in costs) / (n - 1)) ** 0.5 if n > 1 else float("nan")
+# costs (B, C and B' of every bracket) is the noise a real B/C comparison carries; the sd
+# of each shape's arm medians says which shapes it comes from.
+def sd(xs):
+    n = len(xs)
+    m = sum(xs) / n if n else 0
+    return (sum((x - m) ** 2 for x in xs) / (n - 1)) ** 0.5 if n > 1 else float("nan"), m
+print("| setting | brackets | mean abs drift | under 0.3% | arms | arm cost sd | sd of each shape's arm medians, us |")
+print("|---|---|---|---|---|---|---|")
+for setting, drifts, costs, shapes in summary:
+    csd, m = sd(costs)
     md = sum(abs(x) for x in drifts) / len(drifts) if drifts else float("nan")
-    print("| %s | %d | %.2f%% | %d | %d | %.2f%% |" % (setting, len(drifts), 100 * md,
-          sum(abs(x) < 0.003 for x in drifts), n, 100 * sd / m if m else float("nan")))
+    print("| %s | %d | %.2f%% | %d | %d | %.2f%% | %s |" % (
+        setting, len(drifts), 100 * md, sum(abs(x) < 0.003 for x in drifts), len(costs),
+        100 * csd / m if m else float("nan"), " / ".join("%.3f" % sd(x)[0] for x in shapes)))
 print()
 print("GPU during each arm (mean SM/memory clock, power, temperature; nvidia-smi every 100 ms):")
 for a in arms:
