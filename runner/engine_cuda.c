@@ -45,6 +45,7 @@ struct bk_backend_ctx {
     double warm_s;       /* solo warm-up before the first shape (BK_CUDA_WARMUP_S) */
     int max_sets;        /* rotated input sets per shape at most (BK_CUDA_SETS) */
     int spread;          /* every set in 2 MiB pages of its own (BK_CUDA_SPREAD, default 1) */
+    int fresh_graphs;    /* BK_CUDA_FRESH_GRAPHS=1: each batch's graphs captured anew before it */
     void *flush;         /* BK_CUDA_FLUSH=1: written before every timed step (2 x L2) */
     size_t flush_bytes;
 };
@@ -132,6 +133,7 @@ static bk_status cuda_open(bk_backend_ctx **out, int rank, int world, int device
     }
     BK_TRY(env_flag("BK_CUDA_SPREAD", rank, &ctx->spread, err));
     BK_TRY(env_flag("BK_CUDA_FLUSH", rank, &flush, err));
+    BK_TRY(env_flag("BK_CUDA_FRESH_GRAPHS", rank, &ctx->fresh_graphs, err));
     if (flush) {
         int l2 = 0;
         CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
@@ -398,6 +400,19 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
         const int n = job->iters - first < BK_TIME_BATCH ? job->iters - first : BK_TIME_BATCH;
         if (first == 0 && job->t_first_ns && *job->t_first_ns == 0)
             *job->t_first_ns = bk_now_ns();
+        /* BK_CUDA_FRESH_GRAPHS=1: the graphs this batch replays are captured, instantiated
+         * and uploaded again before it (outside its events). Measured on the H200
+         * (docs/BENCHMARKS.md, A/A drift, seventh session): a shape's step cost takes one of
+         * two values (0.2 us apart at 32 tokens) for all the graphs instantiated together,
+         * and differs between instantiations; fresh graphs mix 16 of them into a median. */
+        if (first > 0 && job->graph && ctx->fresh_graphs)
+            for (int j = 0; j < n && j < nsets; j++) {
+                shape_set *s = &sets.s[(first + j) % nsets];
+                (void)cudaGraphExecDestroy(s->exec);
+                s->exec = NULL;
+                BK_TRY(set_capture(ctx, job, s, err));
+                CUDA_TRY(cudaGraphUpload(s->exec, ctx->stream));
+            }
         /* eager calls may wait for the stream on the host: no gate there */
         if (job->graph && ctx->gated)
             BK_TRY(bk_cuda_gate_close(&ctx->gate, ctx->stream, BK_GATE_BOUND_S, err));
