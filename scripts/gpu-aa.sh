@@ -68,7 +68,7 @@ def during(t0, t1):
 print("| setting | verdict | drift | speed-up [interval] | B medians us | C medians us | B' medians us |")
 print("|---|---|---|---|---|---|---|")
 arms = []
-summary = []  # per setting: drifts, arm costs
+summary = []  # per setting: drifts, arm costs, each shape's arm medians
 for d in sorted(glob.glob(os.path.join(runs, "s*/"))):
     setting = open(os.path.join(d, "setting")).read().strip()
     for log in sorted(glob.glob(d.rstrip("/") + "-*.txt")):
