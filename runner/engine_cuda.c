@@ -45,7 +45,7 @@ struct bk_backend_ctx {
     double warm_s;       /* solo warm-up before the first shape (BK_CUDA_WARMUP_S) */
     int max_sets;        /* rotated input sets per shape at most (BK_CUDA_SETS) */
     int spread;          /* every set in 2 MiB pages of its own (BK_CUDA_SPREAD, default 1) */
-    int fresh_graphs;    /* BK_CUDA_FRESH_GRAPHS=1: each batch's graphs captured anew before it */
+    int fresh_graphs;    /* graphs captured anew every batch (BK_CUDA_FRESH_GRAPHS, default 1) */
     void *flush;         /* BK_CUDA_FLUSH=1: written before every timed step (2 x L2) */
     size_t flush_bytes;
 };
@@ -121,6 +121,7 @@ static bk_status cuda_open(bk_backend_ctx **out, int rank, int world, int device
     }
     ctx->max_sets = BK_DEF_SETS;
     ctx->spread = 1;
+    ctx->fresh_graphs = 1;
     if (getenv("BK_CUDA_SETS")) {
         char *end = NULL;
         long v = strtol(getenv("BK_CUDA_SETS"), &end, 10);
@@ -400,11 +401,12 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
         const int n = job->iters - first < BK_TIME_BATCH ? job->iters - first : BK_TIME_BATCH;
         if (first == 0 && job->t_first_ns && *job->t_first_ns == 0)
             *job->t_first_ns = bk_now_ns();
-        /* BK_CUDA_FRESH_GRAPHS=1: the graphs this batch replays are captured, instantiated
-         * and uploaded again before it (outside its events). Measured on the H200
-         * (docs/BENCHMARKS.md, A/A drift, seventh session): a shape's step cost takes one of
-         * two values (0.2 us apart at 32 tokens) for all the graphs instantiated together,
-         * and differs between instantiations; fresh graphs mix 16 of them into a median. */
+        /* The graphs this batch replays are captured, instantiated and uploaded again
+         * before it (outside its events; BK_CUDA_FRESH_GRAPHS=0 replays the first ones
+         * throughout). Measured on the H200 (docs/BENCHMARKS.md, A/A drift, seventh and
+         * eighth sessions): a shape's step cost takes one of two values (0.2 us apart at 32
+         * tokens) for a group of graphs instantiated together, and differs between groups;
+         * fresh graphs mix 16 of them into a median and halved the arm-to-arm sd of an A/A. */
         if (first > 0 && job->graph && ctx->fresh_graphs)
             for (int j = 0; j < n && j < nsets; j++) {
                 shape_set *s = &sets.s[(first + j) % nsets];
