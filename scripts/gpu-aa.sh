@@ -85,7 +85,7 @@ def batch_ac(d):
                         and m.get("rank", 0) == 0:
                     ns.setdefault((m["arm"], m["shape"]), []).extend(m["ns"])
         for (arm, shape), v in ns.items():
-            med = [sorted(v[i:i + 64])[len(v[i:i + 64]) // 2] for i in range(0, len(v) - 63, 64)]
+            med = [sorted(v[i:i + 64])[32] for i in range(0, len(v) - 63, 64)]  # whole batches
             mu = sum(med) / len(med) if med else 0
             c0 = sum((x - mu) ** 2 for x in med)
             c1 = sum((med[i] - mu) * (med[i + 1] - mu) for i in range(len(med) - 1))
@@ -96,7 +96,7 @@ def batch_ac(d):
 print("| setting | verdict | drift | speed-up [interval] | B medians us | C medians us | B' medians us |")
 print("|---|---|---|---|---|---|---|")
 arms = []
-summary = []  # per setting: drifts, arm costs, each shape's arm medians
+summary = []  # per setting: drifts, arm costs, each shape's arm medians, batch autocorrelation
 for d in sorted(glob.glob(os.path.join(runs, "s*/"))):
     setting = open(os.path.join(d, "setting")).read().strip()
     for log in sorted(glob.glob(d.rstrip("/") + "-*.txt")):
