@@ -161,11 +161,18 @@ out:
     return st == BK_OK ? 0 : 1;
 }
 
-static void run_engine(int world, engine_arg *a)
+/* Runs a lane of `world` engine processes with the engine settings in `env` (pairs of name
+ * and value, NULL-terminated; NULL for none) set in this process for the lane's children,
+ * and unset again before anything is asserted, so a failing test leaves none behind. */
+static void run_engine_env(int world, engine_arg *a, const char *const *env)
 {
     lane_shm *shm = lane_map();
     assert_non_null(shm);
+    for (int i = 0; env && env[i]; i += 2)
+        setenv(env[i], env[i + 1], 1);
     int failed = lane_run(shm, world, engine_rank, a, 240);
+    for (int i = 0; env && env[i]; i += 2)
+        unsetenv(env[i]);
     for (int r = 0; r < world; r++)
         if (shm->msg[r][0])
             print_message("%s\n", shm->msg[r]);
@@ -173,6 +180,11 @@ static void run_engine(int world, engine_arg *a)
     for (int r = 1; r < world; r++)
         assert_true(shm->hash[0][r] == shm->hash[0][0]);
     munmap(shm, sizeof(*shm));
+}
+
+static void run_engine(int world, engine_arg *a)
+{
+    run_engine_env(world, a, NULL);
 }
 
 static void test_engine_oneshot_world2(void **state)
@@ -253,13 +265,9 @@ static void test_engine_packed_sets_flushed(void **state)
     engine_arg a = {.variant = &bk_variant_ipc_oneshot_fused,
                     .shape = {.tokens = 8, .hidden = 6144, .weight = 1},
                     .rtol = 8e-3, .atol = 1e-3};
-    setenv("BK_CUDA_SETS", "8", 1);
-    setenv("BK_CUDA_SPREAD", "0", 1);
-    setenv("BK_CUDA_FLUSH", "1", 1);
-    run_engine(2, &a);
-    unsetenv("BK_CUDA_SETS");
-    unsetenv("BK_CUDA_SPREAD");
-    unsetenv("BK_CUDA_FLUSH");
+    static const char *const env[] = {"BK_CUDA_SETS", "8", "BK_CUDA_SPREAD", "0",
+                                      "BK_CUDA_FLUSH", "1", NULL};
+    run_engine_env(2, &a, env);
 }
 
 /* The other graph-mode tests run the default: the graphs of every timed batch after the
@@ -273,9 +281,8 @@ static void test_engine_same_graphs_world2(void **state)
     engine_arg a = {.variant = &bk_variant_ipc_oneshot_fused,
                     .shape = {.tokens = 8, .hidden = 6144, .weight = 1},
                     .rtol = 8e-3, .atol = 1e-3};
-    setenv("BK_CUDA_FRESH_GRAPHS", "0", 1);
-    run_engine(2, &a);
-    unsetenv("BK_CUDA_FRESH_GRAPHS");
+    static const char *const env[] = {"BK_CUDA_FRESH_GRAPHS", "0", NULL};
+    run_engine_env(2, &a, env);
 }
 
 int main(void)
