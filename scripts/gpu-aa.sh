@@ -5,8 +5,9 @@
 # e.g. "set:incumbent.variant=ipc_oneshot_fused"), interleaved; then one line per
 # bracket: setting, verdict, drift, speed-up and its interval, per-shape medians of B, C and
 # B'; then per setting the mean |drift|, the brackets under 0.3%, the sd of all arms'
-# costs, the sd of each shape's arm medians and the lag-1 autocorrelation of each shape's
-# batch medians (where Python has msgpack); and what the GPU's clocks, power and
+# costs, the sd of each shape's arm medians, the lag-1 autocorrelation of each shape's
+# batch medians and its first quarter's median minus its second half's (these two where
+# Python has msgpack); and what the GPU's clocks, power and
 # temperature were during each arm. Expects a build in $BK_BUILD (scripts/gpu-run.sh build).
 #   scripts/gpu-aa.sh [N [SETTING...]]   (default 4 rounds of "BK_CUDA_GATE=1" "BK_CUDA_GATE=0")
 set -uo pipefail
@@ -66,17 +67,20 @@ def during(t0, t1):
         return "-"
     m = lambda k: sum(c[k] for c in s) / len(s)
     return "%.0f/%.0f MHz %.0f W %.0f C" % (m(1), m(2), m(3), m(4))
-# Whether neighbouring batches of 64 timed iterations share a mode: for each B, C and B' arm
-# and shape, the lag-1 autocorrelation of its batch medians (rank 0's samples), averaged over
-# the setting's arms, per shape. Near 0: batches independent; 0.2-0.4 came with graphs
-# captured anew per batch (docs/BENCHMARKS.md, A/A drift, eighth session). Needs Python's
+# Two things each B, C and B' arm's samples (rank 0) say per shape, averaged over the
+# setting's arms: the lag-1 autocorrelation of its batch medians (64 timed iterations a
+# batch; near 0: batches independent; 0.2-0.4 came with graphs captured anew per batch,
+# docs/BENCHMARKS.md, A/A drift, eighth session), and the median of its first quarter of
+# samples minus that of its second half, in us (a phase at the shape's start: the 1-token
+# shape ran 0.1-0.2 us slower for its first ~150 ms, ninth session). Needs Python's
 # msgpack; "-" without it.
-def batch_ac(d):
+def batch_stats(d):
     try:
         import msgpack
     except ImportError:
-        return "- (no msgpack module)"
-    acs = {}
+        return "- (no msgpack module)", "-"
+    acs, early = {}, {}
+    med = lambda v: sorted(v)[len(v) // 2]
     for f in glob.glob(os.path.join(d, "*", "samples.msgpack")):
         ns = {}
         with open(f, "rb") as fh:
@@ -85,18 +89,19 @@ def batch_ac(d):
                         and m.get("rank", 0) == 0:
                     ns.setdefault((m["arm"], m["shape"]), []).extend(m["ns"])
         for (arm, shape), v in ns.items():
-            med = [sorted(v[i:i + 64])[32] for i in range(0, len(v) - 63, 64)]  # whole batches
-            mu = sum(med) / len(med) if med else 0
-            c0 = sum((x - mu) ** 2 for x in med)
-            c1 = sum((med[i] - mu) * (med[i + 1] - mu) for i in range(len(med) - 1))
+            bm = [sorted(v[i:i + 64])[32] for i in range(0, len(v) - 63, 64)]  # whole batches
+            mu = sum(bm) / len(bm) if bm else 0
+            c0 = sum((x - mu) ** 2 for x in bm)
+            c1 = sum((bm[i] - mu) * (bm[i + 1] - mu) for i in range(len(bm) - 1))
             acs.setdefault(shape, []).append(c1 / c0 if c0 else 0.0)
-    if not acs:
-        return "-"
-    return " / ".join("%.2f" % (sum(acs[k]) / len(acs[k])) for k in sorted(acs))
+            if len(v) >= 8:
+                early.setdefault(shape, []).append((med(v[:len(v) // 4]) - med(v[len(v) // 2:])) / 1e3)
+    f = lambda t, fmt: " / ".join(fmt % (sum(t[k]) / len(t[k])) for k in sorted(t)) if t else "-"
+    return f(acs, "%.2f"), f(early, "%+.3f")
 print("| setting | verdict | drift | speed-up [interval] | B medians us | C medians us | B' medians us |")
 print("|---|---|---|---|---|---|---|")
 arms = []
-summary = []  # per setting: drifts, arm costs, each shape's arm medians, batch autocorrelation
+summary = []  # per setting: drifts, arm costs, each shape's arm medians, batch_stats
 for d in sorted(glob.glob(os.path.join(runs, "s*/"))):
     setting = open(os.path.join(d, "setting")).read().strip()
     for log in sorted(glob.glob(d.rstrip("/") + "-*.txt")):
@@ -126,7 +131,7 @@ for d in sorted(glob.glob(os.path.join(runs, "s*/"))):
         print("| %s | %s | %s | %s [%s, %s] | %s | %s | %s |" % (
             setting, r["verdict"], f(s.get("drift")), f(s.get("speedup")), f(iv[0]), f(iv[1]),
             med.get("B"), med.get("C"), med.get("B'")))
-    summary.append((setting, drifts, costs, shapes, batch_ac(d)))
+    summary.append((setting, drifts, costs, shapes) + batch_stats(d))
 print()
 # The arm-to-arm noise: every arm of an A/A runs the same thing, so the sd of the arm
 # costs (B, C and B' of every bracket) is the noise a real B/C comparison carries; the sd
@@ -135,14 +140,14 @@ def sd(xs):
     n = len(xs)
     m = sum(xs) / n if n else 0
     return (sum((x - m) ** 2 for x in xs) / (n - 1)) ** 0.5 if n > 1 else float("nan"), m
-print("| setting | brackets | mean abs drift | under 0.3% | arms | arm cost sd | sd of each shape's arm medians, us | lag-1 autocorrelation of batch medians |")
-print("|---|---|---|---|---|---|---|---|")
-for setting, drifts, costs, shapes, ac in summary:
+print("| setting | brackets | mean abs drift | under 0.3% | arms | arm cost sd | sd of each shape's arm medians, us | lag-1 autocorrelation of batch medians | first quarter minus second half, us |")
+print("|---|---|---|---|---|---|---|---|---|")
+for setting, drifts, costs, shapes, ac, early in summary:
     csd, m = sd(costs)
     md = sum(abs(x) for x in drifts) / len(drifts) if drifts else float("nan")
-    print("| %s | %d | %.2f%% | %d | %d | %.2f%% | %s | %s |" % (
+    print("| %s | %d | %.2f%% | %d | %d | %.2f%% | %s | %s | %s |" % (
         setting, len(drifts), 100 * md, sum(abs(x) < 0.003 for x in drifts), len(costs),
-        100 * csd / m if m else float("nan"), " / ".join("%.3f" % sd(x)[0] for x in shapes), ac))
+        100 * csd / m if m else float("nan"), " / ".join("%.3f" % sd(x)[0] for x in shapes), ac, early))
 print()
 print("GPU during each arm (mean SM/memory clock, power, temperature; nvidia-smi every 100 ms):")
 for a in arms:
