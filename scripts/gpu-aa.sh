@@ -71,8 +71,8 @@ def during(t0, t1):
 # setting's arms: the lag-1 autocorrelation of its batch medians (64 timed iterations a
 # batch; near 0: batches independent; 0.2-0.4 came with graphs captured anew per batch,
 # docs/BENCHMARKS.md, A/A drift, eighth session), and the median of its first quarter of
-# samples minus that of its second half, in us (a phase at the shape's start: the 1-token
-# shape ran 0.1-0.2 us slower for its first ~150 ms, ninth session). Needs Python's
+# samples minus that of its second half, in us (a phase at the shape's start: at 1 token
+# nccl_then_rmsnorm ran 0.1-0.2 us slower for its first ~150 ms, ninth session). Needs Python's
 # msgpack; "-" without it.
 def batch_stats(d):
     try:
