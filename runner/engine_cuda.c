@@ -406,7 +406,8 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
          * throughout). Measured on the H200 (docs/BENCHMARKS.md, A/A drift, seventh and
          * eighth sessions): a shape's step cost takes one of two values (0.2 us apart at 32
          * tokens) for a group of graphs instantiated together, and differs between groups;
-         * fresh graphs mix 16 of them into a median and halved the arm-to-arm sd of an A/A. */
+         * fresh graphs mix one group per batch into a median and halved the arm-to-arm sd
+         * of an A/A. */
         if (first > 0 && job->graph && ctx->fresh_graphs)
             for (int j = 0; j < n && j < nsets; j++) {
                 shape_set *s = &sets.s[(first + j) % nsets];

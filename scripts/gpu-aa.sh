@@ -89,15 +89,15 @@ def batch_stats(d):
                         and m.get("rank", 0) == 0:
                     ns.setdefault((m["arm"], m["shape"]), []).extend(m["ns"])
         for (arm, shape), v in ns.items():
-            bm = [sorted(v[i:i + 64])[32] for i in range(0, len(v) - 63, 64)]  # whole batches
+            bm = [med(v[i:i + 64]) for i in range(0, len(v) - 63, 64)]  # whole batches
             mu = sum(bm) / len(bm) if bm else 0
             c0 = sum((x - mu) ** 2 for x in bm)
             c1 = sum((bm[i] - mu) * (bm[i + 1] - mu) for i in range(len(bm) - 1))
             acs.setdefault(shape, []).append(c1 / c0 if c0 else 0.0)
             if len(v) >= 8:
                 early.setdefault(shape, []).append((med(v[:len(v) // 4]) - med(v[len(v) // 2:])) / 1e3)
-    f = lambda t, fmt: " / ".join(fmt % (sum(t[k]) / len(t[k])) for k in sorted(t)) if t else "-"
-    return f(acs, "%.2f"), f(early, "%+.3f")
+    means = lambda t, fmt: " / ".join(fmt % (sum(t[k]) / len(t[k])) for k in sorted(t)) if t else "-"
+    return means(acs, "%.2f"), means(early, "%+.3f")
 print("| setting | verdict | drift | speed-up [interval] | B medians us | C medians us | B' medians us |")
 print("|---|---|---|---|---|---|---|")
 arms = []
