@@ -14,6 +14,14 @@
 #define BK_CUDA_MIN_WARMUP_S 0.5
 
 #define BK_TIME_BATCH 64     /* timed iterations between host waits */
+/* Graph mode with fresh graphs: untimed batches per shape before its timed ones
+ * (BK_CUDA_SETTLE), each recaptured like a timed batch. Measured on the H200 (docs/
+ * BENCHMARKS.md, A/A drift, tenth session): the incumbent's 1-token step ran 0.1-0.2 us
+ * slower for the first ~150 ms of its timed batches (not the warm-up, not its memcpy node:
+ * only with graphs captured anew); 32 batches (about 150 ms there) took that phase out of
+ * the samples. Count-based so that every rank of a lane runs the same number of steps. */
+#define BK_DEF_SETTLE 32
+#define BK_MAX_SETTLE 256
 /* Graph mode: each batch waits behind a host-released gate until all of it is
  * enqueued, so its steps run back to back and the events time the GPU alone,
  * whatever the host's launch rate. It was added as the suspected cause of the
@@ -46,6 +54,7 @@ struct bk_backend_ctx {
     int max_sets;        /* rotated input sets per shape at most (BK_CUDA_SETS) */
     int spread;          /* every set in 2 MiB pages of its own (BK_CUDA_SPREAD, default 1) */
     int fresh_graphs;    /* graphs captured anew every batch (BK_CUDA_FRESH_GRAPHS, default 1) */
+    int settle;          /* untimed batches before a shape's timed ones (BK_CUDA_SETTLE) */
     void *flush;         /* BK_CUDA_FLUSH=1: written before every timed step (2 x L2) */
     size_t flush_bytes;
 };
@@ -122,6 +131,7 @@ static bk_status cuda_open(bk_backend_ctx **out, int rank, int world, int device
     ctx->max_sets = BK_DEF_SETS;
     ctx->spread = 1;
     ctx->fresh_graphs = 1;
+    ctx->settle = BK_DEF_SETTLE;
     if (getenv("BK_CUDA_SETS")) {
         char *end = NULL;
         long v = strtol(getenv("BK_CUDA_SETS"), &end, 10);
@@ -131,6 +141,16 @@ static bk_status cuda_open(bk_backend_ctx **out, int rank, int world, int device
             goto out;
         }
         ctx->max_sets = (int)v;
+    }
+    if (getenv("BK_CUDA_SETTLE")) {
+        char *end = NULL;
+        long v = strtol(getenv("BK_CUDA_SETTLE"), &end, 10);
+        if (!end || *end || end == getenv("BK_CUDA_SETTLE") || v < 0 || v > BK_MAX_SETTLE) {
+            st = BK_FAIL(err, BK_ERR_INPUT, "rank %d: BK_CUDA_SETTLE=%s: want a count of "
+                         "batches in 0..%d", rank, getenv("BK_CUDA_SETTLE"), BK_MAX_SETTLE);
+            goto out;
+        }
+        ctx->settle = (int)v;
     }
     BK_TRY(env_flag("BK_CUDA_SPREAD", rank, &ctx->spread, err));
     BK_TRY(env_flag("BK_CUDA_FLUSH", rank, &flush, err));
@@ -397,7 +417,11 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
         CUDA_TRY(cudaEventRecord(ev1[0], ctx->stream));
         BK_TRY(bk_cuda_comm_wait(ctx->comm, ev1[0], wait_s, err));
     }
-    for (int first = 0; first < job->iters; first += BK_TIME_BATCH) {
+    /* Graph mode with fresh graphs: BK_CUDA_SETTLE untimed batches (each recaptured like a
+     * timed one) come before the timed ones; first counts from -settle x batch. */
+    const int start = job->graph && ctx->fresh_graphs ? -ctx->settle * BK_TIME_BATCH : 0;
+    for (int first = start; first < job->iters; first += BK_TIME_BATCH) {
+        const int timed = first >= 0;
         const int n = job->iters - first < BK_TIME_BATCH ? job->iters - first : BK_TIME_BATCH;
         if (first == 0 && job->t_first_ns && *job->t_first_ns == 0)
             *job->t_first_ns = bk_now_ns();
@@ -408,9 +432,9 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
          * tokens) for a group of graphs instantiated together, and differs between groups;
          * fresh graphs mix one group per batch into a median and halved the arm-to-arm sd
          * of an A/A. */
-        if (first > 0 && job->graph && ctx->fresh_graphs)
+        if (first > start && job->graph && ctx->fresh_graphs)
             for (int j = 0; j < n && j < nsets; j++) {
-                shape_set *s = &sets.s[(first + j) % nsets];
+                shape_set *s = &sets.s[(first - start + j) % nsets];
                 (void)cudaGraphExecDestroy(s->exec);
                 s->exec = NULL;
                 BK_TRY(set_capture(ctx, job, s, err));
@@ -420,8 +444,8 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
         if (job->graph && ctx->gated)
             BK_TRY(bk_cuda_gate_close(&ctx->gate, ctx->stream, BK_GATE_BOUND_S, err));
         for (int j = 0; j < n; j++) {
-            shape_set *s = &sets.s[(first + j) % nsets];
-            s->call.iter = first + j;
+            shape_set *s = &sets.s[(first - start + j) % nsets];
+            s->call.iter = timed ? first + j : -1;
             /* BK_CUDA_FLUSH=1: every step's data comes from memory, not L2 */
             if (ctx->flush && cudaMemsetAsync(ctx->flush, (first + j) & 0xff, ctx->flush_bytes,
                                               ctx->stream) != cudaSuccess)
@@ -447,7 +471,8 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
             CUDA_TRY(cudaEventElapsedTime(&ms, ev0[j], ev1[j]));
             ns[j] = (uint64_t)((double)ms * 1e6 + 0.5);
         }
-        BK_TRY(job->emit(job->emit_user, (uint32_t)job->shape_index, (uint64_t)first, ns,
+        if (timed)
+            BK_TRY(job->emit(job->emit_user, (uint32_t)job->shape_index, (uint64_t)first, ns,
                          (size_t)n, err));
     }
     if (bk_cuda_gate_timeouts(&ctx->gate) > gate_timeouts)

@@ -224,7 +224,8 @@ static void test_engine_env_refused(void **state)
         {"BK_CUDA_SETS", "1"},      {"BK_CUDA_SETS", "1025"}, {"BK_CUDA_SETS", "8x"},
         {"BK_CUDA_SPREAD", "2"},    {"BK_CUDA_SPREAD", ""},   {"BK_CUDA_WARMUP_S", "-1"},
         {"BK_CUDA_WARMUP_S", "61"}, {"BK_CUDA_FLUSH", "2"},   {"BK_CUDA_FLUSH", "yes"},
-        {"BK_CUDA_FRESH_GRAPHS", "on"},
+        {"BK_CUDA_FRESH_GRAPHS", "on"}, {"BK_CUDA_SETTLE", "-1"}, {"BK_CUDA_SETTLE", "257"},
+        {"BK_CUDA_SETTLE", "8 "},   {"BK_CUDA_SETTLE", ""},
     };
     fflush(stdout);
     pid_t pid = fork();
