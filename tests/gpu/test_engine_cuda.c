@@ -271,9 +271,10 @@ static void test_engine_packed_sets_flushed(void **state)
     run_engine_env(2, &a, env);
 }
 
-/* The other graph-mode tests run the default: the graphs of every timed batch after the
- * first captured anew (so their barrier flags and NCCL's work are recaptured each time;
- * 70 iterations: 6 sets recaptured). This one replays the first graphs throughout
+/* The other graph-mode tests run the default: 32 untimed settle batches of 64 steps, then
+ * the timed ones, the graphs of every batch after the first captured anew (so their barrier
+ * flags and NCCL's work are recaptured each time, the same number of steps on every rank).
+ * This one replays the first graphs throughout
  * (BK_CUDA_FRESH_GRAPHS=0), two ranks of the IPC one-shot: every sample, and the audit's
  * outputs within tolerance of the reference. */
 static void test_engine_same_graphs_world2(void **state)
