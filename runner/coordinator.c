@@ -300,6 +300,7 @@ static void on_pull(bk_coord *c)
         bk_strlcpy(d->status_msg, m.message, sizeof d->status_msg);
         d->samples_claimed = m.samples;
         d->t_first_ns = m.t_first_ns;
+        bk_strlcpy(d->settings, m.settings, sizeof d->settings);
         break;
     default:
         c->stats.accepted--;

@@ -30,6 +30,7 @@ typedef struct engine {
     bk_wire_hdr hdr;
     uint64_t sent_samples;
     uint64_t t_start_ns, t_first_ns;
+    char settings[sizeof ((bk_msg *)0)->settings]; /* the backend's, once it is open */
 } engine;
 
 static bk_status push_msg(engine *e, bk_err *err)
@@ -196,6 +197,7 @@ static bk_status run_engine(engine *e, bk_err *err)
             peer_bytes = b;
     }
     BK_TRY(e->be->open(&e->ctx, e->a.rank, e->a.world, e->a.device, err));
+    e->be->describe(e->ctx, e->settings, sizeof e->settings);
     unsigned char blob[BK_BLOB_MAX];
     size_t blob_len = 0;
     BK_TRY(e->be->comm_create(e->ctx, e->a.run_id, e->a.arm, peer_bytes, blob, &blob_len, err));
@@ -310,7 +312,7 @@ int bk_cmd_engine(int argc, char **argv)
         zmq_setsockopt(e.push, ZMQ_LINGER, &brief, sizeof brief);
     }
     if (bk_wire_status(&e.buf, &e.hdr, st == BK_OK, (int64_t)st, st == BK_OK ? "" : err.msg,
-                       e.sent_samples, t_first, &serr) == BK_OK)
+                       e.sent_samples, t_first, e.settings, &serr) == BK_OK)
         push_msg(&e, &serr);
     if (e.v_arm && e.s_arm && e.s_arm != e.s_inc)
         e.v_arm->destroy(e.s_arm);

@@ -56,6 +56,10 @@ typedef struct bk_engine_backend {
     bk_status (*audit_shape)(bk_backend_ctx *ctx, const bk_shape_job *job, void **outs,
                              size_t *bytes, bk_err *err);
     void (*close)(bk_backend_ctx *ctx);
+    /* The backend's timing settings in effect after open (its environment variables, as
+     * "name=value" words) into buf, NUL-terminated and cut to len; "" when it has none. For
+     * the record: every process's status carries them. */
+    void (*describe)(const bk_backend_ctx *ctx, char *buf, size_t len);
 } bk_engine_backend;
 
 extern const bk_engine_backend bk_engine_cpu;

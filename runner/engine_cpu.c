@@ -219,6 +219,13 @@ static void cpu_close(bk_backend_ctx *c)
     free(c);
 }
 
+static void cpu_describe(const bk_backend_ctx *ctx, char *buf, size_t len)
+{
+    (void)ctx;
+    if (len)
+        buf[0] = '\0'; /* the cpu engine has no settings of its own */
+}
+
 const bk_engine_backend bk_engine_cpu = {
     .name = "cpu",
     .open = cpu_open,
@@ -227,4 +234,5 @@ const bk_engine_backend bk_engine_cpu = {
     .time_shape = cpu_time_shape,
     .audit_shape = cpu_audit_shape,
     .close = cpu_close,
+    .describe = cpu_describe,
 };

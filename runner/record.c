@@ -91,7 +91,7 @@ static json_t *arm_json(const bk_run *run, const bk_score *sc, int idx)
         char desc[96];
         bk_proc_describe(&d->proc, desc, sizeof desc);
         json_t *p = json_pack("{s:i, s:i, s:s, s:I, s:b, s:i, s:i, s:b, s:b, s:s, s:b, s:b, s:s, "
-                              "s:I, s:I, s:f, s:f, s:f}",
+                              "s:I, s:I, s:f, s:f, s:f, s:s}",
                               "lane_rank", r, "mpi_rank", d->mpi_rank, "host", d->host,
                               "pid", (json_int_t)d->pid, "reported", d->reported,
                               "exit_code", d->proc.exit_code, "signal", d->proc.signal,
@@ -102,7 +102,7 @@ static json_t *arm_json(const bk_run *run, const bk_score *sc, int idx)
                               "samples_received", (json_int_t)d->samples_got,
                               "engine_start_to_first_iter_s", (double)d->t_first_ns / 1e9,
                               "arm_start_to_first_sample_s", (double)d->t_first_sample_ns / 1e9,
-                              "spawn_to_exit_s", d->spawn_s);
+                              "spawn_to_exit_s", d->spawn_s, "engine_settings", d->settings);
         json_array_append_new(procs, p);
     }
     json_object_set_new(o, "processes", procs);

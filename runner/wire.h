@@ -22,7 +22,9 @@
  *             iterations first .. first+len-1 of that shape
  *   tensor  : "shape": uint, "name": str, "dtype": str, "data": bin
  *   status  : "ok": bool, "code": int, "message": str, "samples": uint (count sent),
- *             "t_first_ns": uint (engine start -> first timed iteration, 0 if none)
+ *             "t_first_ns": uint (engine start -> first timed iteration, 0 if none),
+ *             "settings": str (the engine backend's timing settings in effect, "name=value"
+ *             words; empty when the backend has none)
  */
 typedef enum bk_msg_type {
     BK_MSG_HELLO = 1,
@@ -81,6 +83,7 @@ typedef struct bk_msg {
     char message[512];
     uint64_t samples;
     uint64_t t_first_ns;
+    char settings[256];
 } bk_msg;
 
 /* What the receiver expects; empty strings / 0 skip a check. */
@@ -130,6 +133,6 @@ bk_status bk_wire_tensor(bk_wire_buf *b, const bk_wire_hdr *h, uint32_t shape,
                          bk_err *err);
 bk_status bk_wire_status(bk_wire_buf *b, const bk_wire_hdr *h, int ok, int64_t code,
                          const char *message, uint64_t samples, uint64_t t_first_ns,
-                         bk_err *err);
+                         const char *settings, bk_err *err);
 
 #endif

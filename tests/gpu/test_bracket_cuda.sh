@@ -33,6 +33,13 @@ assert all(a["ran"] for a in r["arms"]), [a["ran"] for a in r["arms"]]
 assert "nccl" in r["identity"]["versions"], r["identity"]["versions"]
 if int(sys.argv[2]) == 1:
     assert r["rehearsal"] and r["lanes"]["policy"] == "shared"
+# every engine reports the settings it timed with (defaults unless this run's environment set them)
+import os
+want = ["fresh_graphs=%s" % os.environ.get("BK_CUDA_FRESH_GRAPHS", "1"),
+        "settle=%s" % os.environ.get("BK_CUDA_SETTLE", "32")]
+for a in r["arms"]:
+    for p in a["processes"]:
+        assert all(w in p["engine_settings"].split() for w in want), (want, p)
 PY
 expect_rescore
 it_run cuda-aa "$np" "$plan" "${sets[@]}" --set candidate.variant=nccl_then_rmsnorm \

@@ -86,7 +86,11 @@ typedef struct engine_arg {
     const bk_variant *variant;
     bk_shape shape;
     double rtol, atol;
+    const char *settings; /* the engine's describe() must contain this (NULL: the defaults) */
 } engine_arg;
+
+/* What the engine's describe() says with no BK_CUDA_* variable set. */
+#define DEFAULT_SETTINGS "gate=1 warmup_s=0.5 sets_max=1024 spread=1 flush=0 fresh_graphs=1 settle=32"
 
 static int engine_rank(int rank, int world, lane_shm *shm, void *argp)
 {
@@ -108,6 +112,13 @@ static int engine_rank(int rank, int world, lane_shm *shm, void *argp)
     double *ref_ro = malloc(n * sizeof(double)), *ref_out = malloc(n * sizeof(double));
     bk_err_clear(err);
     BK_TRY(be->open(&ctx, rank, world, 0, err));
+    char settings[256];
+    be->describe(ctx, settings, sizeof settings);
+    if (!strstr(settings, a->settings ? a->settings : DEFAULT_SETTINGS)) {
+        st = BK_FAIL(err, BK_ERR_INTERNAL, "engine settings \"%s\", want \"%s\" in them",
+                     settings, a->settings ? a->settings : DEFAULT_SETTINGS);
+        goto out;
+    }
     BK_TRY(be->comm_create(ctx, "test", "C",
                            bk_ar_rmsnorm_cuda_peer_bytes(a->shape.tokens, a->shape.hidden), blob,
                            &len, err));
@@ -215,7 +226,7 @@ static void test_engine_nccl_world1(void **state)
 }
 
 /* The engine's own settings are checked when it opens: a bad value is refused naming the
- * variable, before any shape runs. In a child process: the parent must not create a CUDA
+ * variable, before any shape runs; good values are taken and show in its settings. In a child process: the parent must not create a CUDA
  * context before the lane tests fork theirs. */
 static void test_engine_env_refused(void **state)
 {
@@ -247,6 +258,24 @@ static void test_engine_env_refused(void **state)
             if (ctx)
                 bk_engine_cuda.close(ctx);
         }
+        bk_backend_ctx *ctx = NULL;
+        bk_err err;
+        char got[256] = "";
+        bk_err_clear(&err);
+        setenv("BK_CUDA_SETTLE", "0", 1);
+        setenv("BK_CUDA_GATE", "0", 1);
+        bk_status st = bk_engine_cuda.open(&ctx, 0, 1, 0, &err);
+        unsetenv("BK_CUDA_SETTLE");
+        unsetenv("BK_CUDA_GATE");
+        if (st == BK_OK)
+            bk_engine_cuda.describe(ctx, got, sizeof got);
+        if (st != BK_OK || !strstr(got, "gate=0 ") || !strstr(got, " settle=0")) {
+            printf("BK_CUDA_SETTLE=0 BK_CUDA_GATE=0: status %d, \"%s\", settings \"%s\"\n",
+                   (int)st, err.msg, got);
+            failed = 1;
+        }
+        if (ctx)
+            bk_engine_cuda.close(ctx);
         fflush(stdout);
         _exit(failed);
     }
@@ -259,13 +288,14 @@ static void test_engine_env_refused(void **state)
 /* The other tests run the default layout (up to 1024 sets, each in 2 MiB pages of its own;
  * their shapes want hundreds, so the 1 GiB pool limit and the repeated contents are
  * exercised there). This one runs the earlier layout (8 sets, in shared pages) with L2
- * written over before every timed step: every sample, and the same outputs. */
+ * written over before every timed step: every sample, the same outputs, and the engines'
+ * settings say so (the variables reached them). */
 static void test_engine_packed_sets_flushed(void **state)
 {
     (void)state;
     engine_arg a = {.variant = &bk_variant_ipc_oneshot_fused,
                     .shape = {.tokens = 8, .hidden = 6144, .weight = 1},
-                    .rtol = 8e-3, .atol = 1e-3};
+                    .rtol = 8e-3, .atol = 1e-3, .settings = "sets_max=8 spread=0 flush=1"};
     static const char *const env[] = {"BK_CUDA_SETS", "8", "BK_CUDA_SPREAD", "0",
                                       "BK_CUDA_FLUSH", "1", NULL};
     run_engine_env(2, &a, env);
@@ -282,7 +312,7 @@ static void test_engine_same_graphs_world2(void **state)
     (void)state;
     engine_arg a = {.variant = &bk_variant_ipc_oneshot_fused,
                     .shape = {.tokens = 8, .hidden = 6144, .weight = 1},
-                    .rtol = 8e-3, .atol = 1e-3};
+                    .rtol = 8e-3, .atol = 1e-3, .settings = "fresh_graphs=0"};
     static const char *const env[] = {"BK_CUDA_FRESH_GRAPHS", "0", NULL};
     run_engine_env(2, &a, env);
 }

@@ -36,6 +36,7 @@ assert r["plan"]["candidate"]["variant"] == "shm_oneshot_fused"
 for a in r["arms"]:
     for p in a["processes"]:
         assert p["exit_code"] == 0 and p["status_ok"], p
+        assert p["engine_settings"] == "", p  # the cpu engine has no settings of its own
     if not a["audit"]:
         for p in a["processes"]:
             assert p["samples_received"] == 600, p
