@@ -30,7 +30,7 @@ typedef struct engine {
     bk_wire_hdr hdr;
     uint64_t sent_samples;
     uint64_t t_start_ns, t_first_ns;
-    char settings[sizeof ((bk_msg *)0)->settings]; /* the backend's, once it is open */
+    char settings[sizeof ((bk_msg *)0)->settings]; /* the backend's, at the end ("" if none) */
 } engine;
 
 static bk_status push_msg(engine *e, bk_err *err)
@@ -197,7 +197,6 @@ static bk_status run_engine(engine *e, bk_err *err)
             peer_bytes = b;
     }
     BK_TRY(e->be->open(&e->ctx, e->a.rank, e->a.world, e->a.device, err));
-    e->be->describe(e->ctx, e->settings, sizeof e->settings);
     unsigned char blob[BK_BLOB_MAX];
     size_t blob_len = 0;
     BK_TRY(e->be->comm_create(e->ctx, e->a.run_id, e->a.arm, peer_bytes, blob, &blob_len, err));
@@ -311,6 +310,9 @@ int bk_cmd_engine(int argc, char **argv)
         zmq_setsockopt(e.push, ZMQ_SNDTIMEO, &brief, sizeof brief);
         zmq_setsockopt(e.push, ZMQ_LINGER, &brief, sizeof brief);
     }
+    /* described at the end: the environment NCCL ran with (NCCL_NVLS_ENABLE=0 is set for it) */
+    if (e.be && e.ctx)
+        e.be->describe(e.ctx, e.settings, sizeof e.settings);
     if (bk_wire_status(&e.buf, &e.hdr, st == BK_OK, (int64_t)st, st == BK_OK ? "" : err.msg,
                        e.sent_samples, t_first, e.settings, &serr) == BK_OK)
         push_msg(&e, &serr);

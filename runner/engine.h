@@ -57,8 +57,8 @@ typedef struct bk_engine_backend {
                              size_t *bytes, bk_err *err);
     void (*close)(bk_backend_ctx *ctx);
     /* The backend's timing settings in effect after open (its environment variables, as
-     * "name=value" words) into buf, NUL-terminated and cut to len; "" when it has none. For
-     * the record: every process's status carries them. */
+     * "name=value" words) into buf, NUL-terminated, whole words only (bk_env_words); "" when
+     * it has none. For the record: every process's status carries them. */
     void (*describe)(const bk_backend_ctx *ctx, char *buf, size_t len);
 } bk_engine_backend;
 

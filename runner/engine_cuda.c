@@ -548,12 +548,14 @@ static void cuda_close(bk_backend_ctx *ctx)
     free(ctx);
 }
 
-/* What the BK_CUDA_* settings came to (defaults included): the record keeps it per process. */
+/* What the BK_CUDA_* settings came to (defaults included), then the NCCL_* variables this
+ * engine sees (they steer the incumbent's NCCL): the record keeps it per process. */
 static void cuda_describe(const bk_backend_ctx *ctx, char *buf, size_t len)
 {
     snprintf(buf, len, "gate=%d warmup_s=%g sets_max=%d spread=%d flush=%d fresh_graphs=%d "
              "settle=%d", ctx->gated, ctx->warm_s, ctx->max_sets, ctx->spread,
              ctx->flush != NULL, ctx->fresh_graphs, ctx->settle);
+    (void)bk_env_words("NCCL_", buf, len);
 }
 
 const bk_engine_backend bk_engine_cuda = {

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -68,6 +69,46 @@ void bk_sleep_ns(uint64_t ns)
     struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int bk_env_words(const char *prefix, char *buf, size_t len)
+{
+    extern char **environ;
+    const size_t plen = strlen(prefix), room = 16; /* " +N more" */
+    size_t n = 0, used = strlen(buf);
+    int left = 0;
+    for (char **e = environ; e && *e; e++)
+        n += !strncmp(*e, prefix, plen);
+    const char **v = n ? malloc(n * sizeof *v) : NULL;
+    if (n && !v) {
+        left = (int)n;
+        n = 0;
+    }
+    size_t k = 0;
+    for (char **e = environ; v && *e && k < n; e++)
+        if (!strncmp(*e, prefix, plen))
+            v[k++] = *e;
+    if (k > 1)
+        qsort(v, k, sizeof *v, cmp_str);
+    for (size_t i = 0; i < k; i++) {
+        size_t w = strlen(v[i]) + 1;
+        if (used + w + room >= len) {
+            left++;
+            continue;
+        }
+        buf[used] = ' ';
+        memcpy(buf + used + 1, v[i], w); /* with its NUL */
+        used += w;
+    }
+    free(v);
+    if (left && used + room < len)
+        snprintf(buf + used, len - used, " +%d more", left);
+    return left;
 }
 
 int bk_strlcpy(char *dst, const char *src, size_t dst_size)

@@ -83,7 +83,7 @@ typedef struct bk_msg {
     char message[512];
     uint64_t samples;
     uint64_t t_first_ns;
-    char settings[256];
+    char settings[512];
 } bk_msg;
 
 /* What the receiver expects; empty strings / 0 skip a check. */

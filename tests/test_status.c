@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runner/status.h"
@@ -40,11 +41,34 @@ static void test_strlcpy(void **state)
     assert_string_equal(b, "abc");
 }
 
+/* Environment variables by prefix, in name order, appended whole or counted as left out. */
+static void test_env_words(void **state)
+{
+    (void)state;
+    char buf[64] = "gate=1";
+    setenv("BKTEST_B", "two", 1);
+    setenv("BKTEST_A", "one", 1);
+    setenv("XBKTEST_C", "not-mine", 1);
+    assert_int_equal(bk_env_words("BKTEST_", buf, sizeof buf), 0);
+    assert_string_equal(buf, "gate=1 BKTEST_A=one BKTEST_B=two");
+    /* too small for the second: it is counted, never cut */
+    char small[40] = "gate=1";
+    assert_int_equal(bk_env_words("BKTEST_", small, sizeof small), 1);
+    assert_string_equal(small, "gate=1 BKTEST_A=one +1 more");
+    char none[16] = "x";
+    assert_int_equal(bk_env_words("BKTEST_NOPE", none, sizeof none), 0);
+    assert_string_equal(none, "x");
+    unsetenv("BKTEST_A");
+    unsetenv("BKTEST_B");
+    unsetenv("XBKTEST_C");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_first_message_wins),
         cmocka_unit_test(test_strlcpy),
+        cmocka_unit_test(test_env_words),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -112,7 +112,7 @@ static int engine_rank(int rank, int world, lane_shm *shm, void *argp)
     double *ref_ro = malloc(n * sizeof(double)), *ref_out = malloc(n * sizeof(double));
     bk_err_clear(err);
     BK_TRY(be->open(&ctx, rank, world, 0, err));
-    char settings[256];
+    char settings[512];
     be->describe(ctx, settings, sizeof settings);
     if (!strstr(settings, a->settings ? a->settings : DEFAULT_SETTINGS)) {
         st = BK_FAIL(err, BK_ERR_INTERNAL, "engine settings \"%s\", want \"%s\" in them",
@@ -260,7 +260,7 @@ static void test_engine_env_refused(void **state)
         }
         bk_backend_ctx *ctx = NULL;
         bk_err err;
-        char got[256] = "";
+        char got[512] = "";
         bk_err_clear(&err);
         setenv("BK_CUDA_SETTLE", "0", 1);
         setenv("BK_CUDA_GATE", "0", 1);
@@ -269,7 +269,8 @@ static void test_engine_env_refused(void **state)
         unsetenv("BK_CUDA_GATE");
         if (st == BK_OK)
             bk_engine_cuda.describe(ctx, got, sizeof got);
-        if (st != BK_OK || !strstr(got, "gate=0 ") || !strstr(got, " settle=0")) {
+        if (st != BK_OK || !strstr(got, "gate=0 ") || !strstr(got, " settle=0") ||
+            !strstr(got, " NCCL_NVLS_ENABLE=0")) {
             printf("BK_CUDA_SETTLE=0 BK_CUDA_GATE=0: status %d, \"%s\", settings \"%s\"\n",
                    (int)st, err.msg, got);
             failed = 1;
