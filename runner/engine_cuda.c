@@ -473,10 +473,10 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
         }
         if (timed)
             BK_TRY(job->emit(job->emit_user, (uint32_t)job->shape_index, (uint64_t)first, ns,
-                         (size_t)n, err));
+                             (size_t)n, err));
     }
     if (bk_cuda_gate_timeouts(&ctx->gate) > gate_timeouts)
-        fprintf(stderr, "rank %d: warning: shape %d: %d timed batches waited %.1f s for the "
+        fprintf(stderr, "rank %d: warning: shape %d: %d batches waited %.1f s for the "
                 "host to enqueue them; those ran as enqueued (host launch gaps included)\n",
                 ctx->rank, job->shape_index, bk_cuda_gate_timeouts(&ctx->gate) - gate_timeouts,
                 BK_GATE_BOUND_S);
