@@ -91,6 +91,23 @@ static bk_status env_flag(const char *name, int rank, int *v, bk_err *err)
     return BK_OK;
 }
 
+/* A whole number lo..hi from the environment: *v stays as it is when the variable is unset;
+ * anything else (empty, trailing characters, out of range) is refused, naming it. */
+static bk_status env_count(const char *name, int rank, int lo, int hi, const char *what, int *v,
+                           bk_err *err)
+{
+    const char *s = getenv(name);
+    if (!s)
+        return BK_OK;
+    char *end = NULL;
+    long x = strtol(s, &end, 10);
+    if (end == s || *end || x < lo || x > hi)
+        return BK_FAIL(err, BK_ERR_INPUT, "rank %d: %s=%s: want %s in %d..%d", rank, name, s,
+                       what, lo, hi);
+    *v = (int)x;
+    return BK_OK;
+}
+
 static bk_status cuda_open(bk_backend_ctx **out, int rank, int world, int device, bk_err *err)
 {
     bk_status st = BK_OK;
@@ -132,26 +149,9 @@ static bk_status cuda_open(bk_backend_ctx **out, int rank, int world, int device
     ctx->spread = 1;
     ctx->fresh_graphs = 1;
     ctx->settle = BK_DEF_SETTLE;
-    if (getenv("BK_CUDA_SETS")) {
-        char *end = NULL;
-        long v = strtol(getenv("BK_CUDA_SETS"), &end, 10);
-        if (!end || *end || v < 2 || v > BK_MAX_SETS) {
-            st = BK_FAIL(err, BK_ERR_INPUT, "rank %d: BK_CUDA_SETS=%s: want a count in 2..%d",
-                         rank, getenv("BK_CUDA_SETS"), BK_MAX_SETS);
-            goto out;
-        }
-        ctx->max_sets = (int)v;
-    }
-    if (getenv("BK_CUDA_SETTLE")) {
-        char *end = NULL;
-        long v = strtol(getenv("BK_CUDA_SETTLE"), &end, 10);
-        if (!end || *end || end == getenv("BK_CUDA_SETTLE") || v < 0 || v > BK_MAX_SETTLE) {
-            st = BK_FAIL(err, BK_ERR_INPUT, "rank %d: BK_CUDA_SETTLE=%s: want a count of "
-                         "batches in 0..%d", rank, getenv("BK_CUDA_SETTLE"), BK_MAX_SETTLE);
-            goto out;
-        }
-        ctx->settle = (int)v;
-    }
+    BK_TRY(env_count("BK_CUDA_SETS", rank, 2, BK_MAX_SETS, "a count", &ctx->max_sets, err));
+    BK_TRY(env_count("BK_CUDA_SETTLE", rank, 0, BK_MAX_SETTLE, "a count of batches",
+                     &ctx->settle, err));
     BK_TRY(env_flag("BK_CUDA_SPREAD", rank, &ctx->spread, err));
     BK_TRY(env_flag("BK_CUDA_FLUSH", rank, &flush, err));
     BK_TRY(env_flag("BK_CUDA_FRESH_GRAPHS", rank, &ctx->fresh_graphs, err));

@@ -226,8 +226,9 @@ static void test_engine_nccl_world1(void **state)
 }
 
 /* The engine's own settings are checked when it opens: a bad value is refused naming the
- * variable, before any shape runs; good values are taken and show in its settings. In a child process: the parent must not create a CUDA
- * context before the lane tests fork theirs. */
+ * variable, before any shape runs; good values are taken and show in its settings. In a
+ * child process: the parent must not create a CUDA context before the lane tests fork
+ * theirs. */
 static void test_engine_env_refused(void **state)
 {
     (void)state;
@@ -305,9 +306,8 @@ static void test_engine_packed_sets_flushed(void **state)
 /* The other graph-mode tests run the default: 32 untimed settle batches of 64 steps, then
  * the timed ones, the graphs of every batch after the first captured anew (so their barrier
  * flags and NCCL's work are recaptured each time, the same number of steps on every rank).
- * This one replays the first graphs throughout
- * (BK_CUDA_FRESH_GRAPHS=0), two ranks of the IPC one-shot: every sample, and the audit's
- * outputs within tolerance of the reference. */
+ * This one replays the first graphs throughout (BK_CUDA_FRESH_GRAPHS=0), two ranks of the
+ * IPC one-shot: every sample, and the audit's outputs within tolerance of the reference. */
 static void test_engine_same_graphs_world2(void **state)
 {
     (void)state;
