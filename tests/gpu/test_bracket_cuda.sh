@@ -36,7 +36,8 @@ if int(sys.argv[2]) == 1:
 # every engine reports the settings it timed with (defaults unless this run's environment set them)
 import os
 want = ["fresh_graphs=%s" % os.environ.get("BK_CUDA_FRESH_GRAPHS", "1"),
-        "settle=%s" % os.environ.get("BK_CUDA_SETTLE", "32")]
+        "settle=%s" % os.environ.get("BK_CUDA_SETTLE", "32"),
+        "NCCL_NVLS_ENABLE=0"]  # the engine sets it itself and describes itself at its end
 for a in r["arms"]:
     for p in a["processes"]:
         assert all(w in p["engine_settings"].split() for w in want), (want, p)
