@@ -52,6 +52,30 @@ void bk_shm_name(const char *run_id, const char *arm, int rank, char name_out[BK
  * unlink its own; the agent that spawned it calls this after it exits). Absent is BK_OK. */
 bk_status bk_shm_unlink_name(const char *name, bk_err *err);
 
+/* ---- Where a lane's ranks are ----
+ * Peer memory (the cpu backend's shared memory, CUDA IPC) needs every rank of a lane on
+ * one host, and NCCL needs one GPU per rank. Every rank's blob carries its node (and, on
+ * the cuda backend, its GPU's PCI bus id); bk_lane_where tells from them what the lane can
+ * do. PCI bus ids repeat across identical hosts, so a bus id alone never says "same GPU". */
+
+#define BK_NODE_LEN 200 /* "hostname boot BOOT_ID", NUL included */
+#define BK_BUS_LEN 32
+
+/* This process's node: its hostname and, where Linux gives one, its boot id (the pair
+ * the topology tells hosts apart by). */
+void bk_node_self(char node[BK_NODE_LEN]);
+
+typedef struct bk_lane_where_t {
+    int other;          /* the first rank on another node than `rank`'s, -1: one node */
+    int pair_a, pair_b; /* the first two ranks (a < b) on one node with one bus id, or -1 */
+} bk_lane_where_t;
+
+/* From every rank's node (and bus id; buses NULL: not asked), what rank `rank` sees. Every
+ * string NUL-terminated within its length. Ranks of a lane that spans nodes all see
+ * other >= 0 (each has a peer elsewhere), so they agree that peer memory is out. */
+void bk_lane_where(const char (*nodes)[BK_NODE_LEN], const char (*buses)[BK_BUS_LEN],
+                   int world, int rank, bk_lane_where_t *out);
+
 /* ---- Rendezvous client (ZeroMQ, wire format of runner/wire.h) ---- */
 
 #define BK_BLOB_MAX 4096

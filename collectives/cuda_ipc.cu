@@ -11,15 +11,19 @@
 #include "collectives/cuda_ipc_dev.cuh"
 #include "collectives/cuda_try.h"
 #include "collectives/cuda_nccl.h"
+extern "C" {
+#include "collectives/collectives.h"
+}
 
 #define BK_IPC_MAGIC 0x626b6970u /* "bkip" */
-#define BK_IPC_VERSION 1u
+#define BK_IPC_VERSION 2u /* 2: the node */
 
 /* What one rank tells its peers (the rendezvous blob). */
 typedef struct bk__ipc_blob {
     uint32_t magic, version;
     int32_t rank, world, device, pid;
-    char bus[32];
+    char node[BK_NODE_LEN]; /* bk_node_self: peer memory needs one node */
+    char bus[BK_BUS_LEN];
     uint64_t bytes;
     int32_t grid;
     int32_t has_id;
@@ -32,7 +36,8 @@ typedef struct bk__ipc_owner {
     void *opened[BK_IPC_MAX_WORLD];  /* peers' allocations we opened */
     int *fault_host;                 /* host side of dev.fault */
     unsigned char nccl_id[BK_NCCL_ID_BYTES];
-    char bus[BK_IPC_MAX_WORLD][32];
+    char node[BK_IPC_MAX_WORLD][BK_NODE_LEN];
+    char bus[BK_IPC_MAX_WORLD][BK_BUS_LEN];
     double timeout_s;
 } bk__ipc_owner;
 
@@ -119,6 +124,7 @@ extern "C" bk_status bk_cuda_comm_create(int rank, int world, int device, size_t
     b->world = world;
     b->device = device;
     b->pid = (int32_t)getpid();
+    bk_node_self(b->node);
     memcpy(b->bus, o->bus[rank], sizeof(b->bus));
     b->bytes = peer_bytes;
     b->grid = c->grid;
@@ -149,6 +155,9 @@ static bk_status check_blob(const bk_cuda_comm *c, const void *blob, size_t len,
         return BK_FAIL(err, BK_ERR_PEER, "cuda comm: rank %d has %llu peer bytes and grid %d, "
                        "we have %zu and %d (all ranks must match)", r,
                        (unsigned long long)b->bytes, b->grid, c->dev.bytes, c->grid);
+    if (!memchr(b->node, 0, sizeof(b->node)) || !memchr(b->bus, 0, sizeof(b->bus)))
+        return BK_FAIL(err, BK_ERR_PEER, "cuda comm: rank %d's blob has an unterminated node "
+                       "or bus id", r);
     if (r == 0 && !b->has_id)
         return BK_FAIL(err, BK_ERR_PEER, "cuda comm: rank 0's blob has no NCCL id");
     return BK_OK;
@@ -159,20 +168,24 @@ extern "C" bk_status bk_cuda_comm_connect(bk_cuda_comm *c, const void *const *bl
 {
     bk_status st = BK_OK;
     bk__ipc_owner *o = (bk__ipc_owner *)c->owner;
-    int shared_gpu = -1, unmapped = -1;
+    int unmapped = -1;
     char cuda_why[160] = "";
+    bk_lane_where_t where;
     for (int r = 0; r < c->world; r++)
         BK_TRY(check_blob(c, blobs[r], lens[r], r, err));
     BK_CUDA_TRY(cudaSetDevice(c->device));
     for (int r = 0; r < c->world; r++) {
         const bk__ipc_blob *b = (const bk__ipc_blob *)blobs[r];
-        memcpy(o->bus[r], b->bus, sizeof(o->bus[r]));
-        o->bus[r][sizeof(o->bus[r]) - 1] = 0;
-        for (int q = 0; q < r; q++)
-            if (shared_gpu < 0 && strcmp(o->bus[q], o->bus[r]) == 0)
-                shared_gpu = q * BK_IPC_MAX_WORLD + r;
+        bk_strlcpy(o->node[r], b->node, sizeof(o->node[r]));
+        bk_strlcpy(o->bus[r], b->bus, sizeof(o->bus[r]));
+    }
+    bk_lane_where((const char(*)[BK_NODE_LEN])o->node, (const char(*)[BK_BUS_LEN])o->bus,
+                  c->world, c->rank, &where);
+    /* A handle from another node is never opened: it names memory there. */
+    for (int r = 0; where.other < 0 && r < c->world; r++) {
         if (r == c->rank)
             continue;
+        const bk__ipc_blob *b = (const bk__ipc_blob *)blobs[r];
         void *p = NULL;
         cudaError_t e = cudaIpcOpenMemHandle(&p, b->handle, cudaIpcMemLazyEnablePeerAccess);
         if (e != cudaSuccess) {
@@ -187,16 +200,19 @@ extern "C" bk_status bk_cuda_comm_connect(bk_cuda_comm *c, const void *const *bl
         c->dev.flags[r] = (uint32_t *)p;
         c->dev.data[r] = (char *)p + BK_IPC_FLAG_BYTES;
     }
-    c->have_p2p = unmapped < 0;
-    if (!c->have_p2p)
+    c->have_p2p = where.other < 0 && unmapped < 0;
+    if (where.other >= 0)
+        snprintf(c->p2p_why, sizeof(c->p2p_why), "rank %d is on %s, rank %d on %s (CUDA IPC "
+                 "needs the lane on one host)", c->rank, o->node[c->rank], where.other,
+                 o->node[where.other]);
+    else if (unmapped >= 0)
         snprintf(c->p2p_why, sizeof(c->p2p_why), "rank %d (GPU %s) cannot map rank %d's "
                  "memory (GPU %s): %s", c->rank, o->bus[c->rank], unmapped, o->bus[unmapped],
                  cuda_why);
     memcpy(o->nccl_id, ((const bk__ipc_blob *)blobs[0])->nccl_id, BK_NCCL_ID_BYTES);
-    if (shared_gpu >= 0) {
+    if (where.pair_a >= 0) {
         snprintf(c->nccl_why, sizeof(c->nccl_why), "ranks %d and %d share GPU %s (NCCL needs "
-                 "one GPU per rank)", shared_gpu / BK_IPC_MAX_WORLD,
-                 shared_gpu % BK_IPC_MAX_WORLD, o->bus[shared_gpu % BK_IPC_MAX_WORLD]);
+                 "one GPU per rank)", where.pair_a, where.pair_b, o->bus[where.pair_b]);
     } else {
         BK_TRY(bk__nccl_init(c->rank, c->world, o->nccl_id, timeout_s, &c->nccl, err));
     }

@@ -49,7 +49,7 @@ typedef struct bk_cuda_comm {
     int sms;                 /* multiprocessors of our device */
     bk_ipc_dev dev;          /* peer memory (always created) */
     int have_p2p;            /* every peer's payload is mapped */
-    char p2p_why[256];       /* why not, when have_p2p == 0 */
+    char p2p_why[512];       /* why not, when have_p2p == 0 */
     void *nccl;              /* ncclComm_t, NULL when unavailable */
     char nccl_why[256];      /* why not, when nccl == NULL */
     void *owner;             /* private state (allocation, mapped handles) */
@@ -67,7 +67,8 @@ bk_status bk_cuda_comm_create(int rank, int world, int device, size_t peer_bytes
 /* Map every peer from its blob (blobs[r] is rank r's, lens[r] its length) and
  * bring up NCCL unless ranks share a GPU (NCCL refuses that; comm->nccl stays
  * NULL and nccl_why says so). NCCL init is non-blocking and bounded by
- * timeout_s. A peer whose memory cannot be mapped leaves have_p2p = 0. */
+ * timeout_s. A peer whose memory cannot be mapped leaves have_p2p = 0, and so does a lane
+ * over several hosts (no handle from another host is opened; NCCL still runs there). */
 bk_status bk_cuda_comm_connect(bk_cuda_comm *comm, const void *const *blobs,
                                const size_t *lens, double timeout_s, bk_err *err);
 

@@ -49,15 +49,19 @@ static bk_status cpu_open(bk_backend_ctx **out, int rank, int world, int device,
     return BK_OK;
 }
 
+/* The blob: our segment's name, then our node (bk_node_self), each NUL-terminated. */
 static bk_status cpu_comm_create(bk_backend_ctx *c, const char *run_id, const char *arm,
                                  size_t peer_bytes, void *blob, size_t *blob_len, bk_err *err)
 {
-    char name[BK_SHM_NAME_LEN];
+    char name[BK_SHM_NAME_LEN], node[BK_NODE_LEN];
     bk_status st = bk_shm_create(run_id, arm, c->rank, c->world, peer_bytes, &c->shm, name, err);
     if (st != BK_OK)
         return st;
-    *blob_len = strlen(name) + 1;
-    memcpy(blob, name, *blob_len);
+    bk_node_self(node);
+    size_t n = strlen(name) + 1, m = strlen(node) + 1;
+    memcpy(blob, name, n);
+    memcpy((char *)blob + n, node, m);
+    *blob_len = n + m;
     return BK_OK;
 }
 
@@ -65,19 +69,37 @@ static bk_status cpu_comm_connect(bk_backend_ctx *c, unsigned char (*blobs)[BK_B
                                   const size_t *lens, double timeout_s, bk_err *err)
 {
     const char **names = calloc((size_t)c->world, sizeof *names);
-    if (!names)
-        return BK_FAIL(err, BK_ERR_SYSTEM, "cpu backend: out of memory");
+    char(*nodes)[BK_NODE_LEN] = calloc((size_t)c->world, sizeof *nodes);
     bk_status st = BK_OK;
+    if (!names || !nodes) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "cpu backend: out of memory");
+        goto out;
+    }
     for (int r = 0; r < c->world; r++) {
-        if (lens[r] == 0 || lens[r] > BK_SHM_NAME_LEN || blobs[r][lens[r] - 1] != '\0') {
-            st = BK_FAIL(err, BK_ERR_PEER, "cpu backend: rank %d sent a malformed segment name", r);
+        const char *b = (const char *)blobs[r];
+        size_t n = lens[r] && lens[r] <= BK_BLOB_MAX ? strnlen(b, lens[r]) + 1 : 0;
+        if (n < 2 || n > BK_SHM_NAME_LEN || n >= lens[r] || b[lens[r] - 1] != '\0' ||
+            lens[r] - n > BK_NODE_LEN || strlen(b + n) + 1 != lens[r] - n) {
+            st = BK_FAIL(err, BK_ERR_PEER, "cpu backend: rank %d sent a malformed blob (%zu "
+                         "bytes; want a segment name and a node, each NUL-terminated)", r,
+                         lens[r]);
             goto out;
         }
-        names[r] = (const char *)blobs[r];
+        names[r] = b;
+        memcpy(nodes[r], b + n, lens[r] - n);
+    }
+    bk_lane_where_t where;
+    bk_lane_where((const char(*)[BK_NODE_LEN])nodes, NULL, c->world, c->rank, &where);
+    if (where.other >= 0) {
+        st = BK_FAIL(err, BK_ERR_UNSUPPORTED, "cpu backend: rank %d is on %s, rank %d on %s; "
+                     "its shared memory needs every rank of a lane on one host", c->rank,
+                     nodes[c->rank], where.other, nodes[where.other]);
+        goto out;
     }
     st = bk_shm_connect(c->shm, names, timeout_s, err);
 out:
     free(names);
+    free(nodes);
     return st;
 }
 
