@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Garbage bytes at the coordinator's tcp endpoints while the arms run (a port scanner, a
 # stranger speaking another protocol): ignored and counted, every sample still arrives, the
-# run ends with the verdict its samples give (a 3x slower candidate: FAIL).
+# run ends with the verdict its samples give (a 3x slower candidate: FAIL on a quiet machine;
+# under outside CPU load B' once ran 16x slower than B and the verdict was NO_DECISION, so
+# the verdict is checked against the record's own numbers; test_slowed.sh keeps the fixed FAIL).
 . "$(dirname "$0")/fault_lib.sh"
 set -e
 # a free pair of ports on loopback
@@ -38,7 +40,7 @@ for q in (port, port + 1):
         s.close()
 PY
 it_wait
-expect_verdict FAIL 3
+expect_verdict_from_record
 python3 - "$RECORD" <<'PY' || fail "garbage not ignored and counted"
 import json, sys
 r = json.load(open(sys.argv[1]))
