@@ -76,6 +76,39 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* One environment entry as a word: NAME=value as it is, or NAME="value" when the value has a
+ * blank, a quote, a backslash or a control character (quote and backslash escaped with a
+ * backslash, control characters as \xHH), so words split on blanks stay whole. Returns the
+ * length written to out (capacity 4 strlen(entry) + 3). */
+static size_t env_word(const char *entry, char *out)
+{
+    const char *eq = strchr(entry, '=');
+    const char *val = eq ? eq + 1 : entry + strlen(entry);
+    int plain = 1;
+    for (const unsigned char *p = (const unsigned char *)val; *p && plain; p++)
+        plain = *p > ' ' && *p != '"' && *p != '\\' && *p != 0x7f;
+    if (plain || !eq) {
+        strcpy(out, entry);
+        return strlen(entry);
+    }
+    size_t n = (size_t)(val - entry);
+    memcpy(out, entry, n);
+    out[n++] = '"';
+    for (const unsigned char *p = (const unsigned char *)val; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            out[n++] = '\\';
+            out[n++] = (char)*p;
+        } else if (*p < ' ' || *p == 0x7f) {
+            n += (size_t)sprintf(out + n, "\\x%02x", *p);
+        } else {
+            out[n++] = (char)*p;
+        }
+    }
+    out[n++] = '"';
+    out[n] = '\0';
+    return n;
+}
+
 int bk_env_words(const char *prefix, char *buf, size_t len)
 {
     extern char **environ;
@@ -96,14 +129,17 @@ int bk_env_words(const char *prefix, char *buf, size_t len)
     if (k > 1)
         qsort(v, k, sizeof *v, cmp_str);
     for (size_t i = 0; i < k; i++) {
-        size_t w = strlen(v[i]) + 1;
-        if (used + w + room >= len) {
+        char *word = malloc(4 * strlen(v[i]) + 3);
+        size_t w = word ? env_word(v[i], word) + 1 : (size_t)-1 / 2;
+        if (!word || used + w + room >= len) {
             left++;
+            free(word);
             continue;
         }
         buf[used] = ' ';
-        memcpy(buf + used + 1, v[i], w); /* with its NUL */
+        memcpy(buf + used + 1, word, w); /* with its NUL */
         used += w;
+        free(word);
     }
     free(v);
     if (left && used + room < len)

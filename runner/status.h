@@ -59,7 +59,9 @@ void bk_sleep_ns(uint64_t ns);
 int bk_strlcpy(char *dst, const char *src, size_t dst_size);
 
 /* Append " NAME=value" to the NUL-terminated buf (capacity len) for every environment
- * variable whose name starts with prefix, in name order. Entries that do not fit whole are
+ * variable whose name starts with prefix, in name order; a value with a blank, a quote, a
+ * backslash or a control character is written NAME="value" (\" \\ and \xHH inside), so the
+ * words split on blanks stay whole. Entries that do not fit whole are
  * left out and counted at the end as " +N more" (room for it is kept). Returns the number
  * left out. */
 int bk_env_words(const char *prefix, char *buf, size_t len);

@@ -55,6 +55,17 @@ static void test_env_words(void **state)
     char small[40] = "gate=1";
     assert_int_equal(bk_env_words("BKTEST_", small, sizeof small), 1);
     assert_string_equal(small, "gate=1 BKTEST_A=one +1 more");
+    /* values that would split into several words, or carry quotes, come quoted */
+    char q[128] = "";
+    setenv("BKTEST_A", "a b", 1);
+    setenv("BKTEST_B", "say \"hi\"\\", 1);
+    setenv("BKTEST_D", "tab\there", 1);
+    setenv("BKTEST_E", "", 1);
+    assert_int_equal(bk_env_words("BKTEST_", q, sizeof q), 0);
+    assert_string_equal(q, " BKTEST_A=\"a b\" BKTEST_B=\"say \\\"hi\\\"\\\\\" "
+                           "BKTEST_D=\"tab\\x09here\" BKTEST_E=");
+    unsetenv("BKTEST_D");
+    unsetenv("BKTEST_E");
     char none[16] = "x";
     assert_int_equal(bk_env_words("BKTEST_NOPE", none, sizeof none), 0);
     assert_string_equal(none, "x");
