@@ -202,6 +202,24 @@ static bk_status check_input(const bk_score_input *in, bk_err *err)
     if (in->resamples < 1)
         return BK_FAIL(err, BK_ERR_INPUT, "score: bootstrap resamples %d (need >= 1)",
                        in->resamples);
+    for (int a = 0; a < BK_NARMS; a++) {
+        const bk_score_arm *arm = &in->arms[a];
+        const int k = arm->rounds > 1 ? arm->rounds : 1;
+        if (arm->rounds < 0 || arm->rounds > BK_MAX_ROUNDS)
+            return BK_FAIL(err, BK_ERR_INPUT, "score: arm %s has %d rounds (0..%d)",
+                           bk_arm_name(a), arm->rounds, BK_MAX_ROUNDS);
+        for (int s = 0; arm->present && !arm->failed && s < in->nshapes; s++)
+            if (arm->n[s] % (size_t)k != 0)
+                return BK_FAIL(err, BK_ERR_INPUT, "score: arm %s shape %d has %zu samples, "
+                               "not %d rounds of one length", bk_arm_name(a), s, arm->n[s], k);
+    }
+    {
+        const int kb = in->arms[BK_ARM_B].rounds > 1 ? in->arms[BK_ARM_B].rounds : 1;
+        const int kp = in->arms[BK_ARM_BP].rounds > 1 ? in->arms[BK_ARM_BP].rounds : 1;
+        if (in->arms[BK_ARM_B].present && in->arms[BK_ARM_BP].present && kb != kp)
+            return BK_FAIL(err, BK_ERR_INPUT, "score: arms B and B' have %d and %d rounds "
+                           "(pooled round by round, they must match)", kb, kp);
+    }
     for (int a = 0; a < BK_NARMS; a++)
         for (int s = 0; s < in->nshapes; s++)
             if (in->arms[a].present && in->arms[a].n[s] > 0 && !in->arms[a].cp[s])
@@ -268,25 +286,48 @@ static const char *arm_problem(const bk_score_input *in, int a, char *buf, size_
  *
  * Draw order (the reproducibility contract): one RNG seeded with `seed`; for
  * each replicate, for each sample set in the order B, C, B', B+B' that can be
- * costed, for each shape in order, one Beta draw (X ~ Gamma(m) then Y ~
- * Gamma(n-m+1)). The baseline choice does not change the draws. */
+ * costed, for each shape in order, for each round in order (one round: as
+ * before rounds existed), one Beta draw (X ~ Gamma(m) then Y ~ Gamma(n-m+1)).
+ * The baseline choice does not change the draws. Rounds resample iterations
+ * within each round; the rounds themselves are not resampled. */
 typedef struct sample {
-    const uint64_t *v; /* sorted ascending */
+    const uint64_t *v; /* k rounds of n / k values, each sorted ascending */
     size_t n;
+    int k;             /* rounds, >= 1 */
 } sample;
+
+/* One bootstrap draw of a sorted round's lower median (above). */
+static uint64_t draw_median(bk_rng *rng, const uint64_t *v, size_t n)
+{
+    size_t m = (n - 1) / 2 + 1;
+    double u = bk_rng_beta(rng, (double)m, (double)(n - m + 1));
+    size_t idx = (size_t)((double)n * u); /* u in [0, 1]: truncation is floor */
+    if (idx > n - 1)
+        idx = n - 1;
+    return v[idx];
+}
+
+/* A shape's statistic: one round's lower median, or the mean of its rounds' (each round
+ * in fresh processes, so their offsets average out; one Beta draw per round, in round
+ * order, when drawing). One round is computed exactly as before rounds existed. */
+static double shape_stat(bk_rng *rng, const sample *x)
+{
+    if (x->k == 1)
+        return (double)(rng ? draw_median(rng, x->v, x->n) : bk_lower_median(x->v, x->n));
+    const size_t len = x->n / (size_t)x->k;
+    double sum = 0.0;
+    for (int j = 0; j < x->k; j++) {
+        const uint64_t *v = x->v + (size_t)j * len;
+        sum += (double)(rng ? draw_median(rng, v, len) : bk_lower_median(v, len));
+    }
+    return sum / x->k;
+}
 
 static double draw_cost(bk_rng *rng, const sample *smp, const double *w, int nshapes)
 {
     double cost = 0.0;
-    for (int s = 0; s < nshapes; s++) {
-        size_t n = smp[s].n;
-        size_t m = (n - 1) / 2 + 1;
-        double u = bk_rng_beta(rng, (double)m, (double)(n - m + 1));
-        size_t idx = (size_t)((double)n * u); /* u in [0, 1]: truncation is floor */
-        if (idx > n - 1)
-            idx = n - 1;
-        cost += w[s] * (double)smp[s].v[idx];
-    }
+    for (int s = 0; s < nshapes; s++)
+        cost += w[s] * shape_stat(rng, &smp[s]);
     return cost;
 }
 
@@ -294,7 +335,7 @@ static double point_cost(const sample *smp, const double *w, int nshapes)
 {
     double cost = 0.0;
     for (int s = 0; s < nshapes; s++)
-        cost += w[s] * (double)bk_lower_median(smp[s].v, smp[s].n);
+        cost += w[s] * shape_stat(NULL, &smp[s]);
     return cost;
 }
 
@@ -404,15 +445,17 @@ bk_status bk_score_compute(const bk_score_input *in, bk_score *out, bk_score_tim
             continue;
         if (arm_problem(in, a, problem[a], sizeof problem[a]))
             continue;
+        const int k = in->arms[a].rounds > 1 ? in->arms[a].rounds : 1;
         for (int s = 0; s < ns; s++) {
-            size_t n = in->arms[a].n[s];
+            size_t n = in->arms[a].n[s], len = n / (size_t)k;
             if (!(buf[a][s] = malloc(n * sizeof **buf))) {
                 st = BK_FAIL(err, BK_ERR_SYSTEM, "score: out of memory for %zu samples", n);
                 goto out;
             }
             memcpy(buf[a][s], in->arms[a].cp[s], n * sizeof **buf);
-            BK_TRY(bk_sort_u64(buf[a][s], n, err));
-            smp[a][s] = (sample){ buf[a][s], n };
+            for (int j = 0; j < k; j++)
+                BK_TRY(bk_sort_u64(buf[a][s] + (size_t)j * len, len, err));
+            smp[a][s] = (sample){ buf[a][s], n, k };
         }
         cost[a] = point_cost(smp[a], w, ns);
         if (!(cost[a] > 0.0)) {
@@ -424,13 +467,21 @@ bk_status bk_score_compute(const bk_score_input *in, bk_score *out, bk_score_tim
     }
     have[POOL] = !in->bc_only && have[BK_ARM_B] && have[BK_ARM_BP];
     for (int s = 0; have[POOL] && s < ns; s++) {
-        size_t n = smp[BK_ARM_B][s].n + smp[BK_ARM_BP][s].n;
+        /* round j of the pool: round j of B merged with round j of B' */
+        const sample *b = &smp[BK_ARM_B][s], *bp = &smp[BK_ARM_BP][s];
+        const int k = b->k;
+        const size_t lb = b->n / (size_t)k, lp = bp->n / (size_t)k;
+        size_t n = b->n + bp->n;
         if (!(buf[POOL][s] = malloc(n * sizeof **buf))) {
             st = BK_FAIL(err, BK_ERR_SYSTEM, "score: out of memory for %zu samples", n);
             goto out;
         }
-        merge(&smp[BK_ARM_B][s], &smp[BK_ARM_BP][s], buf[POOL][s]);
-        smp[POOL][s] = (sample){ buf[POOL][s], n };
+        for (int j = 0; j < k; j++) {
+            const sample rb = { b->v + (size_t)j * lb, lb, 1 };
+            const sample rp = { bp->v + (size_t)j * lp, lp, 1 };
+            merge(&rb, &rp, buf[POOL][s] + (size_t)j * (lb + lp));
+        }
+        smp[POOL][s] = (sample){ buf[POOL][s], n, k };
     }
     if (have[POOL])
         cost[POOL] = point_cost(smp[POOL], w, ns);
@@ -476,7 +527,7 @@ bk_status bk_score_compute(const bk_score_input *in, bk_score *out, bk_score_tim
         sum->cost_ns = cost[a];
         for (int s = 0; s < ns; s++) {
             sum->n[s] = smp[a][s].n;
-            sum->median_ns[s] = (double)bk_lower_median(smp[a][s].v, smp[a][s].n);
+            sum->median_ns[s] = shape_stat(NULL, &smp[a][s]);
         }
     }
     if (base >= 0) {

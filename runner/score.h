@@ -50,10 +50,18 @@ bk_status bk_critical_path(const uint64_t *const *ranks, const size_t *counts, i
 
 /* ---- the scorer ---- */
 
+/* The most rounds an arm may have (plan protocol.repeats). */
+#define BK_MAX_ROUNDS 16
+
 /* One timed arm. cp[s] (borrowed, not modified) holds n[s] critical-path
- * times in ns for shape s, in iteration order. */
+ * times in ns for shape s, in iteration order. With rounds R > 1 (the arm ran R
+ * times, each in fresh processes: protocol.repeats) cp[s] is the R rounds one
+ * after another, n[s] / R iterations each; the arm's statistic for a shape is
+ * then the mean of its rounds' lower medians, and the pooled baseline B+B' pairs
+ * round k of B with round k of B'. 0 or 1: one round. */
 typedef struct bk_score_arm {
     int present;                       /* the arm ran (or should be scored) */
+    int rounds;                        /* 0 or 1: one; up to BK_MAX_ROUNDS */
     int failed;                        /* crashed, timed out, ranks missing */
     char reason[BK_SCORE_REASON_LEN];  /* why it failed, e.g. "rank 1 timed out" */
     const uint64_t *cp[BK_MAX_SHAPES];
@@ -86,8 +94,8 @@ void bk_score_input_from_plan(bk_score_input *in, const bk_plan *plan);
 
 typedef struct bk_arm_summary {
     int scored;                         /* costed (present, not failed, samples) */
-    size_t n[BK_MAX_SHAPES];            /* iterations per shape */
-    double median_ns[BK_MAX_SHAPES];    /* lower median per shape */
+    size_t n[BK_MAX_SHAPES];            /* iterations per shape (all rounds) */
+    double median_ns[BK_MAX_SHAPES];    /* lower median per shape (rounds: their mean) */
     double cost_ns;                     /* sum_s weight_s * median_s */
     double cost_lo_ns, cost_hi_ns;      /* bootstrap percentile interval */
 } bk_arm_summary;

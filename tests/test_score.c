@@ -500,6 +500,123 @@ static void test_rng(void **state)
     assert_true(isnan(bk_rng_gamma(&a, 0.0)) && isnan(bk_rng_beta(&a, -1.0, 1.0)));
 }
 
+/* ---- rounds (protocol.repeats): each round in fresh processes ---- */
+
+/* An arm of 2 rounds: a shape's statistic is the mean of its rounds' lower medians; the
+ * pooled baseline merges round k of B with round k of B', then takes the same mean. */
+static void test_rounds_by_hand(void **state)
+{
+    (void)state;
+    bk_score_input in;
+    bk_score_input_init(&in);
+    in.nshapes = 2;
+    in.weights[0] = 0.25;
+    in.weights[1] = 0.75;
+    in.quality = BK_QUALITY_PASS;
+    in.drift_limit = 10.0;
+    /* B shape 0: rounds {40,10,30} -> 30 and {5,7,6} -> 6: 18; shape 1: {100,300} -> 100,
+     * {200,400} -> 200: 150 */
+    uint64_t b0[] = { 40, 10, 30, 5, 7, 6 }, b1[] = { 100, 300, 200, 400 };
+    /* C: {10} and {20}: 15; {100} and {120}: 110 */
+    uint64_t c0[] = { 10, 20 }, c1[] = { 100, 120 };
+    /* B': {50,50,50} and {8,8,8}: 29; {250,150} -> 150 and {500,100} -> 100: 125 */
+    uint64_t p0[] = { 50, 50, 50, 8, 8, 8 }, p1[] = { 250, 150, 500, 100 };
+    in.arms[BK_ARM_B] = (bk_score_arm){ .present = 1, .rounds = 2, .cp = { b0, b1 }, .n = { 6, 4 } };
+    in.arms[BK_ARM_C] = (bk_score_arm){ .present = 1, .rounds = 2, .cp = { c0, c1 }, .n = { 2, 2 } };
+    in.arms[BK_ARM_BP] = (bk_score_arm){ .present = 1, .rounds = 2, .cp = { p0, p1 }, .n = { 6, 4 } };
+    bk_score out = score_ok(&in);
+    assert_true(out.arms[BK_ARM_B].cost_ns == 0.25 * 18 + 0.75 * 150);
+    assert_true(out.arms[BK_ARM_B].median_ns[0] == 18.0);
+    assert_int_equal(out.arms[BK_ARM_B].n[0], 6);
+    assert_true(out.arms[BK_ARM_C].cost_ns == 0.25 * 15 + 0.75 * 110);
+    assert_true(out.arms[BK_ARM_BP].cost_ns == 0.25 * 29 + 0.75 * 125);
+    /* pool, shape 0: round 0 {10,30,40,50,50,50} -> 40, round 1 {5,6,7,8,8,8} -> 7: 23.5;
+     * shape 1: {100,150,250,300} -> 150, {100,200,400,500} -> 200: 175 */
+    assert_string_equal(out.baseline, "B+B'");
+    assert_true(out.base_cost_ns == 0.25 * 23.5 + 0.75 * 175);
+    assert_true(out.drift == (0.25 * 29 + 0.75 * 125) / (0.25 * 18 + 0.75 * 150) - 1.0);
+    /* the interval is drawn round by round, reproducibly */
+    bk_score again = score_ok(&in);
+    assert_memory_equal(&out.speedup_lo, &again.speedup_lo, sizeof out.speedup_lo);
+    assert_memory_equal(&out.speedup_hi, &again.speedup_hi, sizeof out.speedup_hi);
+}
+
+/* rounds 0 and 1 are both one round, scored exactly as before rounds existed */
+static void test_one_round_unchanged(void **state)
+{
+    (void)state;
+    bk_score_input in;
+    bracket(&in, 990, 1003, 31);
+    bk_score a = score_ok(&in);
+    for (int k = 0; k < BK_NARMS; k++)
+        in.arms[k].rounds = 1;
+    bk_score b = score_ok(&in);
+    assert_memory_equal(&a, &b, sizeof a);
+}
+
+/* Per-round offsets (a process's own speed) average out over rounds: B and B' of 4 rounds
+ * whose offsets are +-1.5% in different orders agree within the rounds' noise, while their
+ * first rounds alone disagree by 3%. */
+static void test_rounds_average_offsets(void **state)
+{
+    (void)state;
+    bk_rng rng;
+    bk_rng_seed(&rng, 77);
+    const double off_b[4] = { 1.015, 0.985, 1.015, 0.985 }, off_p[4] = { 0.985, 1.015, 0.985, 1.015 };
+    bk_score_input in;
+    bk_score_input_init(&in);
+    in.nshapes = 1;
+    in.weights[0] = 1.0;
+    in.quality = BK_QUALITY_PASS;
+    in.drift_limit = 0.01;
+    in.drift_policy = BK_DRIFT_STRICT;
+    uint64_t *b = take(4 * 500), *p = take(4 * 500), *c = take(4 * 500);
+    for (int j = 0; j < 4; j++)
+        for (int i = 0; i < 500; i++) {
+            b[j * 500 + i] = (uint64_t)(off_b[j] * (990 + 20 * bk_rng_uniform(&rng)));
+            p[j * 500 + i] = (uint64_t)(off_p[j] * (990 + 20 * bk_rng_uniform(&rng)));
+            c[j * 500 + i] = (uint64_t)(990 + 20 * bk_rng_uniform(&rng));
+        }
+    in.arms[BK_ARM_B] = (bk_score_arm){ .present = 1, .rounds = 4, .cp = { b }, .n = { 2000 } };
+    in.arms[BK_ARM_C] = (bk_score_arm){ .present = 1, .rounds = 4, .cp = { c }, .n = { 2000 } };
+    in.arms[BK_ARM_BP] = (bk_score_arm){ .present = 1, .rounds = 4, .cp = { p }, .n = { 2000 } };
+    bk_score four = score_ok(&in);
+    assert_true(fabs(four.drift) < 0.002);
+    assert_false(four.drift_exceeded);
+    /* the first round of each alone: 3% apart, past the 1% limit */
+    for (int k = 0; k < BK_NARMS; k++) {
+        in.arms[k].rounds = 1;
+        in.arms[k].n[0] = 500;
+    }
+    bk_score one = score_ok(&in);
+    assert_true(one.drift < -0.025);
+    assert_true(one.drift_exceeded);
+    assert_int_equal(one.verdict, BK_VERDICT_NO_DECISION);
+}
+
+static void test_rounds_bad_input(void **state)
+{
+    (void)state;
+    bk_score_input in;
+    bk_score out;
+    bk_err err = { 0 };
+    bracket(&in, 990, 1000, 5); /* 400 samples a shape */
+    in.arms[BK_ARM_C].rounds = 3;
+    assert_int_equal(bk_score_compute(&in, &out, NULL, &err), BK_ERR_INPUT);
+    assert_has(err.msg, "arm C shape 0 has 400 samples, not 3 rounds of one length");
+    in.arms[BK_ARM_C].rounds = 2;
+    in.arms[BK_ARM_B].rounds = 2;
+    bk_err_clear(&err); /* an error keeps its first message */
+    assert_int_equal(bk_score_compute(&in, &out, NULL, &err), BK_ERR_INPUT);
+    assert_has(err.msg, "arms B and B' have 2 and 1 rounds");
+    in.arms[BK_ARM_BP].rounds = 2;
+    assert_int_equal(bk_score_compute(&in, &out, NULL, &err), BK_OK);
+    in.arms[BK_ARM_C].rounds = BK_MAX_ROUNDS + 1;
+    bk_err_clear(&err);
+    assert_int_equal(bk_score_compute(&in, &out, NULL, &err), BK_ERR_INPUT);
+    assert_has(err.msg, "arm C has 17 rounds (0..16)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -519,6 +636,10 @@ int main(void)
         cmocka_unit_test_teardown(test_median_draw_matches_resampling, free_pool),
         cmocka_unit_test_teardown(test_interval_coverage, free_pool),
         cmocka_unit_test_teardown(test_rng, free_pool),
+        cmocka_unit_test_teardown(test_rounds_by_hand, free_pool),
+        cmocka_unit_test_teardown(test_one_round_unchanged, free_pool),
+        cmocka_unit_test_teardown(test_rounds_average_offsets, free_pool),
+        cmocka_unit_test_teardown(test_rounds_bad_input, free_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
