@@ -72,6 +72,7 @@ typedef struct bk_plan {
         double drift_limit; /* >= 0 */
         bk_drift_policy drift_policy;
         int bootstrap_resamples;
+        int repeats;        /* 1..16: rounds of each timed arm, each in fresh processes */
     } protocol;
     struct {
         double rtol, atol;

@@ -34,7 +34,7 @@ static const char *const shape_keys[] = { "tokens", "hidden", "weight", "experts
                                           "intermediate", NULL };
 static const char *const protocol_keys[] = { "version", "confidence", "min_gain",
                                              "drift_limit", "drift_policy",
-                                             "bootstrap_resamples", NULL };
+                                             "bootstrap_resamples", "repeats", NULL };
 static const char *const quality_keys[] = { "rtol", "atol", NULL };
 static const char *const lanes_keys[] = { "policy", NULL };
 static const char *const timeouts_keys[] = { "arm_s", "rendezvous_s", NULL };
@@ -231,6 +231,8 @@ static bk_status check_protocol(const bk__chk *c, json_t *root, bk_plan *p)
     CK(bk__get_int(c, o, "protocol", "bootstrap_resamples", &(json_int_t){ 2000 }, 100, 1000000,
                    &i));
     p->protocol.bootstrap_resamples = (int)i;
+    CK(bk__get_int(c, o, "protocol", "repeats", &(json_int_t){ 1 }, 1, 16, &i));
+    p->protocol.repeats = (int)i;
     return BK_OK;
 }
 

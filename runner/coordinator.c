@@ -148,11 +148,28 @@ bk_status bk_coord_begin_arm(bk_coord *c, bk_arm_run *arm, bk_err *err)
     return BK_OK;
 }
 
+void bk_coord_end_arm(bk_coord *c)
+{
+    c->cur = NULL;
+}
+
+const char *bk_arm_round_name(int idx, int round, char buf[BK_ARM_LEN])
+{
+    if (idx < 0 || idx >= BK_ARM_NAMES)
+        return "?";
+    if (round <= 0)
+        return bk_arm_names[idx];
+    const unsigned k = (unsigned)(round + 1) % 100u; /* rounds <= 16 (BK_MAX_ROUNDS) */
+    snprintf(buf, BK_ARM_LEN, "%s#%u", bk_arm_names[idx], k);
+    return buf;
+}
+
 void bk_arm_free(bk_arm_run *arm, int nshapes, int noutputs)
 {
     if (!arm || !arm->r)
         return;
-    for (int r = 0; r < arm->world; r++) {
+    const int rounds = arm->rounds > 1 ? arm->rounds : 1;
+    for (int r = 0; r < rounds * arm->world; r++) {
         bk_rank_data *d = &arm->r[r];
         for (int s = 0; d->ns && s < nshapes; s++)
             free(d->ns[s]);

@@ -41,12 +41,13 @@ typedef struct bk_rank_data {
 
 typedef struct bk_arm_run {
     int idx;                 /* BK_ARM_IDX_* */
-    const char *name;
+    const char *name;        /* "B"...; a round's own name on the wire: bk_arm_round_name */
+    int rounds;              /* runs in fresh processes (protocol.repeats; audits: 1), 0 = 1 */
     char variant[128];
     int audit;
     int world;
     int *lane;               /* MPI rank of each lane rank */
-    bk_rank_data *r;         /* [world] */
+    bk_rank_data *r;         /* [rounds x world]: round k's lane rank i at k * world + i */
     int ran;                 /* the arm was started */
     int ok;
     char reason[1024];
@@ -73,8 +74,16 @@ const char *bk_coord_rendezvous_ep(const bk_coord *c);
 const char *bk_coord_samples_ep(const bk_coord *c);
 
 /* Make `arm` the arm whose messages are accepted (others are rejected as
- * WRONG_ARM and counted). Allocates its per-rank tables. */
+ * WRONG_ARM and counted). Allocates its per-rank tables (arm->r[0 .. world)). */
 bk_status bk_coord_begin_arm(bk_coord *c, bk_arm_run *arm, bk_err *err);
+/* No arm is current any more: every message is rejected as WRONG_ARM until the next
+ * bk_coord_begin_arm (the arm given there may go away). */
+void bk_coord_end_arm(bk_coord *c);
+
+/* The name round `round` (0-based) of arm `idx` goes by on the wire, in the engines'
+ * arguments and in shared-memory names: "B" for round 0 (so one round is as before
+ * rounds existed), "B#2", "B'#16"... after it. */
+const char *bk_arm_round_name(int idx, int round, char buf[BK_ARM_LEN]);
 
 /* Serve the sockets for up to timeout_ms: answer the rendezvous once every
  * lane rank said hello, store samples, tensors and statuses. Returns the
@@ -92,7 +101,7 @@ const bk_wire_stats *bk_coord_stats(const bk_coord *c);
 /* Close sockets and context, remove the private directory. */
 void bk_coord_close(bk_coord *c);
 
-/* Free an arm's tables. */
+/* Free an arm's tables (every round's). */
 void bk_arm_free(bk_arm_run *arm, int nshapes, int noutputs);
 
 #endif

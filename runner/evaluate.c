@@ -38,6 +38,8 @@ bk_status bk_run_evaluate(const bk_run *run, int bc_only, bk_score *out, bk_err 
             bk_strlcpy(sa->reason, a->reason[0] ? a->reason : "arm failed", sizeof sa->reason);
             continue;
         }
+        /* rounds one after another: round j's critical path at j * iters */
+        const int rounds = a->rounds > 1 ? a->rounds : 1;
         const uint64_t **ranks = calloc((size_t)a->world, sizeof *ranks);
         size_t *counts = calloc((size_t)a->world, sizeof *counts);
         if (!ranks || !counts) {
@@ -46,29 +48,42 @@ bk_status bk_run_evaluate(const bk_run *run, int bc_only, bk_score *out, bk_err 
             st = BK_FAIL(err, BK_ERR_SYSTEM, "evaluate: out of memory");
             goto out;
         }
+        sa->rounds = rounds;
         for (int s = 0; s < ns; s++) {
             size_t cap = (size_t)p->workload.iters;
-            for (int r = 0; r < a->world; r++) {
-                ranks[r] = a->r[r].ns ? a->r[r].ns[s] : NULL;
-                counts[r] = ranks[r] ? (a->r[r].ns_seen[s] < cap ? a->r[r].ns_seen[s] : cap) : 0;
-            }
-            bufs[k][s] = malloc(cap * sizeof(uint64_t));
+            bufs[k][s] = malloc((size_t)rounds * cap * sizeof(uint64_t));
             if (!bufs[k][s]) {
                 st = BK_FAIL(err, BK_ERR_SYSTEM, "evaluate: out of memory");
                 break;
             }
-            size_t n = 0;
-            int incomplete = 0;
-            st = bk_critical_path(ranks, counts, a->world, bufs[k][s], cap, &n, &incomplete, err);
+            sa->cp[s] = bufs[k][s];
+            sa->n[s] = 0;
+            for (int j = 0; j < rounds && st == BK_OK; j++) {
+                const bk_rank_data *d = a->r + (size_t)j * (size_t)a->world;
+                for (int r = 0; r < a->world; r++) {
+                    ranks[r] = d[r].ns ? d[r].ns[s] : NULL;
+                    counts[r] = ranks[r] ? (d[r].ns_seen[s] < cap ? d[r].ns_seen[s] : cap) : 0;
+                }
+                size_t n = 0;
+                int incomplete = 0;
+                st = bk_critical_path(ranks, counts, a->world, bufs[k][s] + sa->n[s], cap, &n,
+                                      &incomplete, err);
+                if (st != BK_OK)
+                    break;
+                sa->n[s] += n;
+                /* rounds are scored as equal lengths: each must be whole */
+                if (incomplete || n == 0 || (rounds > 1 && n != cap)) {
+                    sa->failed = 1;
+                    if (rounds > 1)
+                        snprintf(sa->reason, sizeof sa->reason, "arm %s round %d shape %d: "
+                                 "ranks' samples incomplete", a->name, j + 1, s);
+                    else
+                        snprintf(sa->reason, sizeof sa->reason, "arm %s shape %d: ranks' "
+                                 "samples incomplete", a->name, s);
+                }
+            }
             if (st != BK_OK)
                 break;
-            sa->cp[s] = bufs[k][s];
-            sa->n[s] = n;
-            if (incomplete || n == 0) {
-                sa->failed = 1;
-                snprintf(sa->reason, sizeof sa->reason, "arm %s shape %d: ranks' samples incomplete",
-                         a->name, s);
-            }
         }
         free(ranks);
         free(counts);

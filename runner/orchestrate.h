@@ -32,9 +32,9 @@ bk_status bk_run_arm(bk_run *run, bk_coord *c, const bk_agent_env *env, int idx,
  * sees one exit status from every rank). */
 void bk_run_finish_agents(int exit_status);
 
-/* Remove what a failed engine of (arm idx, lane rank) may have left (its
- * shared-memory segment). */
-void bk_cleanup_engine(const bk_agent_env *env, int arm_idx, int lane_rank);
+/* Remove what a failed engine of (arm round name, bk_arm_round_name; lane rank) may have
+ * left (its shared-memory segment). */
+void bk_cleanup_engine(const bk_agent_env *env, const char *arm, int lane_rank);
 
 /* auto -> cuda when this build has it and a GPU is visible, else cpu. */
 bk_backend bk_resolve_backend(bk_backend want);

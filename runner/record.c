@@ -85,13 +85,18 @@ static json_t *arm_json(const bk_run *run, const bk_score *sc, int idx)
     json_object_set_new(o, "reason", json_string(a->reason));
     json_object_set_new(o, "wall_s", json_real((double)(a->t_end_ns - a->t_start_ns) / 1e9));
     json_object_set_new(o, "lane", int_array(a->lane, a->world));
+    /* rounds (protocol.repeats): every round's processes, round by round */
+    const int rounds = a->rounds > 1 ? a->rounds : 1;
+    json_object_set_new(o, "rounds", json_integer(rounds));
     json_t *procs = json_array();
-    for (int r = 0; r < a->world; r++) {
-        const bk_rank_data *d = &a->r[r];
+    for (int i = 0; i < rounds * a->world; i++) {
+        const bk_rank_data *d = &a->r[i];
+        const int r = i % a->world;
         char desc[96];
         bk_proc_describe(&d->proc, desc, sizeof desc);
-        json_t *p = json_pack("{s:i, s:i, s:s, s:I, s:b, s:i, s:i, s:b, s:b, s:s, s:b, s:b, s:s, "
-                              "s:I, s:I, s:f, s:f, s:f, s:s}",
+        json_t *p = json_pack("{s:i, s:i, s:i, s:s, s:I, s:b, s:i, s:i, s:b, s:b, s:s, s:b, s:b, "
+                              "s:s, s:I, s:I, s:f, s:f, s:f, s:s}",
+                              "round", i / a->world + 1,
                               "lane_rank", r, "mpi_rank", d->mpi_rank, "host", d->host,
                               "pid", (json_int_t)d->pid, "reported", d->reported,
                               "exit_code", d->proc.exit_code, "signal", d->proc.signal,
@@ -173,7 +178,7 @@ static json_t *score_json(const bk_score *sc)
     return o;
 }
 
-/* samples.msgpack: a header map, then one map per (timed arm, lane rank, shape). */
+/* samples.msgpack: a header map, then one map per (timed arm, round, lane rank, shape). */
 static bk_status write_samples(const bk_run *run, char *digest, bk_err *err)
 {
     msgpack_sbuffer sb;
@@ -190,15 +195,17 @@ static bk_status write_samples(const bk_run *run, char *digest, bk_err *err)
         const bk_arm_run *a = &run->arms[idx];
         if (!a->ran)
             continue;
-        for (int r = 0; r < a->world; r++)
+        const int rounds = a->rounds > 1 ? a->rounds : 1;
+        for (int i = 0; i < rounds * a->world; i++)
             for (int s = 0; s < run->plan.workload.nshapes; s++) {
-                const bk_rank_data *d = &a->r[r];
+                const bk_rank_data *d = &a->r[i];
                 size_t n = d->ns_seen ? d->ns_seen[s] : 0;
                 if (n > (size_t)run->plan.workload.iters)
                     n = (size_t)run->plan.workload.iters;
-                msgpack_pack_map(&pk, 4);
+                msgpack_pack_map(&pk, 5);
                 PSTR("arm"); PSTR(a->name);
-                PSTR("rank"); msgpack_pack_int(&pk, r);
+                PSTR("round"); msgpack_pack_int(&pk, i / a->world + 1);
+                PSTR("rank"); msgpack_pack_int(&pk, i % a->world);
                 PSTR("shape"); msgpack_pack_int(&pk, s);
                 PSTR("ns"); msgpack_pack_array(&pk, n);
                 for (size_t i = 0; i < n; i++)

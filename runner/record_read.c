@@ -24,7 +24,7 @@ static bk_status read_arm(const char *path, json_t *ja, bk_run *run, int idx, bk
 {
     bk_arm_run *a = &run->arms[idx];
     json_t *lane, *procs;
-    int ran = 0, audit = 0, ok = 0;
+    int ran = 0, audit = 0, ok = 0, rounds = 1;
     const char *variant = "", *reason = "";
     json_error_t je;
     if (json_unpack_ex(ja, &je, 0, "{s:b}", "ran", &ran) != 0)
@@ -34,23 +34,29 @@ static bk_status read_arm(const char *path, json_t *ja, bk_run *run, int idx, bk
     a->ran = ran;
     if (!ran)
         return BK_OK;
-    if (json_unpack_ex(ja, &je, 0, "{s:s, s:b, s:b, s:s, s:o, s:o}", "variant", &variant, "audit",
-                       &audit, "ok", &ok, "reason", &reason, "lane", &lane, "processes", &procs) != 0 ||
-        !json_is_array(lane) || json_array_size(lane) != json_array_size(procs) ||
-        json_array_size(lane) == 0 || json_array_size(lane) > BK_MAX_LANE)
+    /* rounds: absent in records from before protocol.repeats (one round) */
+    if (json_unpack_ex(ja, &je, 0, "{s:s, s:b, s:b, s:s, s:o, s:o, s?i}", "variant", &variant,
+                       "audit", &audit, "ok", &ok, "reason", &reason, "lane", &lane, "processes",
+                       &procs, "rounds", &rounds) != 0 ||
+        rounds < 1 || rounds > BK_MAX_ROUNDS || (audit && rounds != 1) || !json_is_array(lane) ||
+        !json_is_array(procs) || json_array_size(lane) == 0 ||
+        json_array_size(lane) > BK_MAX_LANE ||
+        json_array_size(procs) != (size_t)rounds * json_array_size(lane))
         return BK_FAIL(err, BK_ERR_INPUT, "%s: arms[%d] (%s): %s", path, idx, a->name,
-                       je.text[0] ? je.text : "lane and processes must be arrays of one size");
+                       je.text[0] ? je.text : "rounds 1..16 (1 for an audit), and processes "
+                       "must hold rounds x lane entries");
     bk_strlcpy(a->variant, variant, sizeof a->variant);
     bk_strlcpy(a->reason, reason, sizeof a->reason);
     a->audit = audit;
     a->ok = ok;
     a->world = (int)json_array_size(lane);
+    a->rounds = rounds;
     a->lane = calloc((size_t)a->world, sizeof *a->lane);
-    a->r = calloc((size_t)a->world, sizeof *a->r);
+    a->r = calloc((size_t)(rounds * a->world), sizeof *a->r);
     if (!a->lane || !a->r)
         return BK_FAIL(err, BK_ERR_SYSTEM, "out of memory");
     int ns = run->plan.workload.nshapes;
-    for (int r = 0; r < a->world; r++) {
+    for (int r = 0; r < rounds * a->world; r++) {
         bk_rank_data *d = &a->r[r];
         const char *host = "";
         int exit_code = 0, sig = 0, to = 0, killed = 0, rep = 0;
@@ -60,7 +66,7 @@ static bk_status read_arm(const char *path, json_t *ja, bk_run *run, int idx, bk
                            "killed", &killed, "reported", &rep) != 0)
             return BK_FAIL(err, BK_ERR_INPUT, "%s: arms[%d].processes[%d]: %s", path, idx, r,
                            je.text);
-        a->lane[r] = d->mpi_rank;
+        a->lane[r % a->world] = d->mpi_rank;
         bk_strlcpy(d->host, host, sizeof d->host);
         d->proc.done = 1;
         d->proc.exit_code = exit_code;
@@ -128,13 +134,17 @@ static bk_status read_samples(const char *path, bk_run *run, bk_err *err)
             continue;
         }
         const msgpack_object *arm = map_get(o, "arm"), *rank = map_get(o, "rank"),
-                             *shape = map_get(o, "shape"), *v = map_get(o, "ns");
+                             *shape = map_get(o, "shape"), *v = map_get(o, "ns"),
+                             *round = map_get(o, "round"); /* absent: round 1 */
         char an[8] = "";
         if (arm && arm->type == MSGPACK_OBJECT_STR && arm->via.str.size < sizeof an)
             memcpy(an, arm->via.str.ptr, arm->via.str.size);
         int idx = arm_index(an);
+        const int rounds = idx >= 0 && run->arms[idx].rounds > 1 ? run->arms[idx].rounds : 1;
         if (idx < 0 || idx > BK_ARM_IDX_BP || !run->arms[idx].ran || !rank ||
             rank->type != MSGPACK_OBJECT_POSITIVE_INTEGER || !shape ||
+            (round && (round->type != MSGPACK_OBJECT_POSITIVE_INTEGER || round->via.u64 < 1 ||
+                       round->via.u64 > (uint64_t)rounds)) ||
             shape->type != MSGPACK_OBJECT_POSITIVE_INTEGER || !v || v->type != MSGPACK_OBJECT_ARRAY ||
             rank->via.u64 >= (uint64_t)run->arms[idx].world || shape->via.u64 >= (uint64_t)ns ||
             v->via.array.size > (uint32_t)iters) {
@@ -142,7 +152,8 @@ static bk_status read_samples(const char *path, bk_run *run, bk_err *err)
                          path, an);
             goto out;
         }
-        bk_rank_data *d = &run->arms[idx].r[rank->via.u64];
+        bk_rank_data *d = &run->arms[idx].r[(round ? round->via.u64 - 1 : 0) *
+                                                (uint64_t)run->arms[idx].world + rank->via.u64];
         uint64_t *dst = malloc((size_t)iters * sizeof *dst);
         if (!dst) {
             st = BK_FAIL(err, BK_ERR_SYSTEM, "out of memory");

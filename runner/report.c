@@ -25,9 +25,13 @@ void bk_report_header(FILE *f, const bk_run *run)
     fprintf(f, "  workload   %s, %d shape(s), %d warm-up + %d timed iterations, seed %llu\n",
             bk_phase_name(p->workload.phase), p->workload.nshapes, p->workload.warmup_iters,
             p->workload.iters, (unsigned long long)p->workload.seed);
-    fprintf(f, "  protocol   v%d  confidence %.3g  min gain %.3g  drift limit %.3g (%s)\n",
+    fprintf(f, "  protocol   v%d  confidence %.3g  min gain %.3g  drift limit %.3g (%s)",
             (int)p->protocol.version, p->protocol.confidence, p->protocol.min_gain,
             p->protocol.drift_limit, bk_drift_policy_name(p->protocol.drift_policy));
+    if (p->protocol.repeats > 1)
+        fprintf(f, "  repeats %d (each timed arm's cost: the mean over its rounds, each in "
+                   "fresh processes)", p->protocol.repeats);
+    fprintf(f, "\n");
     fprintf(f, "  routing    the candidate serves %.1f%% of the workload's weight\n",
             100.0 * run->routing_share);
     fflush(f);
@@ -42,11 +46,14 @@ static void print_arm(FILE *f, const bk_run *run, const bk_score *sc, int idx, i
     }
     char procs[256] = "";
     size_t len = 0;
+    if (a->rounds > 1) /* the last round's processes stand for the others */
+        len = (size_t)snprintf(procs, sizeof procs, "%d rounds, last ", a->rounds);
+    const bk_rank_data *rd = a->r + (size_t)(a->rounds > 1 ? a->rounds - 1 : 0) * a->world;
     for (int r = 0; r < a->world && len < sizeof procs - 32; r++) {
         char d[96];
-        bk_proc_describe(&a->r[r].proc, d, sizeof d);
+        bk_proc_describe(&rd[r].proc, d, sizeof d);
         len += (size_t)snprintf(procs + len, sizeof procs - len, "%sr%d:%s", r ? " " : "",
-                                a->r[r].mpi_rank, d);
+                                rd[r].mpi_rank, d);
     }
     if (k >= 0 && sc->arms[k].scored) {
         const bk_arm_summary *s = &sc->arms[k];

@@ -27,8 +27,9 @@
                                      * for rank 0 before it leaves on its own */
 
 typedef struct arm_msg {
-    int32_t kind; /* 1 run an arm, 2 done */
+    int32_t kind; /* 1 run an arm (one round of it), 2 done */
     int32_t idx;
+    char arm[BK_ARM_LEN]; /* the round's name (bk_arm_round_name) */
     int32_t audit;
     int32_t world;
     char variant[128];
@@ -84,7 +85,7 @@ static void build_argv(const bk_agent_env *env, const arm_msg *m, int lane_rank,
     buf[n++] = "--run";
     buf[n++] = (char *)env->run_id;
     buf[n++] = "--arm";
-    buf[n++] = (char *)bk_arm_names[m->idx];
+    buf[n++] = (char *)m->arm;
     buf[n++] = "--variant";
     buf[n++] = (char *)m->variant;
     buf[n++] = "--rendezvous";
@@ -191,7 +192,7 @@ static void agent_arm(const bk_agent_env *env, const arm_msg *m)
     if (!bk_terminate_signal())
         wait_req(&rreq);
     if (p.exit_code != 0)
-        bk_cleanup_engine(env, m->idx, lr);
+        bk_cleanup_engine(env, m->arm, lr);
 }
 
 int bk_agent_loop(const bk_agent_env *env)
@@ -277,36 +278,22 @@ static void judge_arm(const bk_run *run, bk_arm_run *a)
     }
 }
 
-bk_status bk_run_arm(bk_run *run, bk_coord *c, const bk_agent_env *env, int idx, bk_err *err)
+/* One round of an arm: its engines spawned fresh on the lane, watched until they end,
+ * judged. `a` is the round's own view of the arm (its name on the wire, its slice of the
+ * arm's rank data). */
+static bk_status run_round(bk_run *run, bk_coord *c, const bk_agent_env *env, int idx,
+                           bk_arm_run *a, bk_err *err)
 {
     bk_status st = BK_OK;
-    bk_arm_run *a = &run->arms[idx];
-    int is_cand = idx == BK_ARM_IDX_C || idx == BK_ARM_IDX_A;
-    const int *lane = is_cand ? run->candidate : run->baseline;
     arm_msg m;
     memset(&m, 0, sizeof m);
     m.kind = 1;
     m.idx = idx;
-    m.audit = idx >= BK_ARM_IDX_A;
-    m.world = run->lane_size;
-    bk_strlcpy(m.variant, is_cand ? run->plan.candidate.name : run->plan.incumbent.name,
-               sizeof m.variant);
-    memcpy(m.lane, lane, sizeof(int32_t) * (size_t)run->lane_size);
-
-    a->idx = idx;
-    a->name = bk_arm_names[idx];
-    bk_strlcpy(a->variant, m.variant, sizeof a->variant);
-    a->audit = m.audit;
-    a->world = m.world;
-    a->lane = calloc((size_t)a->world, sizeof *a->lane);
-    a->r = calloc((size_t)a->world, sizeof *a->r);
-    if (!a->lane || !a->r)
-        return BK_FAIL(err, BK_ERR_SYSTEM, "out of memory");
-    for (int i = 0; i < a->world; i++) {
-        a->lane[i] = lane[i];
-        a->r[i].mpi_rank = lane[i];
-        bk_strlcpy(a->r[i].host, run->hosts[lane[i]], BK_HOST_LEN);
-    }
+    bk_strlcpy(m.arm, a->name, sizeof m.arm);
+    m.audit = a->audit;
+    m.world = a->world;
+    bk_strlcpy(m.variant, a->variant, sizeof m.variant);
+    memcpy(m.lane, a->lane, sizeof(int32_t) * (size_t)a->world);
     BK_TRY(bk_coord_begin_arm(c, a, err));
     a->ran = 1;
     a->t_start_ns = bk_now_ns();
@@ -448,7 +435,7 @@ bk_status bk_run_arm(bk_run *run, bk_coord *c, const bk_agent_env *env, int idx,
                 MPI_Send(&ctrl, 1, MPI_INT32_T, a->lane[i], TAG_CTRL, MPI_COMM_WORLD);
     }
     if (my >= 0 && own.exit_code != 0)
-        bk_cleanup_engine(env, idx, my);
+        bk_cleanup_engine(env, a->name, my);
     (void)own_spawned;
     free(rq);
     free(reps);
@@ -464,6 +451,68 @@ bk_status bk_run_arm(bk_run *run, bk_coord *c, const bk_agent_env *env, int idx,
         bk_straggler_note(run, a);
     }
 out:
+    bk_coord_end_arm(c);
+    return st;
+}
+
+bk_status bk_run_arm(bk_run *run, bk_coord *c, const bk_agent_env *env, int idx, bk_err *err)
+{
+    bk_status st = BK_OK;
+    bk_arm_run *a = &run->arms[idx];
+    int is_cand = idx == BK_ARM_IDX_C || idx == BK_ARM_IDX_A;
+    const int *lane = is_cand ? run->candidate : run->baseline;
+    const int rounds = idx >= BK_ARM_IDX_A ? 1 : run->plan.protocol.repeats > 1
+                                                     ? run->plan.protocol.repeats : 1;
+    a->idx = idx;
+    a->name = bk_arm_names[idx];
+    a->rounds = rounds;
+    bk_strlcpy(a->variant, is_cand ? run->plan.candidate.name : run->plan.incumbent.name,
+               sizeof a->variant);
+    a->audit = idx >= BK_ARM_IDX_A;
+    a->world = run->lane_size;
+    a->lane = calloc((size_t)a->world, sizeof *a->lane);
+    a->r = calloc((size_t)(rounds * a->world), sizeof *a->r);
+    if (!a->lane || !a->r)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "out of memory");
+    for (int i = 0; i < rounds * a->world; i++) {
+        a->r[i].mpi_rank = lane[i % a->world];
+        bk_strlcpy(a->r[i].host, run->hosts[lane[i % a->world]], BK_HOST_LEN);
+    }
+    for (int i = 0; i < a->world; i++)
+        a->lane[i] = lane[i];
+    a->ran = 1;
+    a->ok = 1;
+    a->t_start_ns = bk_now_ns();
+    for (int k = 0; k < rounds && a->ok; k++) {
+        char name[BK_ARM_LEN];
+        bk_arm_run v = *a; /* round k: its name, its slice of the rank data */
+        v.name = bk_arm_round_name(idx, k, name);
+        v.rounds = 1;
+        v.r = a->r + (size_t)k * (size_t)a->world;
+        v.ok = 0;
+        v.reason[0] = '\0';
+        if (k > 0 && bk_terminate_signal()) {
+            snprintf(a->reason, sizeof a->reason, "terminated by %s before round %d of %d",
+                     bk_terminate_name(), k + 1, rounds);
+            a->ok = 0;
+            break;
+        }
+        if (rounds > 1 && !env->quiet)
+            fprintf(stderr, "bracket: arm %s round %d of %d (fresh processes)\n", a->name,
+                    k + 1, rounds);
+        st = run_round(run, c, env, idx, &v, err);
+        a->ok = st == BK_OK && v.ok;
+        if (rounds == 1) {
+            bk_strlcpy(a->reason, v.reason, sizeof a->reason);
+        } else if (v.reason[0]) { /* a failure, or a straggler note of a round that ended well */
+            size_t len = strlen(a->reason);
+            snprintf(a->reason + len, sizeof a->reason - len, "%sround %d of %d: %s",
+                     len ? "; " : "", k + 1, rounds, v.reason);
+        }
+        if (st != BK_OK)
+            break;
+    }
+    a->t_end_ns = bk_now_ns();
     return st;
 }
 
@@ -478,12 +527,12 @@ void bk_run_finish_agents(int exit_status)
     wait_req(&req);
 }
 
-void bk_cleanup_engine(const bk_agent_env *env, int arm_idx, int lane_rank)
+void bk_cleanup_engine(const bk_agent_env *env, const char *arm, int lane_rank)
 {
     if (env->backend != BK_BACKEND_CPU)
         return;
     char name[BK_SHM_NAME_LEN];
-    bk_shm_name(env->run_id, bk_arm_names[arm_idx], lane_rank, name);
+    bk_shm_name(env->run_id, arm, lane_rank, name);
     bk_shm_unlink_name(name, NULL); /* absent is fine: the engine cleaned up itself */
 }
 

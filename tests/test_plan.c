@@ -166,6 +166,7 @@ static void test_defaults_and_weights(void **state)
     assert_float_equal(p.protocol.min_gain, 0.01, 1e-12);
     assert_float_equal(p.protocol.drift_limit, 0.02, 1e-12);
     assert_int_equal(p.protocol.bootstrap_resamples, 2000);
+    assert_int_equal(p.protocol.repeats, 1);
     assert_float_equal(p.quality.rtol, 1e-2, 1e-15);
     assert_float_equal(p.quality.atol, 1e-3, 1e-15);
     assert_int_equal(p.lane_policy, BK_LANES_DISJOINT);
@@ -180,6 +181,7 @@ static void test_defaults_and_weights(void **state)
                            "\"graph_mode\":\"eager\"", "\"speed\":\"uncalibrated\"",
                            "\"warmup_iters\":20", "\"seed\":1", "\"version\":\"v8\"",
                            "\"bootstrap_resamples\":2000", "\"drift_policy\":\"exclude_later\"",
+                           "\"repeats\":1",
                            "\"lanes\":{\"policy\":\"disjoint\"}", "\"backend\":\"auto\"",
                            "\"arm_s\":120", "\"rendezvous_s\":30", "\"weight\":3}",
                            "\"incumbent\":{\"params\":{},\"variant\":\"inc\"}" };
@@ -294,6 +296,12 @@ static void test_bad_values(void **state)
                        "1.0");
     expect_parse_error(demo_with("protocol", "min_gain", json_real(1.0)),
                        "plans/x.json: protocol.min_gain: must be a number in [0, 1), got 1.0");
+    expect_parse_error(demo_with("protocol", "repeats", json_integer(0)),
+                       "plans/x.json: protocol.repeats: must be an integer >= 1, got 0");
+    expect_parse_error(demo_with("protocol", "repeats", json_integer(17)),
+                       "plans/x.json: protocol.repeats: must be an integer <= 16, got 17");
+    expect_parse_error(demo_with("protocol", "repeats", json_real(2.5)),
+                       "plans/x.json: protocol.repeats: must be an integer in 1..16, got 2.5");
     expect_parse_error(demo_with("timeouts", "arm_s", json_false()),
                        "plans/x.json: timeouts.arm_s: must be a number > 0, got false");
     expect_parse_error(demo_with("workload/shapes/1", "hidden", json_integer(0)),

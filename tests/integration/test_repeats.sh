@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# protocol.repeats: every timed arm runs in that many rounds, each in fresh engine processes
+# (the audits once); the record keeps every round's processes and samples, the score is the
+# mean over rounds of each shape's median, `bracket score` reproduces it bit for bit, and a
+# record whose rounds do not match its processes is refused naming the arm. A v7 bracket with
+# repeats runs B and C in rounds and leaves B' out when they decide.
+. "$(dirname "$0")/lib.sh"
+set -e
+it_run repeats 4 "$IT_PLAN" --set protocol.repeats=3
+expect_verdict_from_record
+grep -q "n 1800 .* 3 rounds, last r0:exit 0" "$OUT" || fail "the report does not show the rounds"
+python3 - "$RECORD" <<'PY' || fail "record contents"
+import json, os, sys
+import collections
+r = json.load(open(sys.argv[1]))
+assert r["plan"]["protocol"]["repeats"] == 3
+iters = r["plan"]["workload"]["iters"]
+pids = set()
+for a in r["arms"]:
+    assert a["ran"] and a["ok"], a
+    want = 1 if a["audit"] else 3
+    assert a["rounds"] == want, (a["rounds"], want)
+    procs = a["processes"]
+    assert len(procs) == want * 2, len(procs)
+    assert [(p["round"], p["lane_rank"]) for p in procs] == \
+        [(k, q) for k in range(1, want + 1) for q in range(2)], procs
+    for p in procs:
+        assert p["exit_code"] == 0 and p["status_ok"], p
+        assert p["pid"] not in pids, "a round reused a process"  # fresh processes each round
+        pids.add(p["pid"])
+        if not a["audit"]:
+            assert p["samples_received"] == p["samples_sent"] == iters * 2, p
+    if not a["audit"]:
+        assert a["summary"]["n"] == [3 * iters] * 2, a["summary"]
+PY
+python3 - "$RECORD" <<'PY' || fail "samples.msgpack rounds"
+import os, sys
+try:
+    import msgpack
+except ImportError:
+    print("samples check skipped: no python3-msgpack"); sys.exit(0)
+n = {}
+for m in msgpack.Unpacker(open(os.path.join(os.path.dirname(sys.argv[1]), "samples.msgpack"), "rb"), raw=False):
+    if "arm" in m:
+        n[(m["arm"], m["round"])] = n.get((m["arm"], m["round"]), 0) + len(m["ns"])
+assert sorted(n) == sorted((a, k) for a in ("B", "C", "B'") for k in (1, 2, 3)), sorted(n)
+assert set(n.values()) == {2 * 2 * 300}, n  # 2 ranks x 2 shapes x 300 iterations a round
+PY
+expect_rescore
+expect_no_leftovers
+
+# a record that says 2 rounds but keeps 3 rounds of processes is refused, naming the arm
+cp "$RECORD" "$IT_TMP/record-bad.json"
+python3 - "$IT_TMP/record-bad.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["arms"][2]["rounds"] = 2
+json.dump(r, open(sys.argv[1], "w"))
+PY
+cp "$(dirname "$RECORD")/samples.msgpack" "$IT_TMP/samples.msgpack"
+set +e
+"$BK_BRACKET" score "$IT_TMP/record-bad.json" >"$IT_TMP/bad.log" 2>&1
+brc=$?
+set -e
+cat "$IT_TMP/bad.log"
+[ "$brc" != 0 ] || fail "bracket score took a record whose rounds do not match its processes"
+grep -q "arms\[2\] (B'): rounds 1..16" "$IT_TMP/bad.log" || fail "the refusal does not name the arm"
+
+# v7 with repeats: B/C decide a four times slower candidate, B' is not run
+it_run v7rep 4 "$IT_PLAN" --set protocol.version=v7 --set protocol.repeats=2 \
+    --set candidate.variant=slowed --set 'candidate.params={"base":"shm_twopass","fraction":3}'
+expect_verdict FAIL 3
+python3 - "$RECORD" <<'PY' || fail "v7 with repeats"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert [a["ran"] for a in r["arms"]] == [True, True, False, True, True], [a["ran"] for a in r["arms"]]
+assert [a.get("rounds") for a in r["arms"] if a["ran"]] == [2, 2, 1, 1]
+PY
+expect_rescore
+expect_no_leftovers
+echo "PASS: repeats run every timed arm in rounds of fresh processes, kept and re-scored"
