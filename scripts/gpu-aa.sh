@@ -9,6 +9,8 @@
 # batch medians and its first quarter's median minus its second half's (these two where
 # Python has msgpack); and what the GPU's clocks, power and
 # temperature were during each arm. Expects a build in $BK_BUILD (scripts/gpu-run.sh build).
+# The demo plan runs every timed arm in 3 rounds of fresh engines (protocol.repeats, the
+# eleventh session); "set:protocol.repeats=1" gives one round, as before.
 #   scripts/gpu-aa.sh [N [SETTING...]]   (default 4 rounds of "BK_CUDA_GATE=1" "BK_CUDA_GATE=0")
 set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -87,8 +89,8 @@ def batch_stats(d):
             for m in msgpack.Unpacker(fh, raw=False):
                 if isinstance(m, dict) and "ns" in m and m.get("arm") in ("B", "C", "B'") \
                         and m.get("rank", 0) == 0:
-                    ns.setdefault((m["arm"], m["shape"]), []).extend(m["ns"])
-        for (arm, shape), v in ns.items():
+                    ns.setdefault((m["arm"], m.get("round", 1), m["shape"]), []).extend(m["ns"])
+        for (arm, rnd, shape), v in ns.items():  # each round of an arm on its own
             bm = [med(v[i:i + 64]) for i in range(0, len(v) - 63, 64)]  # whole batches
             mu = sum(bm) / len(bm) if bm else 0
             c0 = sum((x - mu) ** 2 for x in bm)

@@ -22,14 +22,17 @@ else
     np=1; sets=(--set arena.tp=1 --set lanes.policy=shared)
 fi
 it_run cuda "$np" "$plan" "${sets[@]}"
-grep -Eq "^verdict: (PASS|FAIL|NO_DECISION) " "$OUT" || fail "no verdict"
-[ "$RC" = 0 ] || [ "$RC" = 3 ] || [ "$RC" = 4 ] || fail "exit $RC"
+expect_verdict_from_record
 python3 - "$RECORD" "$ngpu" <<'PY' || fail "record"
 import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["backend"] == "cuda", r["backend"]
 assert r["quality"]["state"] == "pass", r["quality"]
 assert all(a["ran"] for a in r["arms"]), [a["ran"] for a in r["arms"]]
+# the demo plan's repeats: every timed arm in that many rounds of fresh engines
+R = r["plan"]["protocol"]["repeats"]
+assert [a["rounds"] for a in r["arms"]] == [R, R, R, 1, 1], [a["rounds"] for a in r["arms"]]
+assert all(len(a["processes"]) == a["rounds"] * len(a["lane"]) for a in r["arms"])
 assert "nccl" in r["identity"]["versions"], r["identity"]["versions"]
 if int(sys.argv[2]) == 1:
     assert r["rehearsal"] and r["lanes"]["policy"] == "shared"
@@ -46,6 +49,7 @@ expect_rescore
 it_run cuda-aa "$np" "$plan" "${sets[@]}" --set candidate.variant=nccl_then_rmsnorm \
     --set protocol.drift_policy=strict
 grep -q "^verdict: PASS" "$OUT" && fail "A/A on cuda gave PASS"
+expect_verdict_from_record
 expect_rescore
 expect_no_leftovers
 echo "PASS: cuda bracket on $ngpu GPU(s)"
