@@ -286,10 +286,18 @@ static const char *arm_problem(const bk_score_input *in, int a, char *buf, size_
  *
  * Draw order (the reproducibility contract): one RNG seeded with `seed`; for
  * each replicate, for each sample set in the order B, C, B', B+B' that can be
- * costed, for each shape in order, for each round in order (one round: as
- * before rounds existed), one Beta draw (X ~ Gamma(m) then Y ~ Gamma(n-m+1)).
- * The baseline choice does not change the draws. Rounds resample iterations
- * within each round; the rounds themselves are not resampled. */
+ * costed: with rounds (k > 1), first k rounds drawn with replacement (k uniform
+ * draws, round floor(k u)), the same rounds for every shape of the set; then for
+ * each shape in order, for each drawn round in order, one Beta draw (X ~ Gamma(m)
+ * then Y ~ Gamma(n-m+1)). One round draws no rounds: as before rounds existed.
+ * The baseline choice does not change the draws.
+ *
+ * Why rounds are resampled too: each round runs in processes of its own, and a
+ * process brings an offset of its own (about 0.3% of an arm's cost on one H200,
+ * docs/BENCHMARKS.md) that resampling iterations cannot see. Drawing the rounds
+ * (a two-stage bootstrap: rounds, then iterations within each) puts that
+ * process-to-process spread into the interval; with k rounds it shows (k-1)/k of
+ * it, coarsely at small k. */
 typedef struct sample {
     const uint64_t *v; /* k rounds of n / k values, each sorted ascending */
     size_t n;
@@ -308,16 +316,17 @@ static uint64_t draw_median(bk_rng *rng, const uint64_t *v, size_t n)
 }
 
 /* A shape's statistic: one round's lower median, or the mean of its rounds' (each round
- * in fresh processes, so their offsets average out; one Beta draw per round, in round
- * order, when drawing). One round is computed exactly as before rounds existed. */
-static double shape_stat(bk_rng *rng, const sample *x)
+ * in fresh processes, so their offsets average out). Drawing (rng set): the rounds in
+ * pick[] (drawn with replacement by draw_cost), one Beta draw each, in that order. One
+ * round is computed exactly as before rounds existed. */
+static double shape_stat(bk_rng *rng, const int *pick, const sample *x)
 {
     if (x->k == 1)
         return (double)(rng ? draw_median(rng, x->v, x->n) : bk_lower_median(x->v, x->n));
     const size_t len = x->n / (size_t)x->k;
     double sum = 0.0;
     for (int j = 0; j < x->k; j++) {
-        const uint64_t *v = x->v + (size_t)j * len;
+        const uint64_t *v = x->v + (size_t)(rng ? pick[j] : j) * len;
         sum += (double)(rng ? draw_median(rng, v, len) : bk_lower_median(v, len));
     }
     return sum / x->k;
@@ -325,9 +334,15 @@ static double shape_stat(bk_rng *rng, const sample *x)
 
 static double draw_cost(bk_rng *rng, const sample *smp, const double *w, int nshapes)
 {
+    int pick[BK_MAX_ROUNDS];
+    const int k = smp[0].k; /* every shape of a set has the same rounds */
+    for (int j = 0; k > 1 && j < k; j++) {
+        int r = (int)((double)k * bk_rng_uniform(rng));
+        pick[j] = r < k ? r : k - 1;
+    }
     double cost = 0.0;
     for (int s = 0; s < nshapes; s++)
-        cost += w[s] * shape_stat(rng, &smp[s]);
+        cost += w[s] * shape_stat(rng, pick, &smp[s]);
     return cost;
 }
 
@@ -335,7 +350,7 @@ static double point_cost(const sample *smp, const double *w, int nshapes)
 {
     double cost = 0.0;
     for (int s = 0; s < nshapes; s++)
-        cost += w[s] * shape_stat(NULL, &smp[s]);
+        cost += w[s] * shape_stat(NULL, NULL, &smp[s]);
     return cost;
 }
 
@@ -527,7 +542,7 @@ bk_status bk_score_compute(const bk_score_input *in, bk_score *out, bk_score_tim
         sum->cost_ns = cost[a];
         for (int s = 0; s < ns; s++) {
             sum->n[s] = smp[a][s].n;
-            sum->median_ns[s] = shape_stat(NULL, &smp[a][s]);
+            sum->median_ns[s] = shape_stat(NULL, NULL, &smp[a][s]);
         }
     }
     if (base >= 0) {

@@ -556,7 +556,7 @@ static void test_one_round_unchanged(void **state)
 
 /* Per-round offsets (a process's own speed) average out over rounds: B and B' of 4 rounds
  * whose offsets are +-1.5% in different orders agree within the rounds' noise, while their
- * first rounds alone disagree by 3%. */
+ * first rounds alone disagree by 3%; and the interval, resampling rounds, shows them. */
 static void test_rounds_average_offsets(void **state)
 {
     (void)state;
@@ -583,6 +583,12 @@ static void test_rounds_average_offsets(void **state)
     bk_score four = score_ok(&in);
     assert_true(fabs(four.drift) < 0.002);
     assert_false(four.drift_exceeded);
+    /* the interval resamples the rounds too: B's shows its rounds' +-1.5%, C's (no
+     * offsets) only the iterations' noise */
+    const bk_arm_summary *sb = &four.arms[BK_ARM_B], *sc = &four.arms[BK_ARM_C];
+    assert_true((sb->cost_hi_ns - sb->cost_lo_ns) / sb->cost_ns > 0.02);
+    assert_true((sc->cost_hi_ns - sc->cost_lo_ns) / sc->cost_ns < 0.005);
+    assert_true(sb->cost_lo_ns < sb->cost_ns && sb->cost_ns < sb->cost_hi_ns);
     /* the first round of each alone: 3% apart, past the 1% limit */
     for (int k = 0; k < BK_NARMS; k++) {
         in.arms[k].rounds = 1;
