@@ -90,9 +90,12 @@ int bk_cmd_plan(int argc, char **argv)
         bk_plan_free(&plan);
         return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     }
-    printf("%s: valid (%s, %s vs %s, %d shape(s), backend %s, candidate serves %.1f%% of the "
+    char rounds[64] = "";
+    if (plan.protocol.repeats > 1)
+        snprintf(rounds, sizeof rounds, ", %d rounds of each timed arm", plan.protocol.repeats);
+    printf("%s: valid (%s, %s vs %s, %d shape(s)%s, backend %s, candidate serves %.1f%% of the "
            "workload)\n", argv[optind], plan.target, plan.incumbent.name, plan.candidate.name,
-           plan.workload.nshapes, bk_backend_name(b), 100 * bk_routing_share(&plan, b, 1));
+           plan.workload.nshapes, rounds, bk_backend_name(b), 100 * bk_routing_share(&plan, b, 1));
     bk_plan_free(&plan);
     return 0;
 }

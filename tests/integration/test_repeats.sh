@@ -6,6 +6,15 @@
 # repeats runs B and C in rounds and leaves B' out when they decide.
 . "$(dirname "$0")/lib.sh"
 set -e
+# the plan check says how many rounds; a count out of range is refused naming the field
+"$BK_BRACKET" plan check "$IT_PLAN" --set protocol.repeats=3 | grep -q ", 3 rounds of each timed arm," ||
+    fail "plan check does not show the rounds"
+set +e
+bad=$("$BK_BRACKET" plan check "$IT_PLAN" --set protocol.repeats=17 2>&1)
+brc=$?
+set -e
+[ "$brc" = 2 ] && grep -q "protocol.repeats: must be an integer <= 16, got 17" <<<"$bad" ||
+    fail "repeats 17: exit $brc, \"$bad\""
 it_run repeats 4 "$IT_PLAN" --set protocol.repeats=3
 expect_verdict_from_record
 grep -q "n 1800 .* 3 rounds, last r0:exit 0" "$OUT" || fail "the report does not show the rounds"
