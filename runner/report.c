@@ -46,9 +46,19 @@ static void print_arm(FILE *f, const bk_run *run, const bk_score *sc, int idx, i
     }
     char procs[256] = "";
     size_t len = 0;
-    if (a->rounds > 1) /* the last round's processes stand for the others */
-        len = (size_t)snprintf(procs, sizeof procs, "%d rounds, last ", a->rounds);
-    const bk_rank_data *rd = a->r + (size_t)(a->rounds > 1 ? a->rounds - 1 : 0) * a->world;
+    /* rounds: the processes of the last round that started stand for the others */
+    int last = a->rounds > 1 ? a->rounds - 1 : 0;
+    for (; last > 0; last--) {
+        int started = 0;
+        for (int r = 0; r < a->world; r++)
+            started |= a->r[(size_t)last * a->world + r].reported ||
+                       a->r[(size_t)last * a->world + r].pid != 0;
+        if (started)
+            break;
+    }
+    if (a->rounds > 1)
+        len = (size_t)snprintf(procs, sizeof procs, "%d rounds, round %d ", a->rounds, last + 1);
+    const bk_rank_data *rd = a->r + (size_t)last * a->world;
     for (int r = 0; r < a->world && len < sizeof procs - 32; r++) {
         char d[96];
         bk_proc_describe(&rd[r].proc, d, sizeof d);

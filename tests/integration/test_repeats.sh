@@ -17,7 +17,7 @@ set -e
     fail "repeats 17: exit $brc, \"$bad\""
 it_run repeats 4 "$IT_PLAN" --set protocol.repeats=3
 expect_verdict_from_record
-grep -q "n 1800 .* 3 rounds, last r0:exit 0" "$OUT" || fail "the report does not show the rounds"
+grep -q "n 1800 .* 3 rounds, round 3 r0:exit 0" "$OUT" || fail "the report does not show the rounds"
 python3 - "$RECORD" <<'PY' || fail "record contents"
 import json, os, sys
 import collections
