@@ -325,6 +325,7 @@ static bk_status run_round(bk_run *run, bk_coord *c, const bk_agent_env *env, in
     if (!rq || !reps) {
         free(rq);
         free(reps);
+        bk_coord_end_arm(c); /* `a` may be the caller's round view: no pointer to it stays */
         return BK_FAIL(err, BK_ERR_SYSTEM, "out of memory");
     }
     for (int i = 0; i < a->world; i++) {
