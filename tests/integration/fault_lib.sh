@@ -56,3 +56,30 @@ expect_no_private_dirs() {
     left=$(ls -d "$IT_TMP"/bracket-* 2>/dev/null || true)
     [ -z "$left" ] || fail "private folders left behind: $left"
 }
+
+# term_mpirun: SIGTERM to the mpirun of the run it_start began, then it_wait; the run must
+# exit nonzero and leave a (partial) record. Signal mpirun itself: `timeout` would relay the
+# signal twice (to its child and to its process group), and a second SIGTERM makes mpirun
+# kill the ranks at once.
+term_mpirun() {
+    local mpirun
+    mpirun=$(pgrep -P "$PID" -x mpirun || true)
+    [ -n "$mpirun" ] || fail "no mpirun under $PID"
+    kill -TERM "$mpirun"
+    it_wait
+    [ "$RC" != 0 ] || fail "a terminated run exited 0"
+    [ -n "$RECORD" ] || fail "no partial record written"
+}
+
+# expect_terminated_clean: `bracket score` recomputes the partial record's verdict from its
+# samples, and no rank, engine, segment or private folder of this test is left behind
+expect_terminated_clean() {
+    "$BK_BRACKET" score "$RECORD" >"$IT_TMP/score.log" 2>&1 || true
+    cat "$IT_TMP/score.log"
+    grep -q "identical to the record" "$IT_TMP/score.log" || fail "bracket score differs from the record"
+    local i
+    for i in $(seq 50); do [ -z "$(rank_pids)$(engine_pids '.*')" ] && break; sleep 0.1; done
+    [ -z "$(rank_pids)" ] || fail "ranks left behind: $(rank_pids)"
+    expect_no_leftovers
+    expect_no_private_dirs
+}

@@ -9,12 +9,7 @@ set -e
 it_start sigterm-rounds 4 "$IT_PLAN" --set protocol.repeats=3 --set candidate.variant=slowed \
     --set 'candidate.params={"base":"shm_twopass","fraction":10}' --set workload.iters=3000
 wait_engines 'C#2' 2
-MPIRUN=$(pgrep -P "$PID" -x mpirun || true)
-[ -n "$MPIRUN" ] || fail "no mpirun under $PID"
-kill -TERM "$MPIRUN"
-it_wait
-[ "$RC" != 0 ] || fail "a terminated run exited 0"
-[ -n "$RECORD" ] || fail "no partial record written"
+term_mpirun
 python3 - "$RECORD" <<'PY' || fail "the partial record does not show the rounds as they ran"
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -36,11 +31,5 @@ assert not r["arms"][2]["ran"], "B' ran after the termination"
 PY
 grep -q "C   slowed  *FAILED  3 rounds, round 2 r2:" "$OUT" ||
     fail "the report does not show the round that was stopped"
-"$BK_BRACKET" score "$RECORD" >"$IT_TMP/score.log" 2>&1 || true
-cat "$IT_TMP/score.log"
-grep -q "identical to the record" "$IT_TMP/score.log" || fail "bracket score differs from the record"
-for i in $(seq 50); do [ -z "$(rank_pids)$(engine_pids '.*')" ] && break; sleep 0.1; done
-[ -z "$(rank_pids)" ] || fail "ranks left behind: $(rank_pids)"
-expect_no_leftovers
-expect_no_private_dirs
+expect_terminated_clean
 echo "PASS: SIGTERM in round 2 of 3 -> partial record with every round as it ran, nothing left behind"
