@@ -168,7 +168,7 @@ void bk_arm_free(bk_arm_run *arm, int nshapes, int noutputs)
 {
     if (!arm || !arm->r)
         return;
-    const int rounds = arm->rounds > 1 ? arm->rounds : 1;
+    const int rounds = bk_arm_rounds(arm);
     for (int r = 0; r < rounds * arm->world; r++) {
         bk_rank_data *d = &arm->r[r];
         for (int s = 0; d->ns && s < nshapes; s++)

@@ -73,6 +73,12 @@ const bk_transport_stats *bk_coord_transport_stats(const bk_coord *c);
 const char *bk_coord_rendezvous_ep(const bk_coord *c);
 const char *bk_coord_samples_ep(const bk_coord *c);
 
+/* An arm's rounds: 0 (an arm set up before rounds, e.g. by `bracket verify`) is one. */
+static inline int bk_arm_rounds(const bk_arm_run *a)
+{
+    return a->rounds > 1 ? a->rounds : 1;
+}
+
 /* Make `arm` the arm whose messages are accepted (others are rejected as
  * WRONG_ARM and counted). Allocates its per-rank tables (arm->r[0 .. world)). */
 bk_status bk_coord_begin_arm(bk_coord *c, bk_arm_run *arm, bk_err *err);

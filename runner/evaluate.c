@@ -39,7 +39,7 @@ bk_status bk_run_evaluate(const bk_run *run, int bc_only, bk_score *out, bk_err 
             continue;
         }
         /* rounds one after another: round j's critical path at j * iters */
-        const int rounds = a->rounds > 1 ? a->rounds : 1;
+        const int rounds = bk_arm_rounds(a);
         const uint64_t **ranks = calloc((size_t)a->world, sizeof *ranks);
         size_t *counts = calloc((size_t)a->world, sizeof *counts);
         if (!ranks || !counts) {

@@ -86,7 +86,7 @@ static json_t *arm_json(const bk_run *run, const bk_score *sc, int idx)
     json_object_set_new(o, "wall_s", json_real((double)(a->t_end_ns - a->t_start_ns) / 1e9));
     json_object_set_new(o, "lane", int_array(a->lane, a->world));
     /* rounds (protocol.repeats): every round's processes, round by round */
-    const int rounds = a->rounds > 1 ? a->rounds : 1;
+    const int rounds = bk_arm_rounds(a);
     json_object_set_new(o, "rounds", json_integer(rounds));
     json_t *procs = json_array();
     for (int i = 0; i < rounds * a->world; i++) {
@@ -195,7 +195,7 @@ static bk_status write_samples(const bk_run *run, char *digest, bk_err *err)
         const bk_arm_run *a = &run->arms[idx];
         if (!a->ran)
             continue;
-        const int rounds = a->rounds > 1 ? a->rounds : 1;
+        const int rounds = bk_arm_rounds(a);
         for (int i = 0; i < rounds * a->world; i++)
             for (int s = 0; s < run->plan.workload.nshapes; s++) {
                 const bk_rank_data *d = &a->r[i];

@@ -140,7 +140,7 @@ static bk_status read_samples(const char *path, bk_run *run, bk_err *err)
         if (arm && arm->type == MSGPACK_OBJECT_STR && arm->via.str.size < sizeof an)
             memcpy(an, arm->via.str.ptr, arm->via.str.size);
         int idx = arm_index(an);
-        const int rounds = idx >= 0 && run->arms[idx].rounds > 1 ? run->arms[idx].rounds : 1;
+        const int rounds = idx >= 0 ? bk_arm_rounds(&run->arms[idx]) : 1;
         if (idx < 0 || idx > BK_ARM_IDX_BP || !run->arms[idx].ran || !rank ||
             rank->type != MSGPACK_OBJECT_POSITIVE_INTEGER || !shape ||
             (round && (round->type != MSGPACK_OBJECT_POSITIVE_INTEGER || round->via.u64 < 1 ||

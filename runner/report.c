@@ -47,7 +47,7 @@ static void print_arm(FILE *f, const bk_run *run, const bk_score *sc, int idx, i
     char procs[256] = "";
     size_t len = 0;
     /* rounds: the processes of the last round that started stand for the others */
-    int last = a->rounds > 1 ? a->rounds - 1 : 0;
+    int last = bk_arm_rounds(a) - 1;
     for (; last > 0; last--) {
         int started = 0;
         for (int r = 0; r < a->world; r++)
@@ -56,7 +56,7 @@ static void print_arm(FILE *f, const bk_run *run, const bk_score *sc, int idx, i
         if (started)
             break;
     }
-    if (a->rounds > 1)
+    if (bk_arm_rounds(a) > 1)
         len = (size_t)snprintf(procs, sizeof procs, "%d rounds, round %d ", a->rounds, last + 1);
     const bk_rank_data *rd = a->r + (size_t)last * a->world;
     for (int r = 0; r < a->world && len < sizeof procs - 32; r++) {

@@ -174,6 +174,12 @@ void bk_score_input_from_plan(bk_score_input *in, const bk_plan *plan)
     in->seed = plan->workload.seed;
 }
 
+/* An arm's rounds: 0 is one. */
+static int arm_rounds(const bk_score_arm *arm)
+{
+    return arm->rounds > 1 ? arm->rounds : 1;
+}
+
 static bk_status check_input(const bk_score_input *in, bk_err *err)
 {
     if (in->nshapes < 1 || in->nshapes > BK_MAX_SHAPES)
@@ -204,7 +210,7 @@ static bk_status check_input(const bk_score_input *in, bk_err *err)
                        in->resamples);
     for (int a = 0; a < BK_NARMS; a++) {
         const bk_score_arm *arm = &in->arms[a];
-        const int k = arm->rounds > 1 ? arm->rounds : 1;
+        const int k = arm_rounds(arm);
         if (arm->rounds < 0 || arm->rounds > BK_MAX_ROUNDS)
             return BK_FAIL(err, BK_ERR_INPUT, "score: arm %s has %d rounds (0..%d)",
                            bk_arm_name(a), arm->rounds, BK_MAX_ROUNDS);
@@ -213,13 +219,11 @@ static bk_status check_input(const bk_score_input *in, bk_err *err)
                 return BK_FAIL(err, BK_ERR_INPUT, "score: arm %s shape %d has %zu samples, "
                                "not %d rounds of one length", bk_arm_name(a), s, arm->n[s], k);
     }
-    {
-        const int kb = in->arms[BK_ARM_B].rounds > 1 ? in->arms[BK_ARM_B].rounds : 1;
-        const int kp = in->arms[BK_ARM_BP].rounds > 1 ? in->arms[BK_ARM_BP].rounds : 1;
-        if (in->arms[BK_ARM_B].present && in->arms[BK_ARM_BP].present && kb != kp)
-            return BK_FAIL(err, BK_ERR_INPUT, "score: arms B and B' have %d and %d rounds "
-                           "(pooled round by round, they must match)", kb, kp);
-    }
+    if (in->arms[BK_ARM_B].present && in->arms[BK_ARM_BP].present &&
+        arm_rounds(&in->arms[BK_ARM_B]) != arm_rounds(&in->arms[BK_ARM_BP]))
+        return BK_FAIL(err, BK_ERR_INPUT, "score: arms B and B' have %d and %d rounds "
+                       "(pooled round by round, they must match)",
+                       arm_rounds(&in->arms[BK_ARM_B]), arm_rounds(&in->arms[BK_ARM_BP]));
     for (int a = 0; a < BK_NARMS; a++)
         for (int s = 0; s < in->nshapes; s++)
             if (in->arms[a].present && in->arms[a].n[s] > 0 && !in->arms[a].cp[s])
@@ -460,7 +464,7 @@ bk_status bk_score_compute(const bk_score_input *in, bk_score *out, bk_score_tim
             continue;
         if (arm_problem(in, a, problem[a], sizeof problem[a]))
             continue;
-        const int k = in->arms[a].rounds > 1 ? in->arms[a].rounds : 1;
+        const int k = arm_rounds(&in->arms[a]);
         for (int s = 0; s < ns; s++) {
             size_t n = in->arms[a].n[s], len = n / (size_t)k;
             if (!(buf[a][s] = malloc(n * sizeof **buf))) {
