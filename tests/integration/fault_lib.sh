@@ -38,7 +38,10 @@ wait_engines() {
     for i in $(seq 1200); do
         EPIDS=$(engine_pids "$1")
         [ "$(echo "$EPIDS" | grep -c .)" -ge "$2" ] && return 0
-        kill -0 "$PID" 2>/dev/null || fail "the run ended before arm $1 started"
+        if ! kill -0 "$PID" 2>/dev/null; then
+            it_wait
+            fail "the run ended before arm $1 started"
+        fi
         sleep 0.1
     done
     fail "no $2 engines of arm $1 within 120 s"

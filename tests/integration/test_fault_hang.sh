@@ -4,15 +4,20 @@
 # out", the record intact, no process and no shared-memory segment left behind.
 . "$(dirname "$0")/fault_lib.sh"
 set -e
-# 20000 iterations keep each arm running for about a second: long enough to catch C
-it_start hang 4 "$IT_PLAN" --set timeouts.arm_s=8 --set timeouts.rendezvous_s=60 \
-    --set workload.iters=20000
+# B must end well inside arm_s even on a loaded 2-core machine (arms of 4 ranks there ran
+# 15-45x slower than alone, and 20000 iterations once timed B out at 8 s), while C must live
+# long enough to be caught: 1000 iterations keep B near 0.1 s alone, and the `slowed`
+# candidate (a busy wait of 10x the base time per iteration) keeps C's engines alive for
+# over a second
+it_start hang 4 "$IT_PLAN" --set timeouts.arm_s=10 --set timeouts.rendezvous_s=60 \
+    --set workload.iters=1000 --set candidate.variant=slowed \
+    --set 'candidate.params={"base":"shm_twopass","fraction":10}'
 wait_engines C 2
 HUNG=$(echo "$EPIDS" | head -n 1)
 kill -STOP "$HUNG"
 it_wait
 expect_verdict NO_DECISION 4
-grep -q "engine timed out after 8 s" "$OUT" || fail "the time-out is not reported"
+grep -q "engine timed out after 10 s" "$OUT" || fail "the time-out is not reported"
 python3 - "$RECORD" "$HUNG" <<'PY' || fail "the record does not show the hung engine"
 import json, sys
 r = json.load(open(sys.argv[1]))
