@@ -35,11 +35,16 @@ int bk_shm_rank(const bk_shm *shm);
 int bk_shm_world(const bk_shm *shm);
 
 /* Barrier among the lane's ranks through per-rank epoch counters with
- * release/acquire ordering. Waiters spin briefly, then sched_yield, then sleep
- * (parked on a futex the peer's arrival wakes, at most 1 ms at a time; never a
- * hot spin on an oversubscribed machine). BK_ERR_TIMEOUT after timeout_s, after
+ * release/acquire ordering. Waiters spin briefly (or for bk_shm_set_spin's time),
+ * then sched_yield, then sleep (parked on a futex the peer's arrival wakes, at most
+ * 1 ms at a time; never a long spin on an oversubscribed machine). BK_ERR_TIMEOUT after timeout_s, after
  * which the segment's barriers are out of step: destroy it. */
 bk_status bk_shm_barrier(bk_shm *shm, double timeout_s, bk_err *err);
+
+/* Let barrier waiters spin for up to spin_ns before they yield and park: for a lane
+ * whose every rank has a core of its own, where spinning takes nothing from a peer
+ * (0, the default, spins a few hundred pauses only). */
+void bk_shm_set_spin(bk_shm *shm, uint64_t spin_ns);
 
 /* Unmap peers, unmap our own segment and unlink it if connect did not. NULL is fine. */
 void bk_shm_destroy(bk_shm *shm);

@@ -7,11 +7,17 @@
  * every peer's epoch has reached it (acquire): what a rank wrote before a barrier
  * is visible to every peer after it.
  *
- * Waiting backs off - the cpu backend runs more ranks than cores: a few hundred
+ * Waiting backs off - the cpu backend may run more ranks than cores: a few hundred
  * pause spins, then sched_yield, then the waiter parks on a futex on the peer's
  * sequence word (Linux; the peer's next publish wakes it at once, and a park lasts
  * at most 1 ms, so deadlines hold even if a wake is lost). A nanosleep nap would
  * oversleep by the timer slack (50 us), which showed as bimodal barrier times.
+ * When every rank of the lane has a core of its own (bk_shm_set_spin), a barrier
+ * waiter spins for up to a few milliseconds first: its spinning takes nothing from
+ * its peers, and a peer that shares its core with another busy process is only
+ * descheduled for a scheduler slice. Yielding or parking there would hand our core
+ * away at each wait and pay a slice per hand-off: beside one CPU hog, an arm ran 15
+ * to 45x slower (docs/BENCHMARKS.md, "cpu backend beside a busy process").
  * Connect, waiting for segments to appear, naps with growing naps up to 200 us.
  *
  * Crash safety: connect unlinks our own name once every rank has mapped every
@@ -62,6 +68,7 @@ struct bk_shm {
     char name[BK_SHM_NAME_LEN];
     void **maps;     /* world mappings (ours at maps[rank]), each SHM_HDR + bytes */
     uint64_t epoch;  /* our last published epoch */
+    uint64_t spin_ns; /* barrier waiters spin this long before they yield (0: SPINS only) */
 };
 
 static shm_hdr *hdr_of(const bk_shm *shm, int r) { return (shm_hdr *)shm->maps[r]; }
@@ -82,6 +89,21 @@ static void backoff(unsigned *k)
         bk_sleep_ns(nap > MAX_NAP_NS ? MAX_NAP_NS : nap);
     }
     (*k)++;
+}
+
+/* One pause while less than ns has passed since the first call (which sets *end);
+ * 0 once the time is up. */
+static int spin_until(uint64_t *end, uint64_t ns)
+{
+    uint64_t now = bk_now_ns();
+    if (!*end)
+        *end = now + ns;
+    if (now >= *end)
+        return 0;
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ __volatile__("pause");
+#endif
+    return 1;
 }
 
 #define PARK_NS 1000000ull
@@ -314,12 +336,14 @@ int bk_shm_world(const bk_shm *shm) { return shm->world; }
 
 /* ---- barrier ---- */
 
+void bk_shm_set_spin(bk_shm *shm, uint64_t spin_ns) { shm->spin_ns = spin_ns; }
+
 bk_status bk_shm_barrier(bk_shm *shm, double timeout_s, bk_err *err)
 {
     uint64_t e = ++shm->epoch, deadline = deadline_of(timeout_s);
     publish(hdr_of(shm, shm->rank), e);
     unsigned k = 0;
-    uint64_t t0 = 0;
+    uint64_t t0 = 0, spin_end = 0;
     for (int r = 0; r < shm->world; r++) {
         if (r == shm->rank)
             continue;
@@ -333,12 +357,14 @@ bk_status bk_shm_barrier(bk_shm *shm, double timeout_s, bk_err *err)
                                "barrier: rank %d did not arrive within %.1f s (epoch %llu, it "
                                "is at %llu)", r, timeout_s, (unsigned long long)e,
                                (unsigned long long)seen);
-            /* Spin, then yield for up to YIELD_NS (sched_yield returns at once on an
-             * idle core and gives the core away on a busy one), then park on the
-             * futex: a short imbalance never pays a futex wake-up, whose tens of
-             * microseconds would otherwise decide a small shape's time. */
+            /* Spin (for spin_ns when set), then yield for up to YIELD_NS (sched_yield
+             * returns at once on an idle core and gives the core away on a busy one),
+             * then park on the futex: a short imbalance never pays a futex wake-up,
+             * whose tens of microseconds would otherwise decide a small shape's time. */
             if (k < SPINS) {
                 backoff(&k);
+            } else if (shm->spin_ns && !t0 && spin_until(&spin_end, shm->spin_ns)) {
+                continue;
             } else if (!t0 || bk_now_ns() - t0 < YIELD_NS) {
                 if (!t0)
                     t0 = bk_now_ns();

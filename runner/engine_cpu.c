@@ -8,32 +8,40 @@
 
 #define BK_CPU_BATCH 256 /* samples per pushed message */
 
+/* Barrier waiters of a lane whose ranks each have a core spin this long before they
+ * yield: longer than a scheduler slice (0.75-3 ms on Linux 6.x), for which a busy
+ * process beside a peer on its core can deschedule that peer. */
+#define BK_CPU_OWN_CORE_SPIN_NS 5000000ull
+
 struct bk_backend_ctx {
     int rank, world;
+    int own_core; /* every rank of the lane got a core of its own (pin_to_core) */
     bk_shm *shm;
 };
 
 /* Pin lane rank r to the (r mod n)-th core this process may use: every arm's
  * engines then sit on the same cores in the same lane order, so the arms are
  * placed alike and two engines of one lane never share a core while another
- * is free (the scheduler's own placement changed the 2-core timings by 2x). */
-static void pin_to_core(int rank)
+ * is free (the scheduler's own placement changed the 2-core timings by 2x).
+ * 1 when the lane's `world` ranks each got a core of their own. */
+static int pin_to_core(int rank, int world)
 {
     cpu_set_t allowed, one;
     if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
-        return;
+        return 0;
     int n = CPU_COUNT(&allowed);
     if (n <= 1)
-        return;
+        return 0;
     int want = rank % n;
     for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
         if (!CPU_ISSET(cpu, &allowed) || want-- != 0)
             continue;
         CPU_ZERO(&one);
         CPU_SET(cpu, &one);
-        sched_setaffinity(0, sizeof one, &one); /* best effort: unpinned still runs */
-        return;
+        /* best effort: unpinned still runs */
+        return sched_setaffinity(0, sizeof one, &one) == 0 && world <= n;
     }
+    return 0;
 }
 
 static bk_status cpu_open(bk_backend_ctx **out, int rank, int world, int device, bk_err *err)
@@ -44,7 +52,7 @@ static bk_status cpu_open(bk_backend_ctx **out, int rank, int world, int device,
         return BK_FAIL(err, BK_ERR_SYSTEM, "cpu backend: out of memory");
     c->rank = rank;
     c->world = world;
-    pin_to_core(rank);
+    c->own_core = pin_to_core(rank, world);
     *out = c;
     return BK_OK;
 }
@@ -57,6 +65,8 @@ static bk_status cpu_comm_create(bk_backend_ctx *c, const char *run_id, const ch
     bk_status st = bk_shm_create(run_id, arm, c->rank, c->world, peer_bytes, &c->shm, name, err);
     if (st != BK_OK)
         return st;
+    if (c->own_core)
+        bk_shm_set_spin(c->shm, BK_CPU_OWN_CORE_SPIN_NS);
     bk_node_self(node);
     size_t n = strlen(name) + 1, m = strlen(node) + 1;
     memcpy(blob, name, n);

@@ -1,5 +1,6 @@
 /* test_shm.c - POSIX shared-memory peer memory between forked processes: create, connect,
- * many barriers with data exchange, time-outs with their messages, and no segment left. */
+ * many barriers with data exchange (with and without a spin phase), time-outs with their
+ * messages, and no segment left. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +27,7 @@ typedef struct report {
 
 static report *g_rep;
 static int g_counter;
+static uint64_t g_spin_ns; /* bk_shm_set_spin for the children (0: the default) */
 
 static void run_id(char *buf, size_t len)
 {
@@ -61,6 +63,7 @@ static int child_exchange(const char *rid, int rank, int world)
     if (bk_shm_create(rid, "B'", rank, world, PAYLOAD, &shm, mine, &err) != BK_OK ||
         strcmp(mine, names[rank]) != 0)
         goto fail;
+    bk_shm_set_spin(shm, g_spin_ns);
     if (bk_shm_connect(shm, ptrs, 10.0, &err) != BK_OK)
         goto fail;
     for (int round = 0; round < ROUNDS; round++) {
@@ -101,7 +104,7 @@ static int child_deserter(const char *rid, int rank, int world)
     bk_shm *shm = NULL;
     names_of(rid, "C", world, names, ptrs);
     if (bk_shm_create(rid, "C", rank, world, PAYLOAD, &shm, mine, &err) != BK_OK ||
-        bk_shm_connect(shm, ptrs, 10.0, &err) != BK_OK) {
+        (bk_shm_set_spin(shm, g_spin_ns), bk_shm_connect(shm, ptrs, 10.0, &err)) != BK_OK) {
         bk_strlcpy(g_rep->msg[rank], err.msg, sizeof g_rep->msg[rank]);
         return 1;
     }
@@ -164,14 +167,32 @@ static void test_exchange_4(void **state)
     exchange(4);
 }
 
-static void test_barrier_times_out_naming_the_peer(void **state)
+/* A spin phase of 1 ms: the rounds where a peer sleeps 3-6 ms see the spin run out and
+ * the waiter go on to yield and park; the data must come through either way. */
+static void test_exchange_spinning(void **state)
 {
     (void)state;
+    g_spin_ns = 1000000ull;
+    exchange(2);
+    exchange(4);
+    g_spin_ns = 0;
+}
+
+static void barrier_times_out(uint64_t spin_ns)
+{
     char rid[64], names[MAXW][BK_SHM_NAME_LEN];
     const char *ptrs[MAXW];
     bk_err err = { 0 };
     run_id(rid, sizeof rid);
+    g_spin_ns = spin_ns;
+    uint64_t t0 = bk_now_ns();
     run_lane(rid, 2, child_deserter, 1);
+    double took_s = (double)(bk_now_ns() - t0) / 1e9;
+    g_spin_ns = 0;
+    /* a bound, not a timing: a spin phase (of 60 s here) must not outlast the deadline */
+    if (took_s > 20.0)
+        fail_msg("the barrier's 0.3 s time-out took %.1f s (spin %.0f s)", took_s,
+                 (double)spin_ns / 1e9);
     assert_int_equal(g_rep->code[0], BK_ERR_TIMEOUT);
     /* connect's barrier is epoch 1; the deserter never reached epoch 2 */
     assert_string_equal(g_rep->msg[0],
@@ -181,6 +202,19 @@ static void test_barrier_times_out_naming_the_peer(void **state)
     /* the deserter died by SIGKILL after connect: connect had unlinked its name */
     assert_false(shm_exists(names[1]));
     assert_int_equal(bk_shm_unlink_name(names[1], &err), BK_OK); /* absent is fine */
+}
+
+static void test_barrier_times_out_naming_the_peer(void **state)
+{
+    (void)state;
+    barrier_times_out(0);
+}
+
+/* bk_shm_set_spin's spin phase keeps the deadline */
+static void test_barrier_times_out_while_spinning(void **state)
+{
+    (void)state;
+    barrier_times_out(60000000000ull);
 }
 
 static void test_missing_peer_times_out_on_connect(void **state)
@@ -239,7 +273,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exchange_2),
         cmocka_unit_test(test_exchange_4),
+        cmocka_unit_test(test_exchange_spinning),
         cmocka_unit_test(test_barrier_times_out_naming_the_peer),
+        cmocka_unit_test(test_barrier_times_out_while_spinning),
         cmocka_unit_test(test_missing_peer_times_out_on_connect),
         cmocka_unit_test(test_name_and_exclusive_create),
     };

@@ -11,3 +11,5 @@ for b in "$build"/tests/bench_*; do
 done
 echo; echo "== bench_run.sh"
 tests/bench/bench_run.sh "$build" 5
+echo; echo "== bench_busy.sh"
+tests/bench/bench_busy.sh "$build"
