@@ -1,4 +1,5 @@
 /* report.c - the run's header, per-arm table, score and verdict, as printed text. */
+#include <math.h>
 #include <string.h>
 
 #include "kernels/catalog.h"
@@ -121,6 +122,12 @@ void bk_report_print(FILE *f, const bk_run *run, const bk_score *sc)
     fprintf(f, "\nverdict: %s (%s)\n", bk_verdict_name(sc->verdict), sc->status);
     if (sc->reasons[0])
         fprintf(f, "  %s\n", sc->reasons);
+    double margin = 0;
+    if (bk_score_thin_margin(sc, run->plan.protocol.repeats, &margin))
+        fprintf(f, "  note: one round per arm, and B' differs from B by %.2f%%, more than this %s\n"
+                   "        clears 1 + min_gain by (%.2f%%): the interval leaves out the offset each\n"
+                   "        engine process brings; protocol.repeats 3 or more carries it\n",
+                100 * fabs(sc->drift), bk_verdict_name(sc->verdict), 100 * margin);
     if (run->backend == BK_BACKEND_CPU)
         fprintf(f, "  (cpu backend: rehearsal of the process, not a GPU measurement)\n");
     if (run->shared_lanes)

@@ -601,3 +601,19 @@ bk_status bk_worth_bound(double f, double k, double *bound, bk_err *err)
 }
 
 int bk_worth_clears(double bound, double noise) { return bound > 1.0 + noise; }
+
+int bk_score_thin_margin(const bk_score *sc, int rounds, double *margin)
+{
+    if (rounds > 1 || !sc->have_drift || !sc->have_speedup)
+        return 0;
+    double bar = 1.0 + sc->min_gain, m;
+    if (sc->verdict == BK_VERDICT_PASS)
+        m = sc->speedup_lo - bar;
+    else if (sc->verdict == BK_VERDICT_FAIL && sc->quality != BK_QUALITY_FAIL)
+        m = bar - sc->speedup_hi; /* a quality FAIL stands whatever the speed */
+    else
+        return 0;
+    if (margin)
+        *margin = m;
+    return m < fabs(sc->drift);
+}

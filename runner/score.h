@@ -150,6 +150,14 @@ typedef struct bk_score_timing {
 bk_status bk_score_compute(const bk_score_input *in, bk_score *out, bk_score_timing *timing,
                            bk_err *err);
 
+/* 1 when a PASS or FAIL from one round per arm clears its bar (1 + min_gain) by
+ * less than |drift|: the interval, a bootstrap over iterations, leaves out the
+ * offset each engine process brings of its own, and B' against B is one draw of
+ * it. *margin (may be NULL) gets the clearance: speedup_lo - (1 + min_gain) for
+ * PASS, (1 + min_gain) - speedup_hi for FAIL. 0 with rounds > 1 (the rounds carry
+ * that spread), without a drift or an interval, or for any other verdict. */
+int bk_score_thin_margin(const bk_score *sc, int rounds, double *margin);
+
 /* The lower median of an ascending sorted array: sorted[(n - 1) / 2]; n >= 1. */
 uint64_t bk_lower_median(const uint64_t *sorted, size_t n);
 

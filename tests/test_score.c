@@ -600,6 +600,48 @@ static void test_rounds_average_offsets(void **state)
     assert_int_equal(one.verdict, BK_VERDICT_NO_DECISION);
 }
 
+/* A one-round PASS or FAIL that clears its bar by less than B' differs from B is
+ * flagged; a wide margin, several rounds, a quality FAIL or NO_DECISION is not. */
+static void test_thin_margin(void **state)
+{
+    (void)state;
+    bk_score_input in;
+    double m = -1;
+    /* B 1000, B' 1015 (drift +1.5%), C at 1.04x the pooled baseline */
+    bracket(&in, 1007.5 / 1.04, 1015, 41);
+    in.min_gain = 0.025;
+    bk_score out = score_ok(&in);
+    assert_int_equal(out.verdict, BK_VERDICT_PASS);
+    assert_true(out.drift > 0.012 && out.drift < 0.018);
+    assert_int_equal(bk_score_thin_margin(&out, 1, &m), 1);
+    assert_true(m == out.speedup_lo - 1.025 && m > 0 && m < out.drift);
+    assert_int_equal(bk_score_thin_margin(&out, 0, NULL), 1); /* 0 rounds: one */
+    assert_int_equal(bk_score_thin_margin(&out, 3, &m), 0);
+    /* the same bracket against a low bar: the margin (about 3%) beats the drift */
+    in.min_gain = 0.005;
+    out = score_ok(&in);
+    assert_int_equal(out.verdict, BK_VERDICT_PASS);
+    assert_int_equal(bk_score_thin_margin(&out, 1, &m), 0);
+    assert_true(m == out.speedup_lo - 1.005 && m > out.drift);
+    /* a FAIL just under the bar */
+    bracket(&in, 1007.5 / 0.99, 1015, 42);
+    in.min_gain = 0.0;
+    out = score_ok(&in);
+    assert_int_equal(out.verdict, BK_VERDICT_FAIL);
+    assert_int_equal(bk_score_thin_margin(&out, 1, &m), 1);
+    assert_true(m == 1.0 - out.speedup_hi && m > 0 && m < out.drift);
+    /* a quality FAIL stands whatever the speed */
+    in.quality = BK_QUALITY_FAIL;
+    out = score_ok(&in);
+    assert_int_equal(out.verdict, BK_VERDICT_FAIL);
+    assert_int_equal(bk_score_thin_margin(&out, 1, NULL), 0);
+    /* NO_DECISION: nothing to flag */
+    bracket(&in, 1007.5 / 1.01, 1015, 43);
+    out = score_ok(&in);
+    assert_int_equal(out.verdict, BK_VERDICT_NO_DECISION);
+    assert_int_equal(bk_score_thin_margin(&out, 1, NULL), 0);
+}
+
 static void test_rounds_bad_input(void **state)
 {
     (void)state;
@@ -646,6 +688,7 @@ int main(void)
         cmocka_unit_test_teardown(test_one_round_unchanged, free_pool),
         cmocka_unit_test_teardown(test_rounds_average_offsets, free_pool),
         cmocka_unit_test_teardown(test_rounds_bad_input, free_pool),
+        cmocka_unit_test_teardown(test_thin_margin, free_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The report's thin-margin note: a one-round FAIL that clears 1 + min_gain by less than B'
+# differs from B says so under its verdict; the same record with a wider margin does not.
+# Uses the pre-repeats fixture (drift -6.61%, speed-up interval [0.9191, 0.9618]): at its
+# own min_gain 0.05 the FAIL clears the bar by 8.82%, at min_gain 0 by only 3.82%.
+. "$(dirname "$0")/lib.sh"
+set -e
+src=$BK_SOURCE_DIR/tests/fixtures/records/pre-repeats
+mkdir -p "$IT_TMP/wide" "$IT_TMP/thin"
+cp "$src/record.json" "$src/samples.msgpack" "$IT_TMP/wide/"
+cp "$src/samples.msgpack" "$IT_TMP/thin/"
+# min_gain 0 in the plan and in the recorded thresholds: the recomputed verdict (FAIL) and
+# numbers stay those of the record, only the bar moves
+python3 - "$src/record.json" "$IT_TMP/thin/record.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["plan"]["protocol"]["min_gain"] = 0.0
+r["score"]["thresholds"]["min_gain"] = 0.0
+json.dump(r, open(sys.argv[2], "w"), indent=1)
+PY
+score() {
+    set +e
+    "$BK_BRACKET" score "$IT_TMP/$1/record.json" >"$IT_TMP/$1.log" 2>&1
+    rc=$?
+    set -e
+    cat "$IT_TMP/$1.log"
+    [ "$rc" = 3 ] || fail "$1: bracket score exited $rc, want 3 (FAIL)"
+    grep -q "identical to the record" "$IT_TMP/$1.log" || fail "$1: not recomputed identically"
+}
+score wide
+grep -q "note: one round" "$IT_TMP/wide.log" && fail "a margin of 8.82% against 6.61% got the note"
+score thin
+grep -q "note: one round per arm, and B' differs from B by 6.61%, more than this FAIL" \
+    "$IT_TMP/thin.log" || fail "no thin-margin note naming the drift"
+grep -q "clears 1 + min_gain by (3.82%)" "$IT_TMP/thin.log" || fail "the note does not name the margin"
+echo "PASS: a one-round FAIL inside B'/B's spread of its bar is noted; a wide one is not"
