@@ -5,6 +5,7 @@
 
 #include "kernels/catalog.h"
 #include "runner/cli.h"
+#include "runner/memory.h"
 
 static void usage(FILE *f)
 {
@@ -14,13 +15,25 @@ static void usage(FILE *f)
         "Validates PLAN (schema bracket.plan/1, see plans/README.md) and checks it against\n"
         "the target catalog: the target, both variants, their params, the dtype and every\n"
         "shape. Errors name the file and the line:column of a syntax error or the dotted\n"
-        "path of a bad field. Nothing is run.\n"
+        "path of a bad field. Nothing is run. A valid plan's line says how many rounds each\n"
+        "timed arm runs and about how much memory rank 0 will hold for the samples, against\n"
+        "what this host (or its cgroup) has available: `bracket run` refuses a plan that\n"
+        "needs more there.\n"
         "\n"
         "  -s, --set PATH=VAL   apply an override first, as `bracket run` would\n"
         "  -b, --backend B      check for this backend (default: the plan's; auto = cpu here)\n"
         "  -h, --help           this text\n"
         "\n"
         "Exit status: 0 valid, 2 invalid or bad usage, 1 internal failure.\n");
+}
+
+static const char *mib_or_gib(uint64_t bytes, char *buf, size_t len)
+{
+    if (bytes >= (1ull << 30))
+        snprintf(buf, len, "%.1f GiB", (double)bytes / (1 << 30));
+    else
+        snprintf(buf, len, "%.1f MiB", (double)bytes / (1 << 20));
+    return buf;
 }
 
 int bk_cmd_plan(int argc, char **argv)
@@ -96,6 +109,16 @@ int bk_cmd_plan(int argc, char **argv)
     printf("%s: valid (%s, %s vs %s, %d shape(s)%s, backend %s, candidate serves %.1f%% of the "
            "workload)\n", argv[optind], plan.target, plan.incumbent.name, plan.candidate.name,
            plan.workload.nshapes, rounds, bk_backend_name(b), 100 * bk_routing_share(&plan, b, 1));
+    uint64_t need = bk_rank0_peak_bytes(&plan, bk_catalog_target(plan.target),
+                                        plan.arena.tp * plan.arena.ep),
+             have = bk_mem_available();
+    char needs[32], haves[32];
+    printf("  rank 0 holds about %s at its peak (samples and audit outputs)",
+           mib_or_gib(need, needs, sizeof needs));
+    if (have)
+        printf("; %s available here%s", mib_or_gib(have, haves, sizeof haves),
+               need > have ? ": too much, `bracket run` refuses it on such a host" : "");
+    printf("\n");
     bk_plan_free(&plan);
     return 0;
 }

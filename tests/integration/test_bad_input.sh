@@ -18,6 +18,17 @@ check bad-syntax "bad-syntax.json:" 2 "$BK_SOURCE_DIR/tests/fixtures/plans/bad-s
 check bad-flag "unknown or incomplete option '--bogus'" 2 "$IT_PLAN" --bogus
 check bad-param "candidate.params.fraction" 4 "$IT_PLAN" --set candidate.variant=slowed \
     --set 'candidate.params={"fraction":-1}'
+# a plan whose samples cannot fit in rank 0's memory (10^7 iterations x 16 rounds, lanes of
+# 64: about 1 TiB) is refused before any engine starts, not killed halfway
+big=(--set workload.iters=10000000 --set protocol.repeats=16 --set arena.tp=64)
+check too-big "rank 0 would hold about" 4 "$IT_PLAN" "${big[@]}"
+grep -q "lower workload.iters, protocol.repeats or the number of shapes" "$OUT" ||
+    fail "too-big: the message does not say what to lower"
+"$BK_BRACKET" plan check "$IT_PLAN" "${big[@]}" >"$IT_TMP/big.log" ||
+    fail "plan check on a valid but too big plan"
+cat "$IT_TMP/big.log"
+grep -q "GiB at its peak .*too much, .bracket run. refuses it" "$IT_TMP/big.log" ||
+    fail "plan check does not warn of the too big plan"
 # the output folder cannot be created: clear error, nothing runs
 touch "$IT_TMP/file"
 set +e

@@ -1,0 +1,105 @@
+/* memory.c - rank 0's peak for a plan, and the memory this host and cgroup still have. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runner/memory.h"
+
+uint64_t bk_rank0_peak_bytes(const bk_plan *p, const bk_target *tg, int world)
+{
+    const double R = p->protocol.repeats > 1 ? p->protocol.repeats : 1;
+    const double W = world > 0 ? world : 1;
+    const double per_round = (double)p->workload.nshapes * (double)p->workload.iters;
+    double slots = 8.0 * W * per_round * (3 * R + 2);     /* B, C, B' in R rounds; A, T */
+    double packed = 10.0 * W * per_round * 3 * R;          /* samples.msgpack in memory */
+    double scorer = 9.0 * 8.0 * per_round * 3 * R;
+    double outputs = 0;
+    for (int s = 0; tg && s < p->workload.nshapes; s++)
+        for (int t = 0; t < tg->ntensors; t++)
+            if (tg->tensor_is_output[t])
+                outputs += 2.0 * W * (double)tg->tensor_elems(&p->workload.shapes[s], world, t) *
+                           (double)tg->tensor_elem_bytes(t);
+    double total = slots + (packed > scorer ? packed : scorer) + outputs;
+    return total >= 1.8e19 ? UINT64_MAX : (uint64_t)total;
+}
+
+/* The first number after `key` in file `path` (a "Key: N kB" or a bare number file);
+ * 0 when it cannot be read. `*max` is set when the file says "max". */
+static int read_number(const char *path, const char *key, uint64_t *v, int *max)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[256];
+    int ok = 0;
+    while (!ok && fgets(line, sizeof line, f)) {
+        const char *at = line;
+        if (key) {
+            size_t n = strlen(key);
+            if (strncmp(line, key, n) != 0)
+                continue;
+            at = line + n;
+        }
+        if (max && strncmp(at, "max", 3) == 0) {
+            *max = 1;
+            ok = 1;
+        } else {
+            ok = sscanf(at, "%" SCNu64, v) == 1;
+        }
+    }
+    fclose(f);
+    return ok;
+}
+
+/* limit - usage of one cgroup (v2 memory.max/memory.current or v1
+ * memory.limit_in_bytes/memory.usage_in_bytes); 0 with *known = 0 when unlimited or
+ * unreadable. */
+static uint64_t cg_left(const char *dir, const char *lim_file, const char *use_file, int *known)
+{
+    char path[1200];
+    uint64_t lim = 0, use = 0;
+    int unlimited = 0;
+    *known = 0;
+    snprintf(path, sizeof path, "%s/%s", dir, lim_file);
+    if (!read_number(path, NULL, &lim, &unlimited) || unlimited || lim >= (1ull << 62))
+        return 0;
+    snprintf(path, sizeof path, "%s/%s", dir, use_file);
+    if (!read_number(path, NULL, &use, NULL))
+        return 0;
+    *known = 1;
+    return lim > use ? lim - use : 0;
+}
+
+uint64_t bk_mem_available(void)
+{
+    uint64_t kb = 0, avail = 0;
+    if (read_number("/proc/meminfo", "MemAvailable:", &kb, NULL))
+        avail = kb * 1024;
+    /* "0::/path" (v2) or "N:memory:/path" (v1) in /proc/self/cgroup */
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    char line[1024];
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        const char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        char dir[1100];
+        uint64_t left;
+        int known = 0;
+        if (c2 == c1 + 1) {
+            snprintf(dir, sizeof dir, "/sys/fs/cgroup%s", c2 + 1);
+            left = cg_left(dir, "memory.max", "memory.current", &known);
+        } else if ((size_t)(c2 - c1 - 1) == strlen("memory") &&
+                   strncmp(c1 + 1, "memory", 6) == 0) {
+            snprintf(dir, sizeof dir, "/sys/fs/cgroup/memory%s", c2 + 1);
+            left = cg_left(dir, "memory.limit_in_bytes", "memory.usage_in_bytes", &known);
+        } else {
+            continue;
+        }
+        if (known && (!avail || left < avail))
+            avail = left;
+    }
+    if (f)
+        fclose(f);
+    return avail;
+}

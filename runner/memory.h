@@ -1,0 +1,24 @@
+/* memory.h - what rank 0 will hold for a plan's samples, and what this host (and its
+ * cgroup, e.g. a Slurm job's) still has: a plan that cannot fit is refused before any
+ * engine starts, not killed by the OOM killer halfway through its arms. */
+#ifndef BK_MEMORY_H
+#define BK_MEMORY_H
+
+#include <stdint.h>
+
+#include "kernels/catalog.h"
+#include "plans/plan.h"
+
+/* About how many bytes rank 0 holds at its peak for plan p with lanes of `world` ranks:
+ * every arm's sample slots (8 B per iteration, shape, lane rank and round, the audits'
+ * too), then the more of the samples file being packed (up to 10 B per timed sample)
+ * and the scorer's copies (9 x 8 B per round, shape and iteration of the timed arms),
+ * and the audits' output tensors from every lane rank. */
+uint64_t bk_rank0_peak_bytes(const bk_plan *p, const bk_target *tg, int world);
+
+/* The bytes this process may still allocate: MemAvailable of /proc/meminfo, or less
+ * when its cgroup v2 memory.max leaves less (memory.max - memory.current). 0 when
+ * neither can be read (then no limit is known). */
+uint64_t bk_mem_available(void);
+
+#endif
