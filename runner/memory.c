@@ -12,7 +12,9 @@ uint64_t bk_rank0_peak_bytes(const bk_plan *p, const bk_target *tg, int world)
     const double per_round = (double)p->workload.nshapes * (double)p->workload.iters;
     double slots = 8.0 * W * per_round * (3 * R + 2);     /* B, C, B' in R rounds; A, T */
     double packed = 10.0 * W * per_round * 3 * R;          /* samples.msgpack in memory */
-    double scorer = 9.0 * 8.0 * per_round * 3 * R;
+    /* critical paths of B, C, B' (evaluate), the scorer's copies of them and of the
+     * pooled B+B', one sort scratch: 9 arm-sized arrays of 8 B */
+    double scorer = 9.0 * 8.0 * per_round * R;
     double outputs = 0;
     for (int s = 0; tg && s < p->workload.nshapes; s++)
         for (int t = 0; t < tg->ntensors; t++)

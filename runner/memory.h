@@ -12,8 +12,9 @@
 /* About how many bytes rank 0 holds at its peak for plan p with lanes of `world` ranks:
  * every arm's sample slots (8 B per iteration, shape, lane rank and round, the audits'
  * too), then the more of the samples file being packed (up to 10 B per timed sample)
- * and the scorer's copies (9 x 8 B per round, shape and iteration of the timed arms),
- * and the audits' output tensors from every lane rank. */
+ * and the scorer's arrays (9 x 8 B per round, shape and iteration), and the audits'
+ * output tensors from every lane rank. Measured: 70 MB over the process's own for an
+ * estimate of 82 MB (docs/BENCHMARKS.md, "rank 0's memory"). */
 uint64_t bk_rank0_peak_bytes(const bk_plan *p, const bk_target *tg, int world);
 
 /* The bytes this process may still allocate: MemAvailable of /proc/meminfo, or less

@@ -36,13 +36,14 @@ static void test_peak_by_hand(void **state)
 {
     (void)state;
     /* one round: slots 8 B x 2 ranks x 600 x (3 + 2 arms) = 48000; the scorer's
-     * 72 B x 600 x 3 = 129600 beats the packed file's 10 B x 2 x 600 x 3 = 36000 */
-    assert_int_equal(peak(NULL, 0), 48000 + 129600 + 589824);
-    /* 4 rounds: slots 8 x 2 x 600 x 14 = 134400; scorer 72 x 600 x 12 = 518400 */
+     * 72 B x 600 = 43200 beats the packed file's 10 B x 2 x 600 x 3 = 36000 */
+    assert_int_equal(peak(NULL, 0), 48000 + 43200 + 589824);
+    /* 4 rounds: slots 8 x 2 x 600 x 14 = 134400; scorer 72 x 600 x 4 = 172800 beats
+     * the packed file's 10 x 2 x 600 x 12 = 144000 */
     const char *four[] = { "protocol.repeats=4" };
-    assert_int_equal(peak(four, 1), 134400 + 518400 + 589824);
+    assert_int_equal(peak(four, 1), 134400 + 172800 + 589824);
     /* lanes of 64, 10^7 iterations, 16 rounds: 2e7 per round; slots 8 x 64 x 2e7 x 50;
-     * the packed file 10 x 64 x 2e7 x 48 beats the scorer's 72 x 2e7 x 48; outputs
+     * the packed file 10 x 64 x 2e7 x 48 beats the scorer's 72 x 2e7 x 16; outputs
      * 2 x 64 x 147456 */
     const char *big[] = { "arena.tp=64", "workload.iters=10000000", "protocol.repeats=16" };
     assert_int_equal(peak(big, 3), 512000000000ull + 614400000000ull + 18874368ull);
