@@ -37,8 +37,8 @@ int bk_shm_world(const bk_shm *shm);
 /* Barrier among the lane's ranks through per-rank epoch counters with
  * release/acquire ordering. Waiters spin briefly (or for bk_shm_set_spin's time),
  * then sched_yield, then sleep (parked on a futex the peer's arrival wakes, at most
- * 1 ms at a time; never a long spin on an oversubscribed machine). BK_ERR_TIMEOUT after timeout_s, after
- * which the segment's barriers are out of step: destroy it. */
+ * 1 ms at a time; never a long spin on an oversubscribed machine). BK_ERR_TIMEOUT
+ * after timeout_s, after which the segment's barriers are out of step: destroy it. */
 bk_status bk_shm_barrier(bk_shm *shm, double timeout_s, bk_err *err);
 
 /* Let barrier waiters spin for up to spin_ns before they yield and park: for a lane

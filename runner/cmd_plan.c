@@ -111,11 +111,11 @@ int bk_cmd_plan(int argc, char **argv)
            plan.workload.nshapes, rounds, bk_backend_name(b), 100 * bk_routing_share(&plan, b, 1));
     uint64_t need = bk_rank0_peak_bytes(&plan, bk_catalog_target(plan.target),
                                         plan.arena.tp * plan.arena.ep),
-             have = bk_mem_available();
+             have = 0;
     char needs[32], haves[32];
     printf("  rank 0 holds about %s at its peak (samples and audit outputs)",
            mib_or_gib(need, needs, sizeof needs));
-    if (have)
+    if (bk_mem_available(&have))
         printf("; %s available here%s", mib_or_gib(have, haves, sizeof haves),
                need > have ? ": too much, `bracket run` refuses it on such a host" : "");
     printf("\n");

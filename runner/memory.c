@@ -72,10 +72,11 @@ static uint64_t cg_left(const char *dir, const char *lim_file, const char *use_f
     return lim > use ? lim - use : 0;
 }
 
-uint64_t bk_mem_available(void)
+int bk_mem_available(uint64_t *bytes)
 {
     uint64_t kb = 0, avail = 0;
-    if (read_number("/proc/meminfo", "MemAvailable:", &kb, NULL))
+    int have = read_number("/proc/meminfo", "MemAvailable:", &kb, NULL);
+    if (have)
         avail = kb * 1024;
     /* "0::/path" (v2) or "N:memory:/path" (v1) in /proc/self/cgroup */
     FILE *f = fopen("/proc/self/cgroup", "r");
@@ -98,10 +99,13 @@ uint64_t bk_mem_available(void)
         } else {
             continue;
         }
-        if (known && (!avail || left < avail))
+        if (known && (!have || left < avail)) {
             avail = left;
+            have = 1;
+        }
     }
     if (f)
         fclose(f);
-    return avail;
+    *bytes = avail;
+    return have;
 }

@@ -17,9 +17,10 @@
  * estimate of 82 MB (docs/BENCHMARKS.md, "rank 0's memory"). */
 uint64_t bk_rank0_peak_bytes(const bk_plan *p, const bk_target *tg, int world);
 
-/* The bytes this process may still allocate: MemAvailable of /proc/meminfo, or less
- * when its cgroup v2 memory.max leaves less (memory.max - memory.current). 0 when
- * neither can be read (then no limit is known). */
-uint64_t bk_mem_available(void);
+/* The bytes this process may still allocate into *bytes: MemAvailable of
+ * /proc/meminfo, or less when a memory cgroup of it leaves less (v2 memory.max -
+ * memory.current, v1 memory.limit_in_bytes - memory.usage_in_bytes). Returns 0 when
+ * none of them can be read (no limit is known), else 1. */
+int bk_mem_available(uint64_t *bytes);
 
 #endif
