@@ -35,13 +35,13 @@
  * them when the machine has the GPUs, one process per GPU). */
 #ifdef BK_HAVE_CUDA
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "collectives/cuda_ipc.h"
 #include "collectives/cuda_nccl.h"
+#include "kernels/cublas_lazy.h"
 #include "kernels/catalog_internal.h"
 #include "kernels/moe_cuda.h"
 #include "kernels/moe_internal.h"
@@ -56,6 +56,7 @@ enum { MODE_SERIAL, MODE_FUSED, MODE_CHUNKED };
 typedef struct cuda_moe {
     const char *name;
     int mode, chunks;
+    const bk_cublas *cb; /* cuBLAS, loaded at the first call (cm_setup) */
     cublasHandle_t blas;
     cudaStream_t side;  /* the host copy of topk_ids */
     cudaStream_t comb;  /* chunked: the combines */
@@ -85,7 +86,7 @@ typedef struct cuda_moe {
         cublasStatus_t b_ = (call);                                                        \
         if (b_ != CUBLAS_STATUS_SUCCESS) {                                                 \
             st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: %s: %s", m->name, #call,                 \
-                         cublasGetStatusString(b_));                                       \
+                         m->cb->status_string(b_));                                        \
             goto out;                                                                      \
         }                                                                                  \
     } while (0)
@@ -142,7 +143,7 @@ static void cm_destroy(void *state)
         return;
     cm_free_bufs(m);
     if (m->blas)
-        (void)cublasDestroy(m->blas);
+        (void)m->cb->destroy(m->blas);
     if (m->blas_ws)
         (void)cudaFree(m->blas_ws);
     for (int i = 0; i < m->nev; i++)
@@ -162,9 +163,11 @@ static bk_status cm_setup(cuda_moe *m, bk_err *err)
 {
     bk_status st = BK_OK;
     int lo = 0, hi = 0;
-    BLAS_TRY(cublasCreate(&m->blas));
+    if ((st = bk_cublas_get(&m->cb, err)) != BK_OK)
+        return st;
+    BLAS_TRY(m->cb->create(&m->blas));
     CU_TRY(cudaMalloc(&m->blas_ws, WS_CUBLAS));
-    BLAS_TRY(cublasSetWorkspace(m->blas, m->blas_ws, WS_CUBLAS));
+    BLAS_TRY(m->cb->set_workspace(m->blas, m->blas_ws, WS_CUBLAS));
     CU_TRY(cudaStreamCreateWithFlags(&m->side, cudaStreamNonBlocking));
     CU_TRY(cudaDeviceGetStreamPriorityRange(&lo, &hi));
     CU_TRY(cudaStreamCreateWithPriority(&m->comb, cudaStreamNonBlocking, hi));
@@ -283,11 +286,11 @@ static bk_status cm_grouped_gemm(cuda_moe *m, const int64_t *off, int64_t el, co
         int64_t r0 = off[j], rows = off[j + 1] - r0;
         if (rows == 0)
             continue;
-        BLAS_TRY(cublasGemmEx(m->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)rows, (int)k, &one,
-                              w + (size_t)j * (size_t)n * (size_t)k, CUDA_R_16BF, (int)k,
-                              a + (size_t)r0 * (size_t)k, CUDA_R_16BF, (int)k, &zero,
-                              c + (size_t)r0 * (size_t)n, CUDA_R_16BF, (int)n,
-                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        BLAS_TRY(m->cb->gemm_ex(m->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)rows, (int)k,
+                                &one, w + (size_t)j * (size_t)n * (size_t)k, CUDA_R_16BF,
+                                (int)k, a + (size_t)r0 * (size_t)k, CUDA_R_16BF, (int)k, &zero,
+                                c + (size_t)r0 * (size_t)n, CUDA_R_16BF, (int)n,
+                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }
 out:
     return st;
@@ -429,7 +432,7 @@ static bk_status cm_run(void *state, bk_call *call, bk_err *err)
         CU_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
         relaxed = 0;
     }
-    BLAS_TRY(cublasSetStream(m->blas, stream));
+    BLAS_TRY(m->cb->set_stream(m->blas, stream));
     /* The residual joins the lane's sum once: on rank 0 (at world 1, always). */
     int res_here = call->world == 1 || call->rank == 0;
     if (m->mode != MODE_CHUNKED || nch == 1) { /* one chunk: the fused combine, no fork */
