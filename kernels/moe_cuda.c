@@ -41,8 +41,8 @@
 
 #include "collectives/cuda_ipc.h"
 #include "collectives/cuda_nccl.h"
-#include "kernels/cublas_lazy.h"
 #include "kernels/catalog_internal.h"
+#include "kernels/cublas_lazy.h"
 #include "kernels/moe_cuda.h"
 #include "kernels/moe_internal.h"
 

@@ -124,10 +124,11 @@ void bk_report_print(FILE *f, const bk_run *run, const bk_score *sc)
         fprintf(f, "  %s\n", sc->reasons);
     double margin = 0;
     if (bk_score_thin_margin(sc, run->plan.protocol.repeats, &margin))
-        fprintf(f, "  note: one round per arm, and B' differs from B by %.2f%%, more than this %s\n"
-                   "        clears 1 + min_gain by (%.2f%%): the interval leaves out the offset each\n"
-                   "        engine process brings; protocol.repeats 3 or more carries it\n",
-                100 * fabs(sc->drift), bk_verdict_name(sc->verdict), 100 * margin);
+        fprintf(f, "  note: one round per arm: B' differs from B by %.2f%%, more than the "
+                   "%.2f%% by\n        which this %s clears 1 + min_gain; the interval leaves "
+                   "out the offset\n        each engine process brings, which protocol.repeats "
+                   "3 or more carries\n",
+                100 * fabs(sc->drift), 100 * margin, bk_verdict_name(sc->verdict));
     if (run->backend == BK_BACKEND_CPU)
         fprintf(f, "  (cpu backend: rehearsal of the process, not a GPU measurement)\n");
     if (run->shared_lanes)

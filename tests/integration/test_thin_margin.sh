@@ -30,7 +30,8 @@ score() {
 score wide
 grep -q "note: one round" "$IT_TMP/wide.log" && fail "a margin of 8.82% against 6.61% got the note"
 score thin
-grep -q "note: one round per arm, and B' differs from B by 6.61%, more than this FAIL" \
-    "$IT_TMP/thin.log" || fail "no thin-margin note naming the drift"
-grep -q "clears 1 + min_gain by (3.82%)" "$IT_TMP/thin.log" || fail "the note does not name the margin"
+grep -q "note: one round per arm: B' differs from B by 6.61%, more than the 3.82% by" \
+    "$IT_TMP/thin.log" || fail "no thin-margin note naming the drift and the margin"
+grep -q "which this FAIL clears 1 + min_gain" "$IT_TMP/thin.log" ||
+    fail "the note does not name the verdict"
 echo "PASS: a one-round FAIL inside B'/B's spread of its bar is noted; a wide one is not"
