@@ -68,7 +68,8 @@ bk_status bk__ar_check_call(const bk_call *call, bk_err *err);
 
 /* ---- diagnostic variants: test hooks ---- */
 
-/* The last call's base time and the wait `slowed` asked for (ns). */
+/* The last call's base time and the wait `slowed` asked for (ns): fraction x the
+ * fastest base time at that shape so far. */
 void bk__diag_last_times(const void *state, uint64_t *base_ns, uint64_t *wait_ns);
 
 /* nccl-tests' allreduce "size" (the bytes of one rank's bf16 [tokens, hidden] tensor)

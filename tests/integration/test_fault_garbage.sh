@@ -21,8 +21,11 @@ for p in range(47000, 48000, 2):
         for s in ss: s.close()')
 [ -n "$PORT" ] || fail "no free port pair on 127.0.0.1"
 
+# 3000 iterations keep C (4x slower) and B' running for over a second after C starts: the
+# garbage below must all arrive while the coordinator listens (with 300, C's 0.1 s ended
+# first and fewer than 40 were counted)
 it_start garbage 4 "$IT_PLAN" --iface lo --port "$PORT" --set candidate.variant=slowed \
-    --set 'candidate.params={"base":"shm_twopass","fraction":3}'
+    --set 'candidate.params={"base":"shm_twopass","fraction":3}' --set workload.iters=3000
 wait_engines C 2
 # 20 connections per port, each sending bytes that are not ZMTP; every loop is bounded
 python3 - "$PORT" <<'PY'
@@ -39,6 +42,7 @@ for q in (port, port + 1):
             pass
         s.close()
 PY
+kill -0 "$PID" 2>/dev/null || fail "the run ended before all the garbage was sent: lengthen it"
 it_wait
 expect_verdict_from_record
 python3 - "$RECORD" <<'PY' || fail "garbage not ignored and counted"

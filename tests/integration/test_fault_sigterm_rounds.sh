@@ -6,9 +6,8 @@
 . "$(dirname "$0")/fault_lib.sh"
 set -e
 # a candidate 11x slower keeps each round of C running for about 3 s (mpirun relays a SIGTERM
-# after ~1 s). Its busy wait is 10x its own measured time, preemptions included, so on a
-# loaded box a round can take a minute: arm_s 300 keeps round 1 from timing out (the
-# SIGTERM, not the time-out, ends this run)
+# after ~1 s). On a loaded box a round can take a minute: arm_s 300 keeps round 1 from
+# timing out (the SIGTERM, not the time-out, ends this run)
 it_start sigterm-rounds 4 "$IT_PLAN" --set protocol.repeats=3 --set candidate.variant=slowed \
     --set 'candidate.params={"base":"shm_twopass","fraction":10}' --set workload.iters=3000 \
     --set timeouts.arm_s=300
