@@ -195,16 +195,26 @@ A=$(echo "$OUT_ARRAY" | sed -n 's/^submitted job \([0-9]*\) .*/\1/p' | head -n 1
 for t in 0 1; do wait_job "${A}_$t" 300; done
 for t in 0 1; do check_record "$WORK/out-array/1x4/$t" $VERDICTS; done
 
+# wait_arm_c JOB LOG: until an engine of the job's arm C runs (at most 120 s); on failure
+# the job's output says why. Seen once is enough: a second look could miss an engine
+# that had just exited, and the record tells the rest.
+wait_arm_c() {
+    local i
+    for i in $(seq 600); do
+        pgrep -f "bracket engine --plan $WORK/.* --arm C " >/dev/null && return 0
+        sleep 0.2
+    done
+    squeue -j "$1" >&2 || true
+    cat "$2" >&2 || true
+    die "job $1 never reached arm C"
+}
+
 # 4. the time-limit warning while arm C runs: a partial record, NO_DECISION, terminated
 J=$(sbatch --parsable "${CPU_OPTS[@]}" --output="$WORK/job-cancel.out" "$SB" "$PLAN" \
     "$WORK/out-cancel" --set candidate.variant=slowed \
     --set 'candidate.params={"base":"shm_twopass","fraction":10}' \
     --set workload.iters=2000) || die "sbatch refused the job"
-for i in $(seq 600); do
-    pgrep -f "bracket engine --plan $WORK/.* --arm C " >/dev/null && break
-    sleep 0.2
-done
-pgrep -f "bracket engine --plan $WORK/.* --arm C " >/dev/null || die "job $J never reached arm C"
+wait_arm_c "$J" "$WORK/job-cancel.out"
 # what Slurm's time-limit warning does (--signal=B:TERM@120): SIGTERM to the batch shell
 scancel --batch --signal=TERM "$J"
 wait_job "$J" 120
@@ -219,11 +229,7 @@ J=$(sbatch --parsable "${CPU_OPTS[@]}" --output="$WORK/job-scancel.out" "$SB" "$
     "$WORK/out-scancel" --set candidate.variant=slowed \
     --set 'candidate.params={"base":"shm_twopass","fraction":10}' \
     --set workload.iters=2000) || die "sbatch refused the job"
-for i in $(seq 600); do
-    pgrep -f "bracket engine --plan $WORK/.* --arm C " >/dev/null && break
-    sleep 0.2
-done
-pgrep -f "bracket engine --plan $WORK/.* --arm C " >/dev/null || die "job $J never reached arm C"
+wait_arm_c "$J" "$WORK/job-scancel.out"
 scancel "$J"
 wait_job "$J" 120
 cat "$WORK/job-scancel.out"
