@@ -75,12 +75,17 @@ static shm_hdr *hdr_of(const bk_shm *shm, int r) { return (shm_hdr *)shm->maps[r
 
 /* ---- waiting ---- */
 
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ __volatile__("pause");
+#endif
+}
+
 static void backoff(unsigned *k)
 {
     if (*k < SPINS) {
-#if defined(__x86_64__) || defined(__i386__)
-        __asm__ __volatile__("pause");
-#endif
+        cpu_relax();
     } else if (*k < SPINS + YIELDS) {
         sched_yield();
     } else {
@@ -100,9 +105,7 @@ static int spin_until(uint64_t *end, uint64_t ns)
         *end = now + ns;
     if (now >= *end)
         return 0;
-#if defined(__x86_64__) || defined(__i386__)
-    __asm__ __volatile__("pause");
-#endif
+    cpu_relax();
     return 1;
 }
 

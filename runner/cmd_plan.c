@@ -109,9 +109,7 @@ int bk_cmd_plan(int argc, char **argv)
     printf("%s: valid (%s, %s vs %s, %d shape(s)%s, backend %s, candidate serves %.1f%% of the "
            "workload)\n", argv[optind], plan.target, plan.incumbent.name, plan.candidate.name,
            plan.workload.nshapes, rounds, bk_backend_name(b), 100 * bk_routing_share(&plan, b, 1));
-    uint64_t need = bk_rank0_peak_bytes(&plan, bk_catalog_target(plan.target),
-                                        plan.arena.tp * plan.arena.ep),
-             have = 0;
+    uint64_t need = bk_rank0_peak_bytes(&plan), have = 0;
     char needs[32], haves[32];
     printf("  rank 0 holds about %s at its peak (samples and audit outputs)",
            mib_or_gib(need, needs, sizeof needs));

@@ -252,15 +252,14 @@ static int setup_plan(const run_opts *o, bk_run *run, char **plan_text, bk_err *
     run->routing_share = bk_routing_share(&run->plan, run->backend, 1);
     const bk_target *tg = bk_catalog_target(run->plan.target);
     /* refused here, before any engine starts, rather than killed for memory mid-run */
-    uint64_t need = bk_rank0_peak_bytes(&run->plan, tg, run->plan.arena.tp * run->plan.arena.ep),
-             have = 0;
+    uint64_t need = bk_rank0_peak_bytes(&run->plan), have = 0;
     if (bk_mem_available(&have) && need > have) {
         BK_FAIL(err, BK_ERR_INPUT, "%s: rank 0 would hold about %.1f GiB for this plan's "
                 "samples (3 timed arms x %d round(s), lanes of %d ranks, %d shape(s) x %d "
                 "iterations) but its host (or cgroup) has %.1f GiB available; lower "
                 "workload.iters, protocol.repeats or the number of shapes", run->plan.path,
-                (double)need / (1 << 30), run->plan.protocol.repeats > 1 ?
-                run->plan.protocol.repeats : 1, run->plan.arena.tp * run->plan.arena.ep,
+                (double)need / (1 << 30), run->plan.protocol.repeats,
+                run->plan.arena.tp * run->plan.arena.ep,
                 run->plan.workload.nshapes, run->plan.workload.iters, (double)have / (1 << 30));
         return BK_EXIT_USAGE;
     }

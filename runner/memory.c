@@ -3,10 +3,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/catalog.h"
 #include "runner/memory.h"
 
-uint64_t bk_rank0_peak_bytes(const bk_plan *p, const bk_target *tg, int world)
+uint64_t bk_rank0_peak_bytes(const bk_plan *p)
 {
+    const bk_target *tg = bk_catalog_target(p->target);
+    const int world = p->arena.tp * p->arena.ep;
     const double R = p->protocol.repeats > 1 ? p->protocol.repeats : 1;
     const double W = world > 0 ? world : 1;
     const double per_round = (double)p->workload.nshapes * (double)p->workload.iters;

@@ -6,16 +6,16 @@
 
 #include <stdint.h>
 
-#include "kernels/catalog.h"
 #include "plans/plan.h"
 
-/* About how many bytes rank 0 holds at its peak for plan p with lanes of `world` ranks:
+/* About how many bytes rank 0 holds at its peak for plan p (its target from the catalog,
+ * lanes of arena.tp x arena.ep ranks):
  * every arm's sample slots (8 B per iteration, shape, lane rank and round, the audits'
  * too), then the more of the samples file being packed (up to 10 B per timed sample)
  * and the scorer's arrays (9 x 8 B per round, shape and iteration), and the audits'
  * output tensors from every lane rank. Measured: 70 MB over the process's own for an
  * estimate of 82 MB (docs/BENCHMARKS.md, "rank 0's memory"). */
-uint64_t bk_rank0_peak_bytes(const bk_plan *p, const bk_target *tg, int world);
+uint64_t bk_rank0_peak_bytes(const bk_plan *p);
 
 /* The bytes this process may still allocate into *bytes: MemAvailable of
  * /proc/meminfo, or less when a memory cgroup of it leaves less (v2 memory.max -

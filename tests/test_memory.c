@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/catalog.h"
 #include "runner/memory.h"
 
 static uint64_t peak(const char *const *sets, int nsets)
@@ -22,9 +21,7 @@ static uint64_t peak(const char *const *sets, int nsets)
     bk_plan p;
     bk_err err = { 0 };
     assert_int_equal(bk_plan_load(path, sets, nsets, &p, &err), BK_OK);
-    const bk_target *tg = bk_catalog_target(p.target);
-    assert_non_null(tg);
-    uint64_t b = bk_rank0_peak_bytes(&p, tg, p.arena.tp * p.arena.ep);
+    uint64_t b = bk_rank0_peak_bytes(&p);
     bk_plan_free(&p);
     return b;
 }

@@ -154,15 +154,21 @@ static void test_sort(void **state)
     assert_memory_equal(a, b, n * sizeof *a);
 }
 
+/* a fresh input of two shapes weighted 0.25 and 0.75, quality passed */
+static void two_shapes(bk_score_input *in)
+{
+    bk_score_input_init(in);
+    in->nshapes = 2;
+    in->weights[0] = 0.25;
+    in->weights[1] = 0.75;
+    in->quality = BK_QUALITY_PASS;
+}
+
 static void test_weighted_cost_by_hand(void **state)
 {
     (void)state;
     bk_score_input in;
-    bk_score_input_init(&in);
-    in.nshapes = 2;
-    in.weights[0] = 0.25;
-    in.weights[1] = 0.75;
-    in.quality = BK_QUALITY_PASS;
+    two_shapes(&in);
     uint64_t b0[] = { 40, 10, 30, 20 }, b1[] = { 100, 300, 200 };
     uint64_t c0[] = { 10, 10, 10 }, c1[] = { 100, 100 };
     uint64_t p0[] = { 50, 50 }, p1[] = { 250, 150, 400 };
@@ -508,11 +514,7 @@ static void test_rounds_by_hand(void **state)
 {
     (void)state;
     bk_score_input in;
-    bk_score_input_init(&in);
-    in.nshapes = 2;
-    in.weights[0] = 0.25;
-    in.weights[1] = 0.75;
-    in.quality = BK_QUALITY_PASS;
+    two_shapes(&in);
     in.drift_limit = 10.0;
     /* B shape 0: rounds {40,10,30} -> 30 and {5,7,6} -> 6: 18; shape 1: {100,300} -> 100,
      * {200,400} -> 200: 150 */

@@ -13,8 +13,10 @@ cd "$(dirname "$0")/../.."
 out=$(mktemp -d "${TMPDIR:-/tmp}/bk-busy-XXXXXX")
 hogs=()
 stop_hogs() {
-    [ ${#hogs[@]} -eq 0 ] || kill "${hogs[@]}" 2>/dev/null || true
-    [ ${#hogs[@]} -eq 0 ] || wait "${hogs[@]}" 2>/dev/null || true
+    if [ ${#hogs[@]} -gt 0 ]; then
+        kill "${hogs[@]}" 2>/dev/null || true
+        wait "${hogs[@]}" 2>/dev/null || true
+    fi
     hogs=()
 }
 trap 'stop_hogs; rm -rf "$out"' EXIT
