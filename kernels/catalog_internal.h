@@ -69,8 +69,21 @@ bk_status bk__ar_check_call(const bk_call *call, bk_err *err);
 /* ---- diagnostic variants: test hooks ---- */
 
 /* The last call's base time and the wait `slowed` asked for (ns): fraction x the
- * fastest base time at that shape so far. */
+ * unit of bk__diag_unit_step at that shape. */
 void bk__diag_last_times(const void *state, uint64_t *base_ns, uint64_t *wait_ns);
+
+/* `slowed`'s unit at one shape: the base's running median, moved by 1/32 of itself toward
+ * each call's time (up if above, down if below; the first call's time to start). It
+ * settles where as many calls fall above as below, the median, which a minority of long
+ * (preempted) calls moves by at most 1/32 each; and it is at most twice the fastest
+ * call, so a stream of mostly stretched calls cannot carry it further. */
+typedef struct bk_diag_unit {
+    double median_ns;
+    uint64_t fastest_ns; /* 0: no call yet */
+} bk_diag_unit;
+
+/* Takes one call's base time; returns the unit for this call's wait. */
+double bk__diag_unit_step(bk_diag_unit *u, uint64_t base_ns);
 
 /* nccl-tests' allreduce "size" (the bytes of one rank's bf16 [tokens, hidden] tensor)
  * and bus-bandwidth factor 2(n-1)/n: both targets end in an allreduce of that tensor. */

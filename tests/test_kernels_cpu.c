@@ -352,6 +352,53 @@ static bk_shm *solo_shm(const char *tag, const bk_shape *s)
     return shm;
 }
 
+static uint64_t lcg(uint64_t *x)
+{
+    *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+    return *x >> 33;
+}
+
+/* slowed's unit: the first call's time, then the median of a steady stream (not its
+ * fastest: fraction f must give a median about (1 + f) x the base's, the statistic the
+ * scorer compares); a minority of long, preempted calls barely moves it (a mean would be
+ * four times the typical call); and a stream of mostly stretched calls (a slowed rank
+ * waiting on its peer's wait, beside busy processes) cannot carry it past twice the
+ * fastest call. */
+static void test_slowed_unit_step(void **state)
+{
+    (void)state;
+    bk_diag_unit u = { 0, 0 };
+    assert_true(bk__diag_unit_step(&u, 1234) == 1234.0);
+    uint64_t x = 7;
+    double unit = 0;
+    memset(&u, 0, sizeof u);
+    for (int i = 0; i < 4000; i++) /* uniform on [100, 200] us: median 150 */
+        unit = bk__diag_unit_step(&u, 100000 + lcg(&x) % 100001);
+    if (!(unit > 142000 && unit < 158000))
+        fail_msg("steady [100, 200] us: unit %.0f ns (want about 150000; fastest %llu)", unit,
+                 (unsigned long long)u.fastest_ns);
+    memset(&u, 0, sizeof u);
+    double sum = 0;
+    for (int i = 0; i < 4000; i++) { /* 30% preempted at 10x on [100, 120] us */
+        uint64_t b = 100000 + lcg(&x) % 20001;
+        if (lcg(&x) % 10 < 3)
+            b *= 10;
+        sum += (double)b;
+        unit = bk__diag_unit_step(&u, b);
+    }
+    if (!(unit > 105000 && unit < 130000))
+        fail_msg("30%% of the calls preempted 10x: unit %.0f ns (want 105000-130000; the mean "
+                 "is %.0f)", unit, sum / 4000);
+    memset(&u, 0, sizeof u);
+    for (int i = 0; i < 100; i++)
+        bk__diag_unit_step(&u, 1000);
+    for (int i = 0; i < 4000; i++) /* then every call stretched 10x */
+        unit = bk__diag_unit_step(&u, 10000);
+    if (unit != 2000.0)
+        fail_msg("calls stretched from 1000 to 10000 ns: unit %.0f (want 2000, twice the "
+                 "fastest; the running median is %.0f)", unit, u.median_ns);
+}
+
 static void test_slowed_asks_for_its_wait(void **state)
 {
     (void)state;
@@ -363,10 +410,10 @@ static void test_slowed_asks_for_its_wait(void **state)
     assert_int_equal(create_named("slowed", "{\"fraction\": 2.0}", &st, &err), BK_OK);
     assert_int_equal(setup_tensors(&c, &k_shapes[si], si, 0, 1), 0);
     c.call.comm = shm;
-    /* the wait is 2x the fastest base call so far, never this call's own when it was
-     * slower (20 calls: some call is slower than an earlier one) */
-    uint64_t fastest = UINT64_MAX;
-    int slower = 0;
+    /* the wait is 2x bk__diag_unit_step's unit over this shape's calls, never this call's
+     * own time (some call's time differs from its unit) */
+    bk_diag_unit u = { 0, 0 };
+    int off_unit = 0;
     for (int i = 0; i < 20; i++) {
         uint64_t t0 = bk_now_ns(), base = 0, wait = 0;
         assert_int_equal(bk_catalog_variant(BK_AR_TARGET, "slowed")->run(st, &c.call, &err),
@@ -374,13 +421,12 @@ static void test_slowed_asks_for_its_wait(void **state)
         uint64_t total = bk_now_ns() - t0;
         bk__diag_last_times(st, &base, &wait);
         assert_true(base > 0);
-        slower += base > fastest;
-        if (base < fastest)
-            fastest = base;
-        assert_int_equal(wait, (uint64_t)(2.0 * (double)fastest));
+        const double unit = bk__diag_unit_step(&u, base);
+        off_unit += (double)base != unit;
+        assert_int_equal(wait, (uint64_t)(2.0 * unit));
         assert_true(total >= base + wait); /* the wait is spent inside the call */
     }
-    assert_true(slower > 0);
+    assert_true(off_unit > 0);
     double *ref[2];
     assert_int_equal(g_t->reference(&k_shapes[si], g_seed, si, 0, 1, ref, &err), BK_OK);
     verdict vd = judge(c.t[BK_AR_OUT].data, c.t[BK_AR_RESIDUAL_OUT].data, ref, &k_shapes[si]);
@@ -567,6 +613,7 @@ int main(void)
         cmocka_unit_test(test_oneshot_w1),
         cmocka_unit_test(test_oneshot_w2),
         cmocka_unit_test(test_oneshot_w4),
+        cmocka_unit_test(test_slowed_unit_step),
         cmocka_unit_test(test_slowed_asks_for_its_wait),
         cmocka_unit_test(test_corrupt_is_caught),
         cmocka_unit_test(test_diagnostic_routes_outside_its_base),
