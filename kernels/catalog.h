@@ -53,6 +53,8 @@ typedef struct bk_call {
     int nt;
     void *comm;
     void *stream;       /* cudaStream_t on cuda, NULL on cpu */
+    int graph;          /* cuda: 1 when the timed calls are captured and replayed as graphs
+                         * (a variant that times its own work times it the same way) */
     double timeout_s;   /* bound for every wait on a peer inside the call */
 } bk_call;
 

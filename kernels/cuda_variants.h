@@ -111,6 +111,10 @@ bk_status bk_ipc_twoshot_rmsnorm(bk_cuda_comm *comm, const void *x, const void *
  * yardstick of the benchmarks. bytes % 16 == 0. */
 bk_status bk_copy_kernel(const void *src, void *dst, size_t bytes, void *stream, bk_err *err);
 
+/* A one-thread kernel on stream that runs for ns nanoseconds of the GPU's clock
+ * (%globaltimer): the `slowed` diagnostic's device-side wait (kernels/spin.cu). */
+bk_status bk_cuda_spin_ns(uint64_t ns, void *stream, bk_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,6 +15,10 @@
  *                                                        the wait without bound)
  *            rank      integer >= 0, optional           (only this lane rank is slowed:
  *                                                        a straggler)
+ *            On cuda the wait is a kernel on the stream (captured into graphs with
+ *            the base), fraction x the median GPU time of the base over its first
+ *            BK_DIAG_LEARN uncaptured calls at the shape (the warm-up), timed as
+ *            the engine times (graph replay in graph mode).
  *   crash  : at_iter   integer >= 0, default 10         (abort() when call->iter == at_iter)
  *   corrupt: magnitude number > 0, default 1.0          (added to every 7th element of out)
  * The base is created with empty params. Domain: the table entries carry the default
@@ -28,6 +32,13 @@
 
 #include "kernels/bf16.h"
 #include "kernels/catalog_internal.h"
+#ifdef BK_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "kernels/cuda_variants.h"
+#endif
+
+#define BK_DIAG_LEARN 16 /* slowed on cuda: eager calls timed per shape for its unit */
 
 typedef enum { DIAG_SLOWED, DIAG_CRASH, DIAG_CORRUPT } diag_kind;
 
@@ -40,6 +51,15 @@ typedef struct diag_state {
     int rank, only_rank; /* slowed: only_rank >= 0 slows that lane rank alone */
     uint64_t last_base_ns, last_wait_ns;
     bk_diag_unit unit[BK_MAX_SHAPES]; /* slowed: the wait's unit per shape */
+    bk_backend backend;
+#ifdef BK_HAVE_CUDA
+    /* slowed on cuda, per shape: the base's GPU times of its first BK_DIAG_LEARN eager
+     * calls (events around it), whose median is the unit from then on */
+    uint64_t gpu_ns[BK_MAX_SHAPES][BK_DIAG_LEARN];
+    int ngpu[BK_MAX_SHAPES];
+    cudaEvent_t ev[2];
+    int have_ev;
+#endif
 } diag_state;
 
 static const char *const k_kind_name[] = { "slowed", "crash", "corrupt" };
@@ -107,6 +127,12 @@ static void diag_destroy(void *state)
         s->base->destroy(s->base_state);
     if (s && s->fallback && s->fallback_state)
         s->fallback->destroy(s->fallback_state);
+#ifdef BK_HAVE_CUDA
+    if (s && s->have_ev) {
+        (void)cudaEventDestroy(s->ev[0]);
+        (void)cudaEventDestroy(s->ev[1]);
+    }
+#endif
     free(s);
 }
 
@@ -128,6 +154,7 @@ static bk_status diag_create(const char *target, const char *cpu_base, const cha
     s->magnitude = 1.0;
     s->rank = rank;
     s->only_rank = -1;
+    s->backend = backend;
     json_object_foreach((json_t *)params, key, val) {
         (void)val;
         if (kind == DIAG_SLOWED && !strcmp(key, "rank")) {
@@ -216,6 +243,117 @@ double bk__diag_unit_step(bk_diag_unit *u, uint64_t base_ns)
     return fmin(u->median_ns, 2.0 * (double)u->fastest_ns);
 }
 
+#ifdef BK_HAVE_CUDA
+static int cmp_u64(const void *a, const void *b)
+{
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The GPU time between ev[0] and ev[1] recorded on stream, in ns (after a sync). */
+static bk_status elapsed_ns(cudaEvent_t *ev, cudaStream_t stream, uint64_t *ns, bk_err *err)
+{
+    float ms = 0;
+    if (cudaEventRecord(ev[1], stream) != cudaSuccess || cudaEventSynchronize(ev[1]) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, ev[0], ev[1]) != cudaSuccess)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "slowed (cuda): timing the base with events failed");
+    *ns = (uint64_t)((double)ms * 1e6);
+    return BK_OK;
+}
+
+/* When the engine times graph replays: capture the base's call, replay it once to settle,
+ * then time a second replay between ev[0] and ev[1]. Every rank of the lane runs the same
+ * learning calls, so the extra collective calls stay matched. */
+static bk_status base_graph_ns(const bk_variant *v, void *vs, bk_call *call, cudaEvent_t *ev,
+                               uint64_t *ns, bk_err *err)
+{
+    bk_status st = BK_OK, run_st;
+    const cudaStream_t stream = (cudaStream_t)call->stream;
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ex = NULL;
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "slowed (cuda): cudaStreamBeginCapture failed");
+    run_st = v->run(vs, call, err);
+    const cudaError_t e = cudaStreamEndCapture(stream, &g);
+    if (run_st != BK_OK) {
+        st = bk__relay_at(err, run_st, __FILE__, __LINE__);
+        goto out;
+    }
+    if (e != cudaSuccess || cudaGraphInstantiate(&ex, g, 0) != cudaSuccess ||
+        cudaGraphLaunch(ex, stream) != cudaSuccess || cudaEventRecord(ev[0], stream) != cudaSuccess ||
+        cudaGraphLaunch(ex, stream) != cudaSuccess) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "slowed (cuda): timing the base as a graph: %s",
+                     cudaGetErrorString(cudaGetLastError()));
+        goto out;
+    }
+    st = elapsed_ns(ev, stream, ns, err);
+out:
+    if (ex)
+        (void)cudaGraphExecDestroy(ex);
+    if (g)
+        (void)cudaGraphDestroy(g);
+    return st;
+}
+
+/* `slowed` on cuda. The base's kernels are asynchronous (its call returns at launch) and
+ * in graph mode the call is only captured, so a host-side wait would be timed in neither:
+ * the wait is a spin kernel on the stream after the base (bk_cuda_spin_ns), captured with
+ * it. Its unit is the median GPU time of the base in its first BK_DIAG_LEARN uncaptured
+ * calls at the shape (the warm-up; only those stall the host), timed the way the engine
+ * times (call->graph: a replay of the call captured; else the eager call between events),
+ * fixed from then on: an eager nccl_then_rmsnorm took twice its graph's time on the H200. */
+static bk_status slowed_cuda(diag_state *s, const bk_variant *v, void *vs, bk_call *call,
+                             bk_err *err)
+{
+    bk_status st = BK_OK;
+    const int si = call->shape_index;
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (si < 0 || si >= BK_MAX_SHAPES)
+        return BK_FAIL(err, BK_ERR_INTERNAL, "slowed (cuda): call without a shape index (%d)",
+                       si);
+    if (cudaStreamIsCapturing((cudaStream_t)call->stream, &cs) != cudaSuccess)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "slowed (cuda): cudaStreamIsCapturing failed");
+    const int learn = cs == cudaStreamCaptureStatusNone && s->ngpu[si] < BK_DIAG_LEARN;
+    if (learn && !s->have_ev) {
+        if (cudaEventCreate(&s->ev[0]) != cudaSuccess)
+            return BK_FAIL(err, BK_ERR_SYSTEM, "slowed (cuda): cudaEventCreate failed");
+        if (cudaEventCreate(&s->ev[1]) != cudaSuccess) {
+            (void)cudaEventDestroy(s->ev[0]);
+            return BK_FAIL(err, BK_ERR_SYSTEM, "slowed (cuda): cudaEventCreate failed");
+        }
+        s->have_ev = 1;
+    }
+    const cudaStream_t stream = (cudaStream_t)call->stream;
+    if (learn && !call->graph && cudaEventRecord(s->ev[0], stream) != cudaSuccess)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "slowed (cuda): cudaEventRecord failed");
+    BK_TRY(v->run(vs, call, err));
+    if (learn) {
+        if (call->graph) /* timed as the engine times: a replay of the call captured */
+            BK_TRY(base_graph_ns(v, vs, call, s->ev, &s->last_base_ns, err));
+        else
+            BK_TRY(elapsed_ns(s->ev, stream, &s->last_base_ns, err));
+        s->gpu_ns[si][s->ngpu[si]++] = s->last_base_ns;
+        uint64_t w[BK_DIAG_LEARN];
+        memcpy(w, s->gpu_ns[si], (size_t)s->ngpu[si] * sizeof *w);
+        qsort(w, (size_t)s->ngpu[si], sizeof *w, cmp_u64);
+        s->unit[si].median_ns = (double)w[(s->ngpu[si] - 1) / 2];
+    } else {
+        s->last_base_ns = 0; /* not timed: the stream runs on */
+    }
+    if (s->ngpu[si] == 0)
+        return BK_FAIL(err, BK_ERR_INPUT, "slowed (cuda): its wait is the base's GPU time, "
+                       "learnt from its first uncaptured calls at the shape (the warm-up), "
+                       "and this shape's first call was captured into a graph "
+                       "(workload.warmup_iters must be at least 1)");
+    s->last_wait_ns = s->only_rank >= 0 && s->only_rank != s->rank
+                          ? 0 : (uint64_t)(s->fraction * s->unit[si].median_ns);
+    if (s->last_wait_ns)
+        BK_TRY(bk_cuda_spin_ns(s->last_wait_ns, call->stream, err));
+out:
+    return st;
+}
+#endif
+
 static bk_status diag_run(void *state, bk_call *call, bk_err *err)
 {
     bk_status st = BK_OK;
@@ -227,6 +365,10 @@ static bk_status diag_run(void *state, bk_call *call, bk_err *err)
         v = s->fallback;
         vs = s->fallback_state;
     }
+#ifdef BK_HAVE_CUDA
+    if (s->kind == DIAG_SLOWED && s->backend == BK_BACKEND_CUDA)
+        return slowed_cuda(s, v, vs, call, err);
+#endif
     uint64_t t0 = bk_now_ns();
     BK_TRY(v->run(vs, call, err));
     uint64_t t1 = bk_now_ns();

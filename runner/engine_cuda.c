@@ -269,7 +269,7 @@ static bk_status sets_init(bk_backend_ctx *ctx, const bk_shape_job *job, int wan
         set->call = (bk_call){.shape = job->shape, .shape_index = job->shape_index, .iter = -1,
                               .rank = job->rank, .world = job->world, .t = set->t,
                               .nt = tg->ntensors, .comm = ctx->comm, .stream = ctx->stream,
-                              .timeout_s = job->timeout_s};
+                              .graph = job->graph, .timeout_s = job->timeout_s};
     }
     const int ndata = n < BK_DATA_SETS ? n : BK_DATA_SETS;
     for (int i = 0; i < tg->ntensors; i++) {
