@@ -38,7 +38,7 @@
 #include "kernels/cuda_variants.h"
 #endif
 
-#define BK_DIAG_LEARN 16 /* slowed on cuda: eager calls timed per shape for its unit */
+#define BK_DIAG_LEARN 16 /* slowed on cuda: uncaptured calls timed per shape for its unit */
 
 typedef enum { DIAG_SLOWED, DIAG_CRASH, DIAG_CORRUPT } diag_kind;
 
@@ -53,8 +53,8 @@ typedef struct diag_state {
     bk_diag_unit unit[BK_MAX_SHAPES]; /* slowed: the wait's unit per shape */
     bk_backend backend;
 #ifdef BK_HAVE_CUDA
-    /* slowed on cuda, per shape: the base's GPU times of its first BK_DIAG_LEARN eager
-     * calls (events around it), whose median is the unit from then on */
+    /* slowed on cuda, per shape: the base's GPU times in its first BK_DIAG_LEARN
+     * uncaptured calls (timed as the engine times), whose median is the unit from then on */
     uint64_t gpu_ns[BK_MAX_SHAPES][BK_DIAG_LEARN];
     int ngpu[BK_MAX_SHAPES];
     cudaEvent_t ev[2];
