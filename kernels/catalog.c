@@ -4,6 +4,7 @@
  * Registration: a target adds one line to k_targets; a file of variants adds its
  * table (terminated by a NULL name) to k_tables, under #ifdef BK_HAVE_CUDA when it
  * needs the toolkit. Nothing else changes. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -121,6 +122,52 @@ static void worlds_text(uint32_t mask, char *buf, size_t len)
         used += k > 0 ? (size_t)k : 0;
         w = e;
     }
+}
+
+/* snprintf at buf + *used, moving *used (never past len). */
+static void append(char *buf, size_t len, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void append(char *buf, size_t len, size_t *used, const char *fmt, ...)
+{
+    if (*used >= len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    const int k = vsnprintf(buf + *used, len - *used, fmt, ap);
+    va_end(ap);
+    *used = k < 0 ? len : *used + (size_t)k < len ? *used + (size_t)k : len;
+}
+
+void bk_domain_text(const bk_domain *d, char *buf, size_t len)
+{
+    size_t used = 0;
+    char ws[96];
+    if (!len)
+        return;
+    buf[0] = '\0';
+    append(buf, len, &used, "%s%s%s", d->backends & BK_BK_CPU ? "cpu" : "",
+           (d->backends & BK_BK_CPU) && (d->backends & BK_BK_CUDA) ? "," : "",
+           d->backends & BK_BK_CUDA ? "cuda" : "");
+    if (d->dtypes)
+        append(buf, len, &used, "; %s", d->dtypes);
+    if (d->max_tokens)
+        append(buf, len, &used, "; tokens %lld..%lld", (long long)d->min_tokens,
+               (long long)d->max_tokens);
+    else
+        append(buf, len, &used, "; tokens >= %lld", (long long)d->min_tokens);
+    if (d->max_hidden)
+        append(buf, len, &used, "; hidden %lld..%lld", (long long)d->min_hidden,
+               (long long)d->max_hidden);
+    else
+        append(buf, len, &used, "; hidden >= %lld", (long long)d->min_hidden);
+    if (d->hidden_multiple > 1)
+        append(buf, len, &used, ", a multiple of %lld", (long long)d->hidden_multiple);
+    if (d->worlds) {
+        worlds_text(d->worlds, ws, sizeof ws);
+        append(buf, len, &used, "; worlds %s", ws);
+    }
+    if (d->needs_p2p)
+        append(buf, len, &used, "; peer access");
 }
 
 int bk_domain_contains(const bk_domain *d, const bk_shape *s, int world, const char *dtype,

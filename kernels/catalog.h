@@ -121,6 +121,10 @@ const bk_target *bk_catalog_target_at(int i);
 int bk_domain_contains(const bk_domain *d, const bk_shape *s, int world, const char *dtype,
                        bk_backend backend, int have_p2p, char *why, size_t why_len);
 
+/* The domain in words, e.g. "cpu,cuda; bf16; tokens 1..4096; hidden 8..16384, a multiple
+ * of 8; worlds 1-2,4,8; peer access" (unbounded ends and empty fields left out). */
+void bk_domain_text(const bk_domain *d, char *buf, size_t len);
+
 /* Check a plan against the catalog: target exists, both variants exist for
  * it and support the backend, params parse (create + destroy on rank 0 of a
  * lane of the arena's size), every shape passes check_shape. Errors name the

@@ -434,11 +434,13 @@ BK__DIAG_CREATE(ar_corrupt_create, BK_AR_TARGET, AR_CPU_BASE, AR_CUDA_BASE, DIAG
 
 const bk_variant bk__ar_rmsnorm_diag_variants[] = {
     BK__DIAG_ENTRY("slowed", BK_AR_TARGET, ar_slowed_create,
-                   "DIAGNOSTIC: the base variant plus a busy wait of fraction x its median time"),
+                   "DIAGNOSTIC: the base variant plus a wait of fraction x its typical time "
+                   "(params: base, fraction 0..10 default 0.2, rank)"),
     BK__DIAG_ENTRY("crash", BK_AR_TARGET, ar_crash_create,
-                   "DIAGNOSTIC: the base variant, then abort() at timed iteration at_iter"),
+                   "DIAGNOSTIC: the base variant, then abort() at timed iteration at_iter "
+                   "(params: base, at_iter default 10)"),
     BK__DIAG_ENTRY("corrupt", BK_AR_TARGET, ar_corrupt_create,
                    "DIAGNOSTIC: the base variant, then magnitude added to every 7th element "
-                   "of out (cpu only)"),
+                   "of out, cpu only (params: base, magnitude default 1.0)"),
     { .name = NULL },
 };

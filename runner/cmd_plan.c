@@ -1,4 +1,5 @@
-/* cmd_plan.c - `bracket plan check PLAN`: validate a plan against its schema and the catalog. */
+/* cmd_plan.c - `bracket plan check PLAN`: validate a plan against its schema and the catalog;
+ * `bracket plan variants`: what a plan can name (targets, variants, their domains). */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,8 +12,9 @@ static void usage(FILE *f)
 {
     fprintf(f,
         "usage: bracket plan check PLAN [--set PATH=VALUE]... [--backend cpu|cuda]\n"
+        "       bracket plan variants [--target T]\n"
         "\n"
-        "Validates PLAN (schema bracket.plan/1, see plans/README.md) and checks it against\n"
+        "check validates PLAN (schema bracket.plan/1, see plans/README.md) and checks it against\n"
         "the target catalog: the target, both variants, their params, the dtype and every\n"
         "shape. Errors name the file and the line:column of a syntax error or the dotted\n"
         "path of a bad field. Nothing is run. A valid plan's line says how many rounds each\n"
@@ -20,11 +22,66 @@ static void usage(FILE *f)
         "what this host (or its cgroup) has available: `bracket run` refuses a plan that\n"
         "needs more there.\n"
         "\n"
+        "variants lists the targets this build knows and, for each, the variants a plan's\n"
+        "incumbent.variant or candidate.variant can name: the backends, dtypes, tokens,\n"
+        "hidden sizes and lane sizes (worlds) each serves, and what it does. DIAGNOSTIC\n"
+        "variants (slowed, crash, corrupt) exist to prove a bracket notices; see\n"
+        "plans/README.md.\n"
+        "\n"
         "  -s, --set PATH=VAL   apply an override first, as `bracket run` would\n"
         "  -b, --backend B      check for this backend (default: the plan's; auto = cpu here)\n"
+        "  -t, --target T       variants: this target's only\n"
         "  -h, --help           this text\n"
         "\n"
-        "Exit status: 0 valid, 2 invalid or bad usage, 1 internal failure.\n");
+        "Exit status: 0 valid (or listed), 2 invalid or bad usage, 1 internal failure.\n");
+}
+
+/* `bracket plan variants [--target T]`. */
+static int plan_variants(int argc, char **argv)
+{
+    static const struct option opts[] = { { "target", required_argument, 0, 't' },
+                                          { "help", no_argument, 0, 'h' },
+                                          { 0, 0, 0, 0 } };
+    const char *only = NULL;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "t:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 't': only = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default:
+            fprintf(stderr, "bracket plan variants: unknown or incomplete option '%s'\n",
+                    argv[optind - 1]);
+            return BK_EXIT_USAGE;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "bracket plan variants: unexpected argument '%s'\n", argv[optind]);
+        return BK_EXIT_USAGE;
+    }
+    if (only && !bk_catalog_target(only)) {
+        fprintf(stderr, "bracket plan variants: --target: no target '%s' (known:", only);
+        for (int t = 0; t < bk_catalog_ntargets(); t++)
+            fprintf(stderr, "%s %s", t ? "," : "", bk_catalog_target_at(t)->name);
+        fprintf(stderr, ")\n");
+        return BK_EXIT_USAGE;
+    }
+    for (int t = 0; t < bk_catalog_ntargets(); t++) {
+        const bk_target *tg = bk_catalog_target_at(t);
+        if (only && strcmp(only, tg->name) != 0)
+            continue;
+        printf("%s%s: %s\n", t && !only ? "\n" : "", tg->name, tg->summary);
+        for (int i = 0; i < bk_catalog_nvariants(); i++) {
+            const bk_variant *v = bk_catalog_variant_at(i);
+            char dom[256];
+            if (strcmp(v->target, tg->name) != 0)
+                continue;
+            bk_domain_text(&v->domain, dom, sizeof dom);
+            printf("  %s\n      %s\n      domain: %s\n", v->name, v->summary, dom);
+        }
+    }
+    return 0;
 }
 
 static const char *mib_or_gib(uint64_t bytes, char *buf, size_t len)
@@ -42,8 +99,10 @@ int bk_cmd_plan(int argc, char **argv)
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? BK_EXIT_USAGE : 0;
     }
+    if (!strcmp(argv[1], "variants"))
+        return plan_variants(argc - 1, argv + 1);
     if (strcmp(argv[1], "check") != 0) {
-        fprintf(stderr, "bracket plan: unknown subcommand '%s' (only 'check')\n", argv[1]);
+        fprintf(stderr, "bracket plan: unknown subcommand '%s' (check or variants)\n", argv[1]);
         return BK_EXIT_USAGE;
     }
     argc--;

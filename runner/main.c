@@ -12,7 +12,7 @@ typedef struct {
 
 static const bk_command commands[] = {
     { "run", bk_cmd_run, "run a plan's B -> C -> B' bracket (under mpirun or srun)" },
-    { "plan", bk_cmd_plan, "plan check PLAN: validate a plan against its schema and the catalog" },
+    { "plan", bk_cmd_plan, "plan check PLAN: validate a plan; plan variants: what a plan can name" },
     { "score", bk_cmd_score, "recompute a record's verdict from its raw samples" },
     { "topo", bk_cmd_topo, "show this machine's GPUs, links, NUMA and NICs; --save a snapshot" },
     { "lanes", bk_cmd_lanes, "choose baseline and candidate lanes of TP x EP ranks" },

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# `bracket plan variants`: every variant the catalog answers a plan with (the "known:" list
+# of an unknown-variant error, another path through the catalog) is listed under its
+# target, and none other; --target narrows the list; the diagnostics say what they are and
+# their params; bad usage exits 2 naming what is wrong.
+. "$(dirname "$0")/lib.sh"
+set -e
+"$BK_BRACKET" plan variants >"$IT_TMP/all.txt"
+cat "$IT_TMP/all.txt"
+known() { # PLAN TARGET: the variant names an unknown-variant error lists for it
+    local out
+    out=$("$BK_BRACKET" plan check "$1" --set candidate.variant=nope 2>&1) && fail "nope accepted"
+    grep -q "for target '$2'" <<<"$out" || fail "unexpected error: $out"
+    sed -n 's/.*(known: \(.*\))$/\1/p' <<<"$out" | tr -d ' ' | tr ',' '\n' | sort
+}
+listed() { # TARGET: the variant names `plan variants --target` prints for it
+    "$BK_BRACKET" plan variants --target "$1" >"$IT_TMP/one.txt"
+    head -n 1 "$IT_TMP/one.txt" | grep -q "^$1: " || fail "--target $1: first line is not the target"
+    sed -n 's/^  \([a-z0-9_]*\)$/\1/p' "$IT_TMP/one.txt" | sort
+}
+for pt in "$IT_PLAN collective.allreduce_residual_rmsnorm" \
+          "$BK_SOURCE_DIR/plans/moe-cpu.json moe.fused_experts_reduce"; do
+    set -- $pt
+    want=$(known "$1" "$2")
+    got=$(listed "$2")
+    [ -n "$want" ] || fail "$2: no known variants parsed"
+    [ "$want" = "$got" ] || fail "$2: listed $(echo $got) but the catalog knows $(echo $want)"
+    grep -q "^$2: " "$IT_TMP/all.txt" || fail "$2 missing from the full list"
+done
+# the moe target's list holds no allreduce variant
+"$BK_BRACKET" plan variants --target moe.fused_experts_reduce | grep -q "shm_twopass" &&
+    fail "--target moe.fused_experts_reduce listed shm_twopass"
+# what a diagnostic is, and its params; a domain in words
+grep -A1 "^  slowed$" "$IT_TMP/all.txt" | grep -q "DIAGNOSTIC: .*(params: base, fraction" ||
+    fail "slowed's line does not say it is a diagnostic with its params"
+grep -A2 "^  shm_oneshot_fused$" "$IT_TMP/all.txt" | grep -q "domain: cpu; bf16; tokens 1\.\.512; hidden 8\.\.16384, a multiple of 8" ||
+    fail "shm_oneshot_fused's domain line"
+set +e
+"$BK_BRACKET" plan variants --target nope >"$IT_TMP/e1" 2>&1; rc1=$?
+"$BK_BRACKET" plan variants stray >"$IT_TMP/e2" 2>&1; rc2=$?
+"$BK_BRACKET" plan frobnicate >"$IT_TMP/e3" 2>&1; rc3=$?
+set -e
+cat "$IT_TMP/e1" "$IT_TMP/e2" "$IT_TMP/e3"
+[ "$rc1" = 2 ] && grep -q "no target 'nope' (known: collective.allreduce_residual_rmsnorm, moe.fused_experts_reduce)" "$IT_TMP/e1" ||
+    fail "--target nope: exit $rc1"
+[ "$rc2" = 2 ] && grep -q "unexpected argument 'stray'" "$IT_TMP/e2" || fail "stray argument: exit $rc2"
+[ "$rc3" = 2 ] && grep -q "unknown subcommand 'frobnicate' (check or variants)" "$IT_TMP/e3" ||
+    fail "unknown subcommand: exit $rc3"
+echo "PASS: plan variants lists the catalog"
