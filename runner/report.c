@@ -133,4 +133,12 @@ void bk_report_print(FILE *f, const bk_run *run, const bk_score *sc)
         fprintf(f, "  (cpu backend: rehearsal of the process, not a GPU measurement)\n");
     if (run->shared_lanes)
         fprintf(f, "  (shared lanes: B and C ran on the same ranks; a rehearsal, not a bracket)\n");
+    const char *const role[2] = { "incumbent", "candidate" };
+    const char *const name[2] = { run->plan.incumbent.name, run->plan.candidate.name };
+    for (int i = 0; i < 2; i++) {
+        const bk_variant *v = bk_catalog_variant(run->plan.target, name[i]);
+        if (v && v->diagnostic)
+            fprintf(f, "  (%s %s is a DIAGNOSTIC variant: a self-check of this bracket, never "
+                       "a qualification result)\n", role[i], name[i]);
+    }
 }

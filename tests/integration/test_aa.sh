@@ -14,6 +14,7 @@ for seed in 11 12; do
     grep -q "^verdict: " "$OUT" || fail "no verdict"
     if grep -q "^verdict: PASS" "$OUT" || [ "$RC" = 0 ]; then fail "A/A gave PASS"; fi
     [ "$RC" = 3 ] || [ "$RC" = 4 ] || fail "A/A exit $RC is not FAIL or NO_DECISION"
+    grep -q "DIAGNOSTIC" "$OUT" && fail "a real variant reported as a diagnostic"
     expect_rescore
 done
 expect_no_leftovers
