@@ -137,6 +137,32 @@ static void test_domains_say_which_bound(void **state)
 
 /* ---- routing ---- */
 
+/* A domain in words (bracket plan variants): every bound that is set, none that is not,
+ * worlds as ranges; a short buffer is cut, never overrun, and stays terminated. */
+static void test_domain_text(void **state)
+{
+    (void)state;
+    char buf[256];
+    const bk_domain full = { .backends = BK_BK_CPU | BK_BK_CUDA, .dtypes = "bf16,fp16",
+                             .worlds = (1u << 1) | (1u << 2) | (1u << 4) | (1u << 8),
+                             .min_tokens = 1, .max_tokens = 128, .min_hidden = 8,
+                             .max_hidden = 16384, .hidden_multiple = 8, .needs_p2p = 1 };
+    bk_domain_text(&full, buf, sizeof buf);
+    assert_string_equal(buf, "cpu,cuda; bf16,fp16; tokens 1..128; hidden 8..16384, a multiple "
+                             "of 8; worlds 1-2,4,8; peer access");
+    const bk_domain open = { .backends = BK_BK_CUDA, .min_tokens = 1, .min_hidden = 1,
+                             .hidden_multiple = 1 };
+    bk_domain_text(&open, buf, sizeof buf);
+    assert_string_equal(buf, "cuda; tokens >= 1; hidden >= 1");
+    char small[12];
+    memset(small, 'x', sizeof small);
+    bk_domain_text(&full, small, 9);
+    assert_string_equal(small, "cpu,cuda");
+    assert_int_equal(small[9], 'x'); /* nothing written past the 9 bytes given */
+    bk_domain_text(&full, small, 0); /* no room: no write */
+    assert_int_equal(small[0], 'c');
+}
+
 static void test_routing_share(void **state)
 {
     (void)state;
@@ -231,6 +257,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lookups_and_iteration),
         cmocka_unit_test(test_domains_say_which_bound),
+        cmocka_unit_test(test_domain_text),
         cmocka_unit_test(test_routing_share),
         cmocka_unit_test(test_check_plan_ok),
         cmocka_unit_test(test_check_plan_errors_name_paths),
