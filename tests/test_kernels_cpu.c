@@ -30,6 +30,7 @@
 #include "collectives/collectives.h"
 #include "kernels/bf16.h"
 #include "kernels/catalog_internal.h"
+#include "runner/rng.h"
 
 #define RTOL 0x1p-6
 #define ATOL 1e-5
@@ -352,12 +353,6 @@ static bk_shm *solo_shm(const char *tag, const bk_shape *s)
     return shm;
 }
 
-static uint64_t lcg(uint64_t *x)
-{
-    *x = *x * 6364136223846793005ull + 1442695040888963407ull;
-    return *x >> 33;
-}
-
 /* slowed's unit: the first call's time, then the median of a steady stream (not its
  * fastest: fraction f must give a median about (1 + f) x the base's, the statistic the
  * scorer compares); a minority of long, preempted calls barely moves it (a mean would be
@@ -369,19 +364,20 @@ static void test_slowed_unit_step(void **state)
     (void)state;
     bk_diag_unit u = { 0, 0 };
     assert_true(bk__diag_unit_step(&u, 1234) == 1234.0);
-    uint64_t x = 7;
+    bk_rng x;
+    bk_rng_seed(&x, 7);
     double unit = 0;
     memset(&u, 0, sizeof u);
     for (int i = 0; i < 4000; i++) /* uniform on [100, 200] us: median 150 */
-        unit = bk__diag_unit_step(&u, 100000 + lcg(&x) % 100001);
+        unit = bk__diag_unit_step(&u, 100000 + bk_rng_next(&x) % 100001);
     if (!(unit > 142000 && unit < 158000))
         fail_msg("steady [100, 200] us: unit %.0f ns (want about 150000; fastest %llu)", unit,
                  (unsigned long long)u.fastest_ns);
     memset(&u, 0, sizeof u);
     double sum = 0;
     for (int i = 0; i < 4000; i++) { /* 30% preempted at 10x on [100, 120] us */
-        uint64_t b = 100000 + lcg(&x) % 20001;
-        if (lcg(&x) % 10 < 3)
+        uint64_t b = 100000 + bk_rng_next(&x) % 20001;
+        if (bk_rng_next(&x) % 10 < 3)
             b *= 10;
         sum += (double)b;
         unit = bk__diag_unit_step(&u, b);
