@@ -56,6 +56,8 @@ typedef struct diag_state {
     /* slowed on cuda, per shape: the base's GPU times in its first BK_DIAG_LEARN
      * uncaptured calls (timed as the engine times), whose median is the unit from then on */
     uint64_t gpu_ns[BK_MAX_SHAPES][BK_DIAG_LEARN];
+    uint64_t spin_ns[BK_MAX_SHAPES][BK_DIAG_LEARN]; /* what a spin(0) after it added */
+    uint64_t spin_cost_ns[BK_MAX_SHAPES];            /* their median */
     int ngpu[BK_MAX_SHAPES];
     cudaEvent_t ev[2];
     int have_ev;
@@ -261,19 +263,30 @@ static bk_status elapsed_ns(cudaEvent_t *ev, cudaStream_t stream, uint64_t *ns, 
     return BK_OK;
 }
 
-/* When the engine times graph replays: capture the base's call, replay it once to settle,
- * then time a second replay between ev[0] and ev[1]. Every rank of the lane runs the same
- * learning calls, so the extra collective calls stay matched. */
-static bk_status base_graph_ns(const bk_variant *v, void *vs, bk_call *call, cudaEvent_t *ev,
-                               uint64_t *ns, bk_err *err)
+/* One timed run of the base's call, followed by a zero-length spin kernel when `spin`, the
+ * way the engine times: eagerly between ev[0] and ev[1]; or (call->graph) captured, replayed
+ * once to settle, then a second replay between the events. Every rank of the lane runs the
+ * same learning calls, so the extra collective calls stay matched. */
+static bk_status time_base(const bk_variant *v, void *vs, bk_call *call, cudaEvent_t *ev,
+                           int spin, uint64_t *ns, bk_err *err)
 {
     bk_status st = BK_OK, run_st;
     const cudaStream_t stream = (cudaStream_t)call->stream;
     cudaGraph_t g = NULL;
     cudaGraphExec_t ex = NULL;
+    if (!call->graph) {
+        if (cudaEventRecord(ev[0], stream) != cudaSuccess)
+            return BK_FAIL(err, BK_ERR_SYSTEM, "slowed (cuda): cudaEventRecord failed");
+        BK_TRY(v->run(vs, call, err));
+        if (spin)
+            BK_TRY(bk_cuda_spin_ns(0, call->stream, err));
+        return elapsed_ns(ev, stream, ns, err);
+    }
     if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
         return BK_FAIL(err, BK_ERR_SYSTEM, "slowed (cuda): cudaStreamBeginCapture failed");
     run_st = v->run(vs, call, err);
+    if (run_st == BK_OK && spin)
+        run_st = bk_cuda_spin_ns(0, call->stream, err);
     const cudaError_t e = cudaStreamEndCapture(stream, &g);
     if (run_st != BK_OK) {
         st = bk__relay_at(err, run_st, __FILE__, __LINE__);
@@ -295,13 +308,23 @@ out:
     return st;
 }
 
+static uint64_t median_u64(const uint64_t *v, int n)
+{
+    uint64_t w[BK_DIAG_LEARN];
+    memcpy(w, v, (size_t)n * sizeof *w);
+    qsort(w, (size_t)n, sizeof *w, cmp_u64);
+    return w[(n - 1) / 2];
+}
+
 /* `slowed` on cuda. The base's kernels are asynchronous (its call returns at launch) and
  * in graph mode the call is only captured, so a host-side wait would be timed in neither:
  * the wait is a spin kernel on the stream after the base (bk_cuda_spin_ns), captured with
  * it. Its unit is the median GPU time of the base in its first BK_DIAG_LEARN uncaptured
  * calls at the shape (the warm-up; only those stall the host), timed the way the engine
  * times (call->graph: a replay of the call captured; else the eager call between events),
- * fixed from then on: an eager nccl_then_rmsnorm took twice its graph's time on the H200. */
+ * fixed from then on: an eager nccl_then_rmsnorm took twice its graph's time on the H200.
+ * What a zero-length spin kernel adds after the base (its launch on the stream, about 1 us
+ * there) is timed alike and comes off the wait. */
 static bk_status slowed_cuda(diag_state *s, const bk_variant *v, void *vs, bk_call *call,
                              bk_err *err)
 {
@@ -323,20 +346,16 @@ static bk_status slowed_cuda(diag_state *s, const bk_variant *v, void *vs, bk_ca
         }
         s->have_ev = 1;
     }
-    const cudaStream_t stream = (cudaStream_t)call->stream;
-    if (learn && !call->graph && cudaEventRecord(s->ev[0], stream) != cudaSuccess)
-        return BK_FAIL(err, BK_ERR_SYSTEM, "slowed (cuda): cudaEventRecord failed");
     BK_TRY(v->run(vs, call, err));
     if (learn) {
-        if (call->graph) /* timed as the engine times: a replay of the call captured */
-            BK_TRY(base_graph_ns(v, vs, call, s->ev, &s->last_base_ns, err));
-        else
-            BK_TRY(elapsed_ns(s->ev, stream, &s->last_base_ns, err));
-        s->gpu_ns[si][s->ngpu[si]++] = s->last_base_ns;
-        uint64_t w[BK_DIAG_LEARN];
-        memcpy(w, s->gpu_ns[si], (size_t)s->ngpu[si] * sizeof *w);
-        qsort(w, (size_t)s->ngpu[si], sizeof *w, cmp_u64);
-        s->unit[si].median_ns = (double)w[(s->ngpu[si] - 1) / 2];
+        uint64_t with_spin = 0;
+        BK_TRY(time_base(v, vs, call, s->ev, 0, &s->last_base_ns, err));
+        BK_TRY(time_base(v, vs, call, s->ev, 1, &with_spin, err));
+        s->gpu_ns[si][s->ngpu[si]] = s->last_base_ns;
+        s->spin_ns[si][s->ngpu[si]++] = with_spin > s->last_base_ns ? with_spin - s->last_base_ns
+                                                                    : 0;
+        s->unit[si].median_ns = (double)median_u64(s->gpu_ns[si], s->ngpu[si]);
+        s->spin_cost_ns[si] = median_u64(s->spin_ns[si], s->ngpu[si]);
     } else {
         s->last_base_ns = 0; /* not timed: the stream runs on */
     }
@@ -345,10 +364,14 @@ static bk_status slowed_cuda(diag_state *s, const bk_variant *v, void *vs, bk_ca
                        "learnt from its first uncaptured calls at the shape (the warm-up), "
                        "and this shape's first call was captured into a graph "
                        "(workload.warmup_iters must be at least 1)");
-    s->last_wait_ns = s->only_rank >= 0 && s->only_rank != s->rank
-                          ? 0 : (uint64_t)(s->fraction * s->unit[si].median_ns);
-    if (s->last_wait_ns)
+    /* the spin kernel's own cost on the stream comes off its wait: the call takes about
+     * (1 + fraction) x the base, and at least the base plus one kernel */
+    const double want = s->fraction * s->unit[si].median_ns - (double)s->spin_cost_ns[si];
+    s->last_wait_ns = want > 0 ? (uint64_t)want : 0;
+    if (s->fraction > 0 && !(s->only_rank >= 0 && s->only_rank != s->rank))
         BK_TRY(bk_cuda_spin_ns(s->last_wait_ns, call->stream, err));
+    else
+        s->last_wait_ns = 0;
 out:
     return st;
 }
