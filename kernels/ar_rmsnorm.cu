@@ -56,8 +56,9 @@ __device__ __forceinline__ void bk__copy_row(uint4 *dst, const uint4 *src, int n
 template <int VPT, bool STREAM>
 __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_residual_rmsnorm_kernel(
     const uint4 *sum, const uint4 *__restrict__ residual, const uint4 *__restrict__ gamma,
-    uint4 *residual_out, uint4 *__restrict__ out, int hidden, float eps)
+    uint4 *residual_out, uint4 *__restrict__ out, int hidden, float eps, int split)
 {
+    (void)split; /* one block per row (bk__check_split) */
     const int nvec = hidden / 8;
     const float rh = bk__inv_hidden(hidden);
     uint4 gv[VPT];
@@ -70,7 +71,7 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_residual_rmsnorm_kernel
     bk__epilogue<VPT, STREAM>(acc, nvec, rh, gv, eps, &ro1, &o1, 1, off, 0);
 }
 
-/* LEAN: one block per row (grid = tokens). Loads as the row kernel (all of a
+/* LEAN: `split` blocks per row (grid = tokens x split; cfg->split). Loads as the row kernel (all of a
  * row's loads before the first use), then each vector's s = sum + residual is
  * rounded to bf16, stored as residual_out at once and kept packed (4 registers
  * a vector, not 8 floats). EARLY: gamma is loaded with the row (its latency
@@ -78,13 +79,21 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_residual_rmsnorm_kernel
  * block's latency is the time); else after the reduction (fewer registers, more
  * blocks per SM). The arithmetic and its order are the row kernel's: the same
  * bits. */
-template <int VPT, bool STREAM, bool EARLY, int MAXT, int MINB>
+template <int VPT, bool STREAM, bool EARLY, int MAXT, int MINB, bool SPLIT = false>
 __global__ void __launch_bounds__(MAXT, MINB) bk_residual_rmsnorm_lean_kernel(
     const uint4 *sum, const uint4 *__restrict__ residual, const uint4 *__restrict__ gamma,
-    uint4 *residual_out, uint4 *__restrict__ out, int hidden, float eps)
+    uint4 *residual_out, uint4 *__restrict__ out, int hidden, float eps, int split)
 {
     const int nvec = hidden / 8;
-    const size_t off = (size_t)blockIdx.x * nvec;
+    /* SPLIT: `split` (a power of two) blocks per row, this block's share of the row's
+     * vectors [lo, hi); else the whole row, and the code is the one-block kernel's (a
+     * runtime split there cost 3-8 registers and 0.2-0.4 us at small shapes, H200) */
+    const int sh = SPLIT ? 31 - __clz(split) : 0;
+    const int part = SPLIT ? (int)(blockIdx.x & (unsigned)(split - 1)) : 0;
+    const int lo = SPLIT ? (part * nvec) >> sh : 0;
+    const int hi = SPLIT ? ((part + 1) * nvec) >> sh : nvec;
+    const size_t off = (size_t)(SPLIT ? blockIdx.x >> sh : blockIdx.x) * nvec;
+#define BK_MINE(i) (SPLIT ? (i) >= lo && (i) < hi : (i) < nvec) /* this block stores i */
     const float rh = bk__inv_hidden(hidden);
     uint4 r[VPT], gv[VPT]; /* gv: EARLY only */
     float ss = 0.f;
@@ -97,7 +106,7 @@ __global__ void __launch_bounds__(MAXT, MINB) bk_residual_rmsnorm_lean_kernel(
             a[k] = STREAM ? __ldcs(sum + at) : sum[at];
             b[k] = STREAM ? __ldcs(residual + at) : residual[at];
             if (EARLY)
-                gv[k] = __ldg(gamma + (i < nvec ? i : 0));
+                gv[k] = __ldg(gamma + (BK_MINE(i) ? i : lo));
         }
 #pragma unroll
         for (int k = 0; k < VPT; k++) {
@@ -111,7 +120,8 @@ __global__ void __launch_bounds__(MAXT, MINB) bk_residual_rmsnorm_lean_kernel(
 #pragma unroll
                 for (int j = 0; j < 8; j++)
                     ss += q[j] * q[j];
-                bk__st<STREAM>(residual_out + off + i, r[k]);
+                if (BK_MINE(i))
+                    bk__st<STREAM>(residual_out + off + i, r[k]);
             }
         }
     }
@@ -119,7 +129,7 @@ __global__ void __launch_bounds__(MAXT, MINB) bk_residual_rmsnorm_lean_kernel(
 #pragma unroll
     for (int k = 0; k < VPT; k++) {
         const int i = threadIdx.x + k * blockDim.x;
-        if (i < nvec) {
+        if (BK_MINE(i)) {
             float q[8], g[8];
             bk__unpack(q, r[k]);
             bk__unpack(g, EARLY ? gv[k] : __ldg(gamma + i));
@@ -130,6 +140,8 @@ __global__ void __launch_bounds__(MAXT, MINB) bk_residual_rmsnorm_lean_kernel(
         }
     }
 }
+
+#undef BK_MINE
 
 /* One-shot: copy our rows into peer memory (half chosen by the epoch's
  * parity, so a peer still reading the last call's half is never
@@ -263,6 +275,7 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *c
     cfg->blocks_per_sm = 0;
     cfg->stream_hint = tokens >= (hidden >= 8192 ? 16 : 64);
     cfg->gamma_early = 1;
+    cfg->split = 1;
     if (hidden <= 4096) {
         cfg->threads = 512; /* one vector per thread from hidden 8 to 4096 */
         if (tokens >= 1024 && tokens <= 4096) {
@@ -280,19 +293,35 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *c
     cfg->threads = tokens < 64 || mid ? 512 : 1024;
 }
 
-/* The row and lean kernels' common signature and launch: one block per row (gridDim.x
- * takes up to 2^31 - 1 blocks, bk__check_row's bound on tokens). */
+/* Rule v5: below 64 tokens, out of place, a row over several blocks (cfg->split): each
+ * block reads the whole row and stores its share, so fewer bytes pass through each SM
+ * while the rows are fewer than the SMs. 4 blocks to 16 tokens (8 from hidden 8192), 4 to
+ * 32, 2 below 64: at most about 128 blocks (bench_rmsnorm --sweep lean, H200, 2026-12-03
+ * 16:55 UTC; against v4, old/new/new/old at 17:12: 0.07-0.19 us less at 1-16 tokens, 0-0.1
+ * at 32, unchanged from 64). In place (sum overlapping an output, as the incumbent calls
+ * it) one block a row, as bk__check_split requires. */
+static void bk__rmsnorm_split(int64_t tokens, int64_t hidden, int in_place, bk_rmsnorm_cfg *cfg)
+{
+    if (cfg->kernel != BK_RMSNORM_LEAN || !cfg->gamma_early || tokens >= 64 || tokens < 1 ||
+        in_place)
+        return;
+    cfg->split = tokens <= 16 ? (hidden >= 8192 ? 8 : 4) : tokens <= 32 ? 4 : 2;
+}
+
+/* The row and lean kernels' common signature and launch: `split` blocks per row (1 but
+ * for the lean kernel; gridDim.x takes up to 2^31 - 1 blocks: bk__check_row's bound on
+ * tokens, bk__check_split's on tokens x split). */
 typedef void (*bk__row_kernel)(const uint4 *, const uint4 *, const uint4 *, uint4 *, uint4 *,
-                               int, float);
+                               int, float, int);
 
 static bk_status bk__launch_rows(bk__row_kernel kernel, const char *name, const void *sum,
                                  const void *residual, const void *gamma, void *residual_out,
                                  void *out, int64_t tokens, int64_t hidden, float eps,
-                                 int threads, cudaStream_t stream, bk_err *err)
+                                 int threads, int split, cudaStream_t stream, bk_err *err)
 {
-    kernel<<<(unsigned)tokens, threads, 0, stream>>>((const uint4 *)sum, (const uint4 *)residual,
-                                                     (const uint4 *)gamma, (uint4 *)residual_out,
-                                                     (uint4 *)out, (int)hidden, eps);
+    kernel<<<(unsigned)(tokens * split), threads, 0, stream>>>(
+        (const uint4 *)sum, (const uint4 *)residual, (const uint4 *)gamma,
+        (uint4 *)residual_out, (uint4 *)out, (int)hidden, eps, split);
     return bk__launched(name, err);
 }
 
@@ -313,7 +342,7 @@ static bk_status bk__rmsnorm_row(const void *sum, const void *residual, const vo
     BK_VPT_SWITCH(vpt, L);
 #undef L
     return bk__launch_rows(kernel, "bk_residual_rmsnorm_kernel", sum, residual, gamma,
-                           residual_out, out, tokens, hidden, eps, threads, stream, err);
+                           residual_out, out, tokens, hidden, eps, threads, 1, stream, err);
 }
 
 /* The lean kernel: as the row kernel, up to 1024 threads (2 vectors each above 512;
@@ -328,9 +357,13 @@ static bk_status bk__rmsnorm_lean(const void *sum, const void *residual, const v
     const bk_status st = bk__rmsnorm_shape(cfg, hidden, &vpt, &threads, err);
     if (st != BK_OK)
         return st;
+    const bool split = cfg->split > 1; /* gamma early only (bk__check_split) */
 #define LA(K, E, M, B)                                                                     \
-    kernel = cfg->stream_hint ? bk_residual_rmsnorm_lean_kernel<K, true, E, M, B>          \
-                              : bk_residual_rmsnorm_lean_kernel<K, false, E, M, B>
+    kernel = cfg->stream_hint                                                              \
+                 ? (E && split ? bk_residual_rmsnorm_lean_kernel<K, true, E, M, B, E>      \
+                               : bk_residual_rmsnorm_lean_kernel<K, true, E, M, B>)        \
+                 : (E && split ? bk_residual_rmsnorm_lean_kernel<K, false, E, M, B, E>     \
+                               : bk_residual_rmsnorm_lean_kernel<K, false, E, M, B>)
     /* blocks per SM the register cap asks for. 512 threads: 4 at one vector per thread
      * (32 registers), 3 at two (42), 2 at three (64), else 1 (no spills); gamma early
      * (at most 2 vectors, bk__rmsnorm_shape): one step down (its 4 registers a vector).
@@ -358,7 +391,8 @@ static bk_status bk__rmsnorm_lean(const void *sum, const void *residual, const v
 #undef L
 #undef LA
     return bk__launch_rows(kernel, "bk_residual_rmsnorm_lean_kernel", sum, residual, gamma,
-                           residual_out, out, tokens, hidden, eps, threads, stream, err);
+                           residual_out, out, tokens, hidden, eps, threads,
+                           cfg->split > 1 ? cfg->split : 1, stream, err);
 }
 
 extern "C" bk_status bk_residual_rmsnorm_config(const void *sum, const void *residual,
@@ -368,6 +402,8 @@ extern "C" bk_status bk_residual_rmsnorm_config(const void *sum, const void *res
                                                 void *stream, bk_err *err)
 {
     bk_status st = bk__check_row("residual_rmsnorm", tokens, hidden, err);
+    if (st == BK_OK)
+        st = bk__check_split(cfg, sum, residual_out, out, tokens, hidden, err);
     if (st != BK_OK || tokens == 0)
         return st;
     switch (cfg->kernel) {
@@ -390,9 +426,11 @@ extern "C" int bk_rmsnorm_cfg_threads(const bk_rmsnorm_cfg *cfg, int64_t hidden)
     return bk__rmsnorm_shape(cfg, hidden, &vpt, &threads, NULL) == BK_OK ? threads : 0;
 }
 
-extern "C" void bk_rmsnorm_default_cfg(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *cfg)
+extern "C" void bk_rmsnorm_default_cfg(int64_t tokens, int64_t hidden, int in_place,
+                                       bk_rmsnorm_cfg *cfg)
 {
     bk__rmsnorm_launch(tokens, hidden, cfg);
+    bk__rmsnorm_split(tokens, hidden, in_place, cfg);
 }
 
 extern "C" bk_status bk_residual_rmsnorm(const void *sum, const void *residual,
@@ -402,6 +440,10 @@ extern "C" bk_status bk_residual_rmsnorm(const void *sum, const void *residual,
 {
     bk_rmsnorm_cfg cfg;
     bk__rmsnorm_launch(tokens, hidden, &cfg);
+    const size_t bytes = tokens > 0 && hidden > 0 ? (size_t)tokens * (size_t)hidden * 2 : 0;
+    bk__rmsnorm_split(tokens, hidden,
+                      bk__overlap(sum, residual_out, bytes) || bk__overlap(sum, out, bytes),
+                      &cfg);
     return bk_residual_rmsnorm_config(sum, residual, gamma, residual_out, out, tokens, hidden,
                                       eps, &cfg, stream, err);
 }

@@ -220,6 +220,40 @@ static inline bk_status bk__rmsnorm_shape(const bk_rmsnorm_cfg *cfg, int64_t hid
     return BK_OK;
 }
 
+/* cfg->split: 0 or 1, or 2, 4 ... BK_MAX_SPLIT blocks per row of the lean kernel with
+ * gamma early, tokens x split blocks in all; refused when sum overlaps an output (in place: a row's blocks would
+ * read the sum another block of the row has already overwritten). */
+#define BK_MAX_SPLIT 8
+static inline int bk__overlap(const void *a, const void *b, size_t bytes)
+{
+    const char *x = (const char *)a, *y = (const char *)b;
+    return x < y + bytes && y < x + bytes;
+}
+
+static inline bk_status bk__check_split(const bk_rmsnorm_cfg *cfg, const void *sum,
+                                        const void *residual_out, const void *out,
+                                        int64_t tokens, int64_t hidden, bk_err *err)
+{
+    if (cfg->split <= 1) {
+        if (cfg->split < 0)
+            return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm: split %d (0..%d)", cfg->split,
+                           BK_MAX_SPLIT);
+        return BK_OK;
+    }
+    if (cfg->kernel != BK_RMSNORM_LEAN || !cfg->gamma_early || cfg->split > BK_MAX_SPLIT ||
+        (cfg->split & (cfg->split - 1)))
+        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm: split %d: the lean kernel's with "
+                       "gamma early, 2, 4 or %d blocks per row", cfg->split, BK_MAX_SPLIT);
+    if (tokens > 0x7fffffff / cfg->split)
+        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm: %lld tokens x split %d blocks "
+                       "exceed the grid's 2^31 - 1", (long long)tokens, cfg->split);
+    const size_t bytes = (size_t)tokens * (size_t)hidden * 2;
+    if (bytes && (bk__overlap(sum, residual_out, bytes) || bk__overlap(sum, out, bytes)))
+        return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm: split %d cannot run in place "
+                       "(sum overlaps an output)", cfg->split);
+    return BK_OK;
+}
+
 static inline bk_status bk__check_row(const char *what, int64_t tokens, int64_t hidden, bk_err *err)
 {
     if (hidden <= 0 || hidden % 8 != 0 || hidden > 8 * BK_MAX_VPT * BK_ROW_THREADS)

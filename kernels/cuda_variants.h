@@ -45,7 +45,8 @@ size_t bk_ar_rmsnorm_cuda_peer_bytes(int64_t tokens, int64_t hidden);
 
 /* residual + RMSNorm over `tokens` rows of `hidden` bf16 (hidden % 8 == 0,
  * <= 16384): sum (bf16, may alias residual_out) + residual -> residual_out,
- * out. All pointers device memory, 16-byte aligned. */
+ * out. All pointers device memory, 16-byte aligned. Out of place, below 64 tokens, a row
+ * is spread over several blocks (bk_rmsnorm_cfg.split); in place, one block a row. */
 bk_status bk_residual_rmsnorm(const void *sum, const void *residual, const void *gamma,
                               void *residual_out, void *out, int64_t tokens, int64_t hidden,
                               float eps, void *stream, bk_err *err);
@@ -77,6 +78,13 @@ typedef struct bk_rmsnorm_cfg {
                         * as the occupancy calculator says fit */
     int gamma_early;   /* LEAN: 1: gamma is loaded with the row, before the reduction (at
                         * most 2 vectors per thread); 0: after it */
+    int split;         /* LEAN with gamma_early: blocks per row, 0 or 1 = one; 2, 4 or 8:
+                        * each of a row's blocks loads the whole row and sums its squares in the one-block
+                        * order (the same bits), then loads gamma for and stores only its
+                        * share of the row: less traffic through each SM when the rows are
+                        * fewer than the SMs, the row read split times from L2. Refused in
+                        * place (sum overlapping an output): a block would read what
+                        * another has already written. */
 } bk_rmsnorm_cfg;
 
 /* The same with the launch configuration open. Errors (BK_ERR_INPUT) for a
@@ -92,8 +100,9 @@ bk_status bk_residual_rmsnorm_config(const void *sum, const void *residual, cons
  * memory are checked at the call). */
 int bk_rmsnorm_cfg_threads(const bk_rmsnorm_cfg *cfg, int64_t hidden);
 
-/* The configuration bk_residual_rmsnorm launches at tokens x hidden. */
-void bk_rmsnorm_default_cfg(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *cfg);
+/* The configuration bk_residual_rmsnorm launches at tokens x hidden, in place (sum
+ * overlapping an output: one block per row) or not. */
+void bk_rmsnorm_default_cfg(int64_t tokens, int64_t hidden, int in_place, bk_rmsnorm_cfg *cfg);
 
 /* One-shot and two-shot fused allreduce + residual + RMSNorm over the lane's
  * peer memory (comm->have_p2p required; x, residual, gamma, outputs are this

@@ -3,7 +3,7 @@
  * block from about-so-many threads per row, and the refusals (threads per row out of range,
  * more than 8 vectors per thread, more than 2 above 512 threads, gamma early off the lean
  * kernel or above 2 vectors per thread), which
- * bk_residual_rmsnorm_config must refuse alike. Host code only: no GPU is needed, but the
+ * bk_residual_rmsnorm_config must refuse alike, and its refusals of cfg.split. Host code only: no GPU is needed, but the
  * build must have the cuda backend (exit 77, skipped, without it). */
 #include <stdio.h>
 
@@ -63,7 +63,7 @@ static void test_block_shapes(void **st)
     (void)st;
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
         const cfg_case *c = &k_cases[i];
-        const bk_rmsnorm_cfg cfg = {c->kernel, c->threads, 0, 0, 0, c->early};
+        const bk_rmsnorm_cfg cfg = {c->kernel, c->threads, 0, 0, 0, c->early, 0};
         const int got = bk_rmsnorm_cfg_threads(&cfg, c->hidden);
         if (got != c->want)
             fail_msg("kernel %d, %d threads per row, hidden %lld, gamma early %d: %d threads "
@@ -81,7 +81,7 @@ static void test_launcher_agrees(void **st)
         const cfg_case *c = &k_cases[i];
         if (c->want != 0 || c->hidden > 16384)
             continue; /* accepted shapes would launch; hidden over 16384 fails earlier */
-        const bk_rmsnorm_cfg cfg = {c->kernel, c->threads, 0, 0, 0, c->early};
+        const bk_rmsnorm_cfg cfg = {c->kernel, c->threads, 0, 0, 0, c->early, 0};
         bk_err err;
         bk_err_clear(&err);
         assert_int_equal(bk_residual_rmsnorm_config(NULL, NULL, NULL, NULL, NULL, 4, c->hidden,
@@ -99,29 +99,81 @@ static void test_default_rule_runs(void **st)
     (void)st;
     static const int64_t tokens[] = {1, 15, 16, 63, 64, 255, 256, 1023, 1024, 4096, 4097,
                                      16383, 16384, 1 << 20};
-    int early = 0, late = 0;
+    int early = 0, late = 0, split = 0;
     for (int64_t h = 8; h <= 16384; h += 8)
-        for (size_t t = 0; t < sizeof tokens / sizeof tokens[0]; t++) {
-            bk_rmsnorm_cfg cfg;
-            memset(&cfg, 0xA5, sizeof cfg); /* every field must be set by the rule */
-            bk_rmsnorm_default_cfg(tokens[t], h, &cfg);
-            if (bk_rmsnorm_cfg_threads(&cfg, h) == 0)
-                fail_msg("default rule at %lld x %lld: kernel %d, %d threads, gamma early %d "
-                         "is refused by its launcher", (long long)tokens[t], (long long)h,
-                         (int)cfg.kernel, cfg.threads, cfg.gamma_early);
-            if (cfg.stream_hint != 0 && cfg.stream_hint != 1)
-                fail_msg("default rule at %lld x %lld: stream_hint %d", (long long)tokens[t],
-                         (long long)h, cfg.stream_hint);
-            early += cfg.gamma_early == 1;
-            late += cfg.gamma_early == 0;
-        }
-    assert_int_equal(early + late, 2048 * (int)(sizeof tokens / sizeof tokens[0]));
+        for (size_t t = 0; t < sizeof tokens / sizeof tokens[0]; t++)
+            for (int in_place = 0; in_place < 2; in_place++) {
+                bk_rmsnorm_cfg cfg;
+                memset(&cfg, 0xA5, sizeof cfg); /* every field must be set by the rule */
+                bk_rmsnorm_default_cfg(tokens[t], h, in_place, &cfg);
+                /* in place a row's blocks would read what another has written */
+                if (in_place && cfg.split > 1)
+                    fail_msg("default rule at %lld x %lld in place: split %d",
+                             (long long)tokens[t], (long long)h, cfg.split);
+                split += cfg.split > 1;
+                if (bk_rmsnorm_cfg_threads(&cfg, h) == 0)
+                    fail_msg("default rule at %lld x %lld: kernel %d, %d threads, gamma early %d "
+                             "is refused by its launcher", (long long)tokens[t], (long long)h,
+                             (int)cfg.kernel, cfg.threads, cfg.gamma_early);
+                if (cfg.split < 1 || cfg.split > 8)
+                    fail_msg("default rule at %lld x %lld: split %d", (long long)tokens[t],
+                             (long long)h, cfg.split);
+                if (cfg.stream_hint != 0 && cfg.stream_hint != 1)
+                    fail_msg("default rule at %lld x %lld: stream_hint %d", (long long)tokens[t],
+                             (long long)h, cfg.stream_hint);
+                early += cfg.gamma_early == 1;
+                late += cfg.gamma_early == 0;
+            }
+    assert_int_equal(early + late, 2 * 2048 * (int)(sizeof tokens / sizeof tokens[0]));
     assert_true(early > 0 && late > 0);
+    assert_true(split > 0); /* out of place at few tokens */
+}
+
+/* cfg.split's refusals, made before anything is launched (the pointers are never read):
+ * off the lean kernel or without gamma early, other than 0, 1, 2, 4 or 8, a grid over 2^31 - 1 blocks, and in place (sum
+ * overlapping residual_out or out, wholly or in part), where a row's blocks would read
+ * what another block of the row has already written. */
+static void test_split_refusals(void **st)
+{
+    (void)st;
+    static char buf[4][4096];
+    const int64_t T = 4, H = 256; /* 2048 bytes a tensor */
+    const struct {
+        bk_rmsnorm_kernel kernel;
+        int split;
+        int64_t tokens;
+        const void *sum, *ro, *out;
+        const char *says;
+        int early;
+    } k[] = {
+        {BK_RMSNORM_ROW, 2, T, buf[0], buf[2], buf[3], "the lean kernel's", 1},
+        {BK_RMSNORM_PIPE, 4, T, buf[0], buf[2], buf[3], "the lean kernel's", 1},
+        {BK_RMSNORM_LEAN, 16, T, buf[0], buf[2], buf[3], "2, 4 or 8", 1},
+        {BK_RMSNORM_LEAN, 3, T, buf[0], buf[2], buf[3], "2, 4 or 8", 1},
+        {BK_RMSNORM_LEAN, -1, T, buf[0], buf[2], buf[3], "split -1", 1},
+        {BK_RMSNORM_LEAN, 2, (int64_t)1 << 30, buf[0], buf[2], buf[3], "2^31 - 1", 1},
+        {BK_RMSNORM_LEAN, 2, T, buf[0], buf[0], buf[3], "in place", 1},
+        {BK_RMSNORM_LEAN, 8, T, buf[0], buf[2], buf[0], "in place", 1},
+        {BK_RMSNORM_LEAN, 2, T, buf[0], buf[0] + 2046, buf[3], "in place", 1}, /* 2 bytes */
+        {BK_RMSNORM_LEAN, 4, T, buf[0] + 1024, buf[2], buf[0], "in place", 1},
+        {BK_RMSNORM_LEAN, 2, T, buf[0], buf[2], buf[3], "gamma early", 0},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        bk_rmsnorm_cfg cfg = {k[i].kernel, 512, 0, 0, 0, k[i].early, k[i].split};
+        bk_err err = {0};
+        const bk_status s = bk_residual_rmsnorm_config(k[i].sum, buf[1], buf[1] + 2048,
+                                                       (void *)k[i].ro, (void *)k[i].out,
+                                                       k[i].tokens, H, 1e-6f, &cfg, NULL, &err);
+        if (s != BK_ERR_INPUT || !strstr(err.msg, k[i].says))
+            fail_msg("case %zu: status %d, \"%s\" (want BK_ERR_INPUT saying \"%s\")", i,
+                     (int)s, err.msg, k[i].says);
+    }
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_split_refusals),
         cmocka_unit_test(test_block_shapes),
         cmocka_unit_test(test_launcher_agrees),
         cmocka_unit_test(test_default_rule_runs),

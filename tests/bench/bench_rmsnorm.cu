@@ -200,27 +200,34 @@ static double check(const float *ref_ro, const float *ref_out, const void *d_ro,
 
 /* The sweep's configurations: the row kernel's 4 (128 threads was never the best: dropped),
  * the pipelined kernel's 6, the lean kernel's 7, and 4 of the lean kernel with gamma early
- * (named with a trailing g; refused, so skipped, above 2 vectors per thread). */
+ * (named with a trailing g; refused, so skipped, above 2 vectors per thread), 5 of those
+ * with 2, 4 or 8 blocks per row (cfg.split, a trailing s2/s4/s8). */
 static const bk_rmsnorm_cfg k_sweep[] = {
-    {BK_RMSNORM_ROW, 256, 0, 0, 0, 0},   {BK_RMSNORM_ROW, 256, 1, 0, 0, 0},
-    {BK_RMSNORM_ROW, 512, 0, 0, 0, 0},   {BK_RMSNORM_ROW, 512, 1, 0, 0, 0},
-    {BK_RMSNORM_PIPE, 256, 0, 0, 0, 0},  {BK_RMSNORM_PIPE, 256, 1, 0, 0, 0},
-    {BK_RMSNORM_PIPE, 512, 0, 0, 0, 0},  {BK_RMSNORM_PIPE, 512, 1, 0, 0, 0},
-    {BK_RMSNORM_PIPE, 1024, 0, 0, 0, 0}, {BK_RMSNORM_PIPE, 1024, 1, 0, 0, 0},
-    {BK_RMSNORM_LEAN, 256, 0, 0, 0, 0},  {BK_RMSNORM_LEAN, 256, 1, 0, 0, 0},
-    {BK_RMSNORM_LEAN, 512, 0, 0, 0, 0},  {BK_RMSNORM_LEAN, 512, 1, 0, 0, 0},
-    {BK_RMSNORM_LEAN, 1024, 0, 0, 0, 0}, {BK_RMSNORM_LEAN, 1024, 1, 0, 0, 0},
-    {BK_RMSNORM_LEAN, 128, 0, 0, 0, 0},
-    {BK_RMSNORM_LEAN, 512, 0, 0, 0, 1},  {BK_RMSNORM_LEAN, 512, 1, 0, 0, 1},
-    {BK_RMSNORM_LEAN, 1024, 0, 0, 0, 1}, {BK_RMSNORM_LEAN, 1024, 1, 0, 0, 1},
+    {BK_RMSNORM_ROW, 256, 0, 0, 0, 0, 0},   {BK_RMSNORM_ROW, 256, 1, 0, 0, 0, 0},
+    {BK_RMSNORM_ROW, 512, 0, 0, 0, 0, 0},   {BK_RMSNORM_ROW, 512, 1, 0, 0, 0, 0},
+    {BK_RMSNORM_PIPE, 256, 0, 0, 0, 0, 0},  {BK_RMSNORM_PIPE, 256, 1, 0, 0, 0, 0},
+    {BK_RMSNORM_PIPE, 512, 0, 0, 0, 0, 0},  {BK_RMSNORM_PIPE, 512, 1, 0, 0, 0, 0},
+    {BK_RMSNORM_PIPE, 1024, 0, 0, 0, 0, 0}, {BK_RMSNORM_PIPE, 1024, 1, 0, 0, 0, 0},
+    {BK_RMSNORM_LEAN, 256, 0, 0, 0, 0, 0},  {BK_RMSNORM_LEAN, 256, 1, 0, 0, 0, 0},
+    {BK_RMSNORM_LEAN, 512, 0, 0, 0, 0, 0},  {BK_RMSNORM_LEAN, 512, 1, 0, 0, 0, 0},
+    {BK_RMSNORM_LEAN, 1024, 0, 0, 0, 0, 0}, {BK_RMSNORM_LEAN, 1024, 1, 0, 0, 0, 0},
+    {BK_RMSNORM_LEAN, 128, 0, 0, 0, 0, 0},
+    {BK_RMSNORM_LEAN, 512, 0, 0, 0, 1, 0},  {BK_RMSNORM_LEAN, 512, 1, 0, 0, 1, 0},
+    {BK_RMSNORM_LEAN, 1024, 0, 0, 0, 1, 0}, {BK_RMSNORM_LEAN, 1024, 1, 0, 0, 1, 0},
+    {BK_RMSNORM_LEAN, 512, 0, 0, 0, 1, 2},  {BK_RMSNORM_LEAN, 512, 0, 0, 0, 1, 4},
+    {BK_RMSNORM_LEAN, 512, 0, 0, 0, 1, 8},  {BK_RMSNORM_LEAN, 1024, 0, 0, 0, 1, 2},
+    {BK_RMSNORM_LEAN, 1024, 0, 0, 0, 1, 4},
 };
 #define NSWEEP (int)(sizeof k_sweep / sizeof k_sweep[0])
 
 static void cfg_name(const bk_rmsnorm_cfg *c, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s%d%s%s",
+    char split[16] = "";
+    if (c->split > 1)
+        snprintf(split, sizeof split, "s%d", c->split);
+    snprintf(buf, n, "%s%d%s%s%s",
              c->kernel == BK_RMSNORM_PIPE ? "p" : c->kernel == BK_RMSNORM_LEAN ? "l" : "", c->threads,
-             c->stream_hint ? "cs" : "", c->gamma_early ? "g" : "");
+             c->stream_hint ? "cs" : "", c->gamma_early ? "g" : "", split);
 }
 
 int main(int argc, char **argv)
@@ -344,8 +351,11 @@ int main(int argc, char **argv)
                 for (int d = 0; d < c; d++)
                     dup |= k_sweep[d].kernel == cfg->kernel &&
                            k_sweep[d].stream_hint == cfg->stream_hint &&
-                           k_sweep[d].gamma_early == cfg->gamma_early && seen[d] == seen[c];
+                           k_sweep[d].gamma_early == cfg->gamma_early &&
+                           k_sweep[d].split == cfg->split && seen[d] == seen[c];
+                /* split rows: for rows fewer than the SMs (not timed past 256 tokens) */
                 if (seen[c] == 0 || dup || (pipe && T < PIPE_MIN_TOKENS) ||
+                    (cfg->split > 1 && T > 256) ||
                     (only >= 0 && (int)cfg->kernel != only))
                     continue;
                 cfg_name(cfg, name, sizeof name);

@@ -63,23 +63,23 @@ static int make_cfgs(bk_rmsnorm_cfg *c, int64_t tokens, int64_t hidden)
     int n = 0;
     for (int t = 0; t < 4; t++)
         for (int h = 0; h < 2; h++)
-            c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_ROW, row_threads[t], h, 0, 0, 0 };
+            c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_ROW, row_threads[t], h, 0, 0, 0, 0 };
     for (int t = 0; t < 3; t++) {
         for (int s = 0; s <= 4; s++) {
             if (big && s != 0 && s != 2)
                 continue;
             for (int b = 0; b < 2; b++)
-                c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, pipe_threads[t], 0, s, b, 0 };
+                c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, pipe_threads[t], 0, s, b, 0, 0 };
         }
-        c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, pipe_threads[t], 1, 0, 0, 0 };
+        c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, pipe_threads[t], 1, 0, 0, 0, 0 };
     }
     for (int t = 0; t < 5; t++)
         for (int h = 0; h < 2; h++)
             for (int e = 0; e < 2; e++)
                 c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_LEAN,
-                                           (int[]){ 32, 128, 256, 512, 1024 }[t], h, 0, 0, e };
-    c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, 32, 0, 2, 1, 0 };
-    c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, 128, 1, 3, 2, 0 };
+                                           (int[]){ 32, 128, 256, 512, 1024 }[t], h, 0, 0, e, 0 };
+    c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, 32, 0, 2, 1, 0, 0 };
+    c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, 128, 1, 3, 2, 0, 0 };
     assert_true(n <= MAX_CFGS);
     return n;
 }
@@ -292,6 +292,56 @@ static void inputs_unchanged(shape_data *d)
     free(now);
 }
 
+/* cfg.split: a row over 2, 4 or 8 blocks of the lean kernel with gamma early (512 and 1024
+ * threads, evict-first hints or not) gives bitwise the outputs of one block of the same
+ * launch, and is refused in place (sum is residual_out) before anything runs. */
+static void split_rows(shape_data *d)
+{
+    static const int splits[] = { 2, 4, 8 };
+    const size_t b = d->n * 2;
+    uint16_t *ro1 = malloc(b), *out1 = malloc(b);
+    char what[160];
+    assert_non_null(ro1);
+    assert_non_null(out1);
+    for (int t = 0; t < 2; t++)
+        for (int e = 0; e < 2; e++) {
+            bk_rmsnorm_cfg c = { BK_RMSNORM_LEAN, t ? 1024 : 512, e, 0, 0, 1, 1 };
+            bk_err err = { 0 };
+            if (expect_threads(&c, d->hidden) == 0)
+                continue;
+            poison(d);
+            if (run_cfg(d, d->dx, &c, &err) != BK_OK)
+                fail_msg("lean %d hint %d split 1: %s", c.threads, e, err.msg);
+            fetch(d);
+            memcpy(ro1, d->ro, b);
+            memcpy(out1, d->out, b);
+            for (int k = 0; k < 3; k++) {
+                c.split = splits[k];
+                snprintf(what, sizeof what, "lean %d gamma early hint %d split %d", c.threads,
+                         e, c.split);
+                poison(d);
+                if (run_cfg(d, d->dx, &c, &err) != BK_OK)
+                    fail_msg("%s: T %lld H %lld: %s", what, (long long)d->tokens,
+                             (long long)d->hidden, err.msg);
+                fetch(d);
+                check_ref(d, d->ro, d->out, what);
+                if (memcmp(ro1, d->ro, b) != 0 || memcmp(out1, d->out, b) != 0)
+                    fail_msg("%s: T %lld H %lld: outputs differ bitwise from one block per "
+                             "row", what, (long long)d->tokens, (long long)d->hidden);
+                /* in place: refused, and nothing written */
+                poison(d);
+                CK(cudaMemcpyAsync(d->dro, d->dx, b, cudaMemcpyDeviceToDevice, g_stream));
+                if (run_cfg(d, d->dro, &c, &err) != BK_ERR_INPUT)
+                    fail_msg("%s in place: not refused", what);
+                fetch(d);
+                if (memcmp(d->ro, d->x, b) != 0)
+                    fail_msg("%s in place: refused, yet residual_out was written", what);
+            }
+        }
+    free(ro1);
+    free(out1);
+}
+
 static void run_shape(int64_t tokens, int64_t hidden, uint64_t seed)
 {
     shape_data d;
@@ -327,11 +377,11 @@ static void run_shape(int64_t tokens, int64_t hidden, uint64_t seed)
     }
     inputs_unchanged(&d);
     /* in place, as the incumbent calls it: sum is residual_out */
-    const bk_rmsnorm_cfg inplace[] = { { BK_RMSNORM_ROW, 512, 1, 0, 0, 0 },
-                                       { BK_RMSNORM_LEAN, 512, 1, 0, 0, 0 },
-                                       { BK_RMSNORM_LEAN, 1024, 0, 0, 0, 0 },
-                                       { BK_RMSNORM_PIPE, 512, 0, 2, 1, 0 },
-                                       { BK_RMSNORM_PIPE, 256, 1, 0, 0, 0 } };
+    const bk_rmsnorm_cfg inplace[] = { { BK_RMSNORM_ROW, 512, 1, 0, 0, 0, 0 },
+                                       { BK_RMSNORM_LEAN, 512, 1, 0, 0, 0, 0 },
+                                       { BK_RMSNORM_LEAN, 1024, 0, 0, 0, 0, 0 },
+                                       { BK_RMSNORM_PIPE, 512, 0, 2, 1, 0, 0 },
+                                       { BK_RMSNORM_PIPE, 256, 1, 0, 0, 0, 0 } };
     for (int i = 0; i < 5; i++) {
         if (inplace[i].kernel == BK_RMSNORM_PIPE && !g_sm90)
             continue;
@@ -348,6 +398,7 @@ static void run_shape(int64_t tokens, int64_t hidden, uint64_t seed)
         fetch(&d);
         judge(&d, want, what);
     }
+    split_rows(&d);
     /* the default launch rule (bk__rmsnorm_launch in kernels/ar_rmsnorm.cu) */
     {
         bk_err err = { 0 };
@@ -358,6 +409,16 @@ static void run_shape(int64_t tokens, int64_t hidden, uint64_t seed)
                      err.msg);
         fetch(&d);
         check_ref(&d, d.ro, d.out, "default rule");
+        /* in place, as the incumbent calls it: one block a row (rows split over blocks
+         * would read sums another block has overwritten) */
+        poison(&d);
+        CK(cudaMemcpyAsync(d.dro, d.dx, d.n * 2, cudaMemcpyDeviceToDevice, g_stream));
+        if (bk_residual_rmsnorm(d.dro, d.dres, d.dgamma, d.dro, d.dout, d.tokens, d.hidden,
+                                BK_RMSNORM_EPS, g_stream, &err) != BK_OK)
+            fail_msg("default rule in place: T %lld H %lld: %s", (long long)tokens,
+                     (long long)hidden, err.msg);
+        fetch(&d);
+        check_ref(&d, d.ro, d.out, "default rule in place");
     }
     inputs_unchanged(&d);
     printf("  T %5lld H %5lld: %d configurations ran, %d refused as expected\n",
@@ -376,7 +437,7 @@ static void test_graph_first_call(void **st)
     if (!g_sm90)
         skip();
     shape_data d;
-    const bk_rmsnorm_cfg c = { BK_RMSNORM_PIPE, 1024, 1, 3, 0, 0 };
+    const bk_rmsnorm_cfg c = { BK_RMSNORM_PIPE, 1024, 1, 3, 0, 0, 0 };
     bk_err err = { 0 };
     cudaGraph_t g = NULL;
     cudaGraphExec_t ex = NULL;
@@ -417,7 +478,7 @@ static void test_refusals(void **st)
     shape_data d;
     bk_err err = { 0 };
     shape_make(&d, 4, 16384, g_seed);
-    bk_rmsnorm_cfg c = { BK_RMSNORM_PIPE, 512, 0, 2, 0, 0 };
+    bk_rmsnorm_cfg c = { BK_RMSNORM_PIPE, 512, 0, 2, 0, 0, 0 };
     assert_int_equal(bk_residual_rmsnorm_config((const char *)d.dx + 8, d.dres, d.dgamma, d.dro,
                                                 d.dout, 2, 8, BK_RMSNORM_EPS, &c, g_stream,
                                                 &err), BK_ERR_INPUT);
