@@ -5,9 +5,12 @@
 #include <string.h>
 
 #include "plans/plan_internal.h"
+#include "topology/topology.h" /* BK_LANE_MAX */
 
 #define BK__CATALOG_SCHEMA "bracket.catalog/1" /* kernels/catalog.h BK_CATALOG_SCHEMA */
 #define BK__MAX_ITERS 10000000
+#define BK__MAX_ARM_S 604800.0     /* 7 days: an arm's deadline stays far inside uint64 ns */
+#define BK__MAX_RENDEZVOUS_S 3600.0 /* 1 hour for engines to meet */
 
 /* Try a step; the first failure leaves the function (nothing is held here:
  * everything written goes into the document, which the caller owns). */
@@ -115,6 +118,10 @@ static bk_status check_arena(const bk__chk *c, json_t *root, bk_arena *a)
     a->tp = (int)i;
     CK(bk__get_int(c, o, "arena", "ep", &(json_int_t){ 1 }, 1, 1024, &i));
     a->ep = (int)i;
+    if (a->tp * a->ep > BK_LANE_MAX) /* both <= 1024: no overflow */
+        return bk__bad(c, "arena.tp x arena.ep", NULL,
+                       "%d x %d = %d exceeds %d ranks a lane (tp x ep must be in 1..%d)",
+                       a->tp, a->ep, a->tp * a->ep, BK_LANE_MAX, BK_LANE_MAX);
     CK(bk__get_enum(c, o, "arena", "dtype", NULL, dtypes, &e));
     bk_strlcpy(a->dtype, dtypes[e], sizeof a->dtype);
     CK(bk__get_str(c, o, "arena", "quantization", "none", a->quantization,
@@ -241,6 +248,8 @@ static bk_status check_rest(const bk__chk *c, json_t *root, bk_plan *p)
 {
     json_t *o;
     int e;
+    const bk__range arm_s = { 0, BK__MAX_ARM_S, 1, 0, 1 };
+    const bk__range rendezvous_s = { 0, BK__MAX_RENDEZVOUS_S, 1, 0, 1 };
     CK(bk__get_obj(c, root, "", "quality", 1, quality_keys, &o));
     CK(bk__get_num(c, o, "quality", "rtol", &(double){ 1e-2 }, at_least_0, &p->quality.rtol));
     CK(bk__get_num(c, o, "quality", "atol", &(double){ 1e-3 }, at_least_0, &p->quality.atol));
@@ -250,8 +259,8 @@ static bk_status check_rest(const bk__chk *c, json_t *root, bk_plan *p)
     CK(bk__get_enum(c, root, "", "backend", "auto", backends, &e));
     p->backend = (bk_backend)e;
     CK(bk__get_obj(c, root, "", "timeouts", 1, timeouts_keys, &o));
-    CK(bk__get_num(c, o, "timeouts", "arm_s", &(double){ 120 }, above_0, &p->timeouts.arm_s));
-    CK(bk__get_num(c, o, "timeouts", "rendezvous_s", &(double){ 30 }, above_0,
+    CK(bk__get_num(c, o, "timeouts", "arm_s", &(double){ 120 }, arm_s, &p->timeouts.arm_s));
+    CK(bk__get_num(c, o, "timeouts", "rendezvous_s", &(double){ 30 }, rendezvous_s,
                    &p->timeouts.rendezvous_s));
     return BK_OK;
 }

@@ -94,11 +94,17 @@ static void append(char *canon, const step *st, int as_index)
         snprintf(canon + used, BK__SET_PATH_LEN - used, "%s%s", used ? "." : "", st->key);
 }
 
-/* The value as JSON when it parses ("2", "0.5", "true", "{}", "\"x\""), else as text. */
-static json_t *parse_value(const char *text)
+/* The value as JSON when it parses ("2", "0.5", "true", "{}", "\"x\""), else as text
+ * (NULL when that text is not UTF-8). A value that starts with '{' or '[' is meant as
+ * JSON: when it does not parse, *je holds why and NULL is returned with *bad_json set. */
+static json_t *parse_value(const char *text, json_error_t *je, int *bad_json)
 {
-    json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
-    return v ? v : json_string(text);
+    json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, je);
+    const char *s = text + strspn(text, " \t\r\n");
+    *bad_json = !v && (*s == '{' || *s == '[');
+    if (v || *bad_json)
+        return v;
+    return json_string(text);
 }
 
 bk_status bk__plan_apply_set(json_t *root, const char *set, bk_err *err)
@@ -106,9 +112,10 @@ bk_status bk__plan_apply_set(json_t *root, const char *set, bk_err *err)
     char buf[BK__SET_PATH_LEN], canon[BK__SET_PATH_LEN] = "";
     step steps[BK__SET_MAX_STEPS];
     json_t *value = NULL, *node = root;
+    json_error_t je;
     bk_status st = BK_OK;
     const char *eq = strchr(set, '=');
-    int n;
+    int n, bad_json = 0;
 
     if (!eq || eq == set || (size_t)(eq - set) >= sizeof buf) {
         st = BK_FAIL(err, BK_ERR_INPUT, "--set \"%s\": expected dotted.path=value, e.g. "
@@ -122,8 +129,12 @@ bk_status bk__plan_apply_set(json_t *root, const char *set, bk_err *err)
                      "'.', array indexes as shapes[1] or shapes.1)", set);
         goto out;
     }
-    if (!(value = parse_value(eq + 1))) {
-        st = BK_FAIL(err, BK_ERR_INPUT, "--set \"%s\": the value is not valid UTF-8", set);
+    if (!(value = parse_value(eq + 1, &je, &bad_json))) {
+        if (bad_json)
+            st = BK_FAIL(err, BK_ERR_INPUT, "--set \"%s\": the value is not valid JSON: %s "
+                         "at character %d of the value", set, je.text, je.position);
+        else
+            st = BK_FAIL(err, BK_ERR_INPUT, "--set \"%s\": the value is not valid UTF-8", set);
         goto out;
     }
     for (int k = 0; k < n; k++) {

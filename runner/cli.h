@@ -2,6 +2,8 @@
 #ifndef BK_CLI_H
 #define BK_CLI_H
 
+#include <stddef.h>
+
 /* Exit statuses of every command (documented in --help and README). */
 enum {
     BK_EXIT_PASS = 0,        /* also: a command that succeeded */
@@ -10,6 +12,20 @@ enum {
     BK_EXIT_FAIL = 3,
     BK_EXIT_NO_DECISION = 4
 };
+
+struct option; /* <getopt.h> */
+
+/* Parse the whole of `text` (the value of `flag`) as a decimal integer in lo..hi.
+ * 0 on success with *out set; -1 with msg "FLAG: 'TEXT' is not an integer in LO..HI"
+ * (empty, blanks, trailing characters) or "... is out of range (an integer in LO..HI)". */
+int bk_cli_int(const char *flag, const char *text, long long lo, long long hi, long long *out,
+               char *msg, size_t len);
+
+/* The message for getopt_long's error return `c` ('?', or ':' when the optstring starts
+ * with ':'), naming the option as the user wrote it: "unknown option '-x'", "unknown
+ * option '--bogus'", "ambiguous option '--s'", "--out needs a value", "--quiet takes
+ * no value". Call it right after getopt_long returned. */
+void bk_cli_opt_error(int c, char **argv, const struct option *opts, char *msg, size_t len);
 
 /* Each subcommand: argv[0] is the subcommand name; returns an exit status.
  * Only rank 0 (or the single process) prints for the user. */

@@ -7,9 +7,12 @@
 #include "kernels/catalog.h"
 #include "runner/cli.h"
 #include "runner/memory.h"
+#include "runner/orchestrate.h"
 
 static void usage(FILE *f)
 {
+    /* what `bracket run` would pick for backend "auto" on this machine */
+    const char *auto_is = bk_backend_name(bk_resolve_backend(BK_BACKEND_AUTO));
     fprintf(f,
         "usage: bracket plan check PLAN [--set PATH=VALUE]... [--backend cpu|cuda]\n"
         "       bracket plan variants [--target T]\n"
@@ -20,7 +23,7 @@ static void usage(FILE *f)
         "path of a bad field. Nothing is run. A valid plan's line says how many rounds each\n"
         "timed arm runs and about how much memory rank 0 will hold for the samples, against\n"
         "what this host (or its cgroup) has available: `bracket run` refuses a plan that\n"
-        "needs more there.\n"
+        "needs more there, and check then exits 2.\n"
         "\n"
         "variants lists the targets this build knows and, for each, the variants a plan's\n"
         "incumbent.variant or candidate.variant can name: the backends, dtypes, tokens,\n"
@@ -29,11 +32,13 @@ static void usage(FILE *f)
         "plans/README.md.\n"
         "\n"
         "  -s, --set PATH=VAL   apply an override first, as `bracket run` would\n"
-        "  -b, --backend B      check for this backend (default: the plan's; auto = cpu here)\n"
+        "  -b, --backend B      check for this backend (default: the plan's, \"auto\" resolved\n"
+        "                       as `bracket run` does: %s on this machine)\n"
         "  -t, --target T       variants: this target's only\n"
         "  -h, --help           this text\n"
         "\n"
-        "Exit status: 0 valid (or listed), 2 invalid or bad usage, 1 internal failure.\n");
+        "Exit status: 0 valid (or listed), 2 invalid, too big for this host's memory or bad\n"
+        "usage, 1 internal failure.\n", auto_is);
 }
 
 /* `bracket plan variants [--target T]`. */
@@ -44,15 +49,16 @@ static int plan_variants(int argc, char **argv)
                                           { 0, 0, 0, 0 } };
     const char *only = NULL;
     int c;
+    char msg[160];
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "t:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":t:h", opts, NULL)) != -1) {
         switch (c) {
         case 't': only = optarg; break;
         case 'h': usage(stdout); return 0;
         default:
-            fprintf(stderr, "bracket plan variants: unknown or incomplete option '%s'\n",
-                    argv[optind - 1]);
+            bk_cli_opt_error(c, argv, opts, msg, sizeof msg);
+            fprintf(stderr, "bracket plan variants: %s\n", msg);
             return BK_EXIT_USAGE;
         }
     }
@@ -114,9 +120,10 @@ int bk_cmd_plan(int argc, char **argv)
     const char *sets[64];
     int nsets = 0, c;
     const char *backend = NULL;
+    char msg[160];
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "s:b:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":s:b:h", opts, NULL)) != -1) {
         switch (c) {
         case 's':
             if (nsets == 64) {
@@ -128,8 +135,8 @@ int bk_cmd_plan(int argc, char **argv)
         case 'b': backend = optarg; break;
         case 'h': usage(stdout); return 0;
         default:
-            fprintf(stderr, "bracket plan check: unknown or incomplete option '%s'\n",
-                    argv[optind - 1]);
+            bk_cli_opt_error(c, argv, opts, msg, sizeof msg);
+            fprintf(stderr, "bracket plan check: %s\n", msg);
             return BK_EXIT_USAGE;
         }
     }
@@ -144,7 +151,7 @@ int bk_cmd_plan(int argc, char **argv)
         fprintf(stderr, "%s\n", err.msg);
         return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     }
-    bk_backend b = plan.backend == BK_BACKEND_CUDA ? BK_BACKEND_CUDA : BK_BACKEND_CPU;
+    bk_backend b = bk_resolve_backend(plan.backend); /* as `bracket run` resolves it */
     if (backend) {
         if (!strcmp(backend, "cpu"))
             b = BK_BACKEND_CPU;
@@ -172,10 +179,16 @@ int bk_cmd_plan(int argc, char **argv)
     char needs[32], haves[32];
     printf("  rank 0 holds about %s at its peak (samples and audit outputs)",
            mib_or_gib(need, needs, sizeof needs));
-    if (bk_mem_available(&have))
+    int known = bk_mem_available(&have), too_big = known && need > have;
+    if (known)
         printf("; %s available here%s", mib_or_gib(have, haves, sizeof haves),
-               need > have ? ": too much, `bracket run` refuses it on such a host" : "");
+               too_big ? ": too much, `bracket run` refuses it on such a host" : "");
     printf("\n");
+    if (too_big)
+        fprintf(stderr, "bracket plan check: %s: rank 0 would hold about %s for this plan's "
+                "samples but this host (or its cgroup) has %s available; lower "
+                "workload.iters, protocol.repeats or the number of shapes\n", argv[optind],
+                needs, haves);
     bk_plan_free(&plan);
-    return 0;
+    return too_big ? BK_EXIT_USAGE : 0;
 }

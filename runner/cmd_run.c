@@ -100,9 +100,16 @@ static int parse(int argc, char **argv, run_opts *o, char *msg, size_t len)
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "o:s:t:qhi:p:", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":o:s:t:qhi:p:", opts, NULL)) != -1) {
         switch (c) {
-        case 'o': o->out = optarg; break;
+        case 'o':
+            if (!optarg[0]) {
+                snprintf(msg, len, "--out: an empty path; name the output folder (default: "
+                         "bracket-out)");
+                return -1;
+            }
+            o->out = optarg;
+            break;
         case 't': o->topology = optarg; break;
         case 'i': o->iface = optarg; break;
         case 'p': {
@@ -125,7 +132,7 @@ static int parse(int argc, char **argv, run_opts *o, char *msg, size_t len)
         case 'q': o->quiet = 1; break;
         case 'h': o->help = 1; return 0;
         default:
-            snprintf(msg, len, "unknown or incomplete option '%s'", argv[optind - 1]);
+            bk_cli_opt_error(c, argv, opts, msg, len);
             return -1;
         }
     }
@@ -141,6 +148,9 @@ static int parse(int argc, char **argv, run_opts *o, char *msg, size_t len)
 static bk_status mkdir_p(const char *path, bk_err *err)
 {
     char tmp[512];
+    struct stat sb;
+    if (!path[0])
+        return BK_FAIL(err, BK_ERR_INPUT, "--out: an empty path; name the output folder");
     if (bk_strlcpy(tmp, path, sizeof tmp) != 0)
         return BK_FAIL(err, BK_ERR_INPUT, "--out: path too long");
     for (char *p = tmp + 1; *p; p++) {
@@ -154,6 +164,8 @@ static bk_status mkdir_p(const char *path, bk_err *err)
     }
     if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
         return BK_FAIL(err, BK_ERR_INPUT, "cannot create output folder %s: %s", tmp, strerror(errno));
+    if (stat(tmp, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        return BK_FAIL(err, BK_ERR_INPUT, "--out: %s exists and is not a directory", tmp);
     if (access(tmp, W_OK | X_OK) != 0)
         return BK_FAIL(err, BK_ERR_INPUT, "output folder %s is not writable: %s", tmp,
                        strerror(errno));

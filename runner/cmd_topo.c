@@ -9,6 +9,8 @@
 #include "runner/cli.h"
 #include "topology/topology.h"
 
+#define BK__MAX_CPU_SLOTS 4096 /* CPU ranks `bracket lanes --cpu-slots` plans on one host */
+
 static int exit_of(bk_status st)
 {
     return st == BK_OK ? BK_EXIT_PASS : st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
@@ -137,16 +139,17 @@ static void lanes_usage(FILE *f)
             "                     [--cpu-slots N]\n"
             "Choose the baseline lane (B, B') and a disjoint candidate lane (C) of TP x EP ranks\n"
             "whose topology signatures are equal, and show the alternatives.\n\n"
-            "  -p, --tp N            tensor-parallel size (required)\n"
-            "  -e, --ep M            expert-parallel size (default 1); lane size = N x M\n"
+            "  -p, --tp N            tensor-parallel size, 1..%d (required)\n"
+            "  -e, --ep M            expert-parallel size (default 1); lane size = N x M,\n"
+            "                        at most %d\n"
             "  -t, --topology FILE   plan on a bracket.topology/1 snapshot (default: probe here)\n"
             "  -x, --hwloc-xml FILE  plan on an hwloc XML export\n"
             "  -P, --policy P        disjoint (default) or shared (one-lane rehearsal)\n"
-            "  -c, --cpu-slots N     plan CPU lanes for N ranks on the first host (cpu backend;\n"
-            "                        default 0: one rank per GPU)\n"
+            "  -c, --cpu-slots N     plan CPU lanes for N ranks (1..%d) on the first host (cpu\n"
+            "                        backend; default 0: one rank per GPU)\n"
             "  -h, --help            this text\n\n"
             "Exit: 0 lanes found, 2 no equal pair or bad input (the reason is printed),\n"
-            "1 internal error.\n");
+            "1 internal error.\n", BK_LANE_MAX, BK_LANE_MAX, BK__MAX_CPU_SLOTS);
 }
 
 /* N CPU ranks on host 0, filled core by core, NUMA node by NUMA node (mpirun --map-by core). */
@@ -200,13 +203,22 @@ int bk_cmd_lanes(int argc, char **argv)
     bk_topo *t = NULL;
     bk_rank_place *pl = NULL;
     bk_lane_pick *pick = NULL;
-    char *end;
+    char msg[256];
+    long long v = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "p:e:t:x:P:c:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'p': tp = (int)strtol(optarg, &end, 10); if (*end || tp < 1) tp = -1; break;
-        case 'e': ep = (int)strtol(optarg, &end, 10); if (*end || ep < 1) ep = -1; break;
-        case 'c': cpu = (int)strtol(optarg, &end, 10); if (*end || cpu < 1) cpu = -1; break;
+        case 'p':
+        case 'e':
+        case 'c':
+            if (bk_cli_int(c == 'p' ? "--tp" : c == 'e' ? "--ep" : "--cpu-slots", optarg, 1,
+                           c == 'c' ? BK__MAX_CPU_SLOTS : BK_LANE_MAX, &v, msg,
+                           sizeof msg) != 0) {
+                fprintf(stderr, "bracket lanes: %s\n", msg);
+                return BK_EXIT_USAGE;
+            }
+            *(c == 'p' ? &tp : c == 'e' ? &ep : &cpu) = (int)v;
+            break;
         case 't': file = optarg; break;
         case 'x': xml = optarg; break;
         case 'P':
@@ -223,13 +235,17 @@ int bk_cmd_lanes(int argc, char **argv)
         default: lanes_usage(stderr); return BK_EXIT_USAGE;
         }
     }
-    if (optind < argc || tp == 0 || tp < 0 || ep < 0 || cpu < 0 || (file && xml)) {
+    if (optind < argc || tp == 0 || (file && xml)) {
         fprintf(stderr, "bracket lanes: %s\n",
                 optind < argc ? "unexpected argument"
                 : tp == 0     ? "--tp is required"
-                : (file && xml) ? "--topology and --hwloc-xml exclude each other"
-                                : "--tp, --ep and --cpu-slots take integers >= 1");
+                              : "--topology and --hwloc-xml exclude each other");
         lanes_usage(stderr);
+        return BK_EXIT_USAGE;
+    }
+    if (tp * ep > BK_LANE_MAX) { /* each <= BK_LANE_MAX: the product cannot overflow */
+        fprintf(stderr, "bracket lanes: --tp %d x --ep %d = %d exceeds %d ranks a lane (tp x ep "
+                "must be in 1..%d)\n", tp, ep, tp * ep, BK_LANE_MAX, BK_LANE_MAX);
         return BK_EXIT_USAGE;
     }
     bk_status st = get_topology(file, xml, 0, &t, &rank, &inited, &err);

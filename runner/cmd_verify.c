@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "topology/topology.h"
 
 #define MAX_SETS 64
+#define MAX_SEED (INT64_MAX - 1000) /* room for one seed per check (--checks <= 1000) */
 
 static void usage(FILE *f)
 {
@@ -68,8 +70,9 @@ static int parse(int argc, char **argv, verify_opts *o)
     optind = 1;
     opterr = 0;
     int c;
-    char *end;
-    while ((c = getopt_long(argc, argv, "v:s:n:S:w:h", opts, NULL)) != -1) {
+    long long v = 0;
+    char msg[256];
+    while ((c = getopt_long(argc, argv, ":v:s:n:S:w:h", opts, NULL)) != -1) {
         switch (c) {
         case 'v': o->variant = optarg; break;
         case 's':
@@ -78,30 +81,26 @@ static int parse(int argc, char **argv, verify_opts *o)
             o->sets[o->nsets++] = optarg;
             break;
         case 'n':
-            o->checks = (int)strtol(optarg, &end, 10);
-            if (*end || o->checks < 1 || o->checks > 1000) {
-                fprintf(stderr, "bracket verify: --checks: '%s' is not an integer in 1..1000\n", optarg);
-                return -1;
-            }
-            break;
         case 'S':
-            o->seed = strtoll(optarg, &end, 10);
-            if (*end || o->seed < 0) {
-                fprintf(stderr, "bracket verify: --seed: '%s' is not an integer >= 0\n", optarg);
-                return -1;
-            }
-            break;
         case 'w':
-            o->world = (int)strtol(optarg, &end, 10);
-            if (*end || o->world < 1 || o->world > 64) {
-                fprintf(stderr, "bracket verify: --world: '%s' is not an integer in 1..64\n", optarg);
+            if (bk_cli_int(c == 'n' ? "--checks" : c == 'S' ? "--seed" : "--world", optarg,
+                           c == 'S' ? 0 : 1, c == 'n' ? 1000 : c == 'S' ? MAX_SEED : 64, &v, msg,
+                           sizeof msg) != 0) {
+                fprintf(stderr, "bracket verify: %s\n", msg);
                 return -1;
             }
+            if (c == 'n')
+                o->checks = (int)v;
+            else if (c == 'S')
+                o->seed = v;
+            else
+                o->world = (int)v;
             break;
         case 'D': o->domain_shapes = 0; break;
         case 'h': usage(stdout); exit(0);
         default:
-            fprintf(stderr, "bracket verify: unknown or incomplete option '%s'\n", argv[optind - 1]);
+            bk_cli_opt_error(c, argv, opts, msg, sizeof msg);
+            fprintf(stderr, "bracket verify: %s\n", msg);
             return -1;
         }
     }
@@ -113,7 +112,8 @@ static int parse(int argc, char **argv, verify_opts *o)
     return 0;
 }
 
-/* The shapes to verify: the plan's, then probes across the domain, deduplicated. */
+/* The shapes to verify: the plan's, then probes across the domain, deduplicated on
+ * every size (tokens, hidden and the MoE fields; an absent MoE field reads 0). */
 static void add_shape(json_t *shapes, int64_t tokens, const bk_shape *like)
 {
     size_t i;
@@ -121,18 +121,22 @@ static void add_shape(json_t *shapes, int64_t tokens, const bk_shape *like)
     json_array_foreach(shapes, i, s)
     {
         if (json_integer_value(json_object_get(s, "tokens")) == tokens &&
-            json_integer_value(json_object_get(s, "hidden")) == like->hidden)
+            json_integer_value(json_object_get(s, "hidden")) == like->hidden &&
+            json_integer_value(json_object_get(s, "experts")) == like->experts &&
+            json_integer_value(json_object_get(s, "topk")) == like->topk &&
+            json_integer_value(json_object_get(s, "intermediate")) == like->intermediate)
             return;
     }
     if (json_array_size(shapes) >= BK_MAX_SHAPES)
         return;
     s = json_pack("{s:I, s:I, s:f}", "tokens", (json_int_t)tokens, "hidden", (json_int_t)like->hidden,
                   "weight", 1.0);
-    if (like->experts) {
+    if (like->experts)
         json_object_set_new(s, "experts", json_integer(like->experts));
+    if (like->topk)
         json_object_set_new(s, "topk", json_integer(like->topk));
+    if (like->intermediate)
         json_object_set_new(s, "intermediate", json_integer(like->intermediate));
-    }
     json_array_append_new(shapes, s);
 }
 
@@ -319,8 +323,15 @@ int bk_cmd_verify(int argc, char **argv)
     printf("bracket verify: %s on %s, backend %s, lane of %d, %d check(s), tolerance rtol %g atol %g\n",
            v->name, p.target, bk_backend_name(backend), world, o.checks, p.quality.rtol,
            p.quality.atol);
-    printf("%-6s %-5s %-7s %-7s %-22s %-11s %-11s %-9s %s\n", "check", "shape", "tokens",
-           "hidden", "served by", "max_abs", "max_rel", "bad", "graph==eager");
+    int moe = 0; /* MoE targets: their shapes differ in experts, topk, intermediate too */
+    for (int s = 0; s < p.workload.nshapes; s++)
+        moe |= p.workload.shapes[s].experts || p.workload.shapes[s].topk ||
+               p.workload.shapes[s].intermediate;
+    printf("%-6s %-5s %-7s %-7s ", "check", "shape", "tokens", "hidden");
+    if (moe)
+        printf("%-7s %-5s %-7s ", "experts", "topk", "interm");
+    printf("%-22s %-11s %-11s %-9s %s\n", "served by", "max_abs", "max_rel", "bad",
+           "graph==eager");
     for (int k = 0; k < o.checks; k++, seed++) {
         int graph = backend == BK_BACKEND_CUDA;
         for (int g = 0; g <= graph; g++) {
@@ -376,8 +387,12 @@ int bk_cmd_verify(int argc, char **argv)
             }
             int ok = bad == 0 && geq;
             failures += !ok;
-            printf("%-6lld %-5d %-7lld %-7lld %-22s %-11.3g %-11.3g %-9llu %s%s\n", (long long)seed, s,
-                   (long long)sh->tokens, (long long)sh->hidden,
+            printf("%-6lld %-5d %-7lld %-7lld ", (long long)seed, s, (long long)sh->tokens,
+                   (long long)sh->hidden);
+            if (moe)
+                printf("%-7lld %-5lld %-7lld ", (long long)sh->experts, (long long)sh->topk,
+                       (long long)sh->intermediate);
+            printf("%-22s %-11.3g %-11.3g %-9llu %s%s\n",
                    inside ? v->name : p.incumbent.name, max_abs, max_rel, (unsigned long long)bad,
                    graph ? (geq ? "yes" : "NO") : "n/a (cpu)", ok ? "" : "   <- FAILED");
         }

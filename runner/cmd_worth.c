@@ -1,6 +1,7 @@
 /* cmd_worth.c - `bracket worth`: the materiality bound 1 / ((1 - f) + f / k) of a slot,
  * checked against the arena's resolvable noise before any GPU time is spent. */
 #include <errno.h>
+#include <float.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -28,14 +29,17 @@ static void usage(FILE *f)
             "Example: bracket worth -f 0.08 -k 2 -n 0.01   (bound 1.0417, +4.17%%)\n");
 }
 
-/* Parse a whole argument as a finite double; 0 on success. */
+/* Parse a whole argument as a finite double; 0 on success, -1 when it is not a number,
+ * -2 when it is one that a double cannot hold (overflow, or underflow past DBL_MIN). */
 static int parse_number(const char *text, double *out)
 {
     char *end = NULL;
     errno = 0;
     double v = strtod(text, &end);
-    if (end == text || *end != '\0' || errno == ERANGE || !isfinite(v))
+    if (end == text || *end != '\0' || isnan(v))
         return -1;
+    if (errno == ERANGE || !isfinite(v))
+        return -2;
     *out = v;
     return 0;
 }
@@ -58,16 +62,26 @@ int bk_cmd_worth(int argc, char **argv)
         switch (c) {
         case 'f':
         case 'k':
-        case 'n':
-            if (parse_number(optarg, dst) != 0) {
-                fprintf(stderr, "bracket worth: --%s: '%s' is not a number\n",
-                        c == 'f' ? "fraction" : c == 'k' ? "speedup" : "noise", optarg);
+        case 'n': {
+            static const char *const rule[] = { "F must be in (0, 1]", "K must be > 0",
+                                                "N must be >= 0" };
+            int bad = parse_number(optarg, dst), w = c == 'f' ? 0 : c == 'k' ? 1 : 2;
+            const char *name = w == 0 ? "fraction" : w == 1 ? "speedup" : "noise";
+            if (bad == -1) {
+                fprintf(stderr, "bracket worth: --%s: '%s' is not a number\n", name, optarg);
+                return BK_EXIT_USAGE;
+            }
+            if (bad == -2) {
+                fprintf(stderr, "bracket worth: --%s: '%s' is out of range (%s; a double "
+                        "holds 0 and magnitudes %.2g..%.2g)\n", name, optarg, rule[w],
+                        DBL_MIN, DBL_MAX);
                 return BK_EXIT_USAGE;
             }
             have_f |= c == 'f';
             have_k |= c == 'k';
             have_noise |= c == 'n';
             break;
+        }
         case 'h':
             usage(stdout);
             return BK_EXIT_PASS;

@@ -303,7 +303,24 @@ static void test_bad_values(void **state)
     expect_parse_error(demo_with("protocol", "repeats", json_real(2.5)),
                        "plans/x.json: protocol.repeats: must be an integer in 1..16, got 2.5");
     expect_parse_error(demo_with("timeouts", "arm_s", json_false()),
-                       "plans/x.json: timeouts.arm_s: must be a number > 0, got false");
+                       "plans/x.json: timeouts.arm_s: must be a number in (0, 604800], got false");
+    /* an arm's deadline in nanoseconds must fit: at most 7 days, and a sane rendezvous */
+    expect_parse_error(demo_with("timeouts", "arm_s", json_real(2e10)),
+                       "plans/x.json: timeouts.arm_s: must be a number in (0, 604800], got "
+                       "20000000000.0");
+    expect_parse_error(demo_with("timeouts", "arm_s", json_real(1e308)),
+                       "plans/x.json: timeouts.arm_s: must be a number in (0, 604800], got "
+                       "1e308");
+    expect_parse_error(demo_with("timeouts", "rendezvous_s", json_real(7200)),
+                       "plans/x.json: timeouts.rendezvous_s: must be a number in (0, 3600], "
+                       "got 7200.0");
+    /* a lane holds at most BK_LANE_MAX ranks: refused here, not first by `bracket run` */
+    expect_parse_error(demo_with("arena", "tp", json_integer(300)),
+                       "plans/x.json: arena.tp x arena.ep: 300 x 1 = 300 exceeds 256 ranks a "
+                       "lane (tp x ep must be in 1..256)");
+    expect_parse_error(demo_with("arena", "ep", json_integer(200)),
+                       "plans/x.json: arena.tp x arena.ep: 2 x 200 = 400 exceeds 256 ranks a "
+                       "lane (tp x ep must be in 1..256)");
     expect_parse_error(demo_with("workload/shapes/1", "hidden", json_integer(0)),
                        "plans/x.json: workload.shapes[1].hidden: must be an integer >= 1, got 0");
     expect_parse_error(demo_with("workload/shapes/0", "weight", json_integer(0)),
@@ -416,6 +433,20 @@ static void test_set_errors(void **state)
         { "arena[0]=x", "--set \"arena[0]=x\": arena is not an array" },
         { "workload.shapes[2]={\"tokens\":1,\"hidden\":4096,\"weight\":1}",
           "demo-cpu.json: workload.shapes[2]: duplicate of workload.shapes[0]" },
+        /* a value written as a JSON object or array must be valid JSON, never a string */
+        { "candidate.params={\"fraction\":0.1,\"fraction\":9}",
+          "--set \"candidate.params={\"fraction\":0.1,\"fraction\":9}\": the value is not "
+          "valid JSON: duplicate object key near '\"fraction\"' at character 26 of the value" },
+        { "candidate.params={\"fraction\":0.1,}",
+          "--set \"candidate.params={\"fraction\":0.1,}\": the value is not valid JSON: "
+          "string or '}' expected near '}' at character 17 of the value" },
+        { "workload.shapes=[{\"tokens\":1,\"hidden\":64,\"weight\":1},]",
+          "the value is not valid JSON: unexpected token near ']' at character 38" },
+        { "timeouts.arm_s=2e10",
+          "demo-cpu.json: timeouts.arm_s: must be a number in (0, 604800], got 20000000000.0" },
+        { "timeouts.rendezvous_s=1e300",
+          "demo-cpu.json: timeouts.rendezvous_s: must be a number in (0, 3600], got 1" },
+        { "arena.tp=300", "demo-cpu.json: arena.tp x arena.ep: 300 x 1 = 300 exceeds 256" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         expect_load_error("plans/demo-cpu.json", &cases[i].set, 1, cases[i].want);

@@ -15,7 +15,13 @@ check bad-tp "arena.tp: must be an integer >= 1, got 0" 2 "$IT_PLAN" --set arena
 check bad-variant "candidate.variant: no variant 'nope'" 2 "$IT_PLAN" --set candidate.variant=nope
 check few-ranks "needs 4 ranks, mpirun started 2" 2 "$IT_PLAN"
 check bad-syntax "bad-syntax.json:" 2 "$BK_SOURCE_DIR/tests/fixtures/plans/bad-syntax.json"
-check bad-flag "unknown or incomplete option '--bogus'" 2 "$IT_PLAN" --bogus
+check bad-flag "unknown option '--bogus'" 2 "$IT_PLAN" --bogus
+# the bad option named as written, not the word before it
+check bad-short "unknown option '-x'" 2 "$IT_PLAN" -xq
+check empty-out "--out: an empty path" 2 "$IT_PLAN" --out ""
+# an arm's deadline that overflows nanoseconds is refused before anything runs
+check huge-arm "timeouts.arm_s: must be a number in (0, 604800]" 4 "$IT_PLAN" \
+    --set timeouts.arm_s=2e10
 check bad-param "candidate.params.fraction" 4 "$IT_PLAN" --set candidate.variant=slowed \
     --set 'candidate.params={"fraction":-1}'
 # a plan whose samples cannot fit in rank 0's memory (10^7 iterations x 16 rounds, lanes of
@@ -24,11 +30,81 @@ big=(--set workload.iters=10000000 --set protocol.repeats=16 --set arena.tp=64)
 check too-big "rank 0 would hold about" 4 "$IT_PLAN" "${big[@]}"
 grep -q "lower workload.iters, protocol.repeats or the number of shapes" "$OUT" ||
     fail "too-big: the message does not say what to lower"
-"$BK_BRACKET" plan check "$IT_PLAN" "${big[@]}" >"$IT_TMP/big.log" ||
-    fail "plan check on a valid but too big plan"
+set +e
+"$BK_BRACKET" plan check "$IT_PLAN" "${big[@]}" >"$IT_TMP/big.log" 2>&1
+rc=$?
+set -e
 cat "$IT_TMP/big.log"
+[ "$rc" = 2 ] || fail "plan check on a plan too big for this host: exit $rc, expected 2"
 grep -q "GiB at its peak .*too much, .bracket run. refuses it" "$IT_TMP/big.log" ||
     fail "plan check does not warn of the too big plan"
+grep -q "rank 0 would hold about .*lower workload.iters" "$IT_TMP/big.log" ||
+    fail "plan check does not say why it refuses the too big plan"
+# check_cmd NAME WANT CMD...: a bracket command (no mpirun) exits 2 saying WANT
+check_cmd() {
+    local name=$1 want=$2
+    shift 2
+    set +e
+    timeout 60 "$BK_BRACKET" "$@" >"$IT_TMP/$name.log" 2>&1
+    RC=$?
+    set -e
+    echo "---- $name: exit $RC"
+    cat "$IT_TMP/$name.log"
+    [ "$RC" = 2 ] || fail "$name: exit $RC, expected 2"
+    grep -qF -- "$want" "$IT_TMP/$name.log" || fail "$name: message lacks '$want'"
+}
+check_cmd pc-arm "timeouts.arm_s: must be a number in (0, 604800], got 1e308" \
+    plan check "$IT_PLAN" --set timeouts.arm_s=1e308
+check_cmd pc-rv "timeouts.rendezvous_s: must be a number in (0, 3600]" \
+    plan check "$IT_PLAN" --set timeouts.rendezvous_s=1e300
+check_cmd pc-lane "arena.tp x arena.ep: 300 x 1 = 300 exceeds 256 ranks a lane" \
+    plan check "$IT_PLAN" --set arena.tp=300
+check_cmd pc-dup "not valid JSON: duplicate object key near '\"fraction\"' at character 26" \
+    plan check "$IT_PLAN" --set 'candidate.params={"fraction":0.1,"fraction":9}'
+check_cmd pc-comma "not valid JSON: string or '}' expected near '}'" \
+    plan check "$IT_PLAN" --set 'candidate.params={"fraction":0.1,}'
+check_cmd pc-short "plan check: unknown option '-x'" plan check "$IT_PLAN" -xq
+check_cmd pc-noval "plan check: --set needs a value" plan check "$IT_PLAN" --set
+# plan check resolves backend "auto" as run does, and its help says what that is here
+"$BK_BRACKET" plan check --help >"$IT_TMP/pch.log"
+auto=$(sed -n 's/.*as `bracket run` does: \([a-z]*\) on this machine.*/\1/p' "$IT_TMP/pch.log")
+[ -n "$auto" ] || fail "plan check --help does not say what backend auto resolves to"
+auto_plan=$IT_PLAN
+[ "$auto" = cuda ] && auto_plan=$BK_SOURCE_DIR/plans/demo-cuda.json
+"$BK_BRACKET" plan check "$auto_plan" --set backend=auto | grep -q "backend $auto," ||
+    fail "plan check does not resolve backend auto to $auto"
+# bracket lanes: every count checked whole and in range, the lane size too
+topo=$BK_SOURCE_DIR/tests/fixtures/topo/hgx8_nvswitch.json
+check_cmd ln-slots "--cpu-slots: '99999999999' is out of range (an integer in 1..4096)" \
+    lanes --topology "$topo" --tp 2 --cpu-slots 99999999999
+check_cmd ln-wrap "--cpu-slots: '4294967300' is out of range" \
+    lanes --topology "$topo" --tp 2 --cpu-slots 4294967300
+check_cmd ln-tp "--tp: '99999999999' is out of range (an integer in 1..256)" \
+    lanes --topology "$topo" --tp 99999999999
+check_cmd ln-prod "--tp: '46341' is out of range" lanes --topology "$topo" --tp 46341 --ep 46341
+check_cmd ln-lane "--tp 200 x --ep 2 = 400 exceeds 256 ranks a lane" \
+    lanes --topology "$topo" --tp 200 --ep 2
+# bracket verify: seeds checked whole and in range, options named as written
+check_cmd vf-seed0 "--seed: '' is not an integer in 0.." verify "$IT_PLAN" --seed ""
+check_cmd vf-seedbig "--seed: '99999999999999999999' is out of range" \
+    verify "$IT_PLAN" --seed 99999999999999999999
+check_cmd vf-short "verify: unknown option '-x'" verify "$IT_PLAN" -xq
+check_cmd vf-noval "verify: --seed needs a value" verify "$IT_PLAN" --seed
+# bracket worth: a number a double cannot hold is out of range, not "not a number"
+check_cmd worth-tiny "--speedup: '1e-320' is out of range (K must be > 0" \
+    worth --fraction 1 --speedup 1e-320
+# bracket verify on MoE shapes that differ only in experts/topk/intermediate checks both
+set +e
+"$BK_BRACKET" verify "$BK_SOURCE_DIR/plans/moe-cpu.json" --no-domain-shapes --checks 1 --seed 3 \
+    --set 'workload.shapes=[{"tokens":4,"hidden":128,"experts":4,"topk":2,"intermediate":32,"weight":1},{"tokens":4,"hidden":128,"experts":8,"topk":4,"intermediate":64,"weight":1}]' \
+    >"$IT_TMP/vmoe.log" 2>&1
+rc=$?
+set -e
+cat "$IT_TMP/vmoe.log"
+[ "$rc" = 0 ] || fail "verify of two MoE shapes exited $rc"
+grep -q "experts *topk" "$IT_TMP/vmoe.log" || fail "verify does not show the MoE fields"
+grep -Eq "^3 +0 +4 +128 +4 +2 +32 " "$IT_TMP/vmoe.log" || fail "verify lacks MoE shape 0"
+grep -Eq "^3 +1 +4 +128 +8 +4 +64 " "$IT_TMP/vmoe.log" || fail "verify skipped MoE shape 1"
 # the output folder cannot be created: clear error, nothing runs
 touch "$IT_TMP/file"
 set +e
@@ -38,6 +114,18 @@ set -e
 cat "$IT_TMP/o.log"
 [ "$rc" = 2 ] || fail "unwritable output: exit $rc"
 grep -q "cannot create output folder" "$IT_TMP/o.log" || fail "unwritable output: message"
+# --out names a regular file: it is not a directory (not "Permission denied")
+set +e
+mpirun "${MPIRUN_FLAGS[@]}" -np 4 "$BK_BRACKET" run "$IT_PLAN" --out "$IT_TMP/file" >"$IT_TMP/o.log" 2>&1
+rc=$?
+mpirun "${MPIRUN_FLAGS[@]}" -np 1 "$BK_BRACKET" run "$IT_PLAN" --out >"$IT_TMP/o2.log" 2>&1
+rc2=$?
+set -e
+cat "$IT_TMP/o.log" "$IT_TMP/o2.log"
+[ "$rc" = 2 ] || fail "--out FILE: exit $rc"
+grep -q -- "--out: $IT_TMP/file exists and is not a directory" "$IT_TMP/o.log" ||
+    fail "--out FILE: message"
+[ "$rc2" = 2 ] && grep -q -- "--out needs a value" "$IT_TMP/o2.log" || fail "--out without a value"
 # bracket plan check and bracket score on bad input
 set +e
 "$BK_BRACKET" plan check "$BK_SOURCE_DIR/tests/fixtures/plans/bad-unknown-key.json" >"$IT_TMP/p.log" 2>&1

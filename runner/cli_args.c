@@ -1,0 +1,77 @@
+/* cli_args.c - what every subcommand's option parsing shares: whole-string integer
+ * arguments checked against their range, and getopt_long's errors named as written. */
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner/cli.h"
+
+int bk_cli_int(const char *flag, const char *text, long long lo, long long hi, long long *out,
+               char *msg, size_t len)
+{
+    char *end = NULL;
+    long long v = 0;
+    int whole = text[0] != '\0' && !isspace((unsigned char)text[0]);
+    errno = 0;
+    if (whole) {
+        v = strtoll(text, &end, 10);
+        whole = end != text && *end == '\0';
+    }
+    if (!whole) {
+        snprintf(msg, len, "%s: '%s' is not an integer in %lld..%lld", flag, text, lo, hi);
+        return -1;
+    }
+    if (errno == ERANGE || v < lo || v > hi) {
+        snprintf(msg, len, "%s: '%s' is out of range (an integer in %lld..%lld)", flag, text,
+                 lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* The table entry of the option whose value is `val`, or NULL. */
+static const struct option *by_val(const struct option *opts, int val)
+{
+    for (; opts->name; opts++)
+        if (opts->flag == NULL && opts->val == val)
+            return opts;
+    return NULL;
+}
+
+void bk_cli_opt_error(int c, char **argv, const struct option *opts, char *msg, size_t len)
+{
+    /* after an error getopt_long has always moved past a long option's element, so
+     * argv[optind - 1] is it; a short option is named by optopt (its element may be a
+     * cluster such as -xq that optind has not left yet) */
+    const char *last = optind > 0 ? argv[optind - 1] : "";
+    int is_long = strncmp(last, "--", 2) == 0 && last[2] != '\0';
+    size_t name_len = is_long ? strcspn(last + 2, "=") : 0;
+    const struct option *o = optopt ? by_val(opts, optopt) : NULL;
+    if (c == ':') {
+        if (is_long && o && strncmp(o->name, last + 2, name_len) == 0)
+            snprintf(msg, len, "--%s needs a value", o->name);
+        else
+            snprintf(msg, len, "-%c needs a value", optopt);
+        return;
+    }
+    if (optopt == 0) { /* an unknown or ambiguous long option */
+        int matches = 0;
+        for (const struct option *p = opts; is_long && p->name; p++)
+            matches += strncmp(p->name, last + 2, name_len) == 0;
+        snprintf(msg, len, "%s option '%.*s'", matches > 1 ? "ambiguous" : "unknown",
+                 (int)(name_len + 2), last);
+        return;
+    }
+    /* --flag=VALUE for a flag that takes none, or an unknown short option */
+    if (is_long && last[2 + name_len] == '=' && o && o->has_arg == no_argument &&
+        strncmp(o->name, last + 2, name_len) == 0)
+        snprintf(msg, len, "--%s takes no value", o->name);
+    else if (isprint(optopt))
+        snprintf(msg, len, "unknown option '-%c'", optopt);
+    else
+        snprintf(msg, len, "unknown option (character %d)", optopt);
+}
