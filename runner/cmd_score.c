@@ -1,14 +1,15 @@
 /* cmd_score.c - `bracket score RECORD`: recompute the verdict from the raw samples. */
 #include <getopt.h>
 #include <jansson.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runner/cli.h"
+#include "runner/digest.h"
 #include "runner/report.h"
 #include "runner/run.h"
+#include "runner/terminate.h"
 
 static void usage(FILE *f)
 {
@@ -18,45 +19,268 @@ static void usage(FILE *f)
         "Recomputes the score and verdict of a run from RECORD (DIR/<run-id>/record.json)\n"
         "and the raw samples beside it (samples.msgpack), with the thresholds and seed the\n"
         "record holds, and checks that they equal what the record says, bit for bit.\n"
+        "First the record is checked against its own evidence: the plan's and the samples'\n"
+        "digests (plan_digest, samples.digest), each arm's ok against its processes' exit\n"
+        "codes, signals and time-outs, the quality state against quality.tensors' counts.\n"
+        "Then the verdict, the score, each timed arm's summary, the status and the reasons\n"
+        "are compared; the first difference is named by its JSON path. identity.binary_digest\n"
+        "is checked for its form only (records are scored on other machines).\n"
         "\n"
         "  -q, --quiet   print only the verdict line\n"
         "  -h, --help    this text\n"
         "\n"
-        "Exit status: 0 PASS, 3 FAIL, 4 NO_DECISION, 2 bad input or usage,\n"
-        "1 internal failure or a recomputed score that differs from the record.\n");
+        "Exit status (the record identical to its recomputation): 0 PASS, 3 FAIL,\n"
+        "4 NO_DECISION; 2 bad input or usage (a record or samples file unreadable, malformed\n"
+        "or truncated, a sample block missing or repeated); 1 internal failure or a record\n"
+        "that differs from its evidence or its recomputation.\n");
 }
 
-/* Compare the recomputed numbers with the record's; 0 when equal. */
-static int same_as_record(const char *path, const bk_score *sc, char *why, size_t len)
+/* ---- the record's own evidence: digests, arms, quality ---- */
+
+/* The plan's digest (cmd_run.c: sha256 of bk_plan_dump) and the samples file's (record.c:
+ * sha256 of its bytes) recomputed, and the identity's plan fields; 0 when they agree. The
+ * plan is hashed as the record holds it: the loader of today may fill defaults (a record
+ * from before protocol.repeats has none) that the run did not hash. */
+static int check_digests(const char *path, json_t *rec, const bk_run *run, char *why,
+                         size_t len)
 {
-    json_error_t je;
-    json_t *rec = json_load_file(path, 0, &je);
-    int rc = -1;
-    if (!rec) {
-        snprintf(why, len, "cannot reread %s", path);
+    char d[BK_SHA256_HEX_LEN], spath[800];
+    bk_err e = { 0 };
+    bk_plan as_run;
+    memset(&as_run, 0, sizeof as_run);
+    as_run.doc = json_object_get(rec, "plan"); /* borrowed */
+    char *text = bk_plan_dump(&as_run);
+    if (!text) {
+        snprintf(why, len, "%s: plan: cannot serialise it", path);
         return -1;
     }
-    const char *verdict = json_string_value(json_object_get(rec, "verdict"));
-    json_t *score = json_object_get(rec, "score");
-    json_t *s = json_object_get(score, "speedup");
-    json_t *iv = json_object_get(score, "speedup_interval");
-    if (!verdict || strcmp(verdict, bk_verdict_name(sc->verdict)) != 0) {
-        snprintf(why, len, "verdict %s, the record says %s", bk_verdict_name(sc->verdict),
-                 verdict ? verdict : "(none)");
+    bk_sha256_hex(text, strlen(text), d);
+    free(text);
+    if (strcmp(d, run->plan_digest) != 0) {
+        snprintf(why, len, "%s: plan_digest: the record says '%s', its plan hashes to %s (the "
+                 "plan or its digest was changed)", path, run->plan_digest, d);
+        return -1;
+    }
+    snprintf(spath, sizeof spath, "%s/samples.msgpack", run->run_dir);
+    const char *sd = json_string_value(json_object_get(json_object_get(rec, "samples"), "digest"));
+    if (bk_sha256_file(spath, d, &e) != BK_OK) {
+        snprintf(why, len, "%s", e.msg);
+        return -1;
+    }
+    if (!sd || strcmp(d, sd) != 0) {
+        snprintf(why, len, "%s: its digest is %s, the record's samples.digest says '%s' (the "
+                 "samples or the digest were changed)", spath, d, sd ? sd : "(missing)");
+        return -1;
+    }
+    const json_t *id = json_object_get(rec, "identity");
+    const char *stack = json_string_value(json_object_get(id, "stack_digest"));
+    const char *src = json_string_value(json_object_get(id, "candidate_source_digest"));
+    const json_t *gen = json_object_get(id, "incumbent_generation");
+    const bk_plan *p = &run->plan;
+    if (!stack || strcmp(stack, p->arena.stack_digest) != 0)
+        snprintf(why, len, "%s: identity.stack_digest: the record says '%s', its plan says %s",
+                 path, stack ? stack : "(missing)", p->arena.stack_digest);
+    else if (!src || strcmp(src, p->candidate.source_digest) != 0)
+        snprintf(why, len, "%s: identity.candidate_source_digest: the record says '%s', its "
+                 "plan says %s", path, src ? src : "(missing)", p->candidate.source_digest);
+    else if (!json_is_integer(gen) || json_integer_value(gen) != p->arena.incumbent_generation)
+        snprintf(why, len, "%s: identity.incumbent_generation: differs from its plan's %lld",
+                 path, (long long)p->arena.incumbent_generation);
+    else
+        return 0;
+    return -1;
+}
+
+/* Each arm's ok judged again from its processes, round by round, as the run judged it
+ * (bk_run_judge_arm; a failed round ends the arm). A run ended by SIGTERM / SIGINT fails the
+ * arm it interrupted whatever its processes say ("terminated by" in the arm's reason). */
+static int check_arms(const char *path, const bk_run *run, char *why, size_t len)
+{
+    for (int idx = 0; idx < BK_ARM_NAMES; idx++) {
+        const bk_arm_run *a = &run->arms[idx];
+        if (!a->ran)
+            continue;
+        bk_arm_run v = *a;
+        v.ok = 1;
+        for (int k = 0; k < bk_arm_rounds(a) && v.ok; k++) {
+            char name[BK_ARM_LEN];
+            v.name = bk_arm_round_name(idx, k, name);
+            v.rounds = 1;
+            v.r = a->r + (size_t)k * (size_t)a->world;
+            v.reason[0] = '\0';
+            bk_run_judge_arm(run, &v);
+        }
+        if (a->ok && !v.ok) {
+            snprintf(why, len, "%s: arms[%d].ok: the record says true, its processes say false "
+                     "(%s)", path, idx, v.reason);
+            return -1;
+        }
+        if (!a->ok && v.ok && !strstr(a->reason, "terminated by ")) {
+            snprintf(why, len, "%s: arms[%d].ok: the record says false, but its processes ended "
+                     "well", path, idx);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The quality state from the record's evidence, decided as the run decided it: A and T's
+ * outcomes (bk_quality_missing), then the per-tensor counts (bk_quality_decide), with the
+ * tolerances of the plan. 0 when the record's state and reason are what that gives. */
+static int check_quality(const char *path, const json_t *rec, const bk_run *run, char *why,
+                         size_t len)
+{
+    const bk_quality *rq = &run->quality;
+    const json_t *jq = json_object_get(rec, "quality");
+    bk_quality q;
+    memset(&q, 0, sizeof q);
+    q.nshapes = rq->nshapes;
+    q.noutputs = rq->noutputs;
+    q.per = rq->per; /* borrowed */
+    if (!json_is_number(json_object_get(jq, "rtol")) ||
+        json_number_value(json_object_get(jq, "rtol")) != run->plan.quality.rtol ||
+        !json_is_number(json_object_get(jq, "atol")) ||
+        json_number_value(json_object_get(jq, "atol")) != run->plan.quality.atol) {
+        snprintf(why, len, "%s: quality.rtol / quality.atol: not the plan's tolerances (rtol %g, "
+                 "atol %g)", path, run->plan.quality.rtol, run->plan.quality.atol);
+        return -1;
+    }
+    if (bk_quality_missing(run, &q)) {
+        if (rq->per) {
+            snprintf(why, len, "%s: quality.tensors: a comparison is listed, but %s", path,
+                     q.reason);
+            return -1;
+        }
+    } else {
+        if (!rq->per) {
+            snprintf(why, len, "%s: quality.tensors: A and T completed, but no comparison is "
+                     "listed", path);
+            return -1;
+        }
+        for (int i = 0; i < q.nshapes * q.noutputs; i++) {
+            const bk_quality_shape *x = &q.per[i];
+            if (x->mismatches < x->nan_a || x->mismatches < x->nan_t) {
+                snprintf(why, len, "%s: quality.tensors[%d]: %llu mismatch(es) but %llu NaN "
+                         "element(s) (a NaN is a mismatch)", path, i,
+                         (unsigned long long)x->mismatches,
+                         (unsigned long long)(x->nan_a > x->nan_t ? x->nan_a : x->nan_t));
+                return -1;
+            }
+        }
+        /* the first bad element is not in the record's numbers: its text is taken as written */
+        const char *first = strstr(rq->reason, "; first: ");
+        bk_quality_decide(&q, first ? first + 9 : "(not in the record)");
+    }
+    if (q.state != rq->state) {
+        snprintf(why, len, "%s: quality.state: the record says %s, its evidence gives %s (%s)",
+                 path, bk_quality_name(rq->state), bk_quality_name(q.state),
+                 q.reason[0] ? q.reason : "no mismatch");
+        return -1;
+    }
+    if (strcmp(q.reason, rq->reason) != 0) {
+        snprintf(why, len, "%s: quality.reason: the record says '%s', its evidence gives '%s'",
+                 path, rq->reason, q.reason);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the recomputation against the record ---- */
+
+static int differ(const char *at, const json_t *want, const json_t *got, char *why, size_t len)
+{
+    char *w = want ? json_dumps(want, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17))
+                   : NULL;
+    char *g = got ? json_dumps(got, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17))
+                  : NULL;
+    snprintf(why, len, "%s: the record says %.300s, recomputed %.300s", at, g ? g : "(absent)",
+             w ? w : "(absent)");
+    free(w);
+    free(g);
+    return -1;
+}
+
+/* The first place, by JSON path, where `got` (the record's) differs from `want` (what the
+ * run writes for the recomputed score); 0 when none. Numbers compare by value (a record may
+ * hold 1.0 as 1); a key on either side only is a difference. */
+static int json_diff(const json_t *want, const json_t *got, const char *at, char *why, size_t len)
+{
+    char path[256];
+    const char *k;
+    json_t *v;
+    if (json_is_number(want) && json_is_number(got)) {
+        if (json_is_integer(want) && json_is_integer(got)
+                ? json_integer_value(want) == json_integer_value(got)
+                : json_number_value(want) == json_number_value(got))
+            return 0;
+    } else if (json_is_object(want) && json_is_object(got)) {
+        json_object_foreach((json_t *)want, k, v) {
+            snprintf(path, sizeof path, "%s.%s", at, k);
+            if (json_diff(v, json_object_get(got, k), path, why, len))
+                return -1;
+        }
+        json_object_foreach((json_t *)got, k, v)
+            if (!json_object_get(want, k)) {
+                snprintf(path, sizeof path, "%s.%s", at, k);
+                return differ(path, NULL, v, why, len);
+            }
+        return 0;
+    } else if (json_is_array(want) && json_is_array(got) &&
+               json_array_size(want) == json_array_size(got)) {
+        for (size_t i = 0; i < json_array_size(want); i++) {
+            snprintf(path, sizeof path, "%s[%zu]", at, i);
+            if (json_diff(json_array_get(want, i), json_array_get(got, i), path, why, len))
+                return -1;
+        }
+        return 0;
+    } else if (json_is_string(want) && json_is_string(got)) {
+        if (!strcmp(json_string_value(want), json_string_value(got)))
+            return 0;
+    } else if (want && got && !json_is_array(want) && json_typeof(want) == json_typeof(got)) {
+        return 0; /* true, false, null */
+    }
+    return differ(at, want, got, why, len);
+}
+
+/* The verdict, the score object, each timed arm's summary, the status and the reasons, as
+ * the run would write them for `sc`, against the record's; 0 when all are equal. */
+static int same_as_record(const json_t *rec, const bk_run *run, const bk_score *sc, char *why,
+                          size_t len)
+{
+    static const int timed[] = { BK_ARM_IDX_B, BK_ARM_IDX_C, BK_ARM_IDX_BP };
+    json_t *top = json_pack("{s:s, s:s, s:s}", "verdict", bk_verdict_name(sc->verdict), "status",
+                            sc->status, "reasons", sc->reasons);
+    json_t *score = bk_record_score_json(sc);
+    int rc = -1;
+    if (!top || !score) {
+        snprintf(why, len, "out of memory");
         goto out;
     }
-    if (!!s != !!sc->have_speedup ||
-        (s && (json_real_value(s) != sc->speedup ||
-               json_real_value(json_array_get(iv, 0)) != sc->speedup_lo ||
-               json_real_value(json_array_get(iv, 1)) != sc->speedup_hi))) {
-        snprintf(why, len, "speed-up %.17g [%.17g, %.17g], the record says %.17g [%.17g, %.17g]",
-                 sc->speedup, sc->speedup_lo, sc->speedup_hi, s ? json_real_value(s) : NAN,
-                 json_real_value(json_array_get(iv, 0)), json_real_value(json_array_get(iv, 1)));
+    if (json_diff(json_object_get(top, "verdict"), json_object_get(rec, "verdict"), "verdict",
+                  why, len) ||
+        json_diff(score, json_object_get(rec, "score"), "score", why, len))
         goto out;
+    for (size_t i = 0; i < sizeof timed / sizeof timed[0]; i++) {
+        char at[32];
+        json_t *arm = bk_record_arm_json(run, sc, timed[i]);
+        const json_t *want = json_object_get(arm, "summary");
+        const json_t *got = json_object_get(json_array_get(json_object_get(rec, "arms"),
+                                                           (size_t)timed[i]), "summary");
+        snprintf(at, sizeof at, "arms[%d].summary", timed[i]);
+        int d = (want || got) && json_diff(want, got, at, why, len);
+        json_decref(arm);
+        if (d)
+            goto out;
     }
+    if (json_diff(json_object_get(top, "status"), json_object_get(rec, "status"), "status", why,
+                  len) ||
+        json_diff(json_object_get(top, "reasons"), json_object_get(rec, "reasons"), "reasons",
+                  why, len))
+        goto out;
     rc = 0;
 out:
-    json_decref(rec);
+    json_decref(top);
+    json_decref(score);
     return rc;
 }
 
@@ -93,29 +317,54 @@ int bk_cmd_score(int argc, char **argv)
         return rc;
     bk_score sc;
     memset(&sc, 0, sizeof sc);
+    json_t *rec = NULL;
+    json_error_t je;
+    char why[2048];
     bk_status st = bk_record_read(path, run, &err);
     if (st != BK_OK) {
         fprintf(stderr, "bracket score: %s\n", err.msg);
         rc = st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
         goto out;
     }
+    if (!(rec = json_load_file(path, 0, &je))) {
+        fprintf(stderr, "bracket score: cannot reread %s: %s\n", path, je.text);
+        goto out;
+    }
+    /* a record that does not agree with its own evidence is not scored */
+    if (check_digests(path, rec, run, why, sizeof why) || check_arms(path, run, why, sizeof why) ||
+        check_quality(path, rec, run, why, sizeof why)) {
+        fprintf(stderr, "bracket score: the record differs from its evidence: %s\n", why);
+        goto out;
+    }
     if (bk_run_evaluate(run, 0, &sc, &err) != BK_OK) {
         fprintf(stderr, "bracket score: %s\n", err.msg);
         goto out;
+    }
+    /* a run ended by SIGTERM / SIGINT marked its score (bk_terminate_mark): so is the
+     * recomputation; the mark can only turn a verdict into NO_DECISION */
+    const char *reasons = json_string_value(json_object_get(rec, "reasons"));
+    if (reasons && !strncmp(reasons, "terminated by ", 14)) {
+        char name[24], stopped[2] = "-";
+        size_t n = strcspn(reasons + 14, ";");
+        n = n < sizeof name ? n : sizeof name - 1;
+        memcpy(name, reasons + 14, n);
+        name[n] = '\0';
+        bk_terminate_mark_as(&sc, name, stopped, sizeof stopped);
     }
     if (!quiet)
         bk_report_print(stdout, run, &sc);
     else
         printf("verdict: %s (%s)\n", bk_verdict_name(sc.verdict), sc.status);
-    char why[512];
-    if (same_as_record(path, &sc, why, sizeof why) != 0) {
-        fprintf(stderr, "bracket score: the recomputed score differs from the record: %s\n", why);
+    if (same_as_record(rec, run, &sc, why, sizeof why) != 0) {
+        fprintf(stderr, "bracket score: the recomputed score differs from the record %s: %s\n",
+                path, why);
         goto out;
     }
     printf("recomputed from %s: identical to the record\n", path);
     rc = sc.verdict == BK_VERDICT_PASS ? BK_EXIT_PASS
        : sc.verdict == BK_VERDICT_FAIL ? BK_EXIT_FAIL : BK_EXIT_NO_DECISION;
 out:
+    json_decref(rec);
     for (int i = 0; i < BK_ARM_NAMES; i++)
         bk_arm_free(&run->arms[i], run->plan.workload.nshapes, run->noutputs);
     bk_run_free(run);

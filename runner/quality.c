@@ -75,24 +75,43 @@ static void compare(const bk_run *run, int s, int o, bk_quality_shape *q, char *
     bk_sha256_format(d, q->digest_t);
 }
 
-void bk_run_quality(bk_run *run)
+int bk_quality_missing(const bk_run *run, bk_quality *q)
 {
-    bk_quality *q = &run->quality;
     const bk_arm_run *A = &run->arms[BK_ARM_IDX_A], *T = &run->arms[BK_ARM_IDX_T];
-    q->nshapes = run->plan.workload.nshapes;
-    q->noutputs = run->noutputs;
-    q->reason[0] = '\0';
     if (!A->ran && !T->ran) {
         q->state = BK_QUALITY_MISSING;
         snprintf(q->reason, sizeof q->reason, "audit A and reference T not run");
-        return;
+        return 1;
     }
     if (!A->ran || !A->ok || !T->ran || !T->ok) {
         q->state = BK_QUALITY_MISSING;
         snprintf(q->reason, sizeof q->reason, "%s", !A->ran || !A->ok ? "audit A did not complete"
                                                                        : "reference T did not complete");
-        return;
+        return 1;
     }
+    return 0;
+}
+
+void bk_quality_decide(bk_quality *q, const char *first)
+{
+    uint64_t bad = 0;
+    for (int i = 0; q->per && i < q->nshapes * q->noutputs; i++)
+        bad += q->per[i].mismatches;
+    q->state = bad ? BK_QUALITY_FAIL : BK_QUALITY_PASS;
+    q->reason[0] = '\0';
+    if (bad)
+        snprintf(q->reason, sizeof q->reason, "A differs from T in %llu element(s); first: %s",
+                 (unsigned long long)bad, first);
+}
+
+void bk_run_quality(bk_run *run)
+{
+    bk_quality *q = &run->quality;
+    q->nshapes = run->plan.workload.nshapes;
+    q->noutputs = run->noutputs;
+    q->reason[0] = '\0';
+    if (bk_quality_missing(run, q))
+        return;
     free(q->per);
     q->per = calloc((size_t)(q->nshapes * q->noutputs), sizeof *q->per);
     if (!q->per) {
@@ -101,15 +120,8 @@ void bk_run_quality(bk_run *run)
         return;
     }
     char why[400] = "";
-    uint64_t bad = 0;
     for (int s = 0; s < q->nshapes; s++)
-        for (int o = 0; o < q->noutputs; o++) {
-            bk_quality_shape *qs = &q->per[s * q->noutputs + o];
-            compare(run, s, o, qs, why, sizeof why);
-            bad += qs->mismatches;
-        }
-    q->state = bad ? BK_QUALITY_FAIL : BK_QUALITY_PASS;
-    if (bad)
-        snprintf(q->reason, sizeof q->reason, "A differs from T in %llu element(s); first: %s",
-                 (unsigned long long)bad, why);
+        for (int o = 0; o < q->noutputs; o++)
+            compare(run, s, o, &q->per[s * q->noutputs + o], why, sizeof why);
+    bk_quality_decide(q, why);
 }

@@ -71,7 +71,7 @@ static json_t *int_array(const int *v, int n)
     return a;
 }
 
-static json_t *arm_json(const bk_run *run, const bk_score *sc, int idx)
+json_t *bk_record_arm_json(const bk_run *run, const bk_score *sc, int idx)
 {
     const bk_arm_run *a = &run->arms[idx];
     json_t *o = json_object();
@@ -155,7 +155,7 @@ static json_t *quality_json(const bk_run *run)
     return o;
 }
 
-static json_t *score_json(const bk_score *sc)
+json_t *bk_record_score_json(const bk_score *sc)
 {
     json_t *o = json_object();
     json_object_set_new(o, "baseline", json_string(sc->baseline));
@@ -262,7 +262,7 @@ bk_status bk_record_write(const bk_run *run, const bk_score *sc, bk_err *err)
                                 rshapes);
     json_t *arms = json_array();
     for (int i = 0; i < BK_ARM_NAMES; i++)
-        json_array_append_new(arms, arm_json(run, sc, i));
+        json_array_append_new(arms, bk_record_arm_json(run, sc, i));
     rec = json_object();
     json_object_set_new(rec, "schema", json_string(BK_RECORD_SCHEMA));
     json_object_set_new(rec, "run_id", json_string(run->run_id));
@@ -289,7 +289,7 @@ bk_status bk_record_write(const bk_run *run, const bk_score *sc, bk_err *err)
     json_object_set_new(rec, "arms", arms);
     json_object_set_new(rec, "stopped", json_string(run->stopped));
     json_object_set_new(rec, "quality", quality_json(run));
-    json_object_set_new(rec, "score", score_json(sc));
+    json_object_set_new(rec, "score", bk_record_score_json(sc));
     json_object_set_new(rec, "verdict", json_string(bk_verdict_name(sc->verdict)));
     json_object_set_new(rec, "status", json_string(sc->status));
     json_object_set_new(rec, "reasons", json_string(sc->reasons));

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/catalog.h"
+#include "runner/digest.h"
 #include "runner/record_io.h"
 #include "runner/run.h"
 
@@ -18,6 +20,69 @@ static int quality_from_name(const char *s, bk_quality_state *q)
             return 0;
         }
     return -1;
+}
+
+/* "sha256:" and 64 lowercase hex digits (digest.h). */
+static int is_sha256(const char *s)
+{
+    if (strncmp(s, "sha256:", 7) != 0 || strlen(s) != 7 + 2 * BK_SHA256_LEN)
+        return 0;
+    for (s += 7; *s; s++)
+        if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+            return 0;
+    return 1;
+}
+
+/* quality.tensors: empty (A or T did not complete), or one entry per shape and output tensor
+ * of the target, in that order, as record.c writes them; into run->quality.per. */
+static bk_status read_tensors(const char *path, json_t *quality, bk_run *run, bk_err *err)
+{
+    bk_quality *q = &run->quality;
+    json_t *list = json_object_get(quality, "tensors");
+    const bk_target *tg = bk_catalog_target(run->plan.target);
+    const char *names[16];
+    int no = 0;
+    for (int t = 0; tg && t < tg->ntensors; t++)
+        if (tg->tensor_is_output[t] && no < 16)
+            names[no++] = tg->tensor_names[t];
+    q->nshapes = run->plan.workload.nshapes;
+    q->noutputs = no;
+    if (!json_is_array(list))
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: quality.tensors: must be an array", path);
+    size_t n = json_array_size(list);
+    if (n == 0)
+        return BK_OK;
+    if (n != (size_t)q->nshapes * (size_t)no)
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: quality.tensors: %zu entries; the plan's %d "
+                       "shape(s) x %d output(s) of %s make %d", path, n, q->nshapes, no,
+                       run->plan.target, q->nshapes * no);
+    q->per = calloc(n, sizeof *q->per);
+    if (!q->per)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        bk_quality_shape *x = &q->per[i];
+        json_error_t je;
+        const char *tensor = "", *da = "", *dt = "";
+        int shape = -1;
+        json_int_t el = -1, mm = -1, na = -1, nt = -1;
+        if (json_unpack_ex(json_array_get(list, i), &je, 0,
+                           "{s:i, s:s, s:I, s:I, s:I, s:I, s:F, s:F, s:s, s:s}", "shape", &shape,
+                           "tensor", &tensor, "elements", &el, "mismatches", &mm, "nan_a", &na,
+                           "nan_t", &nt, "max_abs_err", &x->max_abs, "max_rel_err", &x->max_rel,
+                           "digest_a", &da, "digest_t", &dt) != 0)
+            return BK_FAIL(err, BK_ERR_INPUT, "%s: quality.tensors[%zu]: %s", path, i, je.text);
+        if (shape != (int)i / no || strcmp(tensor, names[i % (size_t)no]) != 0 || el < 0 ||
+            mm < 0 || na < 0 || nt < 0)
+            return BK_FAIL(err, BK_ERR_INPUT, "%s: quality.tensors[%zu]: shape %d tensor '%s' "
+                           "expected (counts >= 0)", path, i, (int)i / no, names[i % (size_t)no]);
+        x->elems = (uint64_t)el;
+        x->mismatches = (uint64_t)mm;
+        x->nan_a = (uint64_t)na;
+        x->nan_t = (uint64_t)nt;
+        bk_strlcpy(x->digest_a, da, sizeof x->digest_a);
+        bk_strlcpy(x->digest_t, dt, sizeof x->digest_t);
+    }
+    return BK_OK;
 }
 
 static bk_status read_arm(const char *path, json_t *ja, bk_run *run, int idx, bk_err *err)
@@ -58,16 +123,24 @@ static bk_status read_arm(const char *path, json_t *ja, bk_run *run, int idx, bk
     int ns = run->plan.workload.nshapes;
     for (int r = 0; r < rounds * a->world; r++) {
         bk_rank_data *d = &a->r[r];
-        const char *host = "";
+        const char *host = "", *smsg = "";
         int exit_code = 0, sig = 0, to = 0, killed = 0, rep = 0;
+        json_int_t sent = 0, got = 0;
+        /* what the run judged the arm by (bk_run_judge_arm): `bracket score` judges again */
         if (json_unpack_ex(json_array_get(procs, (size_t)r), &je, 0,
-                           "{s:i, s:s, s:i, s:i, s:b, s:b, s:b}", "mpi_rank", &d->mpi_rank, "host",
-                           &host, "exit_code", &exit_code, "signal", &sig, "timed_out", &to,
-                           "killed", &killed, "reported", &rep) != 0)
+                           "{s:i, s:s, s:i, s:i, s:b, s:b, s:b, s:b, s:b, s:s, s:I, s:I}",
+                           "mpi_rank", &d->mpi_rank, "host", &host, "exit_code", &exit_code,
+                           "signal", &sig, "timed_out", &to, "killed", &killed, "reported", &rep,
+                           "status_seen", &d->status_seen, "status_ok", &d->status_ok,
+                           "status_message", &smsg, "samples_sent", &sent, "samples_received",
+                           &got) != 0 || sent < 0 || got < 0)
             return BK_FAIL(err, BK_ERR_INPUT, "%s: arms[%d].processes[%d]: %s", path, idx, r,
-                           je.text);
+                           je.text[0] ? je.text : "sample counts must be >= 0");
         a->lane[r % a->world] = d->mpi_rank;
         bk_strlcpy(d->host, host, sizeof d->host);
+        bk_strlcpy(d->status_msg, smsg, sizeof d->status_msg);
+        d->samples_claimed = (uint64_t)sent;
+        d->samples_got = (uint64_t)got;
         d->proc.done = 1;
         d->proc.exit_code = exit_code;
         d->proc.signal = sig;
@@ -104,6 +177,31 @@ static const msgpack_object *map_get(const msgpack_object *m, const char *key)
     return NULL;
 }
 
+static int str_is(const msgpack_object *o, const char *s)
+{
+    return o && o->type == MSGPACK_OBJECT_STR && o->via.str.size == strlen(s) &&
+           !memcmp(o->via.str.ptr, s, o->via.str.size);
+}
+
+/* The header's unsigned field `key` equals `want`; else a message in err. */
+static bk_status header_count(const char *path, const msgpack_object *h, const char *key,
+                              int want, bk_err *err)
+{
+    const msgpack_object *o = map_get(h, key);
+    if (!o || o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: header: %s missing or not an unsigned integer",
+                       path, key);
+    if (o->via.u64 != (uint64_t)want)
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: header: %s %llu, the record's plan says %d", path,
+                       key, (unsigned long long)o->via.u64, want);
+    return BK_OK;
+}
+
+/* samples.msgpack as record.c writes it: a header map (schema, run, nshapes, iters), then one
+ * block per (timed arm that ran, round, lane rank, shape), each exactly once ("round" absent
+ * in records from before protocol.repeats: round 1). A file cut short or malformed (the byte
+ * named), foreign to the record, or with a block repeated or missing (the block named) is
+ * BK_ERR_INPUT. */
 static bk_status read_samples(const char *path, bk_run *run, bk_err *err)
 {
     bk_status st = BK_OK;
@@ -113,23 +211,37 @@ static bk_status read_samples(const char *path, bk_run *run, bk_err *err)
     msgpack_unpacked_init(&u);
     BK_TRY(bk_read_file(path, &data, &len, err));
     int first = 1, iters = run->plan.workload.iters, ns = run->plan.workload.nshapes;
-    for (;;) {
+    if (len == 0) {
+        st = BK_FAIL(err, BK_ERR_INPUT, "%s: truncated at byte 0: the file is empty (no header)",
+                     path);
+        goto out;
+    }
+    while (off < len) {
+        const size_t at = off; /* where this object starts */
         msgpack_unpack_return r = msgpack_unpack_next(&u, data, len, &off);
-        if (r == MSGPACK_UNPACK_CONTINUE && off == len)
-            break;
-        if (r != MSGPACK_UNPACK_SUCCESS) {
-            st = BK_FAIL(err, BK_ERR_INPUT, "%s: malformed or truncated at byte %zu", path, off);
+        if (r == MSGPACK_UNPACK_CONTINUE) { /* a partial object: it ran past the end */
+            st = BK_FAIL(err, BK_ERR_INPUT, "%s: truncated at byte %zu (the %s starting at "
+                         "byte %zu is incomplete)", path, len, first ? "header" : "sample block",
+                         at);
+            goto out;
+        }
+        if (r != MSGPACK_UNPACK_SUCCESS && r != MSGPACK_UNPACK_EXTRA_BYTES) {
+            st = BK_FAIL(err, BK_ERR_INPUT, "%s: malformed at byte %zu (not msgpack)", path, at);
             goto out;
         }
         const msgpack_object *o = &u.data;
         if (first) {
-            const msgpack_object *run_o = map_get(o, "run");
-            if (!run_o || run_o->type != MSGPACK_OBJECT_STR ||
-                run_o->via.str.size != strlen(run->run_id) ||
-                memcmp(run_o->via.str.ptr, run->run_id, run_o->via.str.size)) {
+            if (!str_is(map_get(o, "schema"), "bracket.samples/1")) {
+                st = BK_FAIL(err, BK_ERR_INPUT, "%s: header: schema is not bracket.samples/1",
+                             path);
+                goto out;
+            }
+            if (!str_is(map_get(o, "run"), run->run_id)) {
                 st = BK_FAIL(err, BK_ERR_INPUT, "%s: not the samples of run %s", path, run->run_id);
                 goto out;
             }
+            BK_TRY(header_count(path, o, "nshapes", ns, err));
+            BK_TRY(header_count(path, o, "iters", iters, err));
             first = 0;
             continue;
         }
@@ -148,12 +260,20 @@ static bk_status read_samples(const char *path, bk_run *run, bk_err *err)
             shape->type != MSGPACK_OBJECT_POSITIVE_INTEGER || !v || v->type != MSGPACK_OBJECT_ARRAY ||
             rank->via.u64 >= (uint64_t)run->arms[idx].world || shape->via.u64 >= (uint64_t)ns ||
             v->via.array.size > (uint32_t)iters) {
-            st = BK_FAIL(err, BK_ERR_INPUT, "%s: a sample block (arm '%s') does not fit the record",
-                         path, an);
+            st = BK_FAIL(err, BK_ERR_INPUT, "%s: the sample block at byte %zu (arm '%s') does "
+                         "not fit the record", path, at, an);
             goto out;
         }
-        bk_rank_data *d = &run->arms[idx].r[(round ? round->via.u64 - 1 : 0) *
-                                                (uint64_t)run->arms[idx].world + rank->via.u64];
+        const uint64_t rd = round ? round->via.u64 : 1;
+        bk_rank_data *d = &run->arms[idx].r[(rd - 1) * (uint64_t)run->arms[idx].world +
+                                            rank->via.u64];
+        if (d->ns[shape->via.u64]) { /* filled below, never NULL once read (iters >= 1) */
+            st = BK_FAIL(err, BK_ERR_INPUT, "%s: a second sample block for arm %s round %llu "
+                         "rank %llu shape %llu (at byte %zu)", path, an, (unsigned long long)rd,
+                         (unsigned long long)rank->via.u64, (unsigned long long)shape->via.u64,
+                         at);
+            goto out;
+        }
         uint64_t *dst = malloc((size_t)iters * sizeof *dst);
         if (!dst) {
             st = BK_FAIL(err, BK_ERR_SYSTEM, "out of memory");
@@ -168,9 +288,19 @@ static bk_status read_samples(const char *path, bk_run *run, bk_err *err)
             }
             dst[i] = v->via.array.ptr[i].via.u64;
         }
-        free(d->ns[shape->via.u64]);
         d->ns[shape->via.u64] = dst;
         d->ns_seen[shape->via.u64] = v->via.array.size;
+    }
+    for (int idx = BK_ARM_IDX_B; idx <= BK_ARM_IDX_BP; idx++) {
+        const bk_arm_run *a = &run->arms[idx];
+        for (int i = 0; a->ran && i < bk_arm_rounds(a) * a->world; i++)
+            for (int s = 0; s < ns; s++)
+                if (!a->r[i].ns[s]) {
+                    st = BK_FAIL(err, BK_ERR_INPUT, "%s: no sample block for arm %s round %d "
+                                 "rank %d shape %d", path, a->name, i / a->world + 1,
+                                 i % a->world, s);
+                    goto out;
+                }
     }
 out:
     msgpack_unpacked_destroy(&u);
@@ -178,6 +308,8 @@ out:
     return st;
 }
 
+/* run->noutputs stays 0: a record keeps no output tensors (quality.tensors holds their
+ * comparison), so an audit arm is judged again by its processes alone. */
 bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
 {
     bk_status st = BK_OK;
@@ -191,11 +323,13 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
         st = BK_FAIL(err, BK_ERR_INPUT, "%s:%d:%d: %s", record_path, je.line, je.column, je.text);
         goto out;
     }
-    const char *schema = "", *run_id = "", *backend = "", *qstate = "", *qreason = "";
+    const char *schema = "", *run_id = "", *backend = "", *qstate = "", *qreason = "",
+               *plan_digest = "";
     json_t *plan, *arms, *lanes, *quality;
-    if (json_unpack_ex(rec, &je, 0, "{s:s, s:s, s:o, s:s, s:o, s:o, s:o}", "schema", &schema,
-                       "run_id", &run_id, "plan", &plan, "backend", &backend, "arms", &arms,
-                       "lanes", &lanes, "quality", &quality) != 0) {
+    if (json_unpack_ex(rec, &je, 0, "{s:s, s:s, s:o, s:s, s:s, s:o, s:o, s:o}", "schema",
+                       &schema, "run_id", &run_id, "plan", &plan, "plan_digest", &plan_digest,
+                       "backend", &backend, "arms", &arms, "lanes", &lanes, "quality",
+                       &quality) != 0) {
         st = BK_FAIL(err, BK_ERR_INPUT, "%s: %s", record_path, je.text);
         goto out;
     }
@@ -213,6 +347,7 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
     snprintf(label, sizeof label, "%s (plan)", record_path);
     BK_TRY(bk_plan_parse(plan_text, label, NULL, 0, &run->plan, err));
     bk_strlcpy(run->run_id, run_id, sizeof run->run_id);
+    bk_strlcpy(run->plan_digest, plan_digest, sizeof run->plan_digest); /* as the record says */
     run->backend = !strcmp(backend, "cuda") ? BK_BACKEND_CUDA : BK_BACKEND_CPU;
     if (json_unpack_ex(quality, &je, 0, "{s:s, s:s}", "state", &qstate, "reason", &qreason) != 0 ||
         quality_from_name(qstate, &run->quality.state) != 0) {
@@ -221,6 +356,17 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
         goto out;
     }
     bk_strlcpy(run->quality.reason, qreason, sizeof run->quality.reason);
+    BK_TRY(read_tensors(record_path, quality, run, err));
+    /* not compared (the record may be scored on another machine): only its form */
+    const char *bin = json_string_value(json_object_get(json_object_get(rec, "identity"),
+                                                        "binary_digest"));
+    if (!bin || (strcmp(bin, "unknown") != 0 && !is_sha256(bin))) {
+        st = BK_FAIL(err, BK_ERR_INPUT, "%s: identity.binary_digest: '%s' is neither "
+                     "sha256:<64 lowercase hex digits> nor unknown", record_path,
+                     bin ? bin : "(missing)");
+        goto out;
+    }
+    bk_strlcpy(run->binary_digest, bin, sizeof run->binary_digest);
     if (!json_is_array(arms) || json_array_size(arms) != BK_ARM_NAMES) {
         st = BK_FAIL(err, BK_ERR_INPUT, "%s: arms: must be an array of %d arms", record_path,
                      BK_ARM_NAMES);

@@ -233,7 +233,7 @@ static int all_tensors(const bk_run *run, const bk_rank_data *d)
     return 1;
 }
 
-static void judge_arm(const bk_run *run, bk_arm_run *a)
+void bk_run_judge_arm(const bk_run *run, bk_arm_run *a)
 {
     a->ok = 1;
     size_t len = 0;
@@ -441,7 +441,7 @@ static bk_status run_round(bk_run *run, bk_coord *c, const bk_agent_env *env, in
     free(rq);
     free(reps);
     a->t_end_ns = bk_now_ns();
-    judge_arm(run, a);
+    bk_run_judge_arm(run, a);
     if (t_term) {
         char why[sizeof a->reason + 64];
         snprintf(why, sizeof why, "terminated by %s during arm %s%s%s", bk_terminate_name(),

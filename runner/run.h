@@ -61,9 +61,28 @@ bk_status bk_run_evaluate(const bk_run *run, int bc_only, bk_score *out, bk_err 
 /* Compare A with T (tensors kept on the arms) into run->quality. */
 void bk_run_quality(bk_run *run);
 
+/* The first step of bk_run_quality: when A or T did not run or did not complete, set
+ * q's state to MISSING with the reason and return 1; else 0, q untouched. */
+int bk_quality_missing(const bk_run *run, bk_quality *q);
+
+/* The last step: q's state from its per-tensor comparison (q->per, nshapes x noutputs):
+ * FAIL when any element mismatched (NaN and unwritten elements count as mismatches),
+ * else PASS; the reason gives the count and `first`, the first bad element. */
+void bk_quality_decide(bk_quality *q, const char *first);
+
+/* Judge one round of an arm from its lane ranks' reports (processes' exit codes, signals,
+ * time-outs, final statuses, sample counts; an audit's tensors): a->ok, and a->reason
+ * naming each failed rank. */
+void bk_run_judge_arm(const bk_run *run, bk_arm_run *a);
+
 /* The record: record.json (bracket.record/1) and samples.msgpack in run_dir,
  * each written to a temporary file, flushed and renamed. */
 bk_status bk_record_write(const bk_run *run, const bk_score *score, bk_err *err);
+
+/* The record's "score" object, and arm idx's object (its "summary" from sc), as
+ * bk_record_write writes them (new references). */
+json_t *bk_record_score_json(const bk_score *sc);
+json_t *bk_record_arm_json(const bk_run *run, const bk_score *sc, int idx);
 
 /* Read a record back for `bracket score`: the plan, arms (status, processes
  * and samples from samples.msgpack) and quality; enough to re-evaluate. */

@@ -60,12 +60,17 @@ const char *bk_terminate_name(void)
 
 void bk_terminate_mark(bk_score *sc, char *stopped, size_t len)
 {
+    bk_terminate_mark_as(sc, bk_terminate_name(), stopped, len);
+}
+
+void bk_terminate_mark_as(bk_score *sc, const char *name, char *stopped, size_t len)
+{
     char why[sizeof sc->reasons + 32];
-    snprintf(why, sizeof why, "terminated by %s%s%s", bk_terminate_name(),
-             sc->reasons[0] ? "; " : "", sc->reasons);
+    snprintf(why, sizeof why, "terminated by %s%s%s", name, sc->reasons[0] ? "; " : "",
+             sc->reasons);
     bk_strlcpy(sc->reasons, why, sizeof sc->reasons); /* cut at the end if it must */
     sc->verdict = BK_VERDICT_NO_DECISION;
     bk_strlcpy(sc->status, "no_decision", sizeof sc->status);
     if (!stopped[0])
-        snprintf(stopped, len, "terminated by %s", bk_terminate_name());
+        snprintf(stopped, len, "terminated by %s", name);
 }

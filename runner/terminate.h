@@ -28,5 +28,8 @@ const char *bk_terminate_name(void);
  * (status no_decision) and the reasons start with "terminated by SIGTERM" (or SIGINT);
  * `stopped` (len bytes) says so too when still empty. */
 void bk_terminate_mark(bk_score *sc, char *stopped, size_t len);
+/* The same for the signal named `name` ("SIGTERM"...): `bracket score` marks a recomputed
+ * score the way the run marked the record it reads. */
+void bk_terminate_mark_as(bk_score *sc, const char *name, char *stopped, size_t len);
 
 #endif

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# `bracket score` does not certify a record that was changed after the run: one real record
+# (cpu backend), then copies of it each changed in one way. The untouched record (and one
+# merely re-serialised, integral reals written as integers) scores identical; a record that
+# disagrees with its own evidence (quality counts, digests, processes' exit codes, the
+# recomputed summaries and score) exits 1 naming the field; a damaged samples file exits 2
+# naming the byte or the block.
+. "$(dirname "$0")/lib.sh"
+set -e
+it_run tamper 4 "$IT_PLAN" --set workload.iters=50
+[ -n "$RECORD" ] && [ -f "$RECORD" ] || fail "no record written (exit $RC)"
+case "$RC" in 0|3|4) ;; *) fail "the run exited $RC" ;; esac
+RUN=$(dirname "$RECORD")
+
+# score DIR: runs bracket score on DIR/record.json; SRC its exit, LOG its output
+score() {
+    set +e
+    "$BK_BRACKET" score --quiet "$1/record.json" >"$1/score.log" 2>&1
+    SRC=$?
+    set -e
+    LOG=$1/score.log
+}
+# copy NAME: a fresh copy of the run folder in $D
+copy() {
+    D=$IT_TMP/case-$1
+    rm -rf "$D"
+    cp -r "$RUN" "$D"
+}
+# edit_record PY: run PY on the copy's record (r: the record, as a dict), write it back
+edit_record() {
+    python3 - "$D/record.json" "$1" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+exec(sys.argv[2])
+json.dump(r, open(sys.argv[1], "w"), indent=2)
+PY
+}
+# edit_samples PY: run PY on the copy's samples (b: the bytes; B: the byte offset of each
+# sample block), write the result `b` back
+edit_samples() {
+    python3 - "$D/samples.msgpack" "$1" <<'PY'
+import sys
+b = open(sys.argv[1], "rb").read()
+B, i = [], b.find(b"\xa3arm")
+while i >= 0:
+    B.append(i - 1)  # the block's map header comes just before its first key
+    i = b.find(b"\xa3arm", i + 1)
+exec(sys.argv[2])
+open(sys.argv[1], "wb").write(b)
+PY
+}
+# expect NAME CODE PATTERN: the copy scores with exit CODE and a message matching PATTERN
+expect() {
+    score "$D"
+    echo "---- $1: exit $SRC"
+    cat "$LOG"
+    [ "$SRC" = "$2" ] || fail "$1: bracket score exited $SRC, expected $2"
+    grep -Eq -- "$3" "$LOG" || fail "$1: no message matching '$3'"
+    if { [ "$2" = 1 ] || [ "$2" = 2 ]; } && grep -q "identical to the record" "$LOG"; then
+        fail "$1: a changed record was called identical"
+    fi
+}
+
+want=$(python3 -c "import json,sys; print({'PASS':0,'FAIL':3,'NO_DECISION':4}[json.load(open(sys.argv[1]))['verdict']])" "$RECORD")
+copy untouched
+expect untouched "$want" "identical to the record"
+copy reserialised
+edit_record '
+for a in r["arms"][:3]:
+    s = a["summary"]
+    s["median_ns"] = [int(x) if x == int(x) else x for x in s["median_ns"]]
+    s["cost_ns"] = int(s["cost_ns"]) if s["cost_ns"] == int(s["cost_ns"]) else s["cost_ns"]
+assert any(type(x) is int for x in r["arms"][0]["summary"]["median_ns"])'
+expect reserialised "$want" "identical to the record"
+
+# 1. quality: thousands of mismatches in the evidence, the state and verdict say pass
+copy quality
+edit_record '
+r["quality"]["tensors"][1]["mismatches"] = 4321
+r["quality"]["state"] = "pass"; r["quality"]["reason"] = ""; r["verdict"] = "PASS"'
+expect quality 1 "quality.state: the record says pass, its evidence gives fail \(A differs from T in 4321 element"
+copy quality-nan
+edit_record 'r["quality"]["tensors"][0]["nan_a"] = 7'
+expect quality-nan 1 "quality.tensors\[0\]: 0 mismatch\(es\) but 7 NaN"
+copy quality-reason
+edit_record '
+r["quality"]["tensors"][0]["mismatches"] = 3
+r["quality"]["state"] = "fail"; r["quality"]["reason"] = "A differs from T in 2 element(s); first: x"'
+expect quality-reason 1 "quality.reason: the record says 'A differs from T in 2 element\(s\); first: x', its evidence gives 'A differs from T in 3 element"
+copy quality-tol
+edit_record 'r["quality"]["atol"] = 1.0'
+expect quality-tol 1 "quality.rtol / quality.atol: not the plan"
+
+# 2. digests
+copy sample-value
+edit_samples 'b = b[:-1] + bytes([b[-1] ^ 1])'
+expect sample-value 1 "samples.msgpack: its digest is sha256:[0-9a-f]{64}, the record's samples.digest says"
+copy source-digest
+edit_record 'r["plan"]["candidate"]["source_digest"] = "sha256:" + "0" * 64'
+expect source-digest 1 "record.json: plan_digest: the record says 'sha256:[0-9a-f]{64}', its plan hashes to"
+copy model
+edit_record 'r["plan"]["arena"]["model"] = "Other-Model"'
+expect model 1 "plan_digest: the record says"
+copy plan-digest
+edit_record 'r["plan_digest"] = "junk"'
+expect plan-digest 1 "plan_digest: the record says 'junk'"
+copy samples-digest
+edit_record 'r["samples"]["digest"] = "sha256:junk"'
+expect samples-digest 1 "samples.digest says 'sha256:junk'"
+copy identity
+edit_record 'r["identity"]["candidate_source_digest"] = "sha256:" + "1" * 64'
+expect identity 1 "identity.candidate_source_digest: the record says 'sha256:1111"
+copy binary-digest
+edit_record 'r["identity"]["binary_digest"] = "sha256:XYZ"'
+expect binary-digest 2 "identity.binary_digest: 'sha256:XYZ' is neither"
+
+# 3. an arm's ok against its processes
+copy exit-code
+edit_record 'r["arms"][1]["processes"][0]["exit_code"] = 139'
+expect exit-code 1 "arms\[1\].ok: the record says true, its processes say false \(arm C lane rank 0 .*engine failed \(exit 139\)"
+copy not-ok
+edit_record 'r["arms"][2]["ok"] = False; r["arms"][2]["reason"] = "made up"'
+expect not-ok 1 "arms\[2\].ok: the record says false, but its processes ended well"
+
+# 4. every recomputed number and text, by its JSON path
+copy median
+edit_record 'r["arms"][0]["summary"]["median_ns"][1] += 1'
+expect median 1 "arms\[0\].summary.median_ns\[1\]: the record says"
+copy cost
+edit_record 'r["arms"][1]["summary"]["cost_ns"] *= 0.5'
+expect cost 1 "arms\[1\].summary.cost_ns: the record says"
+copy drift
+edit_record 'r["score"]["drift"] = 0.0'
+expect drift 1 "score.drift: the record says 0(\.0)?, recomputed"
+copy base-cost
+edit_record 'r["score"]["baseline_cost_ns"] = 1.5'
+expect base-cost 1 "score.baseline_cost_ns: the record says 1.5, recomputed"
+copy speedup-int
+edit_record 'r["score"]["speedup"] = 1'
+expect speedup-int 1 "score.speedup: the record says 1, recomputed [0-9]"
+copy status
+edit_record 'r["status"] = "reproduction_pending" if r["status"] != "reproduction_pending" else "failed"'
+expect status 1 "status: the record says"
+copy reasons
+edit_record 'r["reasons"] = "all good"'
+expect reasons 1 "reasons: the record says \"all good\""
+
+# 5. a damaged samples file: exit 2, the byte or the block named
+copy truncated
+edit_samples 'b = b[:(B[-1] + len(b)) // 2]'
+expect truncated 2 "samples.msgpack: truncated at byte [0-9]+ \(the sample block starting at byte [0-9]+ is incomplete\)"
+copy truncated-at-key  # cut between two objects of the block: msgpack-c consumes it all
+edit_samples 'b = b[:B[-1] + 1]'
+expect truncated-at-key 2 "samples.msgpack: truncated at byte [0-9]+ \(the sample block starting at byte [0-9]+ is incomplete\)"
+copy empty
+edit_samples 'b = b""'
+expect empty 2 "samples.msgpack: truncated at byte 0"
+copy header-only
+edit_samples 'b = b[:B[0]]'
+expect header-only 2 "samples.msgpack: no sample block for arm B round 1 rank 0 shape 0"
+copy duplicate
+edit_samples 'b = b + b[B[0]:B[1]]'
+expect duplicate 2 "samples.msgpack: a second sample block for arm B round 1 rank 0 shape 0"
+copy missing
+edit_samples 'b = b[:B[-1]]'
+expect missing 2 "samples.msgpack: no sample block for arm B' round 1 rank 1 shape 1"
+copy malformed
+edit_samples 'b = b[:B[2]] + b"\xc1" + b[B[2] + 1:]'
+expect malformed 2 "samples.msgpack: malformed at byte [0-9]+"
+copy header-iters
+edit_samples 'i = b.find(b"\xa5iters"); assert b[i + 6] == 50; b = b[:i + 6] + bytes([49]) + b[i + 7:]'
+expect header-iters 2 "samples.msgpack: header: iters 49, the record's plan says 50"
+
+echo "PASS: bracket score refuses every changed record and names what changed"
