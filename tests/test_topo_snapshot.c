@@ -61,6 +61,16 @@ static void test_digest_tracks_content(void **state)
     bk_topo_free(t);
 }
 
+/* The digest is the standard 64-bit FNV-1a (docs/topology.md), so anyone can recompute
+ * it: the published test vectors. Until 2026-12-03 the offset basis had lost a digit. */
+static void test_fnv1a64_vectors(void **state)
+{
+    (void)state;
+    assert_true(bk_fnv1a64("", 0) == 0xcbf29ce484222325ull);
+    assert_true(bk_fnv1a64("a", 1) == 0xaf63dc4c8601ec8cull);
+    assert_true(bk_fnv1a64("foobar", 6) == 0x85944171f73967e8ull);
+}
+
 /* Load the HGX fixture as JSON, let `edit` spoil it, parse as "bad.json";
  * the error must contain `needle`. */
 static void expect_bad(void (*edit)(json_t *host, json_t *root), const char *needle)
@@ -282,6 +292,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_digest_tracks_content),
+        cmocka_unit_test(test_fnv1a64_vectors),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_truncated_and_missing),
         cmocka_unit_test(test_duplicate_host),

@@ -141,7 +141,7 @@ bk_status bk_places_one_per_gpu(const bk_topo *t, bk_rank_place **places, int *n
 uint64_t bk_fnv1a64(const void *data, size_t n)
 {
     const unsigned char *p = data;
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = 0xcbf29ce484222325ull; /* the FNV-1a offset basis (14695981039346656037) */
     for (size_t i = 0; i < n; i++) {
         h ^= p[i];
         h *= 1099511628211ull;
