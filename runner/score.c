@@ -371,10 +371,46 @@ static void merge(const sample *a, const sample *b, uint64_t *dst)
 
 /* ---- the verdict ---- */
 
+/* The fewest timed iterations of a round for which a distribution-free interval of a
+ * median exists at `confidence`: the smallest n with 2 x 0.5^n <= 1 - confidence (the
+ * chance that all n fall on one side of the true median); 6 at 0.95, 8 at 0.99. Below it a
+ * bootstrap of n values gives an interval narrower than the data can support (one
+ * iteration: zero width), so no decision is taken. */
+int bk_score_min_iters(double confidence)
+{
+    int n = 1;
+    while (n < 60 && 2.0 * ldexp(1.0, -n) > 1.0 - confidence)
+        n++;
+    return n;
+}
+
+/* Why the timed arms' rounds are too short to decide from (buf), or NULL. */
+static const char *too_few(const bk_score_input *in, char *buf, size_t len)
+{
+    const int need = bk_score_min_iters(in->confidence);
+    for (int a = 0; a < BK_NARMS; a++) {
+        const bk_score_arm *arm = &in->arms[a];
+        if ((a == BK_ARM_BP && in->bc_only) || !arm->present || arm->failed)
+            continue;
+        for (int s = 0; s < in->nshapes; s++) {
+            const size_t per = arm->n[s] / (size_t)arm_rounds(arm);
+            if (per < (size_t)need) {
+                snprintf(buf, len, "too few timed iterations to decide: arm %s has %zu a round "
+                         "at shape %d, and an interval of a median at confidence %g needs at "
+                         "least %d (raise workload.iters)", bk_arm_name(a), per, s,
+                         in->confidence, need);
+                return buf;
+            }
+        }
+    }
+    return NULL;
+}
+
 static void decide(const bk_score_input *in, bk_score *out, char problem[][PROBLEM_LEN])
 {
     const double bar = 1.0 + in->min_gain;
     int blocked = 0, decided = 0;
+    char few[PROBLEM_LEN];
     out->verdict = BK_VERDICT_NO_DECISION;
     if (in->quality == BK_QUALITY_FAIL) {
         out->verdict = BK_VERDICT_FAIL;
@@ -394,6 +430,10 @@ static void decide(const bk_score_input *in, bk_score *out, char problem[][PROBL
     } else if (in->quality == BK_QUALITY_NOT_RUN && !in->bc_only) {
         blocked = 1;
         add_reason(out, "quality not run (audit A against reference T)");
+    }
+    if (too_few(in, few, sizeof few)) {
+        blocked = 1;
+        add_reason(out, "%s", few);
     }
     if (out->drift_exceeded && in->drift_policy == BK_DRIFT_STRICT) {
         blocked = 1;

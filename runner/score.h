@@ -175,4 +175,9 @@ bk_status bk_worth_bound(double f, double k, double *bound, bk_err *err);
  * fraction >= 0, e.g. 0.01), else 0. */
 int bk_worth_clears(double bound, double noise);
 
+/* The fewest timed iterations a round needs for a decision at `confidence` (a
+ * distribution-free interval of a median exists: 2 x 0.5^n <= 1 - confidence; 6 at 0.95);
+ * below it the verdict is NO_DECISION with the reason. */
+int bk_score_min_iters(double confidence);
+
 #endif

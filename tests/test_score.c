@@ -234,6 +234,39 @@ static void test_clear_fail(void **state)
     assert_true(out.speedup > 1.0);
 }
 
+/* Too few timed iterations a round for an interval of a median: NO_DECISION with the
+ * reason, however clear the medians; at the minimum (6 at confidence 0.95, the smallest n
+ * with 2 x 0.5^n <= 0.05) the clear gain passes. One iteration gave a zero-width interval
+ * and a PASS or FAIL on an A/A before this rule. */
+static void test_too_few_iterations(void **state)
+{
+    (void)state;
+    assert_int_equal(bk_score_min_iters(0.95), 6);
+    assert_int_equal(bk_score_min_iters(0.99), 8);
+    assert_int_equal(bk_score_min_iters(0.9), 5);
+    for (size_t n = 1; n <= 6; n++) {
+        bk_score_input in;
+        bk_rng rng;
+        bk_rng_seed(&rng, 40 + n);
+        bk_score_input_init(&in);
+        in.nshapes = 2;
+        in.weights[0] = in.weights[1] = 0.5;
+        in.quality = BK_QUALITY_PASS;
+        fill_arm(&in, BK_ARM_B, &rng, 400, 980, 1020);
+        fill_arm(&in, BK_ARM_C, &rng, 400, 700, 710);
+        fill_arm(&in, BK_ARM_BP, &rng, 400, 980, 1020);
+        in.arms[BK_ARM_C].n[1] = n; /* one shape of C short */
+        bk_score out = score_ok(&in);
+        if (n < 6) {
+            assert_int_equal(out.verdict, BK_VERDICT_NO_DECISION);
+            assert_has(out.reasons, "too few timed iterations to decide: arm C has");
+            assert_has(out.reasons, "needs at least 6");
+        } else {
+            assert_int_equal(out.verdict, BK_VERDICT_PASS);
+        }
+    }
+}
+
 static void test_straddle(void **state)
 {
     (void)state;
@@ -677,6 +710,7 @@ int main(void)
         cmocka_unit_test_teardown(test_clear_pass, free_pool),
         cmocka_unit_test_teardown(test_clear_fail, free_pool),
         cmocka_unit_test_teardown(test_straddle, free_pool),
+        cmocka_unit_test_teardown(test_too_few_iterations, free_pool),
         cmocka_unit_test_teardown(test_quality_fail_beats_fast_candidate, free_pool),
         cmocka_unit_test_teardown(test_missing_and_crashed_arms, free_pool),
         cmocka_unit_test_teardown(test_quality_states, free_pool),
