@@ -271,6 +271,14 @@ static bk_status check_variant(const bk_plan *plan, const char *which, const bk_
         return BK_FAIL(err, st, "%s.%s%s", which,
                        strncmp(inner.msg, "params.", 7) != 0 ? "variant: " : "", inner.msg);
     v->destroy(state);
+    /* a diagnostic's crash past the last timed iteration would never happen: the bracket
+     * would report on a candidate that did nothing */
+    const json_t *at = ref->params ? json_object_get(ref->params, "at_iter") : NULL;
+    if (v->diagnostic && json_is_integer(at) && json_integer_value(at) >= plan->workload.iters)
+        return BK_FAIL(err, BK_ERR_INPUT, "%s.params.at_iter: %lld is past the last timed "
+                       "iteration (workload.iters is %d: 0..%d), so nothing would crash", which,
+                       (long long)json_integer_value(at), plan->workload.iters,
+                       plan->workload.iters - 1);
     return BK_OK;
 }
 

@@ -160,16 +160,21 @@ static bk_status diag_create(const char *target, const char *cpu_base, const cha
     json_object_foreach((json_t *)params, key, val) {
         (void)val;
         if (kind == DIAG_SLOWED && !strcmp(key, "rank")) {
-            if (!json_is_integer(val) || json_integer_value(val) < 0) {
-                st = BK_FAIL(err, BK_ERR_INPUT, "params.rank: must be an integer >= 0");
+            if (!json_is_integer(val) || json_integer_value(val) < 0 ||
+                json_integer_value(val) >= world) {
+                /* a rank outside the lane would slow nothing: the bracket would test nothing */
+                st = BK_FAIL(err, BK_ERR_INPUT, "params.rank: must be a rank of the lane, an "
+                             "integer in 0..%d (the lane has %d rank%s)", world - 1, world,
+                             world == 1 ? "" : "s");
                 goto out;
             }
             s->only_rank = (int)json_integer_value(val);
             continue;
         }
         if (strcmp(key, "base") != 0 && strcmp(key, k_kind_param[kind]) != 0) {
-            st = BK_FAIL(err, BK_ERR_INPUT, "params.%s: unknown parameter (%s takes base, %s)",
-                         key, k_kind_name[kind], k_kind_param[kind]);
+            st = BK_FAIL(err, BK_ERR_INPUT, "params.%s: unknown parameter (%s takes base, %s%s)",
+                         key, k_kind_name[kind], k_kind_param[kind],
+                         kind == DIAG_SLOWED ? ", rank" : "");
             goto out;
         }
     }

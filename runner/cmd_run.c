@@ -253,8 +253,13 @@ static int setup_plan(const run_opts *o, bk_run *run, char **plan_text, bk_err *
     if ((st = bk_plan_load(o->plan, o->sets, o->nsets, &run->plan, err)) != BK_OK)
         return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     run->backend = bk_resolve_backend(run->plan.backend);
-    if ((st = bk_catalog_check_plan(&run->plan, run->backend, err)) != BK_OK)
+    if ((st = bk_catalog_check_plan(&run->plan, run->backend, err)) != BK_OK) {
+        char msg[sizeof err->msg];
+        bk_strlcpy(msg, err->msg, sizeof msg);
+        /* the file, as the loader's errors name it */
+        snprintf(err->msg, sizeof err->msg, "%.200s: %.800s", o->plan, msg);
         return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
+    }
     *plan_text = bk_plan_dump(&run->plan);
     if (!*plan_text) {
         BK_FAIL(err, BK_ERR_INTERNAL, "cannot serialise the plan");
@@ -495,10 +500,20 @@ int bk_cmd_run(int argc, char **argv)
         bad = 1;
     if (!bad && pm.backend == BK_BACKEND_CUDA) {
         bk_bind_env be;
-        bk_bind_env_from_process(&be, local_rank, local_size, bk_cuda_device_count());
-        if (bk_bind_rank(&be, (bk_lane_policy)pm.policy, &bind, &err) != BK_OK ||
-            bk_cuda_bus_id(bind.device, bus_id, sizeof bus_id, &err) != BK_OK)
+        const int ndev = bk_cuda_device_count();
+        bk_bind_env_from_process(&be, local_rank, local_size, ndev);
+        if (bk_bind_rank(&be, (bk_lane_policy)pm.policy, &bind, &err) != BK_OK) {
             bad = 1;
+        } else if (bind.device < 0) {
+            const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+            BK_FAIL(&err, BK_ERR_INPUT, "the plan's backend is cuda, but this rank sees no GPU "
+                    "(%d CUDA device(s)%s%s%s): run it where GPUs are, or with --set "
+                    "backend=cpu", ndev, vis ? ", CUDA_VISIBLE_DEVICES=\"" : "",
+                    vis ? vis : "", vis ? "\"" : "");
+            bad = 1;
+        } else if (bk_cuda_bus_id(bind.device, bus_id, sizeof bus_id, &err) != BK_OK) {
+            bad = 1;
+        }
         else if (!o.quiet)
             fprintf(stderr, "bracket [%s rank %d]: GPU %d (%s): %s\n", host, rank, bind.device,
                     bus_id, bind.why);
@@ -515,7 +530,8 @@ int bk_cmd_run(int argc, char **argv)
     if (bk_topo_gather(&world, snapshot, bus_id, &topo, &places, &err) != BK_OK) {
         if (rank == 0)
             fprintf(stderr, "bracket run: topology: %s\n", err.msg);
-        rc = BK_EXIT_INTERNAL;
+        /* a snapshot that does not describe these hosts is bad input */
+        rc = err.code == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
         goto out;
     }
     setup_msg sm;

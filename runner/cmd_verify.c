@@ -280,7 +280,8 @@ int bk_cmd_verify(int argc, char **argv)
     bk_backend backend = bk_resolve_backend(base.backend);
     const bk_variant *v = bk_catalog_variant(base.target, base.candidate.name);
     if (!v || (st = bk_catalog_check_plan(&base, backend, &err)) != BK_OK) {
-        fprintf(stderr, "bracket verify: %s\n", v ? err.msg : "candidate.variant: not in the catalog");
+        fprintf(stderr, "bracket verify: %s: %s\n", o.plan,
+                v ? err.msg : "candidate.variant: not in the catalog");
         bk_plan_free(&base);
         return BK_EXIT_USAGE;
     }

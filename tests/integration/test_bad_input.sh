@@ -126,6 +126,18 @@ cat "$IT_TMP/o.log" "$IT_TMP/o2.log"
 grep -q -- "--out: $IT_TMP/file exists and is not a directory" "$IT_TMP/o.log" ||
     fail "--out FILE: message"
 [ "$rc2" = 2 ] && grep -q -- "--out needs a value" "$IT_TMP/o2.log" || fail "--out without a value"
+# diagnostics that would test nothing: a slowed rank outside the lane (lanes of 2 here), a
+# crash past the last timed iteration; catalog errors name the plan file as loader errors do
+check diag-rank "$(basename "$IT_PLAN"): candidate.params.rank: must be a rank of the lane, an integer in 0..1" \
+    2 "$IT_PLAN" --set candidate.variant=slowed --set 'candidate.params={"rank":5}'
+check_cmd diag-crash "candidate.params.at_iter: 300 is past the last timed iteration (workload.iters is 300: 0..299)" \
+    plan check "$IT_PLAN" --set workload.iters=300 --set candidate.variant=crash \
+    --set 'candidate.params={"at_iter":300}'
+check_cmd diag-key "params.every: unknown parameter (slowed takes base, fraction, rank)" \
+    plan check "$IT_PLAN" --set candidate.variant=slowed --set 'candidate.params={"every":2}'
+# a topology snapshot of other hosts is bad input (2), not an internal failure
+check foreign-topo "which the snapshot does not list" 4 "$IT_PLAN" \
+    --topology "$BK_SOURCE_DIR/docs/h200/topology.json"
 # bracket plan check and bracket score on bad input
 set +e
 "$BK_BRACKET" plan check "$BK_SOURCE_DIR/tests/fixtures/plans/bad-unknown-key.json" >"$IT_TMP/p.log" 2>&1
