@@ -506,10 +506,12 @@ int bk_cmd_run(int argc, char **argv)
             bad = 1;
         } else if (bind.device < 0) {
             const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+            char seen[48];
+            snprintf(seen, sizeof seen, ndev < 0 ? "no CUDA driver or runtime"
+                                                 : "%d CUDA device(s)", ndev);
             BK_FAIL(&err, BK_ERR_INPUT, "the plan's backend is cuda, but this rank sees no GPU "
-                    "(%d CUDA device(s)%s%s%s): run it where GPUs are, or with --set "
-                    "backend=cpu", ndev, vis ? ", CUDA_VISIBLE_DEVICES=\"" : "",
-                    vis ? vis : "", vis ? "\"" : "");
+                    "(%s%s%s%s): run it where GPUs are, or with --set backend=cpu", seen,
+                    vis ? ", CUDA_VISIBLE_DEVICES=\"" : "", vis ? vis : "", vis ? "\"" : "");
             bad = 1;
         } else if (bk_cuda_bus_id(bind.device, bus_id, sizeof bus_id, &err) != BK_OK) {
             bad = 1;

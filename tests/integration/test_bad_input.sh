@@ -135,6 +135,16 @@ check_cmd diag-crash "candidate.params.at_iter: 300 is past the last timed itera
     --set 'candidate.params={"at_iter":300}'
 check_cmd diag-key "params.every: unknown parameter (slowed takes base, fraction, rank)" \
     plan check "$IT_PLAN" --set candidate.variant=slowed --set 'candidate.params={"every":2}'
+# backend cuda where no GPU is: said plainly, exit 2 (where GPUs are, the GPU tests run it)
+if ! "$BK_BRACKET" plan variants | grep -q nccl_then_rmsnorm; then
+    echo "no-gpu: skipped, this build has no cuda backend"
+elif ! nvidia-smi -L >/dev/null 2>&1; then
+    check no-gpu "the plan's backend is cuda, but this rank sees no GPU" 4 "$IT_PLAN" \
+        --set backend=cuda --set candidate.variant=nccl_then_rmsnorm \
+        --set incumbent.variant=nccl_then_rmsnorm
+else
+    echo "no-gpu: skipped, this machine has GPUs"
+fi
 # a topology snapshot of other hosts is bad input (2), not an internal failure
 check foreign-topo "which the snapshot does not list" 4 "$IT_PLAN" \
     --topology "$BK_SOURCE_DIR/docs/h200/topology.json"
