@@ -446,11 +446,9 @@ void bk__diag_last_times(const void *state, uint64_t *base_ns, uint64_t *wait_ns
     {                                                                                         \
         return diag_create(target, cpu_base, cuda_base, kind, p, b, r, w, st, e);             \
     }
-#define BK__DIAG_ENTRY(vname, tgt, create_fn, text)                                           \
-    { .name = vname, .target = tgt, .backends = BK_BK_CPU | BK_BK_CUDA, .diagnostic = 1,      \
-      .summary = text,                                                                        \
-      .domain = { .backends = BK_BK_CPU | BK_BK_CUDA, .dtypes = "bf16", .min_tokens = 1,      \
-                  .min_hidden = 1 },                                                          \
+#define BK__DIAG_ENTRY(vname, tgt, create_fn, text, bks)                                      \
+    { .name = vname, .target = tgt, .backends = bks, .diagnostic = 1, .summary = text,          \
+      .domain = { .backends = bks, .dtypes = "bf16", .min_tokens = 1, .min_hidden = 1 },        \
       .create = create_fn, .run = diag_run, .destroy = diag_destroy }
 
 /* Default bases: the incumbent of each backend (cuda: none yet, so base is required). */
@@ -463,12 +461,13 @@ BK__DIAG_CREATE(ar_corrupt_create, BK_AR_TARGET, AR_CPU_BASE, AR_CUDA_BASE, DIAG
 const bk_variant bk__ar_rmsnorm_diag_variants[] = {
     BK__DIAG_ENTRY("slowed", BK_AR_TARGET, ar_slowed_create,
                    "DIAGNOSTIC: the base variant plus a wait of fraction x its typical time "
-                   "(params: base, fraction 0..10 default 0.2, rank)"),
+                   "(params: base, fraction 0..10 default 0.2, rank)", BK_BK_CPU | BK_BK_CUDA),
     BK__DIAG_ENTRY("crash", BK_AR_TARGET, ar_crash_create,
                    "DIAGNOSTIC: the base variant, then abort() at timed iteration at_iter "
-                   "(params: base, at_iter default 10)"),
+                   "(params: base, at_iter default 10)", BK_BK_CPU | BK_BK_CUDA),
     BK__DIAG_ENTRY("corrupt", BK_AR_TARGET, ar_corrupt_create,
                    "DIAGNOSTIC: the base variant, then magnitude added to every 7th element "
-                   "of out, cpu only (params: base, magnitude default 1.0)"),
+                   "of out, cpu only (params: base, magnitude default 1.0)",
+                   BK_BK_CPU), /* outputs in host memory only, so far */
     { .name = NULL },
 };
