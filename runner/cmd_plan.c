@@ -179,7 +179,7 @@ int bk_cmd_plan(int argc, char **argv)
     char needs[32], haves[32];
     printf("  rank 0 holds about %s at its peak (samples and audit outputs)",
            mib_or_gib(need, needs, sizeof needs));
-    int known = bk_mem_available(&have), too_big = known && need > have;
+    int known = bk_mem_available(&have), too_big = known && need > have, refused = too_big;
     if (known)
         printf("; %s available here%s", mib_or_gib(have, haves, sizeof haves),
                too_big ? ": too much, `bracket run` refuses it on such a host" : "");
@@ -189,6 +189,13 @@ int bk_cmd_plan(int argc, char **argv)
                 "samples but this host (or its cgroup) has %s available; lower "
                 "workload.iters, protocol.repeats or the number of shapes\n", argv[optind],
                 needs, haves);
+    if (bk_routing_share(&plan, b, 1) <= 0) {
+        fprintf(stderr, "%s: workload.shapes: the candidate %s serves none of them (each lies "
+                "outside its domain; `bracket plan variants` shows it), so arm C would time the "
+                "incumbent again and `bracket run` refuses the plan\n", argv[optind],
+                plan.candidate.name);
+        refused = 1;
+    }
     bk_plan_free(&plan);
-    return too_big ? BK_EXIT_USAGE : 0;
+    return refused ? BK_EXIT_USAGE : 0;
 }

@@ -80,7 +80,8 @@ static void usage(FILE *f)
         "                       is up, not loopback and has an IPv4 address)\n"
         "  -p, --port PORT      tcp: the rendezvous port, samples on PORT+1 (default: any\n"
         "                       free ports)\n"
-        "  -q, --quiet          no progress line\n"
+        "  -q, --quiet          only the report: no header (plan, lanes, routing), no\n"
+        "                       per-arm progress or GPU binding lines\n"
         "  -h, --help           this text\n"
         "\n"
         "Exit status: 0 PASS, 3 FAIL, 4 NO_DECISION, 2 bad input or usage, 1 internal failure.\n");
@@ -278,6 +279,12 @@ static int setup_plan(const run_opts *o, bk_run *run, char **plan_text, bk_err *
                 (double)need / (1 << 30), run->plan.protocol.repeats,
                 run->plan.arena.tp * run->plan.arena.ep,
                 run->plan.workload.nshapes, run->plan.workload.iters, (double)have / (1 << 30));
+        return BK_EXIT_USAGE;
+    }
+    if (run->routing_share <= 0) { /* C would time the incumbent again: a verdict on nothing */
+        BK_FAIL(err, BK_ERR_INPUT, "%s: workload.shapes: the candidate %s serves none of them "
+                "(each lies outside its domain; `bracket plan variants` shows it), so arm C "
+                "would time the incumbent again", o->plan, run->plan.candidate.name);
         return BK_EXIT_USAGE;
     }
     run->noutputs = 0;

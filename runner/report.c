@@ -129,6 +129,14 @@ void bk_report_print(FILE *f, const bk_run *run, const bk_score *sc)
                    "out the offset\n        each engine process brings, which protocol.repeats "
                    "3 or more carries\n",
                 100 * fabs(sc->drift), 100 * margin, bk_verdict_name(sc->verdict));
+    /* from the plan, so `bracket score` says it too (the header, which -q drops, also does) */
+    const double share = bk_routing_share(&run->plan, run->backend, 1);
+    if (share <= 0) /* refused by `bracket run` since 2026-12-03; older records */
+        fprintf(f, "  (the candidate's domain serves none of the workload: every call ran the "
+                   "incumbent, so C timed the incumbent again)\n");
+    else if (share < 1)
+        fprintf(f, "  (the candidate serves %.1f%% of the workload's weight; the other calls ran "
+                   "the incumbent)\n", 100 * share);
     if (run->backend == BK_BACKEND_CPU)
         fprintf(f, "  (cpu backend: rehearsal of the process, not a GPU measurement)\n");
     if (run->shared_lanes)

@@ -145,6 +145,12 @@ elif ! nvidia-smi -L >/dev/null 2>&1; then
 else
     echo "no-gpu: skipped, this machine has GPUs"
 fi
+# a candidate whose domain serves none of the shapes (shm_oneshot_fused: up to 512 tokens)
+# would give a verdict on the incumbent timed twice
+check none-served "the candidate shm_oneshot_fused serves none of them" 4 "$IT_PLAN" \
+    --set 'workload.shapes=[{"tokens":600,"hidden":1024,"weight":1}]'
+check_cmd pc-none-served "serves none of them" plan check "$IT_PLAN" \
+    --set 'workload.shapes=[{"tokens":600,"hidden":1024,"weight":1}]'
 # a topology snapshot of other hosts is bad input (2), not an internal failure
 check foreign-topo "which the snapshot does not list" 4 "$IT_PLAN" \
     --topology "$BK_SOURCE_DIR/docs/h200/topology.json"
