@@ -47,7 +47,7 @@ static json_t *versions(void)
     json_object_set_new(v, "jansson", json_string(JANSSON_VERSION));
 #ifdef BK_HAVE_CUDA
     int d = 0, r = 0, n = 0;
-    if (cudaDriverGetVersion(&d) == cudaSuccess) {
+    if (cudaDriverGetVersion(&d) == cudaSuccess && d > 0) { /* 0: no driver installed */
         snprintf(buf, sizeof buf, "%d.%d", d / 1000, (d % 1000) / 10);
         json_object_set_new(v, "cuda_driver", json_string(buf));
     }

@@ -1,6 +1,6 @@
 /* terminate.h - SIGTERM / SIGINT to a run (Slurm's time limit, scancel, Ctrl-C): the handler
  * only notes the signal; rank 0 and the agents look at it in their polling loops, kill their
- * engines, and rank 0 writes a partial record (NO_DECISION, reason `terminated`). */
+ * engines, and rank 0 writes a partial record (NO_DECISION, reasons starting "terminated by SIGTERM" or "SIGINT"). */
 #ifndef BK_TERMINATE_H
 #define BK_TERMINATE_H
 
