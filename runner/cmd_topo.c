@@ -90,8 +90,10 @@ int bk_cmd_topo(int argc, char **argv)
     int json = 0, quiet = 0, c, rank = 0, inited = 0;
     bk_err err = { 0 };
     bk_topo *t = NULL;
+    char msg[160];
     optind = 1;
-    while ((c = getopt_long(argc, argv, "t:x:s:jqh", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":t:x:s:jqh", opts, NULL)) != -1) {
         switch (c) {
         case 't': file = optarg; break;
         case 'x': xml = optarg; break;
@@ -99,7 +101,10 @@ int bk_cmd_topo(int argc, char **argv)
         case 'j': json = 1; break;
         case 'q': quiet = 1; break;
         case 'h': topo_usage(stdout); return BK_EXIT_PASS;
-        default: topo_usage(stderr); return BK_EXIT_USAGE;
+        default:
+            bk_cli_opt_error(c, argv, opts, msg, sizeof msg);
+            fprintf(stderr, "bracket topo: %s\n", msg);
+            return BK_EXIT_USAGE;
         }
     }
     if (optind < argc || (file && xml)) {
@@ -206,7 +211,8 @@ int bk_cmd_lanes(int argc, char **argv)
     char msg[256];
     long long v = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "p:e:t:x:P:c:h", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":p:e:t:x:P:c:h", opts, NULL)) != -1) {
         switch (c) {
         case 'p':
         case 'e':
@@ -232,7 +238,10 @@ int bk_cmd_lanes(int argc, char **argv)
             }
             break;
         case 'h': lanes_usage(stdout); return BK_EXIT_PASS;
-        default: lanes_usage(stderr); return BK_EXIT_USAGE;
+        default:
+            bk_cli_opt_error(c, argv, opts, msg, sizeof msg);
+            fprintf(stderr, "bracket lanes: %s\n", msg);
+            return BK_EXIT_USAGE;
         }
     }
     if (optind < argc || tp == 0 || (file && xml)) {

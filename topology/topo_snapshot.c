@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------- writing */
 
@@ -127,13 +129,20 @@ bk_status bk_topo_save(bk_topo *t, const char *path, bk_err *err)
     char *s = bk_topo_dump(t);
     if (!s)
         return BK_FAIL(err, BK_ERR_INTERNAL, "%s: could not encode the snapshot", path);
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        free(s);
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: is a directory; give the snapshot a file name "
+                       "(e.g. %s/topology.json)", path, path);
+    }
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     f = fopen(tmp, "w");
     if (!f) {
         st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: %s", tmp, strerror(errno));
         goto out;
     }
-    if (fputs(s, f) < 0 || fputc('\n', f) == EOF || fflush(f) != 0) {
+    /* on disk before the rename, as the record's files are: a crash leaves old or new */
+    if (fputs(s, f) < 0 || fputc('\n', f) == EOF || fflush(f) != 0 || fsync(fileno(f)) != 0) {
         st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: write failed: %s", tmp, strerror(errno));
         goto out;
     }

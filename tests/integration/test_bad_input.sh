@@ -154,6 +154,10 @@ check_cmd pc-none-served "serves none of them" plan check "$IT_PLAN" \
 # a topology snapshot of other hosts is bad input (2), not an internal failure
 check foreign-topo "which the snapshot does not list" 4 "$IT_PLAN" \
     --topology "$BK_SOURCE_DIR/docs/h200/topology.json"
+# topo and lanes name a bad option as written; a snapshot cannot be saved over a folder
+check_cmd topo-opt "bracket topo: unknown option '--bogus'" topo --bogus
+check_cmd lanes-noval "bracket lanes: --tp needs a value" lanes --tp
+check_cmd topo-dir "is a directory; give the snapshot a file name" topo --quiet --save "$IT_TMP"
 # bracket plan check and bracket score on bad input
 set +e
 "$BK_BRACKET" plan check "$BK_SOURCE_DIR/tests/fixtures/plans/bad-unknown-key.json" >"$IT_TMP/p.log" 2>&1
