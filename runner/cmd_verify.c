@@ -278,6 +278,13 @@ int bk_cmd_verify(int argc, char **argv)
         return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     }
     bk_backend backend = bk_resolve_backend(base.backend);
+    if (backend == BK_BACKEND_CUDA && bk_cuda_device_count() <= 0) {
+        fprintf(stderr, "bracket verify: %s: the plan's backend is cuda, but no GPU is visible "
+                "here (%s): run it where GPUs are, or with --set backend=cpu\n", o.plan,
+                bk_cuda_device_count() < 0 ? "no CUDA driver or runtime" : "0 CUDA devices");
+        bk_plan_free(&base);
+        return BK_EXIT_USAGE;
+    }
     const bk_variant *v = bk_catalog_variant(base.target, base.candidate.name);
     if (!v || (st = bk_catalog_check_plan(&base, backend, &err)) != BK_OK) {
         fprintf(stderr, "bracket verify: %s: %s\n", o.plan,

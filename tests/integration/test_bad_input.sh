@@ -142,6 +142,8 @@ elif ! nvidia-smi -L >/dev/null 2>&1; then
     check no-gpu "the plan's backend is cuda, but this rank sees no GPU" 4 "$IT_PLAN" \
         --set backend=cuda --set candidate.variant=nccl_then_rmsnorm \
         --set incumbent.variant=nccl_then_rmsnorm
+    check_cmd verify-no-gpu "the plan's backend is cuda, but no GPU is visible here" \
+        verify "$BK_SOURCE_DIR/plans/demo-cuda.json"
 else
     echo "no-gpu: skipped, this machine has GPUs"
 fi
