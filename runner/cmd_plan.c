@@ -172,14 +172,19 @@ int bk_cmd_plan(int argc, char **argv)
     char rounds[64] = "";
     if (plan.protocol.repeats > 1)
         snprintf(rounds, sizeof rounds, ", %d rounds of each timed arm", plan.protocol.repeats);
-    printf("%s: valid (%s, %s vs %s, %d shape(s)%s, backend %s, candidate serves %.1f%% of the "
-           "workload)\n", argv[optind], plan.target, plan.incumbent.name, plan.candidate.name,
-           plan.workload.nshapes, rounds, bk_backend_name(b), 100 * bk_routing_share(&plan, b, 1));
+    /* what `bracket run` refuses after the schema: too big for rank 0, or a candidate that
+     * serves none of the shapes (its first line says so instead of "valid") */
+    const double share = bk_routing_share(&plan, b, 1);
     uint64_t need = bk_rank0_peak_bytes(&plan), have = 0;
     char needs[32], haves[32];
+    const int known = bk_mem_available(&have), too_big = known && need > have;
+    const int refused = too_big || share <= 0;
+    printf("%s: %s (%s, %s vs %s, %d shape(s)%s, backend %s, candidate serves %.1f%% of the "
+           "workload)\n", argv[optind], refused ? "refused by `bracket run`" : "valid",
+           plan.target, plan.incumbent.name, plan.candidate.name, plan.workload.nshapes, rounds,
+           bk_backend_name(b), 100 * share);
     printf("  rank 0 holds about %s at its peak (samples and audit outputs)",
            mib_or_gib(need, needs, sizeof needs));
-    int known = bk_mem_available(&have), too_big = known && need > have, refused = too_big;
     if (known)
         printf("; %s available here%s", mib_or_gib(have, haves, sizeof haves),
                too_big ? ": too much, `bracket run` refuses it on such a host" : "");
@@ -189,13 +194,11 @@ int bk_cmd_plan(int argc, char **argv)
                 "samples but this host (or its cgroup) has %s available; lower "
                 "workload.iters, protocol.repeats or the number of shapes\n", argv[optind],
                 needs, haves);
-    if (bk_routing_share(&plan, b, 1) <= 0) {
+    if (share <= 0)
         fprintf(stderr, "%s: workload.shapes: the candidate %s serves none of them (each lies "
                 "outside its domain; `bracket plan variants` shows it), so arm C would time the "
                 "incumbent again and `bracket run` refuses the plan\n", argv[optind],
                 plan.candidate.name);
-        refused = 1;
-    }
     bk_plan_free(&plan);
     return refused ? BK_EXIT_USAGE : 0;
 }

@@ -36,6 +36,8 @@ rc=$?
 set -e
 cat "$IT_TMP/big.log"
 [ "$rc" = 2 ] || fail "plan check on a plan too big for this host: exit $rc, expected 2"
+grep -q ": refused by .bracket run. (" "$IT_TMP/big.log" ||
+    fail "plan check calls the too big plan valid"
 grep -q "GiB at its peak .*too much, .bracket run. refuses it" "$IT_TMP/big.log" ||
     fail "plan check does not warn of the too big plan"
 grep -q "rank 0 would hold about .*lower workload.iters" "$IT_TMP/big.log" ||
@@ -170,5 +172,5 @@ set -e
 cat "$IT_TMP/p.log" "$IT_TMP/s.log"
 [ "$rc" = 2 ] && grep -q "unknown key" "$IT_TMP/p.log" || fail "plan check on a bad plan"
 [ "$rc2" = 2 ] && grep -q "cannot read" "$IT_TMP/s.log" || fail "score on a missing record"
-"$BK_BRACKET" plan check "$IT_PLAN" | grep -q "valid" || fail "plan check on a good plan"
+"$BK_BRACKET" plan check "$IT_PLAN" | grep -q ": valid (" || fail "plan check on a good plan"
 echo "PASS: bad input rejected with clear errors"
