@@ -440,9 +440,7 @@ extern "C" bk_status bk_residual_rmsnorm(const void *sum, const void *residual,
 {
     bk_rmsnorm_cfg cfg;
     bk__rmsnorm_launch(tokens, hidden, &cfg);
-    const size_t bytes = tokens > 0 && hidden > 0 ? (size_t)tokens * (size_t)hidden * 2 : 0;
-    bk__rmsnorm_split(tokens, hidden,
-                      bk__overlap(sum, residual_out, bytes) || bk__overlap(sum, out, bytes),
+    bk__rmsnorm_split(tokens, hidden, bk__in_place(sum, residual_out, out, tokens, hidden),
                       &cfg);
     return bk_residual_rmsnorm_config(sum, residual, gamma, residual_out, out, tokens, hidden,
                                       eps, &cfg, stream, err);

@@ -230,6 +230,14 @@ static inline int bk__overlap(const void *a, const void *b, size_t bytes)
     return x < y + bytes && y < x + bytes;
 }
 
+/* The call is in place: sum overlaps residual_out or out (tokens x hidden bf16 each). */
+static inline int bk__in_place(const void *sum, const void *residual_out, const void *out,
+                               int64_t tokens, int64_t hidden)
+{
+    const size_t bytes = tokens > 0 && hidden > 0 ? (size_t)tokens * (size_t)hidden * 2 : 0;
+    return bk__overlap(sum, residual_out, bytes) || bk__overlap(sum, out, bytes);
+}
+
 static inline bk_status bk__check_split(const bk_rmsnorm_cfg *cfg, const void *sum,
                                         const void *residual_out, const void *out,
                                         int64_t tokens, int64_t hidden, bk_err *err)
@@ -247,8 +255,7 @@ static inline bk_status bk__check_split(const bk_rmsnorm_cfg *cfg, const void *s
     if (tokens > 0x7fffffff / cfg->split)
         return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm: %lld tokens x split %d blocks "
                        "exceed the grid's 2^31 - 1", (long long)tokens, cfg->split);
-    const size_t bytes = (size_t)tokens * (size_t)hidden * 2;
-    if (bytes && (bk__overlap(sum, residual_out, bytes) || bk__overlap(sum, out, bytes)))
+    if (bk__in_place(sum, residual_out, out, tokens, hidden))
         return BK_FAIL(err, BK_ERR_INPUT, "residual_rmsnorm: split %d cannot run in place "
                        "(sum overlaps an output)", cfg->split);
     return BK_OK;
