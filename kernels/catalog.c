@@ -282,7 +282,7 @@ static bk_status check_variant(const bk_plan *plan, const char *which, const bk_
     return BK_OK;
 }
 
-bk_status bk_catalog_check_plan(const bk_plan *plan, bk_backend backend, bk_err *err)
+static bk_status check_plan(const bk_plan *plan, bk_backend backend, bk_err *err)
 {
     bk_status st = BK_OK;
     char buf[512];
@@ -312,6 +312,16 @@ bk_status bk_catalog_check_plan(const bk_plan *plan, bk_backend backend, bk_err 
         }
     }
 out:
+    return st;
+}
+bk_status bk_catalog_check_plan(const bk_plan *plan, bk_backend backend, bk_err *err)
+{
+    const bk_status st = check_plan(plan, backend, err);
+    if (st != BK_OK && err && plan->path[0]) { /* the file first, as the loader's messages */
+        char msg[sizeof err->msg];
+        memcpy(msg, err->msg, sizeof msg);
+        snprintf(err->msg, sizeof err->msg, "%.200s: %.800s", plan->path, msg);
+    }
     return st;
 }
 

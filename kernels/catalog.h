@@ -128,7 +128,8 @@ void bk_domain_text(const bk_domain *d, char *buf, size_t len);
 /* Check a plan against the catalog: target exists, both variants exist for
  * it and support the backend, params parse (create + destroy on rank 0 of a
  * lane of the arena's size), every shape passes check_shape. Errors name the
- * plan's dotted path ("candidate.variant: no variant 'x' for target 'y'"). */
+ * plan's dotted path ("candidate.variant: no variant 'x' for target 'y'"), after the plan's
+ * file when it has one ("plans/x.json: candidate.variant: ..."), as the loader's do. */
 bk_status bk_catalog_check_plan(const bk_plan *plan, bk_backend backend, bk_err *err);
 
 /* nccl-tests' algorithm bandwidth of one call of `ns` nanoseconds, in GB/s

@@ -165,7 +165,7 @@ int bk_cmd_plan(int argc, char **argv)
     }
     st = bk_catalog_check_plan(&plan, b, &err);
     if (st != BK_OK) {
-        fprintf(stderr, "%s: %s\n", argv[optind], err.msg);
+        fprintf(stderr, "%s\n", err.msg);
         bk_plan_free(&plan);
         return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     }

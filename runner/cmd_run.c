@@ -254,13 +254,8 @@ static int setup_plan(const run_opts *o, bk_run *run, char **plan_text, bk_err *
     if ((st = bk_plan_load(o->plan, o->sets, o->nsets, &run->plan, err)) != BK_OK)
         return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     run->backend = bk_resolve_backend(run->plan.backend);
-    if ((st = bk_catalog_check_plan(&run->plan, run->backend, err)) != BK_OK) {
-        char msg[sizeof err->msg];
-        bk_strlcpy(msg, err->msg, sizeof msg);
-        /* the file, as the loader's errors name it */
-        snprintf(err->msg, sizeof err->msg, "%.200s: %.800s", o->plan, msg);
+    if ((st = bk_catalog_check_plan(&run->plan, run->backend, err)) != BK_OK)
         return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
-    }
     *plan_text = bk_plan_dump(&run->plan);
     if (!*plan_text) {
         BK_FAIL(err, BK_ERR_INTERNAL, "cannot serialise the plan");

@@ -287,8 +287,11 @@ int bk_cmd_verify(int argc, char **argv)
     }
     const bk_variant *v = bk_catalog_variant(base.target, base.candidate.name);
     if (!v || (st = bk_catalog_check_plan(&base, backend, &err)) != BK_OK) {
-        fprintf(stderr, "bracket verify: %s: %s\n", o.plan,
-                v ? err.msg : "candidate.variant: not in the catalog");
+        if (v)
+            fprintf(stderr, "bracket verify: %s\n", err.msg);
+        else
+            fprintf(stderr, "bracket verify: %s: candidate.variant: not in the catalog\n",
+                    o.plan);
         bk_plan_free(&base);
         return BK_EXIT_USAGE;
     }
