@@ -113,6 +113,11 @@ int bk_cmd_topo(int argc, char **argv)
         topo_usage(stderr);
         return BK_EXIT_USAGE;
     }
+    /* before probing: a bad --save target is the user's to fix, not worth a probe first */
+    if (save && bk_topo_save_check(save, &err) != BK_OK) {
+        report("topo", &err);
+        return BK_EXIT_USAGE;
+    }
     bk_status st = get_topology(file, xml, !file && !xml && launched_by_mpi(), &t, &rank, &inited,
                                 &err);
     if (st == BK_OK && rank == 0) {

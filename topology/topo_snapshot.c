@@ -121,20 +121,46 @@ char *bk_topo_dump(bk_topo *t)
     return s;
 }
 
+bk_status bk_topo_save_check(const char *path, bk_err *err)
+{
+    struct stat sb;
+    if (!path || !*path)
+        return BK_FAIL(err, BK_ERR_INPUT, "the snapshot's file name is empty");
+    if (strlen(path) + sizeof ".tmp" > 1024)
+        return BK_FAIL(err, BK_ERR_INPUT, "%.40s...: a file name of %zu characters is too long "
+                       "(at most %zu)", path, strlen(path), 1024 - sizeof ".tmp");
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: is a directory; give the snapshot a file name "
+                       "(e.g. %s/topology.json)", path, path);
+    /* the folder it goes in (the temporary file and the rename need to write there) */
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: the folder %s does not exist", path, dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: cannot write in the folder %s: %s", path, dir,
+                       strerror(errno));
+    return BK_OK;
+}
+
 bk_status bk_topo_save(bk_topo *t, const char *path, bk_err *err)
 {
     bk_status st = BK_OK;
     char tmp[1024];
     FILE *f = NULL;
+    st = bk_topo_save_check(path, err);
+    if (st != BK_OK)
+        return st;
     char *s = bk_topo_dump(t);
     if (!s)
         return BK_FAIL(err, BK_ERR_INTERNAL, "%s: could not encode the snapshot", path);
-    struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        free(s);
-        return BK_FAIL(err, BK_ERR_INPUT, "%s: is a directory; give the snapshot a file name "
-                       "(e.g. %s/topology.json)", path, path);
-    }
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     f = fopen(tmp, "w");
     if (!f) {

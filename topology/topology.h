@@ -132,7 +132,12 @@ int bk_cuda_device_count(void);
 
 /* Canonical JSON text (sorted keys) of the snapshot; caller frees. Sets t->digest. */
 char *bk_topo_dump(bk_topo *t);
+/* Write the snapshot to path through path.tmp, fsynced, then renamed (a crash leaves the
+ * old file or the new). bk_topo_save_check first: */
 bk_status bk_topo_save(bk_topo *t, const char *path, bk_err *err);
+/* BK_ERR_INPUT when path cannot take a snapshot: empty, too long, a folder, or in a folder
+ * that does not exist or that this process cannot write in. Nothing is written. */
+bk_status bk_topo_save_check(const char *path, bk_err *err);
 /* Load and validate; errors name the file and the JSON path, e.g.
  * "x.json: hosts[0].links[2][1]: NV12 but links[1][2] is PIX (matrix not symmetric)". */
 bk_status bk_topo_load(const char *path, bk_topo **out, bk_err *err);

@@ -161,7 +161,12 @@ check foreign-topo "which the snapshot does not list" 4 "$IT_PLAN" \
 # topo and lanes name a bad option as written; a snapshot cannot be saved over a folder
 check_cmd topo-opt "bracket topo: unknown option '--bogus'" topo --bogus
 check_cmd lanes-noval "bracket lanes: --tp needs a value" lanes --tp
-check_cmd topo-dir "is a directory; give the snapshot a file name" topo --quiet --save "$IT_TMP"
+check_cmd topo-dir "is a directory; give the snapshot a file name" topo --save "$IT_TMP"
+# ... and a bad --save target is refused before the probe: nothing printed but the error
+[ "$(wc -l <"$IT_TMP/topo-dir.log")" = 1 ] || fail "topo --save onto a folder probed first"
+check_cmd topo-nodir "$IT_TMP/nope/t.json: the folder $IT_TMP/nope does not exist" \
+    topo --save "$IT_TMP/nope/t.json"
+[ ! -e "$IT_TMP/nope" ] || fail "topo --save made a folder"
 # bracket plan check and bracket score on bad input
 set +e
 "$BK_BRACKET" plan check "$BK_SOURCE_DIR/tests/fixtures/plans/bad-unknown-key.json" >"$IT_TMP/p.log" 2>&1
