@@ -82,7 +82,8 @@ void bk_proc_kill(bk_proc *p, double grace_s, int timed_out)
 {
     if (p->pid <= 0)
         return;
-    if (!p->done) {
+    /* an engine that already ended (crashed, say) but was not reaped yet is not killed */
+    if (!bk_proc_poll(p)) {
         p->killed = 1;
         p->timed_out = timed_out;
         kill(-p->pid, SIGTERM);
@@ -96,6 +97,9 @@ void bk_proc_kill(bk_proc *p, double grace_s, int timed_out)
             }
             fill_status(p, status);
         }
+        /* ... nor one that died of a signal of its own while ours was on its way */
+        if (p->signal && p->signal != SIGTERM && p->signal != SIGKILL)
+            p->killed = 0;
     }
     kill(-p->pid, SIGKILL); /* stragglers of the group, if any */
 }
@@ -104,7 +108,7 @@ void bk_proc_describe(const bk_proc *p, char *out, size_t len)
 {
     if (!p->done)
         snprintf(out, len, "running");
-    else if (p->timed_out)
+    else if (p->timed_out && p->killed)
         snprintf(out, len, "timed out (killed, signal %d)", p->signal);
     else if (p->killed)
         snprintf(out, len, "killed by the runner (signal %d)", p->signal);

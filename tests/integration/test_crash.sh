@@ -13,6 +13,10 @@ r = json.load(open(sys.argv[1]))
 c = r["arms"][1]
 assert c["name"] == "C" and c["ran"] and not c["ok"], c
 assert any(p["signal"] == 6 for p in c["processes"]), c["processes"]
+# every rank aborts at at_iter: one that died of its own SIGABRT was not killed by the
+# runner, even when the runner's kill (after the first crash) reached it unreaped
+own = [p for p in c["processes"] if p["signal"] == 6]
+assert all(not p["killed"] and "killed" not in p["ended"] for p in own), own
 assert not r["arms"][2]["ran"], "B' ran after a failed C"
 assert "crashed" in r["reasons"], r["reasons"]
 PY
