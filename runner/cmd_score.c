@@ -1,15 +1,19 @@
 /* cmd_score.c - `bracket score RECORD`: recompute the verdict from the raw samples. */
+#include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runner/cli.h"
 #include "runner/digest.h"
 #include "runner/report.h"
 #include "runner/run.h"
 #include "runner/terminate.h"
+#include "topology/topology.h"
 
 static void usage(FILE *f)
 {
@@ -20,7 +24,8 @@ static void usage(FILE *f)
         "and the raw samples beside it (samples.msgpack), with the thresholds and seed the\n"
         "record holds, and checks that they equal what the record says, bit for bit.\n"
         "First the record is checked against its own evidence: the plan's and the samples'\n"
-        "digests (plan_digest, samples.digest), each arm's ok against its processes' exit\n"
+        "digests (plan_digest, samples.digest), the topology snapshot's (topology_digest,\n"
+        "against topology.json), each arm's ok against its processes' exit\n"
         "codes, signals and time-outs, the quality state against quality.tensors' counts.\n"
         "Then the verdict, the score, each timed arm's summary, the status and the reasons\n"
         "are compared; the first difference is named by its JSON path. identity.binary_digest\n"
@@ -88,6 +93,47 @@ static int check_digests(const char *path, json_t *rec, const bk_run *run, char 
                  path, (long long)p->arena.incumbent_generation);
     else
         return 0;
+    return -1;
+}
+
+/* identity.topology_digest against the topology.json beside the record: FNV-1a 64 of its
+ * canonical compact form (docs/record.md). Records from before 2026-12-03 were hashed from
+ * a wrong offset basis (BK_FNV1A64_OLD_BASIS); such a digest is accepted, and said so in
+ * `note`. A record whose topology.json was never written (the run reports that) is scored
+ * with a note too. 0 when they agree. */
+static int check_topology(const char *path, const json_t *rec, const bk_run *run, char *why,
+                          size_t len, char *note, size_t note_len)
+{
+    char tpath[800], got[40], old[40];
+    const char *want = json_string_value(json_object_get(json_object_get(rec, "identity"),
+                                                         "topology_digest"));
+    snprintf(tpath, sizeof tpath, "%s/topology.json", run->run_dir);
+    if (access(tpath, F_OK) != 0 && errno == ENOENT) {
+        snprintf(note, note_len, "%s is missing: identity.topology_digest not checked", tpath);
+        return 0;
+    }
+    json_error_t je;
+    json_t *t = json_load_file(tpath, JSON_REJECT_DUPLICATES, &je);
+    char *compact = t ? json_dumps(t, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
+    json_decref(t);
+    if (!compact) {
+        snprintf(why, len, "%s: not readable JSON (%s)", tpath, t ? "cannot serialise" : je.text);
+        return -1;
+    }
+    snprintf(got, sizeof got, "fnv1a64:%016" PRIx64, bk_fnv1a64(compact, strlen(compact)));
+    snprintf(old, sizeof old, "fnv1a64:%016" PRIx64,
+             bk_fnv1a64_from(BK_FNV1A64_OLD_BASIS, compact, strlen(compact)));
+    free(compact);
+    if (want && !strcmp(want, got))
+        return 0;
+    if (want && !strcmp(want, old)) {
+        snprintf(note, note_len, "identity.topology_digest was made with the offset basis of "
+                 "records before 2026-12-03; it matches %s", tpath);
+        return 0;
+    }
+    snprintf(why, len, "%s: identity.topology_digest: the record says '%s', %s hashes to %s "
+             "(the snapshot or the digest was changed)", path, want ? want : "(missing)", tpath,
+             got);
     return -1;
 }
 
@@ -331,8 +377,10 @@ int bk_cmd_score(int argc, char **argv)
         goto out;
     }
     /* a record that does not agree with its own evidence is not scored */
-    if (check_digests(path, rec, run, why, sizeof why) || check_arms(path, run, why, sizeof why) ||
-        check_quality(path, rec, run, why, sizeof why)) {
+    char note[1024] = "";
+    if (check_digests(path, rec, run, why, sizeof why) ||
+        check_topology(path, rec, run, why, sizeof why, note, sizeof note) ||
+        check_arms(path, run, why, sizeof why) || check_quality(path, rec, run, why, sizeof why)) {
         fprintf(stderr, "bracket score: the record differs from its evidence: %s\n", why);
         goto out;
     }
@@ -360,6 +408,8 @@ int bk_cmd_score(int argc, char **argv)
                 path, why);
         goto out;
     }
+    if (note[0])
+        printf("note: %s\n", note);
     printf("recomputed from %s: identical to the record\n", path);
     rc = sc.verdict == BK_VERDICT_PASS ? BK_EXIT_PASS
        : sc.verdict == BK_VERDICT_FAIL ? BK_EXIT_FAIL : BK_EXIT_NO_DECISION;

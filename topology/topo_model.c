@@ -138,13 +138,18 @@ bk_status bk_places_one_per_gpu(const bk_topo *t, bk_rank_place **places, int *n
     return BK_OK;
 }
 
-uint64_t bk_fnv1a64(const void *data, size_t n)
+uint64_t bk_fnv1a64_from(uint64_t basis, const void *data, size_t n)
 {
     const unsigned char *p = data;
-    uint64_t h = 0xcbf29ce484222325ull; /* the FNV-1a offset basis (14695981039346656037) */
+    uint64_t h = basis;
     for (size_t i = 0; i < n; i++) {
         h ^= p[i];
         h *= 1099511628211ull;
     }
     return h;
+}
+
+uint64_t bk_fnv1a64(const void *data, size_t n)
+{
+    return bk_fnv1a64_from(0xcbf29ce484222325ull, data, n); /* FNV-1a's offset basis */
 }

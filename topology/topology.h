@@ -275,5 +275,10 @@ bk_status bk__canon_hash(int n, const uint16_t *codes, const uint16_t *labels, u
 
 /* 64-bit FNV-1a of a byte string (digest of snapshots and canonical forms). */
 uint64_t bk_fnv1a64(const void *data, size_t n);
+/* The same hash from another offset basis: BK_FNV1A64_OLD_BASIS is the one digests and lane
+ * signatures were made with before 2026-12-03 (a digit short of FNV-1a's), which
+ * `bracket score` still recognises in old records. */
+#define BK_FNV1A64_OLD_BASIS 1469598103934665603ull
+uint64_t bk_fnv1a64_from(uint64_t basis, const void *data, size_t n);
 
 #endif

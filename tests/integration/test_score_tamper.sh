@@ -2,9 +2,9 @@
 # `bracket score` does not certify a record that was changed after the run: one real record
 # (cpu backend), then copies of it each changed in one way. The untouched record (and one
 # merely re-serialised, integral reals written as integers) scores identical; a record that
-# disagrees with its own evidence (quality counts, digests, processes' exit codes, the
-# recomputed summaries and score) exits 1 naming the field; a damaged samples file exits 2
-# naming the byte or the block.
+# disagrees with its own evidence (quality counts, digests, the topology snapshot, processes'
+# exit codes, the recomputed summaries and score) exits 1 naming the field; a damaged samples
+# file exits 2 naming the byte or the block.
 . "$(dirname "$0")/lib.sh"
 set -e
 it_run tamper 4 "$IT_PLAN" --set workload.iters=50
@@ -64,6 +64,7 @@ expect() {
 want=$(python3 -c "import json,sys; print({'PASS':0,'FAIL':3,'NO_DECISION':4}[json.load(open(sys.argv[1]))['verdict']])" "$RECORD")
 copy untouched
 expect untouched "$want" "identical to the record"
+! grep -q "note:" "$LOG" || fail "untouched: a note on a fresh record"
 copy reserialised
 edit_record '
 for a in r["arms"][:3]:
@@ -113,6 +114,20 @@ expect identity 1 "identity.candidate_source_digest: the record says 'sha256:111
 copy binary-digest
 edit_record 'r["identity"]["binary_digest"] = "sha256:XYZ"'
 expect binary-digest 2 "identity.binary_digest: 'sha256:XYZ' is neither"
+copy topology
+python3 - "$D/topology.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+t["hosts"][0]["cores"] += 1
+json.dump(t, open(sys.argv[1], "w"), indent=1)
+PY
+expect topology 1 "identity.topology_digest: the record says 'fnv1a64:[0-9a-f]{16}', .*topology.json hashes to fnv1a64:"
+copy topology-digest
+edit_record 'r["identity"]["topology_digest"] = "fnv1a64:" + "0" * 16'
+expect topology-digest 1 "identity.topology_digest: the record says 'fnv1a64:0000000000000000'"
+copy topology-missing  # the run says when it could not write it: scored, with a note
+rm "$D/topology.json"
+expect topology-missing "$want" "topology.json is missing: identity.topology_digest not checked"
 
 # 3. an arm's ok against its processes
 copy exit-code
