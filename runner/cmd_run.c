@@ -382,10 +382,15 @@ static int run_one(bk_run *run, bk_coord *coord, const bk_agent_env *env, int id
                 run->lane_size);
     if (bk_run_arm(run, coord, env, idx, &err) == BK_OK && run->arms[idx].ok)
         return 0;
-    snprintf(run->stopped, sizeof run->stopped, "arm %s failed; later arms not run",
-             bk_arm_names[idx]);
     if (err.msg[0])
         bk_strlcpy(run->arms[idx].reason, err.msg, sizeof run->arms[idx].reason);
+    char tname[32];
+    if (bk_arm_terminated(&run->arms[idx], tname, sizeof tname))
+        snprintf(run->stopped, sizeof run->stopped, "terminated by %s during arm %s; later "
+                 "arms not run", tname, bk_arm_names[idx]);
+    else
+        snprintf(run->stopped, sizeof run->stopped, "arm %s failed; later arms not run",
+                 bk_arm_names[idx]);
     return -1;
 }
 
@@ -433,7 +438,7 @@ int bk_cmd_run(int argc, char **argv)
 
     run_opts o;
     char msg[256];
-    int rc = 0;
+    int rc = 0, decided = 0; /* decided: a signal came only after the last arm ended */
     bk_run *run = NULL;
     bk_coord *coord = NULL;
     char *plan_text = NULL;
@@ -620,8 +625,12 @@ int bk_cmd_run(int argc, char **argv)
         fprintf(stderr, "bracket run: scoring failed: %s\n", err.msg);
         rc = BK_EXIT_INTERNAL;
     }
-    if (bk_terminate_signal())
-        bk_terminate_mark(&score, run->stopped, sizeof run->stopped);
+    char tname[32];
+    const int cut = bk_run_terminated(run, tname, sizeof tname);
+    if (cut)
+        bk_terminate_mark_as(&score, tname, run->stopped, sizeof run->stopped);
+    else
+        decided = 1;
     bk_err rerr = { 0 };
     bk_status rst = bk_record_write(run, &score, &rerr);
     bk_report_print(stdout, run, &score);
@@ -637,8 +646,12 @@ int bk_cmd_run(int argc, char **argv)
     if (bk_terminate_signal()) {
         /* the partial record is written; end the whole job now (agents that were
          * not signalled themselves are still waiting for us) */
-        fprintf(stderr, "bracket run: terminated by %s; partial record written\n",
-                bk_terminate_name());
+        if (cut)
+            fprintf(stderr, "bracket run: terminated by %s; partial record written\n",
+                    bk_terminate_name());
+        else
+            fprintf(stderr, "bracket run: %s came after the last arm had ended: the run is "
+                    "complete and decided as it ran\n", bk_terminate_name());
         fflush(stderr);
         if (keys_path[0])
             unlink(keys_path);
@@ -672,7 +685,7 @@ out:
         /* terminated: rank 0 ends the job with MPI_Abort; a finalize could wait
          * for ranks that are already gone */
         fflush(stderr);
-        _exit(rc ? rc : BK_EXIT_NO_DECISION);
+        _exit(rc || decided ? rc : BK_EXIT_NO_DECISION);
     }
     MPI_Finalize();
     return rc;

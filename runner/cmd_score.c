@@ -161,11 +161,101 @@ static int check_arms(const char *path, const bk_run *run, char *why, size_t len
                      "(%s)", path, idx, v.reason);
             return -1;
         }
-        if (!a->ok && v.ok && !strstr(a->reason, "terminated by ")) {
+        /* (an arm a signal reached while it ran is failed only when its processes show it:
+         * killed, unreported or short of samples; bk_run_arm) */
+        if (!a->ok && v.ok) {
             snprintf(why, len, "%s: arms[%d].ok: the record says false, but its processes ended "
                      "well", path, idx);
             return -1;
         }
+    }
+    return 0;
+}
+
+/* `backend` against the plan's (when the plan named one), `rehearsal` against what makes
+ * one (the cpu backend, or B and C on the same ranks), and `stopped` against the arms:
+ * the first arm that failed ("arm X failed; later arms not run", or for one a signal cut
+ * short "terminated by NAME during arm X; later arms not run", or as records before
+ * 2026-12-03 put it, the former), else the first arm not run ("terminated by NAME before
+ * arm X"; under v7 a B' that B/C made unnecessary is "v7: B/C decided (V), B' not run"),
+ * else "". 0 when the record says what its arms give. */
+static int check_run_facts(const char *path, const json_t *rec, const bk_run *run, char *why,
+                           size_t len)
+{
+    const char *backend = json_string_value(json_object_get(rec, "backend"));
+    const bk_backend pb = run->plan.backend;
+    if (!backend || (strcmp(backend, "cpu") && strcmp(backend, "cuda")) ||
+        (pb != BK_BACKEND_AUTO && strcmp(backend, bk_backend_name(pb)))) {
+        snprintf(why, len, "%s: backend: the record says '%s', its plan says %s", path,
+                 backend ? backend : "(missing)", bk_backend_name(pb));
+        return -1;
+    }
+    const json_t *lanes = json_object_get(rec, "lanes");
+    const char *policy = json_string_value(json_object_get(lanes, "policy"));
+    int shared = (policy && !strcmp(policy, "shared")) ||
+                 json_equal(json_object_get(lanes, "baseline"), json_object_get(lanes, "candidate"));
+    int want_rehearsal = !strcmp(backend, "cpu") || shared;
+    const json_t *reh = json_object_get(rec, "rehearsal");
+    if (!json_is_boolean(reh) || json_is_true(reh) != want_rehearsal) {
+        snprintf(why, len, "%s: rehearsal: the record says %s, its backend (%s) and lanes (%s) "
+                 "make it %s", path, json_is_boolean(reh) ? (json_is_true(reh) ? "true" : "false")
+                                                          : "(missing)",
+                 backend, shared ? "shared" : "disjoint", want_rehearsal ? "true" : "false");
+        return -1;
+    }
+    const char *stopped = json_string_value(json_object_get(rec, "stopped"));
+    static const int order[] = { BK_ARM_IDX_B, BK_ARM_IDX_C, BK_ARM_IDX_BP, BK_ARM_IDX_A,
+                                 BK_ARM_IDX_T };
+    char want[256] = "", alt[256] = "", name[32];
+    int v7_skip = 0;
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+        const int idx = order[k];
+        const bk_arm_run *a = &run->arms[idx];
+        if (a->ran && !a->ok) {
+            snprintf(alt, sizeof alt, "arm %s failed; later arms not run", bk_arm_names[idx]);
+            if (bk_arm_terminated(a, name, sizeof name))
+                snprintf(want, sizeof want, "terminated by %s during arm %s; later arms not run",
+                         name, bk_arm_names[idx]);
+            else
+                snprintf(want, sizeof want, "%s", alt);
+            break;
+        }
+        if (a->ran)
+            continue;
+        if (idx == BK_ARM_IDX_BP && run->plan.protocol.version == BK_PROTO_V7 && !v7_skip) {
+            /* B' not run under v7: B/C decided, unless a signal came before it; decided as
+             * the run did, before A and T (quality not yet known) */
+            bk_score look;
+            bk_err e = { 0 };
+            bk_run *then = malloc(sizeof *then);
+            int decided = 0;
+            if (then) {
+                *then = *run; /* shallow: the arms' data is only read */
+                then->quality.state = BK_QUALITY_NOT_RUN;
+                decided = bk_run_evaluate(then, 1, &look, &e) == BK_OK &&
+                          look.verdict != BK_VERDICT_NO_DECISION;
+                free(then);
+            }
+            if (decided) {
+                snprintf(want, sizeof want, "v7: B/C decided (%s), B' not run",
+                         bk_verdict_name(look.verdict));
+                v7_skip = 1;
+                continue;
+            }
+        }
+        if (stopped && strstr(stopped, " before arm ") &&
+            bk_run_terminated(run, name, sizeof name))
+            snprintf(want, sizeof want, "terminated by %s before arm %s", name,
+                     bk_arm_names[idx]);
+        else
+            snprintf(want, sizeof want, "arm %s did not run, and no arm failed and no signal "
+                     "came before it", bk_arm_names[idx]);
+        break;
+    }
+    if (!stopped || (strcmp(stopped, want) && (!alt[0] || strcmp(stopped, alt)))) {
+        snprintf(why, len, "%s: stopped: the record says '%s', its arms give '%s'", path,
+                 stopped ? stopped : "(missing)", want);
+        return -1;
     }
     return 0;
 }
@@ -380,7 +470,8 @@ int bk_cmd_score(int argc, char **argv)
     char note[1024] = "";
     if (check_digests(path, rec, run, why, sizeof why) ||
         check_topology(path, rec, run, why, sizeof why, note, sizeof note) ||
-        check_arms(path, run, why, sizeof why) || check_quality(path, rec, run, why, sizeof why)) {
+        check_arms(path, run, why, sizeof why) || check_run_facts(path, rec, run, why, sizeof why) ||
+        check_quality(path, rec, run, why, sizeof why)) {
         fprintf(stderr, "bracket score: the record differs from its evidence: %s\n", why);
         goto out;
     }
@@ -388,17 +479,12 @@ int bk_cmd_score(int argc, char **argv)
         fprintf(stderr, "bracket score: %s\n", err.msg);
         goto out;
     }
-    /* a run ended by SIGTERM / SIGINT marked its score (bk_terminate_mark): so is the
-     * recomputation; the mark can only turn a verdict into NO_DECISION */
-    const char *reasons = json_string_value(json_object_get(rec, "reasons"));
-    if (reasons && !strncmp(reasons, "terminated by ", 14)) {
-        char name[24], stopped[2] = "-";
-        size_t n = strcspn(reasons + 14, ";");
-        n = n < sizeof name ? n : sizeof name - 1;
-        memcpy(name, reasons + 14, n);
-        name[n] = '\0';
-        bk_terminate_mark_as(&sc, name, stopped, sizeof stopped);
-    }
+    /* a run cut short by SIGTERM / SIGINT marked its score: so is the recomputation, from
+     * the arms' and stopped's evidence (bk_run_terminated), not from the record's verdict
+     * text, which anyone could have prefixed */
+    char tname[32], unused[2] = "-";
+    if (bk_run_terminated(run, tname, sizeof tname))
+        bk_terminate_mark_as(&sc, tname, unused, sizeof unused);
     if (!quiet)
         bk_report_print(stdout, run, &sc);
     else

@@ -367,6 +367,8 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
         goto out;
     }
     bk_strlcpy(run->binary_digest, bin, sizeof run->binary_digest);
+    const char *stopped = json_string_value(json_object_get(rec, "stopped"));
+    bk_strlcpy(run->stopped, stopped ? stopped : "", sizeof run->stopped);
     if (!json_is_array(arms) || json_array_size(arms) != BK_ARM_NAMES) {
         st = BK_FAIL(err, BK_ERR_INPUT, "%s: arms: must be an array of %d arms", record_path,
                      BK_ARM_NAMES);

@@ -442,7 +442,9 @@ static bk_status run_round(bk_run *run, bk_coord *c, const bk_agent_env *env, in
     free(reps);
     a->t_end_ns = bk_now_ns();
     bk_run_judge_arm(run, a);
-    if (t_term) {
+    /* the signal came while the arm ran; an arm whose every engine still ended well with
+     * all its samples stands (the run stops before the next arm), else it was cut short */
+    if (t_term && !a->ok) {
         char why[sizeof a->reason + 64];
         snprintf(why, sizeof why, "terminated by %s during arm %s%s%s", bk_terminate_name(),
                  a->name, a->reason[0] ? "; " : "", a->reason);
@@ -515,6 +517,45 @@ bk_status bk_run_arm(bk_run *run, bk_coord *c, const bk_agent_env *env, int idx,
     }
     a->t_end_ns = bk_now_ns();
     return st;
+}
+
+/* NAME out of "terminated by NAME during ..." / "... before ..." (at most len - 1 bytes) */
+static int terminated_name(const char *text, char *name, size_t len)
+{
+    static const char pre[] = "terminated by ";
+    int k0 = 0, r0 = 0, skip = 0;
+    /* a round of a repeated arm: "round k of R: terminated by ..." */
+    if (sscanf(text, "round %d of %d: %n", &k0, &r0, &skip) == 2 && skip > 0)
+        text += skip;
+    if (strncmp(text, pre, sizeof pre - 1) != 0)
+        return 0;
+    const char *n = text + sizeof pre - 1, *end = strstr(n, " during arm ");
+    const char *before = strstr(n, " before ");
+    if (!end || (before && before < end))
+        end = before;
+    if (!end || end == n)
+        return 0;
+    size_t k = (size_t)(end - n) < len ? (size_t)(end - n) : len - 1;
+    memcpy(name, n, k);
+    name[k] = '\0';
+    return 1;
+}
+
+int bk_arm_terminated(const bk_arm_run *a, char *name, size_t len)
+{
+    return a->ran && !a->ok && terminated_name(a->reason, name, len);
+}
+
+int bk_run_terminated(const bk_run *run, char *name, size_t len)
+{
+    static const int order[] = { BK_ARM_IDX_B, BK_ARM_IDX_C, BK_ARM_IDX_BP, BK_ARM_IDX_A,
+                                 BK_ARM_IDX_T };
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+        const bk_arm_run *a = &run->arms[order[k]];
+        if (bk_arm_terminated(a, name, len))
+            return 1;
+    }
+    return strstr(run->stopped, " before arm ") && terminated_name(run->stopped, name, len);
 }
 
 void bk_run_finish_agents(int exit_status)

@@ -70,10 +70,27 @@ int bk_quality_missing(const bk_run *run, bk_quality *q);
  * else PASS; the reason gives the count and `first`, the first bad element. */
 void bk_quality_decide(bk_quality *q, const char *first);
 
+/* One element of one output in words, as the quality reason and `bracket verify` give the
+ * first bad one: "shape S (tokens T, hidden H) TENSOR rank R element I: A_NAME a, B_NAME b
+ * (rtol x, atol y)", into buf (always terminated, truncated to len). */
+void bk_quality_element_text(char *buf, size_t len, int s, const bk_shape *sh, const char *tensor,
+                             int rank, size_t i, const char *a_name, double a, const char *b_name,
+                             double b, double rtol, double atol);
+
 /* Judge one round of an arm from its lane ranks' reports (processes' exit codes, signals,
  * time-outs, final statuses, sample counts; an audit's tensors): a->ok, and a->reason
  * naming each failed rank. */
 void bk_run_judge_arm(const bk_run *run, bk_arm_run *a);
+
+/* Whether a SIGTERM / SIGINT cut the run short, from the run's own evidence: an arm that
+ * ran and failed with a reason "terminated by NAME during arm X" or "... before round k of
+ * R", or `stopped` "terminated by NAME before arm X" (arm X not run). 1 with NAME in name
+ * (len bytes), else 0. A signal that came after the last arm ended cut nothing: the run is
+ * decided as it ran. `bracket run` marks the score from this, and `bracket score` marks its
+ * recomputation from it, never from the record's own verdict text. */
+int bk_run_terminated(const bk_run *run, char *name, size_t len);
+/* The same for one arm (its reason, or its round's: "round k of R: terminated by NAME ..."). */
+int bk_arm_terminated(const bk_arm_run *a, char *name, size_t len);
 
 /* The record: record.json (bracket.record/1) and samples.msgpack in run_dir,
  * each written to a temporary file, flushed and renamed. */

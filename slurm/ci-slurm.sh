@@ -224,6 +224,21 @@ python3 -c 'import json,sys,glob; r=json.load(open(glob.glob(sys.argv[1]+"/*/rec
     "$WORK/out-cancel" || die "cancelled job: the reason is not terminated"
 for i in $(seq 50); do pgrep -f "bracket (engine|run) .*$WORK" >/dev/null || break; sleep 0.2; done
 pgrep -af "bracket (engine|run) .*$WORK" && die "processes left after the cancelled job"
+# 4b. the same with mpirun as the launcher: mpirun, signalled itself, exits 1; the job
+# still ends with bracket's status, the partial record's NO_DECISION (4)
+J=$(BRACKET_LAUNCHER=mpirun BRACKET_MPIRUN_ARGS=--oversubscribe sbatch --parsable "${CPU_OPTS[@]}" \
+    --output="$WORK/job-cancel-mpirun.out" "$SB" "$PLAN" "$WORK/out-cancel-mpirun" \
+    --set candidate.variant=slowed --set 'candidate.params={"base":"shm_twopass","fraction":10}' \
+    --set workload.iters=2000) || die "sbatch refused the job"
+wait_arm_c "$J" "$WORK/job-cancel-mpirun.out"
+scancel --batch --signal=TERM "$J"
+wait_job "$J" 120
+cat "$WORK/job-cancel-mpirun.out"
+check_record "$WORK/out-cancel-mpirun" NO_DECISION
+E=$(job_exit "$J")
+[ "$E" = 4 ] || die "job $J (mpirun, time-limit signal) exited $E, not 4 (NO_DECISION)"
+for i in $(seq 50); do pgrep -f "bracket (engine|run) .*$WORK" >/dev/null || break; sleep 0.2; done
+pgrep -af "bracket (engine|run) .*$WORK" && die "processes left after the cancelled mpirun job"
 # 5. a plain scancel while arm C runs (Slurm signals every task and the batch step)
 J=$(sbatch --parsable "${CPU_OPTS[@]}" --output="$WORK/job-scancel.out" "$SB" "$PLAN" \
     "$WORK/out-scancel" --set candidate.variant=slowed \
@@ -236,4 +251,4 @@ cat "$WORK/job-scancel.out"
 check_record "$WORK/out-scancel" NO_DECISION
 for i in $(seq 50); do pgrep -f "bracket (engine|run) .*$WORK" >/dev/null || break; sleep 0.2; done
 pgrep -af "bracket (engine|run) .*$WORK" && die "processes left after scancel"
-say "PASS: srun --mpi=pmix, mpirun in the allocation, a job array, time-limit signal and scancel -> partial records"
+say "PASS: srun --mpi=pmix, mpirun in the allocation, a job array, time-limit signal (srun, mpirun: exit 4) and scancel -> partial records"

@@ -74,9 +74,16 @@ term_mpirun() {
     [ -n "$RECORD" ] || fail "no partial record written"
 }
 
-# expect_terminated_clean: `bracket score` recomputes the partial record's verdict from its
-# samples, and no rank, engine, segment or private folder of this test is left behind
+# expect_terminated_clean: `stopped` names the signal and the arm it stopped; `bracket score`
+# recomputes the partial record's verdict from its samples; and no rank, engine, segment or
+# private folder of this test is left behind
 expect_terminated_clean() {
+    python3 - "$RECORD" <<'PY' || fail "stopped does not say the run was terminated"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["stopped"].startswith("terminated by SIG"), r["stopped"]
+assert " during arm " in r["stopped"] or " before arm " in r["stopped"], r["stopped"]
+PY
     "$BK_BRACKET" score "$RECORD" >"$IT_TMP/score.log" 2>&1 || true
     cat "$IT_TMP/score.log"
     grep -q "identical to the record" "$IT_TMP/score.log" || fail "bracket score differs from the record"

@@ -136,8 +136,32 @@ expect exit-code 1 "arms\[1\].ok: the record says true, its processes say false 
 copy not-ok
 edit_record 'r["arms"][2]["ok"] = False; r["arms"][2]["reason"] = "made up"'
 expect not-ok 1 "arms\[2\].ok: the record says false, but its processes ended well"
+copy terminated-arm  # a signal claimed for an arm whose engines all ended well
+edit_record 'r["arms"][2]["ok"] = False; r["arms"][2]["reason"] = "terminated by SIGTERM during arm B\x27"'
+expect terminated-arm 1 "arms\[2\].ok: the record says false, but its processes ended well"
 
-# 4. every recomputed number and text, by its JSON path
+# 4. the run's facts: a verdict cannot be laundered into an interrupted run, a cpu rehearsal
+# cannot pass for a GPU bracket, stopped says what the arms show
+copy laundered  # a complete run relabelled as terminated (FAIL or PASS -> NO_DECISION)
+edit_record '
+r["reasons"] = "terminated by SIGTERM; " + r["reasons"]
+r["verdict"] = "NO_DECISION" if r["verdict"] != "NO_DECISION" else "PASS"
+r["status"] = "no_decision"'
+expect laundered 1 "verdict: the record says"
+copy laundered-stopped
+edit_record 'r["stopped"] = "terminated by SIGTERM"'
+expect laundered-stopped 1 "stopped: the record says .terminated by SIGTERM., its arms give ..$"
+copy stopped
+edit_record 'r["stopped"] = "arm B failed; later arms not run"'
+expect stopped 1 "stopped: the record says .arm B failed; later arms not run., its arms give"
+copy backend
+edit_record 'r["backend"] = "cuda"; r["rehearsal"] = False'
+expect backend 1 "backend: the record says .cuda., its plan says cpu"
+copy rehearsal
+edit_record 'r["rehearsal"] = False'
+expect rehearsal 1 "rehearsal: the record says false, its backend \(cpu\) and lanes \(disjoint\) make it true"
+
+# 5. every recomputed number and text, by its JSON path
 copy median
 edit_record 'r["arms"][0]["summary"]["median_ns"][1] += 1'
 expect median 1 "arms\[0\].summary.median_ns\[1\]: the record says"
@@ -160,7 +184,7 @@ copy reasons
 edit_record 'r["reasons"] = "all good"'
 expect reasons 1 "reasons: the record says \"all good\""
 
-# 5. a damaged samples file: exit 2, the byte or the block named
+# 6. a damaged samples file: exit 2, the byte or the block named
 copy truncated
 edit_samples 'b = b[:(B[-1] + len(b)) // 2]'
 expect truncated 2 "samples.msgpack: truncated at byte [0-9]+ \(the sample block starting at byte [0-9]+ is incomplete\)"
