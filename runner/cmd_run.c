@@ -658,6 +658,7 @@ int bk_cmd_run(int argc, char **argv)
         unlink(plan_path);
         rmdir(agent_dir);
         bk_coord_close(coord);
+        bk_run_cleanup_all(run, &env); /* the agents MPI_Abort ends may not have yet */
         MPI_Abort(MPI_COMM_WORLD, rc);
     }
     bk_run_finish_agents(rc);

@@ -35,6 +35,10 @@ void bk_run_finish_agents(int exit_status);
 /* Remove what a failed engine of (arm round name, bk_arm_round_name; lane rank) may have
  * left (its shared-memory segment). */
 void bk_cleanup_engine(const bk_agent_env *env, const char *arm, int lane_rank);
+/* The same for every engine of every arm and round that ran: rank 0 does it before it ends
+ * a terminated job, when agents it is about to abort may not have cleaned up yet (what is
+ * on other hosts stays theirs). */
+void bk_run_cleanup_all(const bk_run *run, const bk_agent_env *env);
 
 /* auto -> cuda when this build has it and a GPU is visible, else cpu. */
 bk_backend bk_resolve_backend(bk_backend want);

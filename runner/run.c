@@ -400,6 +400,8 @@ static bk_status run_round(bk_run *run, bk_coord *c, const bk_agent_env *env, in
                 a->r[my].reported = 1;
                 if (!a->r[my].pid)
                     a->r[my].pid = own.pid;
+                a->r[my].spawn_s = own.t_exit_ns > own.t_spawn_ns
+                                       ? (double)(own.t_exit_ns - own.t_spawn_ns) / 1e9 : 0;
                 own_reported = 1;
             }
         }
@@ -578,6 +580,19 @@ void bk_cleanup_engine(const bk_agent_env *env, const char *arm, int lane_rank)
     bk_shm_unlink_name(name, NULL); /* absent is fine: the engine cleaned up itself */
 }
 
+void bk_run_cleanup_all(const bk_run *run, const bk_agent_env *env)
+{
+    for (int idx = 0; idx < BK_ARM_NAMES; idx++) {
+        const bk_arm_run *a = &run->arms[idx];
+        if (!a->ran)
+            continue;
+        for (int k = 0; k < bk_arm_rounds(a); k++) {
+            char name[BK_ARM_LEN];
+            for (int r = 0; r < a->world; r++)
+                bk_cleanup_engine(env, bk_arm_round_name(idx, k, name), r);
+        }
+    }
+}
 
 bk_backend bk_resolve_backend(bk_backend want)
 {
