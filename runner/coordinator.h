@@ -50,6 +50,7 @@ typedef struct bk_arm_run {
     bk_rank_data *r;         /* [rounds x world]: round k's lane rank i at k * world + i */
     int ran;                 /* the arm was started */
     int ok;
+    int terminated;          /* a SIGTERM / SIGINT reached rank 0 while it ran */
     char reason[1024];
     uint64_t t_start_ns, t_end_ns;
 } bk_arm_run;

@@ -251,7 +251,8 @@ void bk_run_judge_arm(const bk_run *run, bk_arm_run *a)
         else if (d->proc.signal && !d->proc.killed)
             snprintf(why, sizeof why, "engine crashed: %s", pd);
         else if (d->proc.killed)
-            snprintf(why, sizeof why, "engine killed after a peer failed");
+            snprintf(why, sizeof why, "engine killed %s", a->terminated
+                         ? "by the runner as the run was terminated" : "after a peer failed");
         else if (d->proc.exit_code != 0)
             snprintf(why, sizeof why, "engine failed (%s)%s%s", pd, d->status_msg[0] ? ": " : "",
                      d->status_msg);
@@ -443,6 +444,7 @@ static bk_status run_round(bk_run *run, bk_coord *c, const bk_agent_env *env, in
     free(rq);
     free(reps);
     a->t_end_ns = bk_now_ns();
+    a->terminated = t_term != 0;
     bk_run_judge_arm(run, a);
     /* the signal came while the arm ran; an arm whose every engine still ended well with
      * all its samples stands (the run stops before the next arm), else it was cut short */
