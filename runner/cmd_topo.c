@@ -67,6 +67,7 @@ static void topo_usage(FILE *f)
 {
     fprintf(f,
             "usage: bracket topo [--topology FILE | --hwloc-xml FILE] [--save FILE] [--json]\n"
+            "                    [--quiet]\n"
             "Show this machine (or cluster, under mpirun) the way nvidia-smi topo -m does.\n\n"
             "  -t, --topology FILE   read a bracket.topology/1 snapshot instead of probing\n"
             "  -x, --hwloc-xml FILE  probe an hwloc XML export instead of this machine\n"
@@ -145,8 +146,8 @@ int bk_cmd_topo(int argc, char **argv)
 static void lanes_usage(FILE *f)
 {
     fprintf(f,
-            "usage: bracket lanes --tp N [--ep M] [--topology FILE] [--policy disjoint|shared]\n"
-            "                     [--cpu-slots N]\n"
+            "usage: bracket lanes --tp N [--ep M] [--topology FILE | --hwloc-xml FILE]\n"
+            "                     [--policy disjoint|shared] [--cpu-slots N]\n"
             "Choose the baseline lane (B, B') and a disjoint candidate lane (C) of TP x EP ranks\n"
             "whose topology signatures are equal, and show the alternatives.\n\n"
             "  -p, --tp N            tensor-parallel size, 1..%d (required)\n"

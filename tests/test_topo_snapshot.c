@@ -1,5 +1,6 @@
 /* test_topo_snapshot.c - bracket.topology/1 round trips, and malformed snapshots
- * rejected with the file name and the JSON path of what is wrong. */
+ * rejected with the file name and the JSON path of what is wrong (unknown keys, CPU
+ * lists, one GPU listed twice); the usage lines of the commands that read them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runner/cli.h"
 #include "topology/topology.h"
 
 static char *fixture_path(const char *name)
@@ -213,6 +215,271 @@ static void test_duplicate_host(void **state)
     json_decref(root);
 }
 
+/* Parse `root` as "bad.json"; BK_OK or the error, with err filled. */
+static bk_status parse_json(json_t *root, bk_err *err)
+{
+    char *text = json_dumps(root, 0);
+    bk_topo *t = NULL;
+    assert_non_null(text);
+    bk_status st = bk_topo_parse(text, "bad.json", &t, err);
+    if (st == BK_OK)
+        assert_non_null(t);
+    else
+        assert_null(t);
+    bk_topo_free(t);
+    free(text);
+    return st;
+}
+
+static json_t *hgx_host0(json_t **root)
+{
+    json_error_t je;
+    *root = json_load_file(fixture_path("hgx8_nvswitch.json"), 0, &je);
+    assert_non_null(*root);
+    return json_array_get(json_object_get(*root, "hosts"), 0);
+}
+
+/* parse_json must refuse with exactly `want` */
+static void expect_msg(json_t *root, const char *want)
+{
+    bk_err err = { 0 };
+    assert_int_equal(parse_json(root, &err), BK_ERR_INPUT);
+    if (strcmp(err.msg, want))
+        fail_msg("message \"%s\", expected \"%s\"", err.msg, want);
+}
+
+/* An unknown key anywhere is refused with its path, as plans refuse theirs; before, it was
+ * dropped, and left out of the digest (hosts[0].extra gave the digest of the file without). */
+static void test_unknown_keys(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *where, *want;
+    } cases[] = {
+        { "", "bad.json: extra: unknown key" },
+        { "host", "bad.json: hosts[0].extra: unknown key" },
+        { "numa", "bad.json: hosts[0].numa[1].extra: unknown key" },
+        { "gpu", "bad.json: hosts[0].gpus[2].extra: unknown key" },
+        { "nic", "bad.json: hosts[0].nics[7].extra: unknown key" },
+        { "p2p", "bad.json: hosts[0].p2p.extra: unknown key" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *root, *h = hgx_host0(&root), *o = root;
+        const char *w = cases[i].where;
+        if (!strcmp(w, "host"))
+            o = h;
+        else if (!strcmp(w, "numa"))
+            o = json_array_get(json_object_get(h, "numa"), 1);
+        else if (!strcmp(w, "gpu"))
+            o = json_array_get(json_object_get(h, "gpus"), 2);
+        else if (!strcmp(w, "nic"))
+            o = json_array_get(json_object_get(h, "nics"), 7);
+        else if (!strcmp(w, "p2p")) {
+            json_t *m = json_array();
+            for (int r = 0; r < 8; r++)
+                json_array_append_new(m, json_pack("[iiiiiiii]", 1, 1, 1, 1, 1, 1, 1, 1));
+            o = json_pack("{s:O, s:o}", "access", m, "rank", m);
+            json_object_set_new(h, "p2p", o);
+            bk_err err = { 0 };
+            if (parse_json(root, &err) != BK_OK) /* a p2p block without extras loads */
+                fail_msg("%s", err.msg);
+        }
+        assert_non_null(o);
+        json_object_set_new(o, "extra", json_integer(1));
+        expect_msg(root, cases[i].want);
+        json_decref(root);
+    }
+}
+
+/* numa[].cpus is hwloc's list syntax as the probe writes it, CPU numbers bounded. */
+static void test_cpu_lists(void **state)
+{
+    (void)state;
+    static const char *const good[] = { "0-55", "", "7", "0-3,8-11", "0,2,4-5", "65535",
+                                         "0-65535", "0-0" };
+    static const char *const bad[] = { "garbage", "0-3,", ",0-3", "3-1", "0-3,2-5", "4-7,0-3",
+                                       "0,0", "1-", "-1", "0-3 ", " 0-3", "01", "0-03", "0--3",
+                                       "0,,1", "+1", "0x10", "1.5" };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        json_t *root, *h = hgx_host0(&root);
+        json_object_set_new(json_array_get(json_object_get(h, "numa"), 0), "cpus",
+                            json_string(good[i]));
+        bk_err err = { 0 };
+        if (parse_json(root, &err) != BK_OK)
+            fail_msg("cpus \"%s\": %s", good[i], err.msg);
+        json_decref(root);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        json_t *root, *h = hgx_host0(&root);
+        char want[256];
+        json_object_set_new(json_array_get(json_object_get(h, "numa"), 1), "cpus",
+                            json_string(bad[i]));
+        snprintf(want, sizeof want, "bad.json: hosts[0].numa[1].cpus: \"%s\" is not a CPU list "
+                 "(numbers and ranges in increasing order, as hwloc writes them: "
+                 "\"0-31,64-95\")", bad[i]);
+        expect_msg(root, want);
+        json_decref(root);
+    }
+    static const struct {
+        const char *cpus, *want;
+    } big[] = {
+        { "0-99999999", "bad.json: hosts[0].numa[0].cpus: \"0-99999999\": CPU 99999999 is past "
+                        "65535, the largest CPU number a snapshot may hold" },
+        { "65536", "bad.json: hosts[0].numa[0].cpus: \"65536\": CPU 65536 is past 65535, the "
+                   "largest CPU number a snapshot may hold" },
+        { "0-3,99999999999999999999999-1", "bad.json: hosts[0].numa[0].cpus: "
+          "\"0-3,99999999999999999999999-1\": CPU 99999999999999999999999 is past 65535" },
+    };
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
+        json_t *root, *h = hgx_host0(&root);
+        bk_err err = { 0 };
+        json_object_set_new(json_array_get(json_object_get(h, "numa"), 0), "cpus",
+                            json_string(big[i].cpus));
+        assert_int_equal(parse_json(root, &err), BK_ERR_INPUT);
+        if (!strstr(err.msg, big[i].want))
+            fail_msg("message \"%s\" lacks \"%s\"", err.msg, big[i].want);
+        json_decref(root);
+    }
+}
+
+/* One GPU listed twice (same PCI bus id, or the same CUDA ordinal) is refused, naming both:
+ * before, `lanes --tp 1` chose two "different" lanes on the one GPU. */
+static void test_duplicate_gpu(void **state)
+{
+    (void)state;
+    json_t *root, *h = hgx_host0(&root);
+    json_t *gpus = json_object_get(h, "gpus");
+    json_object_set_new(json_array_get(gpus, 5), "bus_id", json_string("0000:2a:00.0"));
+    expect_msg(root, "bad.json: hosts[0].gpus[5].bus_id: \"0000:2a:00.0\" is also the bus_id of "
+                     "hosts[0].gpus[1] (one GPU listed twice)");
+    /* a bus id is one address whatever its case */
+    json_object_set_new(json_array_get(gpus, 5), "bus_id", json_string("0000:2A:00.0"));
+    expect_msg(root, "bad.json: hosts[0].gpus[5].bus_id: \"0000:2A:00.0\" is also the bus_id of "
+                     "hosts[0].gpus[1] (one GPU listed twice)");
+    json_object_set_new(json_array_get(gpus, 5), "bus_id", json_string("0000:ff:00.0"));
+    json_object_set_new(json_array_get(gpus, 6), "cuda_index", json_integer(3));
+    expect_msg(root, "bad.json: hosts[0].gpus[6].cuda_index: 3 is also the cuda_index of "
+                     "hosts[0].gpus[3] (one CUDA ordinal for two GPUs)");
+    /* unknown ordinals (-1) are not duplicates; the same bus id on two hosts is fine */
+    for (size_t g = 0; g < json_array_size(gpus); g++)
+        json_object_set_new(json_array_get(gpus, g), "cuda_index", json_integer(-1));
+    bk_err err = { 0 };
+    if (parse_json(root, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    json_decref(root);
+    json_error_t je;
+    root = json_load_file(fixture_path("cluster2x8_ib.json"), 0, &je);
+    json_t *h0 = json_array_get(json_object_get(root, "hosts"), 0);
+    json_t *h1 = json_array_get(json_object_get(root, "hosts"), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(h0,
+                            "gpus"), 0), "bus_id")),
+                        json_string_value(json_object_get(json_array_get(json_object_get(h1,
+                            "gpus"), 0), "bus_id")));
+    if (parse_json(root, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    /* a gathered host (bk_topo_host_parse) is held to the same rules, without a path */
+    json_object_set_new(json_array_get(json_object_get(h1, "gpus"), 4), "bus_id",
+                        json_string(json_string_value(json_object_get(
+                            json_array_get(json_object_get(h1, "gpus"), 2), "bus_id"))));
+    char *text = json_dumps(h1, 0);
+    bk_topo_host *one = calloc(1, sizeof *one);
+    assert_non_null(one);
+    assert_int_equal(bk_topo_host_parse(text, "node1", one, &err), BK_ERR_INPUT);
+    if (!strstr(err.msg, "node1: gpus[4].bus_id: ") || !strstr(err.msg, "bus_id of gpus[2] "))
+        fail_msg("%s", err.msg);
+    free(one);
+    free(text);
+    json_decref(root);
+}
+
+/* Every committed snapshot (fixtures and docs/h200) loads under the strict rules. */
+static void test_committed_snapshots_load(void **state)
+{
+    (void)state;
+    static const char *const files[] = { "tests/fixtures/topo/hgx8_nvswitch.json",
+                                         "tests/fixtures/topo/pcie8_2s.json",
+                                         "tests/fixtures/topo/pcie8_asym.json",
+                                         "tests/fixtures/topo/nvbridge4.json",
+                                         "tests/fixtures/topo/box6_nvlink.json",
+                                         "tests/fixtures/topo/cluster2x8_ib.json",
+                                         "tests/fixtures/topo/cluster128x8.json",
+                                         "docs/h200/topology.json" };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[1024];
+        bk_topo *t = NULL;
+        bk_err err = { 0 };
+        snprintf(path, sizeof path, "%s/%s", BK_SOURCE_DIR, files[i]);
+        if (bk_topo_load(path, &t, &err) != BK_OK)
+            fail_msg("%s", err.msg);
+        bk_topo_free(t);
+    }
+}
+
+/* The --help text of a command, captured from stdout (malloc'ed). */
+static char *help_of(int (*cmd)(int, char **), const char *name)
+{
+    char tmp[] = "/tmp/bk_help_XXXXXX";
+    int fd = mkstemp(tmp);
+    assert_true(fd >= 0);
+    fflush(stdout);
+    int saved = dup(1);
+    assert_true(saved >= 0);
+    assert_true(dup2(fd, 1) >= 0);
+    char *argv[] = { (char *)name, (char *)"--help", NULL };
+    int rc = cmd(2, argv);
+    fflush(stdout);
+    assert_true(dup2(saved, 1) >= 0);
+    close(saved);
+    assert_int_equal(rc, BK_EXIT_PASS);
+    off_t n = lseek(fd, 0, SEEK_END);
+    assert_true(n > 0);
+    char *text = calloc((size_t)n + 1, 1);
+    assert_non_null(text);
+    assert_int_equal(pread(fd, text, (size_t)n, 0), n);
+    close(fd);
+    remove(tmp);
+    return text;
+}
+
+/* The usage lines (the synopsis: "usage:" and the indented lines after it) name every
+ * option the option list below them explains, --help aside. */
+static void expect_usage_complete(int (*cmd)(int, char **), const char *name)
+{
+    char *text = help_of(cmd, name);
+    char *end = strchr(text, '\n');
+    assert_non_null(end);
+    while (end[1] == ' ')
+        end = strchr(end + 1, '\n');
+    size_t synopsis = (size_t)(end - text);
+    int options = 0;
+    for (char *line = end + 1; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1
+                                                                        : NULL) {
+        char opt[64];
+        if (sscanf(line, " -%*c, %63[a-z-]", opt) != 1 || strncmp(opt, "--", 2) ||
+            !strcmp(opt, "--help"))
+            continue;
+        options++;
+        int found = 0;
+        for (char *at = text; !found && (at = strstr(at, opt)) && (size_t)(at - text) < synopsis;
+             at++) {
+            char next = at[strlen(opt)];
+            found = !(next >= 'a' && next <= 'z') && next != '-';
+        }
+        if (!found)
+            fail_msg("bracket %s: %s is in the option list but not on the usage line:\n%.*s",
+                     name, opt, (int)synopsis, text);
+    }
+    assert_true(options >= 5);
+    free(text);
+}
+
+static void test_usage_lines(void **state)
+{
+    (void)state;
+    expect_usage_complete(bk_cmd_topo, "topo");
+    expect_usage_complete(bk_cmd_lanes, "lanes");
+}
+
 /* A GPU only NVML saw has unknown NIC paths ("?"): they load, and are never nearest. */
 static void test_unknown_nic_path(void **state)
 {
@@ -299,6 +566,11 @@ int main(void)
         cmocka_unit_test(test_link_words),
         cmocka_unit_test(test_unknown_nic_path),
         cmocka_unit_test(test_fixtures_match_generator),
+        cmocka_unit_test(test_unknown_keys),
+        cmocka_unit_test(test_cpu_lists),
+        cmocka_unit_test(test_duplicate_gpu),
+        cmocka_unit_test(test_committed_snapshots_load),
+        cmocka_unit_test(test_usage_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

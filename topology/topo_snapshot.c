@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -260,6 +261,40 @@ static bk_status rd_object_at(rd *r, json_t *arr, const char *key, size_t i, jso
     return BK_OK;
 }
 
+/* The keys each object of a snapshot may hold (docs/topology.md); anything else is refused,
+ * as plans refuse theirs: an unknown key would be left out of the digest, or be a typo. */
+static const char *const top_keys[] = { "schema", "hosts", NULL };
+static const char *const host_keys[] = { "hostname", "boot_id", "packages", "cores", "pus",
+                                         "numa", "gpus", "nics", "links", "gpu_nic",
+                                         "nvswitch", "p2p", "seen", "notes", NULL };
+static const char *const numa_keys[] = { "os_index", "cpus", "memory_bytes", NULL };
+static const char *const gpu_keys[] = { "bus_id", "uuid", "name", "numa", "cuda_index", NULL };
+static const char *const nic_keys[] = { "name", "bus_id", "kind", "numa", NULL };
+static const char *const p2p_keys[] = { "access", "rank", NULL };
+
+/* Refuse a key of `o` that is not in `allowed`; `in` is the object's own path below r's
+ * ("p2p." for hosts[0].p2p), "" for r's object itself. */
+static bk_status rd_keys(rd *r, json_t *o, const char *in, const char *const *allowed)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) {
+        const char *const *a = allowed;
+        while (*a && strcmp(*a, key))
+            a++;
+        if (!*a)
+            return RD_FAIL(r, "%s%s: unknown key", in, key);
+    }
+    return BK_OK;
+}
+
+/* A NUMA node's CPUs, as the probe writes them (topo_cpulist.c). */
+static bk_status rd_cpus(rd *r, const char *cpus)
+{
+    char why[400];
+    return bk__cpulist_check(cpus, why, sizeof why) ? RD_FAIL(r, "cpus: %s", why) : BK_OK;
+}
+
 /* A rows x cols matrix of link strings; `gpu_nic` selects which to fill. */
 static bk_status rd_links(rd *r, json_t *o, const char *key, int rows, int cols, bk_topo_host *h,
                           int gpu_nic)
@@ -320,6 +355,9 @@ static bk_status rd_p2p(rd *r, json_t *o, bk_topo_host *h)
         return BK_OK;
     if (!json_is_object(p))
         return RD_FAIL(r, "p2p: must be an object");
+    bk_status st = rd_keys(r, p, "p2p.", p2p_keys);
+    if (st != BK_OK)
+        return st;
     static const char *const keys[2] = { "access", "rank" };
     for (int k = 0; k < 2; k++) {
         json_t *m = json_object_get(p, keys[k]);
@@ -355,6 +393,7 @@ static bk_status rd_host(rd *r, json_t *o, bk_topo_host *h)
         if ((st = (x)) != BK_OK)                                                                   \
             return st;                                                                             \
     } while (0)
+    T(rd_keys(r, o, "", host_keys));
     T(rd_str(r, o, "hostname", 1, h->hostname, sizeof h->hostname));
     T(rd_str(r, o, "boot_id", 0, h->boot_id, sizeof h->boot_id));
     T(rd_int(r, o, "packages", 0, 1 << 20, 0, 0, &h->packages));
@@ -369,8 +408,10 @@ static bk_status rd_host(rd *r, json_t *o, bk_topo_host *h)
         rd sub = *r;
         snprintf(sub.path, sizeof sub.path, "%s%s%s", r->path, r->path[0] ? "." : "", key);
         json_t *mem = json_object_get(e, "memory_bytes");
+        T(rd_keys(&sub, e, "", numa_keys));
         T(rd_int(&sub, e, "os_index", 0, 1 << 20, 1, 0, &h->numa[i].os_index));
         T(rd_str(&sub, e, "cpus", 0, h->numa[i].cpus, sizeof h->numa[i].cpus));
+        T(rd_cpus(&sub, h->numa[i].cpus));
         if (mem && (!json_is_integer(mem) || json_integer_value(mem) < 0))
             return RD_FAIL(&sub, "memory_bytes: must be an integer >= 0");
         h->numa[i].memory_bytes = mem ? (uint64_t)json_integer_value(mem) : 0;
@@ -383,11 +424,22 @@ static bk_status rd_host(rd *r, json_t *o, bk_topo_host *h)
         T(rd_object_at(r, a, "gpus", (size_t)i, &e));
         rd sub = *r;
         snprintf(sub.path, sizeof sub.path, "%s%sgpus[%d]", r->path, r->path[0] ? "." : "", i);
+        T(rd_keys(&sub, e, "", gpu_keys));
         T(rd_str(&sub, e, "bus_id", 1, g->bus_id, sizeof g->bus_id));
         T(rd_str(&sub, e, "uuid", 0, g->uuid, sizeof g->uuid));
         T(rd_str(&sub, e, "name", 0, g->name, sizeof g->name));
         T(rd_int(&sub, e, "numa", -1, h->nnuma - 1, 0, -1, &g->numa));
         T(rd_int(&sub, e, "cuda_index", -1, BK_TOPO_MAX_GPUS - 1, 0, -1, &g->cuda_index));
+        /* one GPU twice would make two "different" lanes of one device */
+        for (int j = 0; j < i; j++) {
+            if (!strcasecmp(h->gpus[j].bus_id, g->bus_id))
+                return RD_FAIL(&sub, "bus_id: \"%s\" is also the bus_id of %s%sgpus[%d] (one "
+                               "GPU listed twice)", g->bus_id, r->path, r->path[0] ? "." : "", j);
+            if (g->cuda_index >= 0 && h->gpus[j].cuda_index == g->cuda_index)
+                return RD_FAIL(&sub, "cuda_index: %d is also the cuda_index of %s%sgpus[%d] (one "
+                               "CUDA ordinal for two GPUs)", g->cuda_index, r->path,
+                               r->path[0] ? "." : "", j);
+        }
     }
     T(rd_array(r, o, "nics", BK_TOPO_MAX_NICS, &a));
     h->nnics = (int)json_array_size(a);
@@ -397,6 +449,7 @@ static bk_status rd_host(rd *r, json_t *o, bk_topo_host *h)
         T(rd_object_at(r, a, "nics", (size_t)i, &e));
         rd sub = *r;
         snprintf(sub.path, sizeof sub.path, "%s%snics[%d]", r->path, r->path[0] ? "." : "", i);
+        T(rd_keys(&sub, e, "", nic_keys));
         T(rd_str(&sub, e, "name", 1, k->name, sizeof k->name));
         T(rd_str(&sub, e, "bus_id", 0, k->bus_id, sizeof k->bus_id));
         T(rd_str(&sub, e, "kind", 1, k->kind, sizeof k->kind));
@@ -467,6 +520,8 @@ bk_status bk_topo_parse(const char *text, const char *label, bk_topo **out, bk_e
         st = RD_FAIL(&r, "the snapshot must be a JSON object");
         goto out;
     }
+    if ((st = rd_keys(&r, root, "", top_keys)) != BK_OK)
+        goto out;
     const char *schema = json_string_value(json_object_get(root, "schema"));
     if (!schema || strcmp(schema, BK_TOPO_SCHEMA)) {
         st = RD_FAIL(&r, "schema: must be \"%s\"", BK_TOPO_SCHEMA);

@@ -15,6 +15,7 @@
 #define BK_TOPO_MAX_NUMA 64 /* per host */
 #define BK_TOPO_MAX_NOTES 8
 #define BK_TOPO_NOTE_LEN 160
+#define BK_TOPO_MAX_CPU 65535 /* largest CPU number a snapshot's numa[].cpus may list */
 
 /* How two devices of one host are joined, ordered from farthest to nearest,
  * like `nvidia-smi topo -m`. NET joins devices of different hosts. A GPU pair
@@ -280,5 +281,12 @@ uint64_t bk_fnv1a64(const void *data, size_t n);
  * `bracket score` still recognises in old records. */
 #define BK_FNV1A64_OLD_BASIS 1469598103934665603ull
 uint64_t bk_fnv1a64_from(uint64_t basis, const void *data, size_t n);
+
+/* ---- internal (topo_cpulist.c) ---- */
+
+/* 0 when `cpus` is a CPU list as the probe writes it (hwloc_bitmap_list_snprintf): ""
+ * (a NUMA node without CPUs) or numbers and ranges a-b joined by commas, in increasing
+ * order, none past BK_TOPO_MAX_CPU. Otherwise -1, and why[] says what is wrong. */
+int bk__cpulist_check(const char *cpus, char *why, size_t n);
 
 #endif
