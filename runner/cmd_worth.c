@@ -22,7 +22,7 @@ static void usage(FILE *f)
             "  -f, --fraction F   critical-path fraction of the slot, in (0, 1]  (required)\n"
             "  -k, --speedup K    the slot's own speed-up factor, > 0           (required)\n"
             "  -n, --noise N      the arena's resolvable noise as a fraction,\n"
-            "                     e.g. 0.01 for 1%%, >= 0   (default: none, not compared)\n"
+            "                     e.g. 0.01 for 1%%, in [0, 1) (default: none, not compared)\n"
             "  -h, --help         this text\n"
             "\n"
             "Exit status: 0 printed the bound, 2 bad or missing input.\n"
@@ -106,9 +106,9 @@ int bk_cmd_worth(int argc, char **argv)
                                    : "--speedup");
         return BK_EXIT_USAGE;
     }
-    if (have_noise && !(noise >= 0.0)) {
-        fprintf(stderr, "bracket worth: --noise %g must be a fraction >= 0 (e.g. 0.01)\n",
-                noise);
+    if (have_noise && !(noise >= 0.0 && noise < 1.0)) {
+        fprintf(stderr, "bracket worth: --noise %g must be a fraction in [0, 1) (e.g. 0.01 for "
+                "1%%)\n", noise);
         return BK_EXIT_USAGE;
     }
     double bound;
@@ -121,8 +121,10 @@ int bk_cmd_worth(int argc, char **argv)
     printf("end-to-end bound   %.4f  (%+.2f%%)\n", bound, 100.0 * (bound - 1.0));
     if (have_noise)
         printf("resolvable noise   %.2f%%  -> %s\n", 100.0 * noise,
-               bk_worth_clears(bound, noise)
-                   ? "worth an experiment"
+               bound < 1.0                   ? "a slowdown, not a gain: nothing to qualify"
+               : bk_worth_clears(bound, noise) ? "worth an experiment"
                    : "below the arena's resolvable noise: choose another target");
+    else if (bound < 1.0)
+        printf("a slot speed-up below 1 makes the stack slower: nothing to qualify\n");
     return BK_EXIT_PASS;
 }

@@ -97,6 +97,16 @@ static void test_command(void **state)
     assert_int_equal(run_worth(out, sizeof out, small), 0);
     assert_non_null(strstr(out, "choose another target"));
 
+    /* a slower slot is a slowdown, with or without a noise to clear */
+    const char *slower[] = { "-f", "0.08", "-k", "0.5", "-n", "0.01", NULL };
+    assert_int_equal(run_worth(out, sizeof out, slower), 0);
+    assert_non_null(strstr(out, "-7.41%"));
+    assert_non_null(strstr(out, "a slowdown, not a gain"));
+    assert_null(strstr(out, "choose another target"));
+    const char *slower_nn[] = { "-f", "0.08", "-k", "0.5", NULL };
+    assert_int_equal(run_worth(out, sizeof out, slower_nn), 0);
+    assert_non_null(strstr(out, "makes the stack slower"));
+
     const char *nonoise[] = { "-f0.5", "--speedup=2", NULL };
     assert_int_equal(run_worth(out, sizeof out, nonoise), 0);
     assert_non_null(strstr(out, "1.3333"));
@@ -123,6 +133,8 @@ static void test_command_rejects(void **state)
         { "-f", "abc", "-k", "2", NULL },
         { "-f", "0.1", "-k", "nan", NULL },
         { "-f", "0.1", "-k", "2", "-n", "-0.01", NULL },  /* negative noise */
+        { "-f", "0.1", "-k", "2", "-n", "5", NULL },      /* 500%: a percentage, not a fraction */
+        { "-f", "0.1", "-k", "2", "-n", "1", NULL },
         { "-f", "0.1", "-k", "2", "--bogus", NULL },      /* unknown option */
         { "-f", "0.1", "-k", "2", "extra", NULL },        /* stray argument */
         { "-f", "0.1", "-k", NULL },                      /* option without its value */
