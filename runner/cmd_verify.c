@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,10 +32,17 @@ static void usage(FILE *f)
         "output element within quality.rtol/atol of the reference, no element left\n"
         "unwritten (outputs are poisoned with NaN first), inputs unchanged by the call, and\n"
         "on the cuda backend a graph replay bitwise equal to the eager call. The shapes are\n"
-        "the plan's plus probes across the variant's domain (tokens 1, 7, 64, the domain's\n"
-        "edges, and one past its upper edge, which must be routed to the incumbent).\n"
-        "Each check draws fresh inputs from a new seed (printed, so a failure can be\n"
-        "replayed with --seed). Engines are started as for a run, on this host, no MPI.\n"
+        "the plan's plus probes of the variant's domain, at a hidden it serves (the first\n"
+        "plan shape it serves, else its smallest): tokens 1, 7, 64, the domain's token\n"
+        "edges and one past each; at its smallest tokens, the smallest and largest hidden,\n"
+        "one past each and one not a multiple of the domain's. A probe outside the domain\n"
+        "must be routed to the incumbent. A token probe whose tensors would pass 1 GiB\n"
+        "over the lane runs at the smallest hidden; a probe still too big, or one the\n"
+        "incumbent cannot serve either, is left out; the output names each. A candidate\n"
+        "that serves none of the shapes (world, tokens or hidden outside its domain) is\n"
+        "refused. Each check draws fresh inputs from a new seed (the table's first column,\n"
+        "so a failure can be replayed with --seed); a failing row is followed by its first\n"
+        "bad element. Engines are started as for a run, on this host, no MPI.\n"
         "\n"
         "  -v, --variant V       verify V instead of the plan's candidate\n"
         "  -s, --set PATH=VAL    override a plan field first (repeatable)\n"
@@ -44,8 +52,9 @@ static void usage(FILE *f)
         "      --no-domain-shapes  only the plan's shapes\n"
         "  -h, --help            this text\n"
         "\n"
-        "Exit status: 0 every check passed, 3 a check failed, 2 bad input or usage,\n"
-        "1 an engine failed or another internal failure.\n");
+        "Exit status: 0 every check passed, 3 a check failed, 2 bad input or usage (a\n"
+        "candidate that serves none of the shapes too), 1 an engine failed or another\n"
+        "internal failure.\n");
 }
 
 typedef struct verify_opts {
@@ -112,49 +121,157 @@ static int parse(int argc, char **argv, verify_opts *o)
     return 0;
 }
 
-/* The shapes to verify: the plan's, then probes across the domain, deduplicated on
- * every size (tokens, hidden and the MoE fields; an absent MoE field reads 0). */
-static void add_shape(json_t *shapes, int64_t tokens, const bk_shape *like)
+/* ---- the shapes: the plan's, then probes across the candidate's domain ---- */
+
+#define PROBE_BYTES (1ull << 30) /* a probe's tensors over the whole lane, at most */
+
+typedef struct probes {
+    const bk_target *tg;
+    const bk_variant *v, *inc;
+    int world;
+    const char *dtype;
+    bk_backend backend;
+    bk_shape like;    /* the probes' hidden and MoE fields */
+    json_t *shapes;
+    char notes[4096]; /* one line per probe left out or changed, for the user */
+    size_t used;
+} probes;
+
+static void note(probes *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(probes *c, const char *fmt, ...)
 {
-    size_t i;
-    json_t *s;
-    json_array_foreach(shapes, i, s)
-    {
-        if (json_integer_value(json_object_get(s, "tokens")) == tokens &&
-            json_integer_value(json_object_get(s, "hidden")) == like->hidden &&
-            json_integer_value(json_object_get(s, "experts")) == like->experts &&
-            json_integer_value(json_object_get(s, "topk")) == like->topk &&
-            json_integer_value(json_object_get(s, "intermediate")) == like->intermediate)
-            return;
-    }
-    if (json_array_size(shapes) >= BK_MAX_SHAPES)
-        return;
-    s = json_pack("{s:I, s:I, s:f}", "tokens", (json_int_t)tokens, "hidden", (json_int_t)like->hidden,
-                  "weight", 1.0);
-    if (like->experts)
-        json_object_set_new(s, "experts", json_integer(like->experts));
-    if (like->topk)
-        json_object_set_new(s, "topk", json_integer(like->topk));
-    if (like->intermediate)
-        json_object_set_new(s, "intermediate", json_integer(like->intermediate));
-    json_array_append_new(shapes, s);
+    va_list ap;
+    va_start(ap, fmt);
+    int k = c->used < sizeof c->notes ? vsnprintf(c->notes + c->used, sizeof c->notes - c->used,
+                                                  fmt, ap) : 0;
+    va_end(ap);
+    c->used += k > 0 ? (size_t)k : 0;
 }
 
-static char *shapes_json(const bk_plan *p, const bk_variant *v, int domain_shapes)
+/* 1 when `shapes` holds s (equal in tokens, hidden and the MoE fields; absent reads 0). */
+static int has_shape(json_t *shapes, const bk_shape *s)
 {
-    json_t *shapes = json_array();
-    for (int i = 0; i < p->workload.nshapes; i++)
-        add_shape(shapes, p->workload.shapes[i].tokens, &p->workload.shapes[i]);
-    if (domain_shapes) {
-        const bk_shape *like = &p->workload.shapes[0];
-        int64_t lo = v->domain.min_tokens > 0 ? v->domain.min_tokens : 1;
-        int64_t probes[] = { lo, 1, 7, 64, v->domain.max_tokens, v->domain.max_tokens + 1 };
-        for (size_t k = 0; k < sizeof probes / sizeof probes[0]; k++)
-            if (probes[k] >= 1 && probes[k] <= 4096)
-                add_shape(shapes, probes[k], like);
+    size_t i;
+    json_t *j;
+    json_array_foreach(shapes, i, j)
+    {
+        if (json_integer_value(json_object_get(j, "tokens")) == s->tokens &&
+            json_integer_value(json_object_get(j, "hidden")) == s->hidden &&
+            json_integer_value(json_object_get(j, "experts")) == s->experts &&
+            json_integer_value(json_object_get(j, "topk")) == s->topk &&
+            json_integer_value(json_object_get(j, "intermediate")) == s->intermediate)
+            return 1;
     }
-    char *text = json_dumps(shapes, JSON_COMPACT);
-    json_decref(shapes);
+    return 0;
+}
+
+static void add_shape(json_t *shapes, const bk_shape *s)
+{
+    json_t *j = json_pack("{s:I, s:I, s:f}", "tokens", (json_int_t)s->tokens, "hidden",
+                          (json_int_t)s->hidden, "weight", 1.0);
+    if (s->experts)
+        json_object_set_new(j, "experts", json_integer(s->experts));
+    if (s->topk)
+        json_object_set_new(j, "topk", json_integer(s->topk));
+    if (s->intermediate)
+        json_object_set_new(j, "intermediate", json_integer(s->intermediate));
+    json_array_append_new(shapes, j);
+}
+
+/* Bytes of every tensor of s on every rank of the lane (all its engines run on this host). */
+static uint64_t lane_bytes(const bk_target *tg, const bk_shape *s, int world)
+{
+    uint64_t b = 0;
+    for (int t = 0; t < tg->ntensors; t++)
+        b += (uint64_t)tg->tensor_elems(s, world, t) * tg->tensor_elem_bytes(t);
+    return b * (uint64_t)world;
+}
+
+/* Add the probe (tokens, hidden) with the MoE fields of c->like. Left out, with a note: a
+ * shape the target refuses, one outside the incumbent's domain as well as the candidate's
+ * (nobody could serve it), one past PROBE_BYTES; a token probe that is too big is first
+ * tried at `small` (the domain's smallest hidden), which still probes its token edge. */
+static void probe(probes *c, int64_t tokens, int64_t hidden, int64_t small)
+{
+    bk_shape s = c->like;
+    char why[256];
+    s.tokens = tokens;
+    s.hidden = hidden;
+    s.weight = 1.0;
+    if (tokens < 1 || hidden < 1 || has_shape(c->shapes, &s))
+        return;
+    if (c->tg->check_shape(&s, c->world, why, sizeof why) != BK_OK) {
+        note(c, "probe tokens %lld, hidden %lld left out: %s\n", (long long)tokens,
+             (long long)hidden, why);
+        return;
+    }
+    if (!bk_domain_contains(&c->v->domain, &s, c->world, c->dtype, c->backend, 1, NULL, 0) &&
+        !bk_domain_contains(&c->inc->domain, &s, c->world, c->dtype, c->backend, 1, why,
+                            sizeof why)) {
+        note(c, "probe tokens %lld, hidden %lld left out: outside the incumbent %s's domain "
+             "too (%s)\n", (long long)tokens, (long long)hidden, c->inc->name, why);
+        return;
+    }
+    uint64_t b = lane_bytes(c->tg, &s, c->world);
+    if (b > PROBE_BYTES) {
+        int retry = small > 0 && small < hidden;
+        char instead[96] = "left out";
+        if (retry)
+            snprintf(instead, sizeof instead, "runs at hidden %lld (the domain's smallest) "
+                     "instead", (long long)small);
+        note(c, "probe tokens %lld, hidden %lld %s: its tensors would take %.1f MiB over the "
+             "lane of %d, more than the %llu MiB a probe may take\n", (long long)tokens,
+             (long long)hidden, instead, (double)b / (1 << 20), c->world, PROBE_BYTES >> 20);
+        if (retry)
+            probe(c, tokens, small, 0);
+        return;
+    }
+    if (json_array_size(c->shapes) >= BK_MAX_SHAPES) {
+        note(c, "probe tokens %lld, hidden %lld left out: a plan holds %d shapes at most\n",
+             (long long)tokens, (long long)hidden, BK_MAX_SHAPES);
+        return;
+    }
+    add_shape(c->shapes, &s);
+}
+
+/* The plan's shapes, then (domain_shapes) probes of the candidate's domain: tokens 1, 7,
+ * 64, the token edges and one past each; the smallest and largest hidden, one past each
+ * and one not a multiple of the domain's; all at a hidden the candidate serves (the first
+ * workload shape it serves, else the domain's smallest), so one shape outside the domain
+ * does not send every probe to the incumbent. A JSON array (caller frees); notes in c. */
+static char *shapes_json(const bk_plan *p, probes *c, int domain_shapes)
+{
+    const bk_domain *d = &c->v->domain;
+    c->shapes = json_array();
+    for (int i = 0; i < p->workload.nshapes; i++)
+        if (!has_shape(c->shapes, &p->workload.shapes[i]))
+            add_shape(c->shapes, &p->workload.shapes[i]);
+    if (domain_shapes) {
+        int64_t step = d->hidden_multiple > 1 ? d->hidden_multiple : 1;
+        int64_t lo = d->min_tokens > 0 ? d->min_tokens : 1;
+        int64_t hmin = (d->min_hidden > 0 ? d->min_hidden : 1) + step - 1;
+        hmin -= hmin % step;
+        int64_t hmax = d->max_hidden / step * step; /* 0: no upper edge */
+        c->like = p->workload.shapes[0];
+        c->like.hidden = hmin;
+        for (int i = 0; i < p->workload.nshapes; i++)
+            if (bk_domain_contains(d, &p->workload.shapes[i], c->world, c->dtype, c->backend,
+                                   1, NULL, 0)) {
+                c->like = p->workload.shapes[i];
+                break;
+            }
+        const int64_t tokens[] = { lo - 1, lo, 1, 7, 64, d->max_tokens,
+                                   d->max_tokens ? d->max_tokens + 1 : 0 };
+        const int64_t hidden[] = { hmin - step, hmin, step > 1 ? hmin + step / 2 : 0, hmax,
+                                   hmax ? hmax + step : 0 };
+        for (size_t k = 0; k < sizeof tokens / sizeof tokens[0]; k++)
+            probe(c, tokens[k], c->like.hidden, hmin);
+        for (size_t k = 0; k < sizeof hidden / sizeof hidden[0]; k++)
+            probe(c, lo, hidden[k], 0);
+    }
+    char *text = json_dumps(c->shapes, JSON_COMPACT);
+    json_decref(c->shapes);
+    c->shapes = NULL;
     return text;
 }
 
@@ -248,6 +365,111 @@ out:
     return st;
 }
 
+/* One row of the table: shape s of one seed, every output of every rank of arms[0] against
+ * the float64 reference (and arms[1], the graph replay, bitwise against arms[0]). */
+typedef struct row {
+    double max_abs, max_rel;
+    uint64_t bad;
+    int geq;
+    char first[400]; /* the first bad element, else the first graph/eager difference */
+} row;
+
+static bk_status check_row(const bk_plan *p, const bk_target *tg, const bk_arm_run *arms,
+                           int graph, const int *outs, int nout, int s, int world, int64_t seed,
+                           row *w, bk_err *err)
+{
+    const bk_shape *sh = &p->workload.shapes[s];
+    double rtol = p->quality.rtol, atol = p->quality.atol;
+    char gdiff[400] = "";
+    bk_status st = BK_OK;
+    memset(w, 0, sizeof *w);
+    w->geq = 1;
+    for (int r = 0; r < world; r++) {
+        double *ref[BK_MAX_TENSORS] = { 0 };
+        BK_TRY(tg->reference(sh, (uint64_t)seed, s, r, world, ref, err));
+        for (int q = 0; q < nout; q++) {
+            size_t idx = (size_t)s * (size_t)nout + (size_t)q;
+            const char *name = tg->tensor_names[outs[q]];
+            const uint16_t *got = arms[0].r[r].tensors[idx];
+            size_t n = tg->tensor_elems(sh, world, outs[q]);
+            if (!got || arms[0].r[r].tensor_len[idx] != n * 2) {
+                if (!w->bad)
+                    snprintf(w->first, sizeof w->first, "shape %d (tokens %lld, hidden %lld) %s "
+                             "rank %d: %zu bytes came back, want %zu", s, (long long)sh->tokens,
+                             (long long)sh->hidden, name, r,
+                             got ? arms[0].r[r].tensor_len[idx] : 0, n * 2);
+                w->bad += n;
+                free(ref[q]);
+                continue;
+            }
+            for (size_t i = 0; i < n; i++) {
+                double x = bf16d(got[i]), y = ref[q][i], d = fabs(x - y);
+                if (isnan(x) || !(d <= atol + rtol * fabs(y))) {
+                    if (!w->bad)
+                        bk_quality_element_text(w->first, sizeof w->first, s, sh, name, r, i,
+                                                "got", x, "want", y, rtol, atol);
+                    w->bad++;
+                }
+                if (!isnan(x)) {
+                    w->max_abs = d > w->max_abs ? d : w->max_abs;
+                    if (y != 0 && d / fabs(y) > w->max_rel)
+                        w->max_rel = d / fabs(y);
+                }
+            }
+            if (graph && w->geq) {
+                const uint16_t *ge = arms[1].r[r].tensors[idx];
+                if (!ge || arms[1].r[r].tensor_len[idx] != n * 2) {
+                    w->geq = 0;
+                    snprintf(gdiff, sizeof gdiff, "shape %d %s rank %d: %zu bytes came back from "
+                             "the replay, want %zu", s, name, r,
+                             ge ? arms[1].r[r].tensor_len[idx] : 0, n * 2);
+                } else if (memcmp(ge, got, n * 2) != 0) {
+                    size_t i = 0;
+                    while (ge[i] == got[i])
+                        i++;
+                    w->geq = 0;
+                    bk_quality_element_text(gdiff, sizeof gdiff, s, sh, name, r, i, "graph",
+                                            bf16d(ge[i]), "eager", bf16d(got[i]), rtol, atol);
+                }
+            }
+            free(ref[q]);
+        }
+    }
+    if (!w->bad && !w->geq)
+        snprintf(w->first, sizeof w->first, "graph replay differs from eager: %s", gdiff);
+out:
+    return st;
+}
+
+/* Say why a candidate that serves none of the plan's (and probes') shapes leaves nothing to
+ * verify: each shape's reason, or one for all when they share it (a world outside the
+ * domain excludes every shape alike). */
+static void refuse_none_served(const bk_plan *p, const bk_variant *v, int world,
+                               bk_backend backend, int checks)
+{
+    char why[BK_MAX_SHAPES][256], dom[256], all[2048] = "";
+    size_t used = 0;
+    int same = 1;
+    for (int s = 0; s < p->workload.nshapes; s++) {
+        bk_domain_contains(&v->domain, &p->workload.shapes[s], world, p->arena.dtype, backend,
+                           1, why[s], sizeof why[s]);
+        same = same && !strcmp(why[s], why[0]);
+    }
+    for (int s = 0; !same && s < p->workload.nshapes && used < sizeof all; s++) {
+        int k = snprintf(all + used, sizeof all - used, "%sshape %d (tokens %lld, hidden %lld): %s",
+                         s ? "; " : "", s, (long long)p->workload.shapes[s].tokens,
+                         (long long)p->workload.shapes[s].hidden, why[s]);
+        used += k > 0 ? (size_t)k : 0;
+    }
+    bk_domain_text(&v->domain, dom, sizeof dom);
+    fprintf(stderr, "bracket verify: %s: the candidate %s serves none of the %d shape check(s) "
+            "(%d shape(s) x %d seed(s)): every one would go to the incumbent %s, so nothing of "
+            "the candidate would be verified; %s%s (its domain: %s); give verify a --world and "
+            "shapes inside that domain\n", p->path[0] ? p->path : "plan", v->name,
+            p->workload.nshapes * checks, p->workload.nshapes, checks, p->incumbent.name,
+            same ? "every shape: " : "", same ? why[0] : all, dom);
+}
+
 int bk_cmd_verify(int argc, char **argv)
 {
     verify_opts o;
@@ -262,6 +484,7 @@ int bk_cmd_verify(int argc, char **argv)
     bk_coord *c = NULL;
     char dir[300] = "", plan_path[340] = "", exe[1024];
     char *shapes = NULL, *text = NULL;
+    int inside[BK_MAX_SHAPES];
     bk_arm_run arms[2];
     memset(arms, 0, sizeof arms);
     int failures = 0, nout = 0, outs[BK_MAX_TENSORS];
@@ -296,9 +519,21 @@ int bk_cmd_verify(int argc, char **argv)
         return BK_EXIT_USAGE;
     }
     int world = o.world ? o.world : base.arena.tp * base.arena.ep;
-    shapes = shapes_json(&base, v, o.domain_shapes);
-    char set_shapes[8192], set_tp[64], set_ep[32], set_be[64];
-    snprintf(set_shapes, sizeof set_shapes, "workload.shapes=%s", shapes);
+    const bk_variant *inc = bk_catalog_variant(base.target, base.incumbent.name);
+    const bk_target *tg = bk_catalog_target(base.target);
+    probes pr = { .tg = tg, .v = v, .inc = inc, .world = world, .dtype = base.arena.dtype,
+                  .backend = backend };
+    shapes = shapes_json(&base, &pr, o.domain_shapes);
+    bk_plan_free(&base);
+    size_t set_len = strlen(shapes) + 32;
+    char *set_shapes = malloc(set_len), set_tp[64], set_ep[32], set_be[64];
+    if (!set_shapes) {
+        fprintf(stderr, "bracket verify: out of memory\n");
+        goto out;
+    }
+    snprintf(set_shapes, set_len, "workload.shapes=%s", shapes);
+    free(shapes);
+    shapes = set_shapes;
     snprintf(set_tp, sizeof set_tp, "arena.tp=%d", world);
     snprintf(set_ep, sizeof set_ep, "arena.ep=1");
     snprintf(set_be, sizeof set_be, "backend=%s", bk_backend_name(backend));
@@ -309,9 +544,22 @@ int bk_cmd_verify(int argc, char **argv)
     sets2[n2++] = set_tp;
     sets2[n2++] = set_ep;
     sets2[n2++] = set_be;
-    bk_plan_free(&base);
     if ((st = bk_plan_load(o.plan, sets2, n2, &p, &err)) != BK_OK) {
         fprintf(stderr, "bracket verify: %s\n", err.msg);
+        rc = BK_EXIT_USAGE;
+        goto out;
+    }
+    /* Routing is decided by the domain alone, the same for every seed: a candidate that
+     * serves none of the shapes would leave nothing of it verified, so refuse up front. */
+    const int nrows = p.workload.nshapes * o.checks;
+    int served = 0;
+    for (int s = 0; s < p.workload.nshapes; s++) {
+        inside[s] = bk_domain_contains(&v->domain, &p.workload.shapes[s], world, p.arena.dtype,
+                                       backend, 1, NULL, 0);
+        served += inside[s];
+    }
+    if (!served) {
+        refuse_none_served(&p, v, world, backend, o.checks);
         rc = BK_EXIT_USAGE;
         goto out;
     }
@@ -322,7 +570,6 @@ int bk_cmd_verify(int argc, char **argv)
                 err.msg[0] ? err.msg : strerror(errno));
         goto out;
     }
-    const bk_target *tg = bk_catalog_target(p.target);
     for (int t = 0; t < tg->ntensors; t++)
         if (tg->tensor_is_output[t])
             outs[nout++] = t;
@@ -334,11 +581,12 @@ int bk_cmd_verify(int argc, char **argv)
     printf("bracket verify: %s on %s, backend %s, lane of %d, %d check(s), tolerance rtol %g atol %g\n",
            v->name, p.target, bk_backend_name(backend), world, o.checks, p.quality.rtol,
            p.quality.atol);
+    fputs(pr.notes, stdout);
     int moe = 0; /* MoE targets: their shapes differ in experts, topk, intermediate too */
     for (int s = 0; s < p.workload.nshapes; s++)
         moe |= p.workload.shapes[s].experts || p.workload.shapes[s].topk ||
                p.workload.shapes[s].intermediate;
-    printf("%-6s %-5s %-7s %-7s ", "check", "shape", "tokens", "hidden");
+    printf("%-6s %-5s %-7s %-7s ", "seed", "shape", "tokens", "hidden");
     if (moe)
         printf("%-7s %-5s %-7s ", "experts", "topk", "interm");
     printf("%-22s %-11s %-11s %-9s %s\n", "served by", "max_abs", "max_rel", "bad",
@@ -358,45 +606,12 @@ int bk_cmd_verify(int argc, char **argv)
         }
         for (int s = 0; s < p.workload.nshapes; s++) {
             const bk_shape *sh = &p.workload.shapes[s];
-            int inside = bk_domain_contains(&v->domain, sh, world, p.arena.dtype, backend, 1, NULL, 0);
-            double max_abs = 0, max_rel = 0;
-            uint64_t bad = 0;
-            int geq = 1;
-            for (int r = 0; r < world; r++) {
-                double *ref[BK_MAX_TENSORS] = { 0 };
-                bk_err rerr = { 0 };
-                if (tg->reference(sh, (uint64_t)seed, s, r, world, ref, &rerr) != BK_OK) {
-                    fprintf(stderr, "bracket verify: reference: %s\n", rerr.msg);
-                    goto out;
-                }
-                for (int q = 0; q < nout; q++) {
-                    size_t idx = (size_t)s * (size_t)nout + (size_t)q;
-                    const uint16_t *got = arms[0].r[r].tensors[idx];
-                    size_t n = tg->tensor_elems(sh, world, outs[q]);
-                    if (!got || arms[0].r[r].tensor_len[idx] != n * 2) {
-                        bad += n;
-                        free(ref[q]);
-                        continue;
-                    }
-                    for (size_t i = 0; i < n; i++) {
-                        double x = bf16d(got[i]), y = ref[q][i], d = fabs(x - y);
-                        if (isnan(x) || !(d <= p.quality.atol + p.quality.rtol * fabs(y)))
-                            bad++;
-                        if (!isnan(x)) {
-                            max_abs = d > max_abs ? d : max_abs;
-                            if (y != 0 && d / fabs(y) > max_rel)
-                                max_rel = d / fabs(y);
-                        }
-                    }
-                    if (graph) {
-                        const void *ge = arms[1].r[r].tensors[idx];
-                        geq = geq && ge && arms[1].r[r].tensor_len[idx] == n * 2 &&
-                              !memcmp(ge, got, n * 2);
-                    }
-                    free(ref[q]);
-                }
+            row w;
+            if (check_row(&p, tg, arms, graph, outs, nout, s, world, seed, &w, &err) != BK_OK) {
+                fprintf(stderr, "bracket verify: reference: %s\n", err.msg);
+                goto out;
             }
-            int ok = bad == 0 && geq;
+            int ok = w.bad == 0 && w.geq;
             failures += !ok;
             printf("%-6lld %-5d %-7lld %-7lld ", (long long)seed, s, (long long)sh->tokens,
                    (long long)sh->hidden);
@@ -404,12 +619,22 @@ int bk_cmd_verify(int argc, char **argv)
                 printf("%-7lld %-5lld %-7lld ", (long long)sh->experts, (long long)sh->topk,
                        (long long)sh->intermediate);
             printf("%-22s %-11.3g %-11.3g %-9llu %s%s\n",
-                   inside ? v->name : p.incumbent.name, max_abs, max_rel, (unsigned long long)bad,
-                   graph ? (geq ? "yes" : "NO") : "n/a (cpu)", ok ? "" : "   <- FAILED");
+                   inside[s] ? v->name : p.incumbent.name, w.max_abs, w.max_rel,
+                   (unsigned long long)w.bad, graph ? (w.geq ? "yes" : "NO") : "n/a (cpu)",
+                   ok ? "" : "   <- FAILED");
+            if (!ok)
+                printf("       first bad: %s\n", w.first);
         }
     }
     printf("inputs unchanged by every call: yes (checked by each engine)\n");
-    printf("%s: %d failing shape check(s)\n", failures ? "FAILED" : "PASSED", failures);
+    printf("%s: %d failing shape check(s) of %d; ", failures ? "FAILED" : "PASSED", failures,
+           nrows);
+    if (served == p.workload.nshapes)
+        printf("the candidate %s served all %d\n", v->name, nrows);
+    else
+        printf("the candidate %s served %d, the incumbent %s %d (outside the candidate's "
+               "domain: the routing checks)\n", v->name, served * o.checks, p.incumbent.name,
+               nrows - served * o.checks);
     rc = failures ? BK_EXIT_FAIL : 0;
 out:
     for (int g = 0; g < 2; g++)

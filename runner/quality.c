@@ -15,6 +15,15 @@ static double bf16_to_double(uint16_t h)
     return (double)f;
 }
 
+void bk_quality_element_text(char *buf, size_t len, int s, const bk_shape *sh, const char *tensor,
+                             int rank, size_t i, const char *a_name, double a, const char *b_name,
+                             double b, double rtol, double atol)
+{
+    snprintf(buf, len, "shape %d (tokens %lld, hidden %lld) %s rank %d element %zu: %s %g, %s %g "
+             "(rtol %g, atol %g)", s, (long long)sh->tokens, (long long)sh->hidden, tensor, rank,
+             i, a_name, a, b_name, b, rtol, atol);
+}
+
 /* Compare one output tensor of one shape on every lane rank. */
 static void compare(const bk_run *run, int s, int o, bk_quality_shape *q, char *why, size_t wlen)
 {
@@ -59,11 +68,9 @@ static void compare(const bk_run *run, int s, int o, bk_quality_shape *q, char *
             }
             if (bad) {
                 if (!why[0])
-                    snprintf(why, wlen, "shape %d (tokens %lld, hidden %lld) %s rank %d element "
-                             "%zu: A %g, T %g (rtol %g, atol %g)", s,
-                             (long long)run->plan.workload.shapes[s].tokens,
-                             (long long)run->plan.workload.shapes[s].hidden, run->output_names[o],
-                             r, i, x, y, rtol, atol);
+                    bk_quality_element_text(why, wlen, s, &run->plan.workload.shapes[s],
+                                            run->output_names[o], r, i, "A", x, "T", y, rtol,
+                                            atol);
                 q->mismatches++;
             }
         }

@@ -1,19 +1,75 @@
 #!/usr/bin/env bash
 # bracket verify: the cpu candidates pass against the float64 reference across their
-# domain (one probe past the domain is served by the incumbent); a corrupting variant
-# fails with exit 3; engines leave nothing behind.
+# domain (token and hidden edges, one past each served by the incumbent); a corrupting
+# variant fails with exit 3 and names its first bad element; a candidate that serves none
+# of the shapes is refused (exit 2), never PASSED; engines leave nothing behind.
 . "$(dirname "$0")/lib.sh"
 set -e
 v() { set +e; "$BK_BRACKET" verify "$@" >"$IT_TMP/v.log" 2>&1; RC=$?; set -e; cat "$IT_TMP/v.log"; }
+has() { grep -Eq -- "$1" "$IT_TMP/v.log"; }
+MOE_PLAN=$BK_SOURCE_DIR/plans/moe-cpu.json
+
 v "$IT_PLAN" --checks 2
 [ "$RC" = 0 ] || fail "verify of shm_oneshot_fused exited $RC"
 grep -q "^PASSED" "$IT_TMP/v.log" || fail "no PASSED line"
-grep -Eq " 513 +4096 +shm_twopass " "$IT_TMP/v.log" || fail "the shape past the domain was not routed to the incumbent"
+has " 513 +4096 +shm_twopass " || fail "the shape past the domain was not routed to the incumbent"
+# the first column holds the seed, and is called so
+has "^seed +shape +tokens +hidden " || fail "the first column is not headed seed"
+# hidden edges at the smallest tokens: smallest and largest served, one past the largest
+# and a non-multiple of 8 routed to the incumbent
+has " 1 +8 +shm_oneshot_fused " || fail "the smallest hidden was not probed"
+has " 1 +16384 +shm_oneshot_fused " || fail "the largest hidden was not probed"
+has " 1 +16392 +shm_twopass " || fail "one past the largest hidden was not probed (or not routed)"
+has " 1 +12 +shm_twopass " || fail "a hidden not a multiple of 8 was not probed (or not routed)"
+# 10 shapes x 2 seeds: 7 served by the candidate, 3 (513 tokens, hidden 12, 16392) routed
+has "^PASSED: 0 failing shape check\(s\) of 20; the candidate shm_oneshot_fused served 14, the incumbent shm_twopass 6 " ||
+    fail "the summary does not count the checks the candidate and the incumbent served"
+
+# an out-of-domain first shape: the probes take the hidden of the first shape it serves
+v "$IT_PLAN" --checks 1 --seed 5 --set 'workload.shapes[0].hidden=4100'
+[ "$RC" = 0 ] || fail "verify with shapes[0].hidden=4100 exited $RC"
+has " 7 +4096 +shm_oneshot_fused " || fail "the probes copied shapes[0]'s out-of-domain hidden"
+# no shape served: the probes take the domain's smallest hidden
+v "$IT_PLAN" --checks 1 --seed 5 --set 'workload.shapes[0].hidden=4100' \
+    --set 'workload.shapes[1].hidden=16392'
+[ "$RC" = 0 ] || fail "verify with both hiddens outside the domain exited $RC"
+has " 7 +8 +shm_oneshot_fused " || fail "the probes did not fall back to the domain's smallest hidden"
+
+# a candidate serving nothing: refused, never PASSED (world outside, or every shape outside)
+v "$IT_PLAN" --checks 1 --seed 5 --world 9
+[ "$RC" = 2 ] || fail "verify at world 9 (outside the domain) exited $RC, expected 2"
+has "the candidate shm_oneshot_fused serves none of the [0-9]+ shape check" ||
+    fail "world 9: no 'serves none' message"
+has "world 9 not in" || fail "world 9: the reason is not given"
+! grep -q "PASSED" "$IT_TMP/v.log" || fail "world 9: PASSED although the candidate ran nowhere"
+v "$IT_PLAN" --checks 1 --seed 5 --no-domain-shapes --set 'workload.shapes[0].hidden=4100' \
+    --set 'workload.shapes[1].hidden=16392'
+[ "$RC" = 2 ] || fail "verify with no shape in the domain exited $RC, expected 2"
+has "hidden 4100 not a multiple of 8" && has "hidden 16392 > max 16384" ||
+    fail "no shape in the domain: the reasons are not given"
+! grep -q "PASSED" "$IT_TMP/v.log" || fail "no shape in the domain: PASSED"
+
+# token probes past 4096 (moe_fused_combine's upper edge), and the bound on a probe's memory
+v "$MOE_PLAN" --checks 1 --seed 5
+[ "$RC" = 0 ] || fail "verify of moe_fused_combine exited $RC"
+has " 4096 +64 +4 +2 +32 +moe_fused_combine " || fail "moe: the token edge 4096 was not probed"
+has " 4097 +64 +4 +2 +32 +moe_serial " || fail "moe: one past the token edge was not probed"
+v "$MOE_PLAN" --checks 1 --seed 5 --set 'workload.shapes[0].hidden=65536'
+[ "$RC" = 0 ] || fail "verify of moe_fused_combine at hidden 65536 exited $RC"
+has "probe tokens 4097, hidden 65536 runs at hidden 1 .*more than the 1024 MiB" ||
+    fail "moe: the too-big probe is not explained"
+has " 4097 +1 +4 +2 +32 +moe_serial " || fail "moe: the too-big token probe was not run smaller"
+
 v "$IT_PLAN" --variant shm_twopass --checks 1 --world 4 --no-domain-shapes
 [ "$RC" = 0 ] || fail "verify of shm_twopass at world 4 exited $RC"
+has "^PASSED: 0 failing shape check\(s\) of 2; the candidate shm_twopass served all 2" ||
+    fail "--no-domain-shapes: not the plan's 2 shapes only"
+
 v "$IT_PLAN" --set candidate.variant=corrupt --set 'candidate.params={"base":"shm_oneshot_fused"}' --checks 1
 [ "$RC" = 3 ] || fail "verify of corrupt exited $RC, expected 3"
 grep -q "FAILED" "$IT_TMP/v.log" || fail "corrupt not reported"
+has "^ +first bad: shape 0 \(tokens 1, hidden 4096\) out rank [0-9]+ element [0-9]+: got [-0-9.e+]+, want [-0-9.e+]+ " ||
+    fail "corrupt: the first bad element is not named"
 v "$IT_PLAN" --variant nope
 [ "$RC" = 2 ] || fail "unknown variant exited $RC"
 grep -q "candidate.variant" "$IT_TMP/v.log" || fail "unknown variant message"
