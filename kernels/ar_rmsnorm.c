@@ -134,7 +134,11 @@ static size_t ar_peer_bytes(const bk_shape *s, int world)
     return bk__ar_layout_of(s, world).bytes;
 }
 
-/* 2^31 elements per tensor keeps every index and byte count far from overflow. */
+#define BK_AR_MAX_ELEMS (1ll << 31)
+
+/* 2^31 elements per tensor keeps every index and byte count far from overflow. The test
+ * divides rather than multiplies, and the message gives the product in long double: a
+ * product past INT64_MAX must not wrap into a small or negative number. */
 static bk_status ar_check_shape(const bk_shape *s, int world, char *why, size_t why_len)
 {
     (void)world;
@@ -143,9 +147,10 @@ static bk_status ar_check_shape(const bk_shape *s, int world, char *why, size_t 
                  (long long)s->tokens, (long long)s->hidden);
         return BK_ERR_INPUT;
     }
-    if (s->tokens > (1ll << 31) / s->hidden) {
-        snprintf(why, why_len, "tokens * hidden = %lld exceeds 2^31 elements",
-                 (long long)s->tokens * (long long)s->hidden);
+    if (s->tokens > BK_AR_MAX_ELEMS / s->hidden) {
+        snprintf(why, why_len, "tokens x hidden must be at most 2^31 = %lld elements, got "
+                 "%lld x %lld = %.10Lg", BK_AR_MAX_ELEMS, (long long)s->tokens,
+                 (long long)s->hidden, (long double)s->tokens * (long double)s->hidden);
         return BK_ERR_INPUT;
     }
     return BK_OK;

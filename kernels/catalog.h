@@ -125,19 +125,46 @@ int bk_domain_contains(const bk_domain *d, const bk_shape *s, int world, const c
  * of 8; worlds 1-2,4,8; peer access" (unbounded ends and empty fields left out). */
 void bk_domain_text(const bk_domain *d, char *buf, size_t len);
 
+/* What a variant serves, in words: its domain's text (bk_domain_text); for a diagnostic
+ * wrapper, whose table domain takes every shape, its base's, and the default bases. */
+void bk_variant_domain_text(const bk_variant *v, char *buf, size_t len);
+
 /* Check a plan against the catalog: target exists, both variants exist for
  * it and support the backend, params parse (create + destroy on rank 0 of a
- * lane of the arena's size), every shape passes check_shape. Errors name the
+ * lane of the arena's size), every shape passes check_shape, the incumbent (the serving
+ * stack) serves the lane and every shape, and a diagnostic candidate can serve every
+ * shape it is called for (bk_catalog_served_by). Errors name the
  * plan's dotted path ("candidate.variant: no variant 'x' for target 'y'"), after the plan's
  * file when it has one ("plans/x.json: candidate.variant: ..."), as the loader's do. */
 bk_status bk_catalog_check_plan(const bk_plan *plan, bk_backend backend, bk_err *err);
+
+/* The real variant that computes the calls of workload.shapes[shape] where the plan names
+ * `ref` (&plan->incumbent or &plan->candidate), on a lane of arena.tp x arena.ep ranks:
+ * the variant itself; for a diagnostic wrapper its base (params.base, or the backend's
+ * default base), or, where the base's domain excludes the call and the backend has a
+ * default base, that default base (the wrapper calls it; `why` then says why the base
+ * could not). NULL when the variant does not serve the call (routed to the incumbent, or
+ * failing inside a wrapper): `why` says which bound of whose domain excluded it. The
+ * returned variant is the catalog's. */
+const bk_variant *bk_catalog_served_by(const bk_plan *plan, const bk_variant_ref *ref,
+                                       int shape, bk_backend backend, int have_p2p, char *why,
+                                       size_t why_len);
+
+/* 1 when the plan's lane as a whole (its size arena.tp x arena.ep, its dtype, the backend)
+ * lies outside the domain of what `ref` names (a wrapper's: its base's, unless its default
+ * base takes the lane), so that it serves no shape at all; `why` then says so in the plan's
+ * words: "arena.tp x arena.ep: the lane size is outside the domain of the candidate
+ * shm_oneshot_fused (worlds 1-8), got 16 x 1 = 16". Else 0 and `why` empty. */
+int bk_catalog_lane_outside(const bk_plan *plan, const bk_variant_ref *ref, bk_backend backend,
+                            char *why, size_t why_len);
 
 /* nccl-tests' algorithm bandwidth of one call of `ns` nanoseconds, in GB/s
  * (algo_bytes / time); the bus bandwidth is that times busbw_factor(world).
  * 0 for a NULL target or a time <= 0. */
 double bk_target_algbw(const bk_target *t, const bk_shape *s, int world, double ns);
 
-/* Workload weight of the shapes the candidate's domain serves (0..1). */
+/* Workload weight of the shapes the candidate serves (0..1): those bk_catalog_served_by
+ * gives a variant for (a diagnostic wrapper's follow its base's domain). */
 double bk_routing_share(const bk_plan *plan, bk_backend backend, int have_p2p);
 
 #endif

@@ -68,6 +68,20 @@ bk_status bk__ar_check_call(const bk_call *call, bk_err *err);
 
 /* ---- diagnostic variants: test hooks ---- */
 
+/* What the diagnostic wrapper v wraps with these params (NULL: none) on backend cpu or
+ * cuda: *base the variant it calls (params.base, or the backend's default base), *fallback
+ * the default base it calls instead where *base's domain excludes the call (NULL: none,
+ * such a call fails with the base's error), *dflt the backend's default base's name (NULL:
+ * none there). Returns 0, all three NULL, when v is a real variant or the params name no
+ * base it could wrap (its create says why). */
+int bk__diag_bases(const bk_variant *v, const json_t *params, bk_backend backend,
+                   const bk_variant **base, const bk_variant **fallback, const char **dflt);
+
+/* When v is the `crash` diagnostic: *at_iter is the timed iteration its params make it
+ * abort at, and the result is 2 when that is the default (params without at_iter), else 1
+ * (-1 in *at_iter when at_iter is not an integer: create refuses it). 0 for any other v. */
+int bk__diag_crash_at(const bk_variant *v, const json_t *params, long long *at_iter);
+
 /* The last call's base time and the wait `slowed` asked for (ns): fraction x the
  * unit of bk__diag_unit_step at that shape. */
 void bk__diag_last_times(const void *state, uint64_t *base_ns, uint64_t *wait_ns);

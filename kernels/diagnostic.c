@@ -21,11 +21,14 @@
  *            the engine times (graph replay in graph mode).
  *   crash  : at_iter   integer >= 0, default 10         (abort() when call->iter == at_iter)
  *   corrupt: magnitude number > 0, default 1.0          (added to every 7th element of out)
- * The base is created with empty params. Domain: the table entries carry the default
- * base's domain (every call), since the catalog's domains are static; a call outside
- * the base's own domain is served by the default base (the backend's incumbent),
- * wrapped the same way - the routing the engine would do for the base as a candidate.
- * Without a default base (cuda, for now) such a call fails with the base's error. */
+ * The base is created with empty params. Domain: the table entries carry every bf16
+ * shape, since the catalog's domains are static, so the engine calls the wrapper for every
+ * shape; a call outside the base's own domain is served by the default base (the
+ * backend's incumbent), wrapped the same way - the routing the engine would do for the
+ * base as a candidate. Without a default base (cuda, for now) such a call fails with the
+ * base's error. What a plan's wrapper serves (its base's domain, widened by the default
+ * base's where there is one) is bk__diag_bases' answer, which the catalog's plan check and
+ * routing share use, so that `plan check` refuses a shape that would fail. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +42,7 @@
 #endif
 
 #define BK_DIAG_LEARN 16 /* slowed on cuda: uncaptured calls timed per shape for its unit */
+#define BK_DIAG_AT_ITER 10 /* crash: the default at_iter */
 
 typedef enum { DIAG_SLOWED, DIAG_CRASH, DIAG_CORRUPT } diag_kind;
 
@@ -66,6 +70,24 @@ typedef struct diag_state {
 
 static const char *const k_kind_name[] = { "slowed", "crash", "corrupt" };
 static const char *const k_kind_param[] = { "fraction", "at_iter", "magnitude" };
+
+/* Default bases: the incumbent of each backend, per target (NULL: none yet, base required). */
+#define AR_CPU_BASE "shm_twopass"
+#define AR_CUDA_BASE NULL
+static const struct {
+    const char *target, *cpu_base, *cuda_base;
+} k_default_base[] = {
+    { BK_AR_TARGET, AR_CPU_BASE, AR_CUDA_BASE },
+};
+
+static const char *default_base(const char *target, bk_backend backend)
+{
+    for (size_t i = 0; i < sizeof k_default_base / sizeof k_default_base[0]; i++)
+        if (strcmp(k_default_base[i].target, target) == 0)
+            return backend == BK_BACKEND_CPU ? k_default_base[i].cpu_base
+                   : backend == BK_BACKEND_CUDA ? k_default_base[i].cuda_base : NULL;
+    return NULL;
+}
 
 /* ---- params ---- */
 
@@ -138,10 +160,8 @@ static void diag_destroy(void *state)
     free(s);
 }
 
-/* cpu_base / cuda_base: the default base on each backend (NULL: none, base required). */
-static bk_status diag_create(const char *target, const char *cpu_base, const char *cuda_base,
-                             diag_kind kind, const json_t *params, bk_backend backend, int rank,
-                             int world, void **state, bk_err *err)
+static bk_status diag_create(const char *target, diag_kind kind, const json_t *params,
+                             bk_backend backend, int rank, int world, void **state, bk_err *err)
 {
     bk_status st = BK_OK;
     const char *key;
@@ -152,7 +172,7 @@ static bk_status diag_create(const char *target, const char *cpu_base, const cha
         return BK_FAIL(err, BK_ERR_SYSTEM, "%s: out of memory", k_kind_name[kind]);
     s->kind = kind;
     s->fraction = 0.2;
-    s->at_iter = 10;
+    s->at_iter = BK_DIAG_AT_ITER;
     s->magnitude = 1.0;
     s->rank = rank;
     s->only_rank = -1;
@@ -178,8 +198,8 @@ static bk_status diag_create(const char *target, const char *cpu_base, const cha
             goto out;
         }
     }
-    BK_TRY(parse_base(target, backend == BK_BACKEND_CPU ? cpu_base : cuda_base,
-                      json_object_get(params, "base"), backend, &s->base, err));
+    const char *dflt = default_base(target, backend);
+    BK_TRY(parse_base(target, dflt, json_object_get(params, "base"), backend, &s->base, err));
     BK_TRY(parse_kind_param(s, json_object_get(params, k_kind_param[kind]), err));
     if (kind == DIAG_CORRUPT && backend != BK_BACKEND_CPU) {
         st = BK_FAIL(err, BK_ERR_UNSUPPORTED,
@@ -192,7 +212,6 @@ static bk_status diag_create(const char *target, const char *cpu_base, const cha
         goto out;
     }
     BK_TRY(s->base->create(empty, backend, rank, world, &s->base_state, err));
-    const char *dflt = backend == BK_BACKEND_CPU ? cpu_base : cuda_base;
     if (dflt && strcmp(dflt, s->base->name) != 0) {
         s->fallback = bk_catalog_variant(target, dflt);
         if (!s->fallback) {
@@ -439,24 +458,66 @@ void bk__diag_last_times(const void *state, uint64_t *base_ns, uint64_t *wait_ns
     *wait_ns = s->last_wait_ns;
 }
 
+/* ---- what a plan's wrapper serves ---- */
+
+/* The kind of a diagnostic variant, or -1 for a real one. */
+static int kind_of(const bk_variant *v)
+{
+    for (int k = 0; v && v->diagnostic && k < (int)(sizeof k_kind_name / sizeof *k_kind_name);
+         k++)
+        if (strcmp(v->name, k_kind_name[k]) == 0)
+            return k;
+    return -1;
+}
+
+int bk__diag_bases(const bk_variant *v, const json_t *params, bk_backend backend,
+                   const bk_variant **base, const bk_variant **fallback, const char **dflt)
+{
+    bk_err err = { 0 };
+    *base = *fallback = NULL;
+    *dflt = NULL;
+    if (kind_of(v) < 0)
+        return 0;
+    const char *d = default_base(v->target, backend);
+    if (parse_base(v->target, d, params ? json_object_get(params, "base") : NULL, backend, base,
+                   &err) != BK_OK) {
+        *base = NULL;
+        return 0;
+    }
+    if (d && strcmp(d, (*base)->name) != 0)
+        *fallback = bk_catalog_variant(v->target, d);
+    *dflt = d;
+    return 1;
+}
+
+int bk__diag_crash_at(const bk_variant *v, const json_t *params, long long *at_iter)
+{
+    const json_t *at = params ? json_object_get(params, "at_iter") : NULL;
+    if (kind_of(v) != DIAG_CRASH)
+        return 0;
+    if (!at) {
+        *at_iter = BK_DIAG_AT_ITER;
+        return 2;
+    }
+    *at_iter = json_is_integer(at) ? (long long)json_integer_value(at) : -1;
+    return 1;
+}
+
 /* ---- tables: one block per target (create needs to know its target) ---- */
 
-#define BK__DIAG_CREATE(tag, target, cpu_base, cuda_base, kind)                               \
+#define BK__DIAG_CREATE(tag, target, kind)                                                    \
     static bk_status tag(const json_t *p, bk_backend b, int r, int w, void **st, bk_err *e)   \
     {                                                                                         \
-        return diag_create(target, cpu_base, cuda_base, kind, p, b, r, w, st, e);             \
+        return diag_create(target, kind, p, b, r, w, st, e);                                  \
     }
 #define BK__DIAG_ENTRY(vname, tgt, create_fn, text, bks)                                      \
     { .name = vname, .target = tgt, .backends = bks, .diagnostic = 1, .summary = text,          \
       .domain = { .backends = bks, .dtypes = "bf16", .min_tokens = 1, .min_hidden = 1 },        \
       .create = create_fn, .run = diag_run, .destroy = diag_destroy }
 
-/* Default bases: the incumbent of each backend (cuda: none yet, so base is required). */
-#define AR_CPU_BASE "shm_twopass"
-#define AR_CUDA_BASE NULL
-BK__DIAG_CREATE(ar_slowed_create, BK_AR_TARGET, AR_CPU_BASE, AR_CUDA_BASE, DIAG_SLOWED)
-BK__DIAG_CREATE(ar_crash_create, BK_AR_TARGET, AR_CPU_BASE, AR_CUDA_BASE, DIAG_CRASH)
-BK__DIAG_CREATE(ar_corrupt_create, BK_AR_TARGET, AR_CPU_BASE, AR_CUDA_BASE, DIAG_CORRUPT)
+BK__DIAG_CREATE(ar_slowed_create, BK_AR_TARGET, DIAG_SLOWED)
+BK__DIAG_CREATE(ar_crash_create, BK_AR_TARGET, DIAG_CRASH)
+BK__DIAG_CREATE(ar_corrupt_create, BK_AR_TARGET, DIAG_CORRUPT)
 
 const bk_variant bk__ar_rmsnorm_diag_variants[] = {
     BK__DIAG_ENTRY("slowed", BK_AR_TARGET, ar_slowed_create,

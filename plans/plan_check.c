@@ -11,6 +11,12 @@
 #define BK__MAX_ITERS 10000000
 #define BK__MAX_ARM_S 604800.0     /* 7 days: an arm's deadline stays far inside uint64 ns */
 #define BK__MAX_RENDEZVOUS_S 3600.0 /* 1 hour for engines to meet */
+/* The shortest time-out: an arm spawns its engines, they meet, warm up and run (a timed
+ * demo-cpu arm takes about 0.5 s on a 2-core VM, a CUDA engine's warm-up alone 0.5 s);
+ * rendezvous_s also bounds every barrier of a timed shape, and an arm's time-out is
+ * reported in whole seconds. A time-out only ends what overruns it, so the floor costs a
+ * fast arm nothing; below it a deadline ends healthy arms (1e-300 s: all of them). */
+#define BK__MIN_TIMEOUT_S 1.0
 
 /* Try a step; the first failure leaves the function (nothing is held here:
  * everything written goes into the document, which the caller owns). */
@@ -55,21 +61,26 @@ static const bk__range above_0 = { 0, 0, 1, 0, 0 };
 
 /* ---- string rules ---- */
 
-/* "sha256:" and 64 lowercase hex digits. */
+/* "sha256:" and 64 lowercase hex digits. Every way to miss it (absent, not a string, empty,
+ * malformed) states that rule, not just "a non-empty string". */
+#define DIGEST_RULE "\"sha256:\" followed by 64 lowercase hex digits"
 static bk_status check_digest(const bk__chk *c, json_t *obj, const char *base, const char *key,
                               char *dst, size_t n)
 {
     char path[256];
-    CK(bk__get_str(c, obj, base, key, NULL, dst, n));
-    size_t len = strlen(dst);
-    int ok = len == 7 + 64 && strncmp(dst, "sha256:", 7) == 0;
-    for (size_t i = 7; ok && i < len; i++)
-        ok = (dst[i] >= '0' && dst[i] <= '9') || (dst[i] >= 'a' && dst[i] <= 'f');
-    if (ok)
-        return BK_OK;
+    json_t *v = json_object_get(obj, key);
     bk__join(path, sizeof path, base, key);
-    return bk__bad(c, path, json_object_get(obj, key),
-                   "must be \"sha256:\" followed by 64 lowercase hex digits");
+    if (!v)
+        return bk__bad(c, path, NULL, "missing (" DIGEST_RULE ")");
+    const char *s = json_is_string(v) ? json_string_value(v) : "";
+    size_t len = json_is_string(v) ? json_string_length(v) : 0;
+    int ok = len == 7 + 64 && len < n && strlen(s) == len && strncmp(s, "sha256:", 7) == 0;
+    for (size_t i = 7; ok && i < len; i++)
+        ok = (s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f');
+    if (!ok)
+        return bk__bad(c, path, v, "must be " DIGEST_RULE);
+    bk_strlcpy(dst, s, n);
+    return BK_OK;
 }
 
 /* A string that must equal `want` exactly (schema names). */
@@ -243,13 +254,27 @@ static bk_status check_protocol(const bk__chk *c, json_t *root, bk_plan *p)
     return BK_OK;
 }
 
+/* A timeout in seconds: in (0, max], then at least BK__MIN_TIMEOUT_S (a tiny positive one,
+ * 1e-300, is a deadline no arm can meet, not a plan). */
+static bk_status check_timeout(const bk__chk *c, json_t *o, const char *key, double def,
+                               double max, double *out)
+{
+    const bk__range r = { 0, max, 1, 0, 1 };
+    CK(bk__get_num(c, o, "timeouts", key, &def, r, out));
+    if (*out < BK__MIN_TIMEOUT_S) {
+        char path[128];
+        bk__join(path, sizeof path, "timeouts", key);
+        return bk__bad(c, path, json_object_get(o, key), "must be at least %g (seconds: "
+                       "engines cannot start and meet sooner)", BK__MIN_TIMEOUT_S);
+    }
+    return BK_OK;
+}
+
 /* quality, lanes, backend, timeouts: all optional with defaults */
 static bk_status check_rest(const bk__chk *c, json_t *root, bk_plan *p)
 {
     json_t *o;
     int e;
-    const bk__range arm_s = { 0, BK__MAX_ARM_S, 1, 0, 1 };
-    const bk__range rendezvous_s = { 0, BK__MAX_RENDEZVOUS_S, 1, 0, 1 };
     CK(bk__get_obj(c, root, "", "quality", 1, quality_keys, &o));
     CK(bk__get_num(c, o, "quality", "rtol", &(double){ 1e-2 }, at_least_0, &p->quality.rtol));
     CK(bk__get_num(c, o, "quality", "atol", &(double){ 1e-3 }, at_least_0, &p->quality.atol));
@@ -259,9 +284,8 @@ static bk_status check_rest(const bk__chk *c, json_t *root, bk_plan *p)
     CK(bk__get_enum(c, root, "", "backend", "auto", backends, &e));
     p->backend = (bk_backend)e;
     CK(bk__get_obj(c, root, "", "timeouts", 1, timeouts_keys, &o));
-    CK(bk__get_num(c, o, "timeouts", "arm_s", &(double){ 120 }, arm_s, &p->timeouts.arm_s));
-    CK(bk__get_num(c, o, "timeouts", "rendezvous_s", &(double){ 30 }, rendezvous_s,
-                   &p->timeouts.rendezvous_s));
+    CK(check_timeout(c, o, "arm_s", 120, BK__MAX_ARM_S, &p->timeouts.arm_s));
+    CK(check_timeout(c, o, "rendezvous_s", 30, BK__MAX_RENDEZVOUS_S, &p->timeouts.rendezvous_s));
     return BK_OK;
 }
 

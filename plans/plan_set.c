@@ -95,13 +95,15 @@ static void append(char *canon, const step *st, int as_index)
 }
 
 /* The value as JSON when it parses ("2", "0.5", "true", "{}", "\"x\""), else as text
- * (NULL when that text is not UTF-8). A value that starts with '{' or '[' is meant as
- * JSON: when it does not parse, *je holds why and NULL is returned with *bad_json set. */
+ * (NULL when that text is not UTF-8). A value that starts with '{', '[' or '"' is meant as
+ * JSON (an object, an array, a quoted string): when it does not parse, *je holds why and
+ * NULL is returned with *bad_json set to that first character. A quoted value is held to
+ * the rules of a string in a plan file, so it never becomes a string with its quotes. */
 static json_t *parse_value(const char *text, json_error_t *je, int *bad_json)
 {
     json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, je);
     const char *s = text + strspn(text, " \t\r\n");
-    *bad_json = !v && (*s == '{' || *s == '[');
+    *bad_json = !v && (*s == '{' || *s == '[' || *s == '"') ? *s : 0;
     if (v || *bad_json)
         return v;
     return json_string(text);
@@ -131,8 +133,10 @@ bk_status bk__plan_apply_set(json_t *root, const char *set, bk_err *err)
     }
     if (!(value = parse_value(eq + 1, &je, &bad_json))) {
         if (bad_json)
-            st = BK_FAIL(err, BK_ERR_INPUT, "--set \"%s\": the value is not valid JSON: %s "
-                         "at character %d of the value", set, je.text, je.position);
+            st = BK_FAIL(err, BK_ERR_INPUT, "--set \"%s\": the value is not %s: %s at "
+                         "character %d of the value", set,
+                         bad_json == '"' ? "a valid JSON string" : "valid JSON", je.text,
+                         je.position);
         else
             st = BK_FAIL(err, BK_ERR_INPUT, "--set \"%s\": the value is not valid UTF-8", set);
         goto out;

@@ -21,9 +21,11 @@ static void usage(FILE *f)
         "the target catalog: the target, both variants, their params, the dtype and every\n"
         "shape. Errors name the file and the line:column of a syntax error or the dotted\n"
         "path of a bad field. Nothing is run. A valid plan's line says how many rounds each\n"
-        "timed arm runs and about how much memory rank 0 will hold for the samples, against\n"
-        "what this host (or its cgroup) has available: `bracket run` refuses a plan that\n"
-        "needs more there, and check then exits 2.\n"
+        "timed arm runs and about how much memory rank 0 will hold for the samples and the\n"
+        "audit outputs, against what this host (or its cgroup) has available: `bracket run`\n"
+        "refuses a plan that needs more there, and check then exits 2 saying which of the two\n"
+        "holds it. The incumbent must serve the lane and every shape; a DIAGNOSTIC\n"
+        "candidate serves its base's domain (see variants).\n"
         "\n"
         "variants lists the targets this build knows and, for each, the variants a plan's\n"
         "incumbent.variant or candidate.variant can name: the backends, dtypes, tokens,\n"
@@ -83,20 +85,68 @@ static int plan_variants(int argc, char **argv)
             char dom[256];
             if (strcmp(v->target, tg->name) != 0)
                 continue;
-            bk_domain_text(&v->domain, dom, sizeof dom);
+            bk_variant_domain_text(v, dom, sizeof dom);
             printf("  %s\n      %s\n      domain: %s\n", v->name, v->summary, dom);
         }
     }
     return 0;
 }
 
-static const char *mib_or_gib(uint64_t bytes, char *buf, size_t len)
+/* The refusal of a plan whose candidate serves none of the shapes: the lane when the lane
+ * is the cause, else each shape's reason (as many as fit). */
+static void none_served(const char *path, const bk_plan *plan, bk_backend b)
 {
-    if (bytes >= (1ull << 30))
-        snprintf(buf, len, "%.1f GiB", (double)bytes / (1 << 30));
-    else
-        snprintf(buf, len, "%.1f MiB", (double)bytes / (1 << 20));
-    return buf;
+    char why[512], one[256], reasons[640] = "";
+    size_t used = 0;
+    if (bk_catalog_lane_outside(plan, &plan->candidate, b, why, sizeof why)) {
+        fprintf(stderr, "%s: %s, so the candidate serves none of the workload: arm C would "
+                "time the incumbent again and `bracket run` refuses the plan\n", path, why);
+        return;
+    }
+    for (int i = 0; i < plan->workload.nshapes && used < sizeof reasons; i++) {
+        bk_catalog_served_by(plan, &plan->candidate, i, b, 1, one, sizeof one);
+        int k = snprintf(reasons + used, sizeof reasons - used, "%s[%d]: %s", i ? "; " : "",
+                         i, one);
+        used += k > 0 ? (size_t)k : 0;
+    }
+    fprintf(stderr, "%s: workload.shapes: the candidate %s serves none of them (each lies "
+            "outside its domain: %s; `bracket plan variants` shows it), so arm C would time the "
+            "incumbent again and `bracket run` refuses the plan\n", path, plan->candidate.name,
+            reasons);
+}
+
+/* A diagnostic candidate serves what its base cannot through its default base: say where,
+ * one line per reason (a lane size outside the base's domain is every shape's). */
+static void note_fallbacks(const bk_plan *plan, bk_backend b)
+{
+    const bk_variant *cand = bk_catalog_variant(plan->target, plan->candidate.name);
+    const json_t *base = json_object_get(plan->candidate.params, "base");
+    char why[BK_MAX_SHAPES][256], list[512];
+    int via[BK_MAX_SHAPES] = { 0 };
+    const bk_variant *by[BK_MAX_SHAPES] = { 0 };
+    if (!cand || !cand->diagnostic)
+        return;
+    for (int i = 0; i < plan->workload.nshapes && i < BK_MAX_SHAPES; i++) {
+        by[i] = bk_catalog_served_by(plan, &plan->candidate, i, b, 1, why[i], sizeof why[i]);
+        via[i] = by[i] && why[i][0]; /* only a named base has a default base behind it */
+    }
+    for (int i = 0; i < plan->workload.nshapes && i < BK_MAX_SHAPES; i++) {
+        size_t used = 0;
+        if (!via[i])
+            continue;
+        for (int j = i; j < plan->workload.nshapes && j < BK_MAX_SHAPES && used < sizeof list;
+             j++) {
+            if (!via[j] || strcmp(why[j], why[i]) != 0)
+                continue;
+            int k = snprintf(list + used, sizeof list - used, "%s[%d]", j > i ? ", " : "", j);
+            used += k > 0 ? (size_t)k : 0;
+            via[j] = 0; /* said on this line */
+        }
+        printf("  workload.shapes%s: outside the domain of candidate.params.base %s (%s): %s "
+               "wraps its default base %s there instead\n", list,
+               json_is_string(base) ? json_string_value(base) : "?", why[i], cand->name,
+               by[i]->name);
+    }
 }
 
 int bk_cmd_plan(int argc, char **argv)
@@ -176,7 +226,7 @@ int bk_cmd_plan(int argc, char **argv)
      * serves none of the shapes (its first line says so instead of "valid") */
     const double share = bk_routing_share(&plan, b, 1);
     uint64_t need = bk_rank0_peak_bytes(&plan), have = 0;
-    char needs[32], haves[32];
+    char needs[32], haves[32], big[1024];
     const int known = bk_mem_available(&have), too_big = known && need > have;
     const int refused = too_big || share <= 0;
     printf("%s: %s (%s, %s vs %s, %d shape(s)%s, backend %s, candidate serves %.1f%% of the "
@@ -184,21 +234,18 @@ int bk_cmd_plan(int argc, char **argv)
            plan.target, plan.incumbent.name, plan.candidate.name, plan.workload.nshapes, rounds,
            bk_backend_name(b), 100 * share);
     printf("  rank 0 holds about %s at its peak (samples and audit outputs)",
-           mib_or_gib(need, needs, sizeof needs));
+           bk_mem_text(need, needs, sizeof needs));
     if (known)
-        printf("; %s available here%s", mib_or_gib(have, haves, sizeof haves),
+        printf("; %s available here%s", bk_mem_text(have, haves, sizeof haves),
                too_big ? ": too much, `bracket run` refuses it on such a host" : "");
     printf("\n");
-    if (too_big)
-        fprintf(stderr, "bracket plan check: %s: rank 0 would hold about %s for this plan's "
-                "samples but this host (or its cgroup) has %s available; lower "
-                "workload.iters, protocol.repeats or the number of shapes\n", argv[optind],
-                needs, haves);
+    note_fallbacks(&plan, b);
+    if (too_big) {
+        bk_rank0_too_big_text(&plan, have, big, sizeof big);
+        fprintf(stderr, "bracket plan check: %s: %s\n", argv[optind], big);
+    }
     if (share <= 0)
-        fprintf(stderr, "%s: workload.shapes: the candidate %s serves none of them (each lies "
-                "outside its domain; `bracket plan variants` shows it), so arm C would time the "
-                "incumbent again and `bracket run` refuses the plan\n", argv[optind],
-                plan.candidate.name);
+        none_served(argv[optind], &plan, b);
     bk_plan_free(&plan);
     return refused ? BK_EXIT_USAGE : 0;
 }

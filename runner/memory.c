@@ -6,7 +6,7 @@
 #include "kernels/catalog.h"
 #include "runner/memory.h"
 
-uint64_t bk_rank0_peak_bytes(const bk_plan *p)
+void bk_rank0_peak_split(const bk_plan *p, bk_rank0_peak *out)
 {
     const bk_target *tg = bk_catalog_target(p->target);
     const int world = p->arena.tp * p->arena.ep;
@@ -18,14 +18,70 @@ uint64_t bk_rank0_peak_bytes(const bk_plan *p)
     /* critical paths of B, C, B' (evaluate), the scorer's copies of them and of the
      * pooled B+B', one sort scratch: 9 arm-sized arrays of 8 B */
     double scorer = 9.0 * 8.0 * per_round * R;
-    double outputs = 0;
-    for (int s = 0; tg && s < p->workload.nshapes; s++)
+    double outputs = 0, top = 0;
+    memset(out, 0, sizeof *out);
+    out->top_shape = -1;
+    for (int s = 0; tg && s < p->workload.nshapes; s++) {
+        double one = 0;
         for (int t = 0; t < tg->ntensors; t++)
             if (tg->tensor_is_output[t])
-                outputs += 2.0 * W * (double)tg->tensor_elems(&p->workload.shapes[s], world, t) *
-                           (double)tg->tensor_elem_bytes(t);
-    double total = slots + (packed > scorer ? packed : scorer) + outputs;
-    return total >= 1.8e19 ? UINT64_MAX : (uint64_t)total;
+                one += 2.0 * W * (double)tg->tensor_elems(&p->workload.shapes[s], world, t) *
+                       (double)tg->tensor_elem_bytes(t);
+        if (one > top) {
+            top = one;
+            out->top_shape = s;
+        }
+        outputs += one;
+    }
+    const double samples = slots + (packed > scorer ? packed : scorer);
+    out->samples = samples >= 1.8e19 ? UINT64_MAX : (uint64_t)samples;
+    out->outputs = outputs >= 1.8e19 ? UINT64_MAX : (uint64_t)outputs;
+    out->top_outputs = top >= 1.8e19 ? UINT64_MAX : (uint64_t)top;
+    out->total = samples + outputs >= 1.8e19 ? UINT64_MAX : (uint64_t)(samples + outputs);
+}
+
+uint64_t bk_rank0_peak_bytes(const bk_plan *p)
+{
+    bk_rank0_peak k;
+    bk_rank0_peak_split(p, &k);
+    return k.total;
+}
+
+const char *bk_mem_text(uint64_t bytes, char *buf, size_t len)
+{
+    if (bytes >= (1ull << 30))
+        snprintf(buf, len, "%.1f GiB", (double)bytes / (1 << 30));
+    else if (bytes >= (1ull << 20))
+        snprintf(buf, len, "%.1f MiB", (double)bytes / (1 << 20));
+    else
+        snprintf(buf, len, "%.1f KiB", (double)bytes / (1 << 10));
+    return buf;
+}
+
+void bk_rank0_too_big_text(const bk_plan *p, uint64_t have, char *buf, size_t len)
+{
+    bk_rank0_peak k;
+    char total[32], samples[32], outputs[32], top[32], haves[32], advice[256];
+    bk_rank0_peak_split(p, &k);
+    bk_mem_text(k.total, total, sizeof total);
+    bk_mem_text(k.samples, samples, sizeof samples);
+    bk_mem_text(k.outputs, outputs, sizeof outputs);
+    bk_mem_text(k.top_outputs, top, sizeof top);
+    bk_mem_text(have, haves, sizeof haves);
+    if (k.outputs > k.samples && k.top_shape >= 0)
+        snprintf(advice, sizeof advice, "lower tokens x hidden of the largest shapes (workload."
+                 "shapes[%d], tokens %lld x hidden %lld, holds %s of the audit outputs)",
+                 k.top_shape, (long long)p->workload.shapes[k.top_shape].tokens,
+                 (long long)p->workload.shapes[k.top_shape].hidden, top);
+    else
+        snprintf(advice, sizeof advice, "lower workload.iters, protocol.repeats or the number of "
+                 "shapes");
+    snprintf(buf, len, "rank 0 would hold about %s for this plan (%s for the samples of 3 timed "
+             "arms x %d round(s), lanes of %d ranks, %d shape(s) x %d iterations; %s for the "
+             "audit outputs, every lane rank's output tensors of each shape from arms A and T) "
+             "but this host (or its cgroup) has %s available; %s", total, samples,
+             p->protocol.repeats > 1 ? p->protocol.repeats : 1, p->arena.tp * p->arena.ep,
+             p->workload.nshapes, p->workload.iters, outputs, haves, advice);
 }
 
 /* The first number after `key` in file `path` (a "Key: N kB" or a bare number file);

@@ -17,6 +17,26 @@
  * estimate of 82 MB (docs/BENCHMARKS.md, "rank 0's memory"). */
 uint64_t bk_rank0_peak_bytes(const bk_plan *p);
 
+/* bk_rank0_peak_bytes split by what holds it, for a refusal that names the larger part. */
+typedef struct bk_rank0_peak {
+    uint64_t total;       /* samples + outputs (bk_rank0_peak_bytes) */
+    uint64_t samples;     /* sample slots, then the packed file or the scorer's arrays */
+    uint64_t outputs;     /* the audits' output tensors, every shape */
+    int top_shape;        /* the shape whose outputs are largest (-1: no shape) */
+    uint64_t top_outputs; /* its share of outputs */
+} bk_rank0_peak;
+void bk_rank0_peak_split(const bk_plan *p, bk_rank0_peak *out);
+
+/* The refusal of a plan that needs more than `have` bytes on rank 0, into buf: "rank 0
+ * would hold about X for this plan (S for the samples ...; O for the audit outputs ...) but
+ * this host (or its cgroup) has H available; " then the advice that lowers the larger part:
+ * workload.iters, protocol.repeats or the number of shapes for the samples, the largest
+ * shape's tokens x hidden (named) for the audit outputs. */
+void bk_rank0_too_big_text(const bk_plan *p, uint64_t have, char *buf, size_t len);
+
+/* "1.5 GiB" from 1 GiB, "12.5 MiB" from 1 MiB, else "40.0 KiB"; returns buf. */
+const char *bk_mem_text(uint64_t bytes, char *buf, size_t len);
+
 /* The bytes this process may still allocate into *bytes: MemAvailable of
  * /proc/meminfo, or less when a memory cgroup of it leaves less (v2 memory.max -
  * memory.current, v1 memory.limit_in_bytes - memory.usage_in_bytes). Returns 0 when

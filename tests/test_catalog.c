@@ -1,6 +1,7 @@
 /* test_catalog.c - catalog lookups and iteration, capability domains with their reasons,
- * routing shares, and plan checks whose errors name the plan's dotted paths. Plans are
- * built by hand here, filling only the fields the catalog reads. */
+ * routing shares, what a plan's variants serve (the incumbent every shape, a diagnostic
+ * wrapper its base's domain), and plan checks whose errors name the plan's dotted paths.
+ * Plans are built by hand here, filling only the fields the catalog reads. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -35,6 +36,7 @@ static void make_plan(bk_plan *p, const char *incumbent, const char *candidate)
     p->incumbent.params = g_params[0];
     p->candidate.params = g_params[1];
     p->workload.nshapes = 3;
+    p->workload.iters = 300;
     memcpy(p->workload.shapes, shapes, sizeof shapes);
     p->backend = BK_BACKEND_CPU;
 }
@@ -250,7 +252,180 @@ static void test_check_plan_errors_name_paths(void **state)
     expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT,
                  "workload.shapes[1]: tokens and hidden must be >= 1 (got tokens 0, hidden 4096)");
     p.workload.shapes[1].tokens = 1ll << 40;
-    expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT, "workload.shapes[1]: tokens * hidden = ");
+    expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT,
+                 "workload.shapes[1]: tokens x hidden must be at most 2^31 = 2147483648 "
+                 "elements, got 1099511627776 x 4096 = 4.503599627e+15");
+}
+
+/* tokens x hidden past INT64_MAX is said as it is, not wrapped into 8 or a negative number */
+static void test_size_limit_does_not_overflow(void **state)
+{
+    (void)state;
+    bk_plan p;
+    make_plan(&p, "shm_twopass", "shm_oneshot_fused");
+    p.workload.shapes[0].tokens = 4611686018427387905ll; /* 2^62 + 1: x 8 wraps to 8 */
+    p.workload.shapes[0].hidden = 8;
+    expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT,
+                 "workload.shapes[0]: tokens x hidden must be at most 2^31 = 2147483648 "
+                 "elements, got 4611686018427387905 x 8 = 3.689348815e+19");
+    p.workload.shapes[0].tokens = INT64_MAX;
+    p.workload.shapes[0].hidden = 1024;
+    expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT,
+                 "workload.shapes[0]: tokens x hidden must be at most 2^31 = 2147483648 "
+                 "elements, got 9223372036854775807 x 1024 = 9.444732966e+21");
+    p.workload.shapes[0].tokens = 1ll << 21; /* exactly 2^31 elements: allowed */
+    p.workload.shapes[0].hidden = 1024;
+    p.workload.shapes[1].tokens = 2; /* inside the candidate's domain */
+    bk_err err = { 0 };
+    assert_int_equal(bk_catalog_check_plan(&p, BK_BACKEND_CPU, &err), BK_OK);
+}
+
+/* The incumbent is the serving stack: a shape or a lane size outside its domain is refused,
+ * naming the shape (or the lane) and the edge it crosses. */
+static void test_incumbent_serves_every_shape(void **state)
+{
+    (void)state;
+    bk_plan p;
+    bk_err err = { 0 };
+    make_plan(&p, "shm_oneshot_fused", "shm_twopass"); /* shapes[1] has 1024 tokens */
+    expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT,
+                 "workload.shapes[1]: outside the domain of the incumbent shm_oneshot_fused "
+                 "(tokens 1024 > max 512), got tokens 1024, hidden 4096; the incumbent is the "
+                 "serving stack and must serve every call of the workload, so the plan is "
+                 "refused");
+    p.workload.shapes[1].tokens = 512;
+    assert_int_equal(bk_catalog_check_plan(&p, BK_BACKEND_CPU, &err), BK_OK);
+    p.workload.shapes[2].hidden = 4100;
+    expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT,
+                 "workload.shapes[2]: outside the domain of the incumbent shm_oneshot_fused "
+                 "(hidden 4100 not a multiple of 8), got tokens 32, hidden 4100;");
+    p.workload.shapes[2].hidden = 4096;
+    p.arena.tp = 16; /* the lane, not the shapes, is outside: said so */
+    expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT,
+                 "arena.tp x arena.ep: the lane size is outside the domain of the incumbent "
+                 "shm_oneshot_fused (worlds 1-8), got 16 x 1 = 16; the incumbent is the serving "
+                 "stack");
+    p.arena.tp = 4;
+    p.arena.ep = 4;
+    expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT,
+                 "arena.tp x arena.ep: the lane size is outside the domain of the incumbent "
+                 "shm_oneshot_fused (worlds 1-8), got 4 x 4 = 16;");
+    /* a wrapper as the incumbent serves what its base, or its default base, serves */
+    make_plan(&p, "slowed", "shm_twopass");
+    json_object_set_new(p.incumbent.params, "base", json_string("shm_oneshot_fused"));
+    assert_int_equal(bk_catalog_check_plan(&p, BK_BACKEND_CPU, &err), BK_OK);
+    /* a real candidate outside its domain is routed, not refused here */
+    make_plan(&p, "shm_twopass", "shm_oneshot_fused");
+    p.arena.tp = 16;
+    assert_int_equal(bk_catalog_check_plan(&p, BK_BACKEND_CPU, &err), BK_OK);
+    const bk_variant *nccl = bk_catalog_variant(AR, "nccl_then_rmsnorm");
+    if (!nccl)
+        return; /* a build without CUDA: the cuda half below has no variants to check */
+    make_plan(&p, "nccl_then_rmsnorm", "ipc_oneshot_fused");
+    p.workload.shapes[1].tokens = 64;
+    p.workload.shapes[0].hidden = 16392;
+    expect_error(&p, BK_BACKEND_CUDA, BK_ERR_INPUT,
+                 "workload.shapes[0]: outside the domain of the incumbent nccl_then_rmsnorm "
+                 "(hidden 16392 > max 16384), got tokens 1, hidden 16392;");
+}
+
+/* The lane in words, for `plan check` when the candidate serves nothing because of it. */
+static void test_lane_outside(void **state)
+{
+    (void)state;
+    bk_plan p;
+    char why[512];
+    make_plan(&p, "shm_twopass", "shm_oneshot_fused");
+    assert_int_equal(bk_catalog_lane_outside(&p, &p.candidate, BK_BACKEND_CPU, why, sizeof why),
+                     0);
+    assert_string_equal(why, "");
+    p.arena.tp = 16;
+    assert_int_equal(bk_catalog_lane_outside(&p, &p.candidate, BK_BACKEND_CPU, why, sizeof why),
+                     1);
+    assert_string_equal(why, "arena.tp x arena.ep: the lane size is outside the domain of the "
+                             "candidate shm_oneshot_fused (worlds 1-8), got 16 x 1 = 16");
+    assert_int_equal(bk_catalog_lane_outside(&p, &p.incumbent, BK_BACKEND_CPU, why, sizeof why),
+                     0);
+    assert_float_equal(bk_routing_share(&p, BK_BACKEND_CPU, 1), 0.0, 1e-12);
+}
+
+/* crash's default at_iter (10) is checked as one written out: past the last timed iteration
+ * nothing would crash, and the message says the value is the default. */
+static void test_crash_default_at_iter(void **state)
+{
+    (void)state;
+    bk_plan p;
+    bk_err err = { 0 };
+    make_plan(&p, "shm_twopass", "crash");
+    p.workload.iters = 10;
+    expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT,
+                 "candidate.params.at_iter: not given, and the default, 10, is past the last "
+                 "timed iteration (workload.iters is 10: 0..9), so nothing would crash; set "
+                 "candidate.params.at_iter to 0..9 or workload.iters above 10");
+    p.workload.iters = 11;
+    assert_int_equal(bk_catalog_check_plan(&p, BK_BACKEND_CPU, &err), BK_OK);
+    json_object_set_new(p.candidate.params, "at_iter", json_integer(11));
+    expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT,
+                 "candidate.params.at_iter: 11 is past the last timed iteration (workload.iters "
+                 "is 11: 0..10), so nothing would crash");
+    p.workload.iters = 5;
+    json_object_set_new(p.candidate.params, "at_iter", json_integer(4));
+    assert_int_equal(bk_catalog_check_plan(&p, BK_BACKEND_CPU, &err), BK_OK);
+}
+
+/* A diagnostic wrapper serves its base's domain: on cpu where the base cannot, its default
+ * base (shm_twopass) does, and that is said; on cuda, with no default base, a shape or lane
+ * the base cannot serve would fail, so the plan is refused and the share leaves it out. */
+static void test_diagnostic_follows_base(void **state)
+{
+    (void)state;
+    bk_plan p;
+    bk_err err = { 0 };
+    char why[256], dom[512];
+    make_plan(&p, "shm_twopass", "slowed");
+    json_object_set_new(p.candidate.params, "base", json_string("shm_oneshot_fused"));
+    assert_ptr_equal(bk_catalog_served_by(&p, &p.candidate, 0, BK_BACKEND_CPU, 1, why,
+                                          sizeof why), bk_catalog_variant(AR, "shm_oneshot_fused"));
+    assert_string_equal(why, "");
+    assert_ptr_equal(bk_catalog_served_by(&p, &p.candidate, 1, BK_BACKEND_CPU, 1, why,
+                                          sizeof why), bk_catalog_variant(AR, "shm_twopass"));
+    assert_string_equal(why, "tokens 1024 > max 512");
+    assert_null(bk_catalog_served_by(&p, &p.candidate, 3, BK_BACKEND_CPU, 1, why, sizeof why));
+    assert_float_equal(bk_routing_share(&p, BK_BACKEND_CPU, 1), 1.0, 1e-12);
+    assert_int_equal(bk_catalog_check_plan(&p, BK_BACKEND_CPU, &err), BK_OK);
+    /* no base named: the default base's own domain, and no fallback */
+    json_object_clear(p.candidate.params);
+    assert_ptr_equal(bk_catalog_served_by(&p, &p.candidate, 1, BK_BACKEND_CPU, 1, why,
+                                          sizeof why), bk_catalog_variant(AR, "shm_twopass"));
+    assert_string_equal(why, "");
+    bk_variant_domain_text(bk_catalog_variant(AR, "slowed"), dom, sizeof dom);
+    assert_string_equal(dom, "its base's (params.base; on cpu default shm_twopass; on cuda "
+                             "required); where a default base exists, a call outside a named "
+                             "base's domain runs it, wrapped the same way");
+    bk_variant_domain_text(bk_catalog_variant(AR, "shm_oneshot_fused"), dom, sizeof dom);
+    assert_string_equal(dom, "cpu; bf16; tokens 1..512; hidden 8..16384, a multiple of 8; "
+                             "worlds 1-8");
+    if (!bk_catalog_variant(AR, "ipc_oneshot_fused"))
+        return; /* a build without CUDA */
+    make_plan(&p, "nccl_then_rmsnorm", "slowed");
+    json_object_set_new(p.candidate.params, "base", json_string("ipc_oneshot_fused"));
+    p.workload.shapes[1].tokens = 4096; /* > 128 */
+    assert_null(bk_catalog_served_by(&p, &p.candidate, 1, BK_BACKEND_CUDA, 1, why, sizeof why));
+    assert_string_equal(why, "tokens 4096 > max 128");
+    assert_float_equal(bk_routing_share(&p, BK_BACKEND_CUDA, 1), 0.75, 1e-12);
+    expect_error(&p, BK_BACKEND_CUDA, BK_ERR_INPUT,
+                 "workload.shapes[1]: outside the domain of the candidate slowed's base "
+                 "ipc_oneshot_fused (tokens 4096 > max 128), got tokens 4096, hidden 4096; "
+                 "slowed wraps its base for every shape and has no default base on cuda to serve "
+                 "it instead, so its calls would fail and the plan is refused (name a "
+                 "candidate.params.base that serves every shape)");
+    p.workload.shapes[1].tokens = 64;
+    assert_int_equal(bk_catalog_check_plan(&p, BK_BACKEND_CUDA, &err), BK_OK);
+    p.arena.tp = 3;
+    assert_float_equal(bk_routing_share(&p, BK_BACKEND_CUDA, 1), 0.0, 1e-12);
+    expect_error(&p, BK_BACKEND_CUDA, BK_ERR_INPUT,
+                 "arena.tp x arena.ep: the lane size is outside the domain of the candidate "
+                 "slowed's base ipc_oneshot_fused (worlds 1-2,4,8), got 3 x 1 = 3; slowed wraps");
 }
 
 int main(void)
@@ -264,6 +439,11 @@ int main(void)
         cmocka_unit_test(test_routing_share),
         cmocka_unit_test(test_check_plan_ok),
         cmocka_unit_test(test_check_plan_errors_name_paths),
+        cmocka_unit_test(test_size_limit_does_not_overflow),
+        cmocka_unit_test(test_incumbent_serves_every_shape),
+        cmocka_unit_test(test_lane_outside),
+        cmocka_unit_test(test_crash_default_at_iter),
+        cmocka_unit_test(test_diagnostic_follows_base),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     json_decref(g_params[0]);

@@ -1,5 +1,6 @@
 /* test_memory.c - rank 0's peak bytes for a plan, worked by hand for the it-cpu fixture,
- * and the memory this host and cgroup still have. */
+ * split into samples and audit outputs for the refusal's advice, and the memory this host
+ * and cgroup still have. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -46,6 +47,66 @@ static void test_peak_by_hand(void **state)
     assert_int_equal(peak(big, 3), 512000000000ull + 614400000000ull + 18874368ull);
 }
 
+static bk_plan load(const char *const *sets, int nsets)
+{
+    const char *d = getenv("BK_SOURCE_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/fixtures/plans/it-cpu.json",
+             d && d[0] ? d : BK_SOURCE_DIR);
+    bk_plan p;
+    bk_err err = { 0 };
+    assert_int_equal(bk_plan_load(path, sets, nsets, &p, &err), BK_OK);
+    return p;
+}
+
+/* The refusal names what holds the memory and advises on the larger part: one huge shape's
+ * audit outputs are not helped by fewer iterations, many iterations not by smaller shapes. */
+static void test_too_big_says_what_holds_it(void **state)
+{
+    (void)state;
+    char msg[1024];
+    /* 2^21 tokens x 1024: 2 outputs x 2^31 elements x 2 B x 2 ranks x 2 audit arms = 32 GiB,
+     * the samples 300 x 2 shapes of it-cpu as by hand above, but one shape: 45600 B */
+    const char *huge[] = { "workload.shapes=[{\"tokens\":4,\"hidden\":64,\"weight\":1},"
+                           "{\"tokens\":2097152,\"hidden\":1024,\"weight\":1}]" };
+    bk_plan p = load(huge, 1);
+    bk_rank0_peak k;
+    bk_rank0_peak_split(&p, &k);
+    assert_int_equal(k.top_shape, 1);
+    assert_int_equal(k.top_outputs, 32ull << 30);
+    assert_int_equal(k.outputs, (32ull << 30) + 2 * 2 * 2 * 256 * 2);
+    assert_int_equal(k.samples, 48000 + 43200);
+    assert_int_equal(k.total, k.samples + k.outputs);
+    assert_int_equal(bk_rank0_peak_bytes(&p), k.total);
+    bk_rank0_too_big_text(&p, 1ull << 30, msg, sizeof msg);
+    assert_string_equal(msg, "rank 0 would hold about 32.0 GiB for this plan (89.1 KiB for the "
+                             "samples of 3 timed arms x 1 round(s), lanes of 2 ranks, 2 shape(s) "
+                             "x 300 iterations; 32.0 GiB for the audit outputs, every lane rank's "
+                             "output tensors of each shape from arms A and T) but this host (or "
+                             "its cgroup) has 1.0 GiB available; lower tokens x hidden of the "
+                             "largest shapes (workload.shapes[1], tokens 2097152 x hidden 1024, "
+                             "holds 32.0 GiB of the audit outputs)");
+    bk_plan_free(&p);
+    /* the samples' plan of test_peak_by_hand: the advice is the iterations and rounds */
+    const char *big[] = { "arena.tp=64", "workload.iters=10000000", "protocol.repeats=16" };
+    p = load(big, 3);
+    bk_rank0_peak_split(&p, &k);
+    assert_int_equal(k.samples, 512000000000ull + 614400000000ull);
+    assert_int_equal(k.outputs, 18874368ull);
+    bk_rank0_too_big_text(&p, 1ull << 30, msg, sizeof msg);
+    assert_non_null(strstr(msg, "rank 0 would hold about 1049.1 GiB for this plan (1049.0 GiB "
+                                "for the samples of 3 timed arms x 16 round(s), lanes of 64 "
+                                "ranks, 2 shape(s) x 10000000 iterations; 18.0 MiB for the "
+                                "audit outputs"));
+    assert_non_null(strstr(msg, "; lower workload.iters, protocol.repeats or the number of "
+                                "shapes"));
+    bk_plan_free(&p);
+    char b[32];
+    assert_string_equal(bk_mem_text(1536, b, sizeof b), "1.5 KiB");
+    assert_string_equal(bk_mem_text(3u << 20, b, sizeof b), "3.0 MiB");
+    assert_string_equal(bk_mem_text(5ull << 30, b, sizeof b), "5.0 GiB");
+}
+
 static void test_available(void **state)
 {
     (void)state;
@@ -69,6 +130,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_peak_by_hand),
+        cmocka_unit_test(test_too_big_says_what_holds_it),
         cmocka_unit_test(test_available),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -314,6 +314,18 @@ static void test_bad_values(void **state)
     expect_parse_error(demo_with("timeouts", "rendezvous_s", json_real(7200)),
                        "plans/x.json: timeouts.rendezvous_s: must be a number in (0, 3600], "
                        "got 7200.0");
+    /* and long enough for engines to start and meet: a tiny positive time-out is no plan */
+    expect_parse_error(demo_with("timeouts", "arm_s", json_real(1e-300)),
+                       "plans/x.json: timeouts.arm_s: must be at least 1 (seconds: engines "
+                       "cannot start and meet sooner), got 1e-300");
+    expect_parse_error(demo_with("timeouts", "arm_s", json_real(0.999)),
+                       "plans/x.json: timeouts.arm_s: must be at least 1 (seconds: engines "
+                       "cannot start and meet sooner), got 0.999");
+    expect_parse_error(demo_with("timeouts", "rendezvous_s", json_real(0.001)),
+                       "plans/x.json: timeouts.rendezvous_s: must be at least 1 (seconds: "
+                       "engines cannot start and meet sooner), got 0.001");
+    expect_parse_error(demo_with("timeouts", "arm_s", json_integer(0)),
+                       "plans/x.json: timeouts.arm_s: must be a number in (0, 604800], got 0");
     /* a lane holds at most BK_LANE_MAX ranks: refused here, not first by `bracket run` */
     expect_parse_error(demo_with("arena", "tp", json_integer(300)),
                        "plans/x.json: arena.tp x arena.ep: 300 x 1 = 300 exceeds 256 ranks a "
@@ -345,8 +357,16 @@ static void test_bad_values(void **state)
     expect_parse_error(demo_with("arena", "target_catalog", json_string("bracket.catalog/0")),
                        "plans/x.json: arena.target_catalog: must be \"bracket.catalog/1\", got "
                        "\"bracket.catalog/0\"");
+    /* a missing or empty digest is told the rule, not just "a non-empty string" */
     expect_parse_error(demo_with("candidate", "source_digest", NULL),
-                       "plans/x.json: candidate.source_digest: missing (a non-empty string)");
+                       "plans/x.json: candidate.source_digest: missing (\"sha256:\" followed by "
+                       "64 lowercase hex digits)");
+    expect_parse_error(demo_with("candidate", "source_digest", json_string("")),
+                       "plans/x.json: candidate.source_digest: must be \"sha256:\" followed by "
+                       "64 lowercase hex digits, got \"\"");
+    expect_parse_error(demo_with("arena", "stack_digest", NULL),
+                       "plans/x.json: arena.stack_digest: missing (\"sha256:\" followed by 64 "
+                       "lowercase hex digits)");
     expect_parse_error(demo_with("incumbent", "source_digest", json_string("sha256:00")),
                        "plans/x.json: incumbent.source_digest: unknown key");
     expect_parse_error(demo_with("candidate", "params", json_array()),
@@ -410,6 +430,18 @@ static void test_set_ok(void **state)
     assert_float_equal(p.timeouts.rendezvous_s, 30, 0);
     assert_string_equal(p.arena.calib_speed, "cal-7");
     bk_plan_free(&p);
+
+    /* the shortest time-outs, and quoted strings with escapes (the quotes are not kept) */
+    const char *edge[] = { "timeouts.arm_s=1", "timeouts.rendezvous_s=1",
+                           "arena.model=\"tab\\there \\u00e9\"", "arena.dtype= \"fp16\"",
+                           "arena.substrate=say \"hi\"" };
+    load_ok("tests/fixtures/plans/minimal.json", edge, 5, &p);
+    assert_float_equal(p.timeouts.arm_s, 1, 0);
+    assert_float_equal(p.timeouts.rendezvous_s, 1, 0);
+    assert_string_equal(p.arena.model, "tab\there \xc3\xa9");
+    assert_string_equal(p.arena.dtype, "fp16");
+    assert_string_equal(p.arena.substrate, "say \"hi\"");
+    bk_plan_free(&p);
 }
 
 static void test_set_errors(void **state)
@@ -446,6 +478,19 @@ static void test_set_errors(void **state)
           "demo-cpu.json: timeouts.arm_s: must be a number in (0, 604800], got 20000000000.0" },
         { "timeouts.rendezvous_s=1e300",
           "demo-cpu.json: timeouts.rendezvous_s: must be a number in (0, 3600], got 1" },
+        { "timeouts.arm_s=1e-300",
+          "demo-cpu.json: timeouts.arm_s: must be at least 1 (seconds: engines cannot start "
+          "and meet sooner), got 1e-300" },
+        /* a value written as a quoted string must be a valid JSON string, as in the file
+         * (where "a\u0000b" is a syntax error), never a string with the quotes in it */
+        { "arena.model=\"a\\u0000b\"",
+          "--set \"arena.model=\"a\\u0000b\"\": the value is not a valid JSON string: "
+          "\\u0000 is not allowed" },
+        { "arena.model=\"unterminated",
+          "--set \"arena.model=\"unterminated\": the value is not a valid JSON string: "
+          "premature end of input" },
+        { "arena.model=\"two\" \"strings\"",
+          "the value is not a valid JSON string: end of file expected" },
         { "arena.tp=300", "demo-cpu.json: arena.tp x arena.ep: 300 x 1 = 300 exceeds 256" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
