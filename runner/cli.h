@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include "plans/plan.h"
+
 /* Exit statuses of every command (documented in --help and README). */
 enum {
     BK_EXIT_PASS = 0,        /* also: a command that succeeded */
@@ -29,6 +31,11 @@ void bk_cli_opt_error(int c, char **argv, const struct option *opts, char *msg, 
 
 /* Each subcommand: argv[0] is the subcommand name; returns an exit status.
  * Only rank 0 (or the single process) prints for the user. */
+/* Why a plan whose candidate serves none of its shapes is refused, into buf: the lane size
+ * when that is the cause, else each shape's reason (cmd_plan.c; run says the same). */
+void bk_plan_none_served_text(const char *path, const bk_plan *plan, bk_backend b, char *buf,
+                              size_t len);
+
 int bk_cmd_run(int argc, char **argv);
 int bk_cmd_plan(int argc, char **argv);
 int bk_cmd_score(int argc, char **argv);

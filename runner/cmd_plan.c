@@ -94,13 +94,14 @@ static int plan_variants(int argc, char **argv)
 
 /* The refusal of a plan whose candidate serves none of the shapes: the lane when the lane
  * is the cause, else each shape's reason (as many as fit). */
-static void none_served(const char *path, const bk_plan *plan, bk_backend b)
+void bk_plan_none_served_text(const char *path, const bk_plan *plan, bk_backend b, char *buf,
+                              size_t len)
 {
     char why[512], one[256], reasons[640] = "";
     size_t used = 0;
     if (bk_catalog_lane_outside(plan, &plan->candidate, b, why, sizeof why)) {
-        fprintf(stderr, "%s: %s, so the candidate serves none of the workload: arm C would "
-                "time the incumbent again and `bracket run` refuses the plan\n", path, why);
+        snprintf(buf, len, "%s: %s, so the candidate serves none of the workload: arm C would "
+                 "time the incumbent again and `bracket run` refuses the plan", path, why);
         return;
     }
     for (int i = 0; i < plan->workload.nshapes && used < sizeof reasons; i++) {
@@ -109,10 +110,10 @@ static void none_served(const char *path, const bk_plan *plan, bk_backend b)
                          i, one);
         used += k > 0 ? (size_t)k : 0;
     }
-    fprintf(stderr, "%s: workload.shapes: the candidate %s serves none of them (each lies "
-            "outside its domain: %s; `bracket plan variants` shows it), so arm C would time the "
-            "incumbent again and `bracket run` refuses the plan\n", path, plan->candidate.name,
-            reasons);
+    snprintf(buf, len, "%s: workload.shapes: the candidate %s serves none of them (each lies "
+             "outside its domain: %s; `bracket plan variants` shows it), so arm C would time the "
+             "incumbent again and `bracket run` refuses the plan", path, plan->candidate.name,
+             reasons);
 }
 
 /* A diagnostic candidate serves what its base cannot through its default base: say where,
@@ -244,8 +245,11 @@ int bk_cmd_plan(int argc, char **argv)
         bk_rank0_too_big_text(&plan, have, big, sizeof big);
         fprintf(stderr, "bracket plan check: %s: %s\n", argv[optind], big);
     }
-    if (share <= 0)
-        none_served(argv[optind], &plan, b);
+    if (share <= 0) {
+        char msg[1536];
+        bk_plan_none_served_text(argv[optind], &plan, b, msg, sizeof msg);
+        fprintf(stderr, "%s\n", msg);
+    }
     bk_plan_free(&plan);
     return refused ? BK_EXIT_USAGE : 0;
 }

@@ -267,19 +267,15 @@ static int setup_plan(const run_opts *o, bk_run *run, char **plan_text, bk_err *
     /* refused here, before any engine starts, rather than killed for memory mid-run */
     uint64_t need = bk_rank0_peak_bytes(&run->plan), have = 0;
     if (bk_mem_available(&have) && need > have) {
-        BK_FAIL(err, BK_ERR_INPUT, "%s: rank 0 would hold about %.1f GiB for this plan's "
-                "samples (3 timed arms x %d round(s), lanes of %d ranks, %d shape(s) x %d "
-                "iterations) but its host (or cgroup) has %.1f GiB available; lower "
-                "workload.iters, protocol.repeats or the number of shapes", run->plan.path,
-                (double)need / (1 << 30), run->plan.protocol.repeats,
-                run->plan.arena.tp * run->plan.arena.ep,
-                run->plan.workload.nshapes, run->plan.workload.iters, (double)have / (1 << 30));
+        char big[1024];
+        bk_rank0_too_big_text(&run->plan, have, big, sizeof big);
+        BK_FAIL(err, BK_ERR_INPUT, "%s: %s", run->plan.path, big);
         return BK_EXIT_USAGE;
     }
     if (run->routing_share <= 0) { /* C would time the incumbent again: a verdict on nothing */
-        BK_FAIL(err, BK_ERR_INPUT, "%s: workload.shapes: the candidate %s serves none of them "
-                "(each lies outside its domain; `bracket plan variants` shows it), so arm C "
-                "would time the incumbent again", o->plan, run->plan.candidate.name);
+        char msg[1536];
+        bk_plan_none_served_text(o->plan, &run->plan, run->backend, msg, sizeof msg);
+        BK_FAIL(err, BK_ERR_INPUT, "%s", msg);
         return BK_EXIT_USAGE;
     }
     run->noutputs = 0;

@@ -30,6 +30,8 @@ big=(--set workload.iters=10000000 --set protocol.repeats=16 --set arena.tp=64)
 check too-big "rank 0 would hold about" 4 "$IT_PLAN" "${big[@]}"
 grep -q "lower workload.iters, protocol.repeats or the number of shapes" "$OUT" ||
     fail "too-big: the message does not say what to lower"
+grep -q "for the samples of 3 timed arms x 16 round(s)" "$OUT" ||
+    fail "too-big: run does not split samples from audit outputs as plan check does"
 set +e
 "$BK_BRACKET" plan check "$IT_PLAN" "${big[@]}" >"$IT_TMP/big.log" 2>&1
 rc=$?
