@@ -219,7 +219,9 @@ static bk_status check_input(const bk_score_input *in, bk_err *err)
                 return BK_FAIL(err, BK_ERR_INPUT, "score: arm %s shape %d has %zu samples, "
                                "not %d rounds of one length", bk_arm_name(a), s, arm->n[s], k);
     }
+    /* only arms that are pooled need the same rounds: a failed one is never costed */
     if (in->arms[BK_ARM_B].present && in->arms[BK_ARM_BP].present &&
+        !in->arms[BK_ARM_B].failed && !in->arms[BK_ARM_BP].failed &&
         arm_rounds(&in->arms[BK_ARM_B]) != arm_rounds(&in->arms[BK_ARM_BP]))
         return BK_FAIL(err, BK_ERR_INPUT, "score: arms B and B' have %d and %d rounds "
                        "(pooled round by round, they must match)",

@@ -576,6 +576,25 @@ static void test_rounds_by_hand(void **state)
     assert_memory_equal(&out.speedup_hi, &again.speedup_hi, sizeof out.speedup_hi);
 }
 
+/* A B' of 2 rounds that failed (its rounds left at 0, as evaluate leaves a failed arm's) is
+ * not pooled, so its rounds need not match B's: scored from B vs C, the failure a reason. */
+static void test_failed_bprime_with_rounds(void **state)
+{
+    (void)state;
+    bk_score_input in;
+    two_shapes(&in);
+    uint64_t b0[] = { 40, 10, 30, 5, 7, 6 }, b1[] = { 100, 300, 200, 400 };
+    uint64_t c0[] = { 10, 20 }, c1[] = { 100, 120 };
+    in.arms[BK_ARM_B] = (bk_score_arm){ .present = 1, .rounds = 2, .cp = { b0, b1 }, .n = { 6, 4 } };
+    in.arms[BK_ARM_C] = (bk_score_arm){ .present = 1, .rounds = 2, .cp = { c0, c1 }, .n = { 2, 2 } };
+    in.arms[BK_ARM_BP] = (bk_score_arm){ .present = 1, .failed = 1 };
+    snprintf(in.arms[BK_ARM_BP].reason, sizeof in.arms[BK_ARM_BP].reason, "terminated");
+    bk_score out = score_ok(&in);
+    assert_true(out.arms[BK_ARM_B].cost_ns == 0.25 * 18 + 0.75 * 150);
+    assert_string_equal(out.baseline, "B");
+    assert_non_null(strstr(out.reasons, "arm B' failed: terminated"));
+}
+
 /* rounds 0 and 1 are both one round, scored exactly as before rounds existed */
 static void test_one_round_unchanged(void **state)
 {
@@ -721,6 +740,7 @@ int main(void)
         cmocka_unit_test_teardown(test_interval_coverage, free_pool),
         cmocka_unit_test_teardown(test_rng, free_pool),
         cmocka_unit_test_teardown(test_rounds_by_hand, free_pool),
+        cmocka_unit_test_teardown(test_failed_bprime_with_rounds, free_pool),
         cmocka_unit_test_teardown(test_one_round_unchanged, free_pool),
         cmocka_unit_test_teardown(test_rounds_average_offsets, free_pool),
         cmocka_unit_test_teardown(test_rounds_bad_input, free_pool),
