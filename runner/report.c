@@ -77,10 +77,17 @@ static void print_arm(FILE *f, const bk_run *run, const bk_score *sc, int idx, i
         for (int i = 0; i < run->plan.workload.nshapes; i++) {
             const bk_shape *sh = &run->plan.workload.shapes[i];
             double algbw = bk_target_algbw(tg, sh, a->world, s->median_ns[i]);
+            /* in C, a shape outside the candidate's domain ran the incumbent: say so */
+            char why[256] = "";
+            const int routed = idx == BK_ARM_IDX_C &&
+                               !bk_catalog_served_by(&run->plan, &run->plan.candidate, i,
+                                                     run->backend, 1, why, sizeof why);
             fprintf(f, "        shape %d (tokens %lld, hidden %lld, weight %.3g): median %.2f us"
-                       "  algbw %.2f GB/s  busbw %.2f GB/s\n",
+                       "  algbw %.2f GB/s  busbw %.2f GB/s%s%s%s\n",
                     i, (long long)sh->tokens, (long long)sh->hidden, sh->weight,
-                    s->median_ns[i] / 1e3, algbw, tg ? algbw * tg->busbw_factor(a->world) : 0);
+                    s->median_ns[i] / 1e3, algbw, tg ? algbw * tg->busbw_factor(a->world) : 0,
+                    routed ? "  (ran the incumbent: " : "", routed ? why : "",
+                    routed ? ")" : "");
         }
     } else {
         fprintf(f, "  %-3s %-22s %s  %s\n", bk_arm_names[idx], a->variant,
@@ -109,9 +116,9 @@ void bk_report_print(FILE *f, const bk_run *run, const bk_score *sc)
                                                       : "  exceeded")
                                    : "");
     if (sc->have_speedup)
-        fprintf(f, "speed-up: %.4f  [%.4f, %.4f] at %.0f%% vs baseline %s; PASS needs lower "
-                   "bound > %.4f\n", sc->speedup, sc->speedup_lo, sc->speedup_hi,
-                100 * sc->confidence, sc->baseline, 1 + sc->min_gain);
+        fprintf(f, "speed-up: %.4f  [%.4f, %.4f] at %.0f%% vs baseline %s (cost %.2f us); PASS "
+                   "needs lower bound > %.4f\n", sc->speedup, sc->speedup_lo, sc->speedup_hi,
+                100 * sc->confidence, sc->baseline, sc->base_cost_ns / 1e3, 1 + sc->min_gain);
     const bk_wire_stats *w = &run->wire;
     uint64_t rej = 0;
     for (int i = 0; i < BK_REJ_COUNT; i++)

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# A workload the candidate serves in part: its C arm runs the incumbent for the shape outside
+# its domain, and the report says so on that shape's line (and only there), with the share
+# of the weight; the speed-up line gives the baseline's cost, so the speed-up can be
+# recomputed from the report (baseline cost / C's cost).
+. "$(dirname "$0")/lib.sh"
+set -e
+it_run routing 4 "$IT_PLAN" --set workload.iters=50 \
+    --set 'workload.shapes=[{"tokens":1,"hidden":4096,"weight":0.5},{"tokens":600,"hidden":4096,"weight":0.5}]'
+[ -n "$RECORD" ] || fail "no record (exit $RC)"
+C=$(sed -n '/^  C /,/^  B. /p' "$OUT")
+echo "$C" | grep -q "shape 1 (tokens 600, .*(ran the incumbent: .*tokens 600 > max 512" ||
+    fail "C's line for the 600-token shape does not say it ran the incumbent"
+echo "$C" | grep "shape 0 (tokens 1," | grep -q "ran the incumbent" &&
+    fail "C's line for a shape the candidate serves says it ran the incumbent"
+grep -q "the candidate serves 50.0% of the workload's weight" "$OUT" || fail "no routing share"
+if grep -q "^speed-up:" "$OUT"; then
+    python3 - "$OUT" "$RECORD" <<'PY' || fail "the speed-up does not follow from the printed costs"
+import json, re, sys
+out = open(sys.argv[1]).read()
+m = re.search(r"^speed-up: ([0-9.]+) .* vs baseline \S+ \(cost ([0-9.]+) us\)", out, re.M)
+assert m, "no baseline cost on the speed-up line"
+c = float(re.search(r"^  C .* cost +([0-9.]+) us", out, re.M).group(1))
+assert abs(float(m.group(2)) / c - float(m.group(1))) < 2e-3 * float(m.group(1)), (m.groups(), c)
+r = json.load(open(sys.argv[2]))
+assert abs(r["score"]["baseline_cost_ns"] / 1e3 - float(m.group(2))) < 0.01
+PY
+fi
+expect_rescore
+expect_no_leftovers
+echo "PASS: partial routing is shown per shape, the speed-up follows from the printed costs"
