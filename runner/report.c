@@ -115,6 +115,14 @@ void bk_report_print(FILE *f, const bk_run *run, const bk_score *sc)
                 sc->drift_exceeded ? (sc->bp_excluded ? "  exceeded: B' kept, excluded"
                                                       : "  exceeded")
                                    : "");
+    /* a B' far off B under exclude_later: the verdict stands on B vs C alone, but the
+     * machine moved during the bracket by much more than the plan allows */
+    if (sc->have_drift && sc->bp_excluded && sc->drift_limit > 0 &&
+        fabs(sc->drift) > 2 * sc->drift_limit)
+        fprintf(f, "  note: B' moved %.1f times the drift limit from B: the machine's speed "
+                   "changed during the bracket;\n        B vs C alone decides it. "
+                   "protocol.drift_policy \"strict\" or protocol.repeats 3 guards against "
+                   "that\n", fabs(sc->drift) / sc->drift_limit);
     if (sc->have_speedup)
         fprintf(f, "speed-up: %.4f  [%.4f, %.4f] at %.0f%% vs baseline %s (cost %.2f us); PASS "
                    "needs lower bound > %.4f\n", sc->speedup, sc->speedup_lo, sc->speedup_hi,

@@ -2,7 +2,8 @@
 # A workload the candidate serves in part: its C arm runs the incumbent for the shape outside
 # its domain, and the report says so on that shape's line (and only there), with the share
 # of the weight; the speed-up line gives the baseline's cost, so the speed-up can be
-# recomputed from the report (baseline cost / C's cost).
+# recomputed from the report (baseline cost / C's cost); a B' excluded for drifting more
+# than twice the limit gets a note.
 . "$(dirname "$0")/lib.sh"
 set -e
 it_run routing 4 "$IT_PLAN" --set workload.iters=50 \
@@ -26,6 +27,13 @@ r = json.load(open(sys.argv[2]))
 assert abs(r["score"]["baseline_cost_ns"] / 1e3 - float(m.group(2))) < 0.01
 PY
 fi
+# a B' excluded for drifting more than twice the limit gets a note, and only then
+python3 - "$OUT" "$RECORD" <<'PY' || fail "the drift note does not follow the record's drift"
+import json, sys
+out, sc = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))["score"]
+far = sc["bp_excluded"] and abs(sc.get("drift", 0)) > 2 * sc["thresholds"]["drift_limit"]
+assert far == ("times the drift limit from B" in out), (far, sc)
+PY
 expect_rescore
 expect_no_leftovers
 echo "PASS: partial routing is shown per shape, the speed-up follows from the printed costs"
