@@ -1,38 +1,21 @@
-/* cmd_run.c - `bracket run PLAN`: set-up on rank 0, the arms, scoring, the record. */
+/* cmd_run.c - `bracket run PLAN`: options, every rank's GPU binding and topology, rank 0's
+ * set-up (run_setup.c) sent to the agents, the arms, scoring, the record. */
 #include <errno.h>
 #include <getopt.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "kernels/catalog.h"
 #include "runner/cli.h"
 #include "runner/digest.h"
-#include "runner/memory.h"
 #include "runner/orchestrate.h"
 #include "runner/report.h"
-#include "runner/outdir.h"
+#include "runner/run_setup.h"
 #include "runner/terminate.h"
 #include "runner/transport.h"
 #include "topology/topology.h"
-
-#define MAX_SETS 64
-
-typedef struct run_opts {
-    const char *plan;
-    const char *out;
-    const char *topology;
-    const char *iface;  /* --iface: tcp on this interface even on one host */
-    int port;           /* --port: the rendezvous port (samples on port + 1) */
-    const char *sets[MAX_SETS];
-    int nsets;
-    int quiet;
-    int help;
-} run_opts;
 
 /* Rank 0 -> all, after the plan is checked. */
 typedef struct plan_msg {
@@ -87,7 +70,7 @@ static void usage(FILE *f)
         "Exit status: 0 PASS, 3 FAIL, 4 NO_DECISION, 2 bad input or usage, 1 internal failure.\n");
 }
 
-static int parse(int argc, char **argv, run_opts *o, char *msg, size_t len)
+static int parse(int argc, char **argv, bk__run_opts *o, char *msg, size_t len)
 {
     static const struct option opts[] = {
         { "out", required_argument, 0, 'o' }, { "set", required_argument, 0, 's' },
@@ -124,8 +107,8 @@ static int parse(int argc, char **argv, run_opts *o, char *msg, size_t len)
             break;
         }
         case 's':
-            if (o->nsets == MAX_SETS) {
-                snprintf(msg, len, "too many --set (at most %d)", MAX_SETS);
+            if (o->nsets == BK__RUN_MAX_SETS) {
+                snprintf(msg, len, "too many --set (at most %d)", BK__RUN_MAX_SETS);
                 return -1;
             }
             o->sets[o->nsets++] = optarg;
@@ -143,226 +126,6 @@ static int parse(int argc, char **argv, run_opts *o, char *msg, size_t len)
         return -1;
     }
     o->plan = argv[optind];
-    return 0;
-}
-
-static bk_status mkdir_p(const char *path, bk_err *err)
-{
-    char tmp[512];
-    struct stat sb;
-    if (!path[0])
-        return BK_FAIL(err, BK_ERR_INPUT, "--out: an empty path; name the output folder");
-    if (bk_strlcpy(tmp, path, sizeof tmp) != 0)
-        return BK_FAIL(err, BK_ERR_INPUT, "--out: path too long");
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-            return BK_FAIL(err, BK_ERR_INPUT, "cannot create output folder %s: %s", tmp,
-                           strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-        return BK_FAIL(err, BK_ERR_INPUT, "cannot create output folder %s: %s", tmp, strerror(errno));
-    if (stat(tmp, &sb) == 0 && !S_ISDIR(sb.st_mode))
-        return BK_FAIL(err, BK_ERR_INPUT, "--out: %s exists and is not a directory", tmp);
-    if (access(tmp, W_OK | X_OK) != 0)
-        return BK_FAIL(err, BK_ERR_INPUT, "output folder %s is not writable: %s", tmp,
-                       strerror(errno));
-    return BK_OK;
-}
-
-static void make_run_id(const bk_plan *p, char *out, size_t len)
-{
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    unsigned rnd = (unsigned)(bk_now_ns() ^ ((uint64_t)getpid() << 16));
-    rnd = rnd * 2654435761u;
-    char name[48];
-    bk_strlcpy(name, p->name, sizeof name);
-    snprintf(out, len, "%04d%02d%02dT%02d%02d%02dZ-%s-%06x", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, name, rnd & 0xFFFFFF);
-}
-
-/* Lanes from the gathered topology (topology/topology.h): a baseline lane and a
- * disjoint candidate lane of equal signature, or both the same ranks under
- * lanes.policy shared. A lane stays on one host; lanes on another host than
- * rank 0 meet it over tcp with CURVE (*remote). */
-static bk_status pick_lanes(bk_run *run, const bk_topo *topo, const bk_rank_place *places,
-                            int *remote, bk_err *err)
-{
-    const bk_plan *p = &run->plan;
-    int L = p->arena.tp * p->arena.ep;
-    run->lane_size = L;
-    if (L > BK_LANE_MAX)
-        return BK_FAIL(err, BK_ERR_INPUT, "%s: arena.tp x arena.ep = %d exceeds %d ranks a lane",
-                       p->path, L, BK_LANE_MAX);
-    int shared = p->lane_policy == BK_LANES_SHARED;
-    int need = shared ? L : 2 * L;
-    if (run->world_size < need)
-        return BK_FAIL(err, BK_ERR_INPUT,
-                       "%s: lanes.policy %s with tp %d x ep %d needs %d ranks, mpirun started %d "
-                       "(use -np %d%s)", p->path, shared ? "shared" : "disjoint", p->arena.tp,
-                       p->arena.ep, need, run->world_size, need,
-                       shared ? "" : ", or lanes.policy=shared for a one-GPU rehearsal");
-    bk_lane_pick *pick = calloc(1, sizeof *pick);
-    if (!pick)
-        return BK_FAIL(err, BK_ERR_SYSTEM, "out of memory");
-    bk_status st = bk_lanes_choose(topo, L, run->world_size, places, p->lane_policy, pick, err);
-    if (st != BK_OK) {
-        free(pick);
-        return st;
-    }
-    for (int i = 0; i < L; i++) {
-        run->baseline[i] = pick->baseline[i];
-        run->candidate[i] = pick->candidate[i];
-    }
-    run->shared_lanes = pick->shared;
-    bk_strlcpy(run->lane_signature, pick->baseline_sig, sizeof run->lane_signature);
-    bk_strlcpy(run->lane_note, pick->shared
-                   ? "shared lanes: B and C ran on the same ranks (a rehearsal, not a bracket)"
-                   : pick->why, sizeof run->lane_note);
-    free(pick);
-    /* peer memory (POSIX shm, CUDA IPC) is one host's: a lane stays on one host, but a
-     * lane on another host than rank 0 is reached over tcp (*remote) */
-    *remote = 0;
-    for (int i = 0; i < L; i++) {
-        const int *lanes[2] = { run->baseline, run->candidate };
-        for (int k = 0; k < 2; k++) {
-            const char *h = run->hosts[lanes[k][i]], *h0 = run->hosts[lanes[k][0]];
-            if (strcmp(h, h0) != 0)
-                return BK_FAIL(err, BK_ERR_UNSUPPORTED,
-                               "the %s lane spans hosts (MPI rank %d on %s, rank %d on %s): "
-                               "peer memory is one host's, so place each lane's %d ranks on "
-                               "one host (e.g. srun --ntasks-per-node=%d)",
-                               k ? "candidate" : "baseline", lanes[k][0], h0, lanes[k][i], h, L,
-                               L);
-            if (strcmp(h, run->hosts[0]) != 0)
-                *remote = 1;
-        }
-    }
-    return BK_OK;
-}
-
-/* Rank 0's first set-up step: the plan, its backend and its catalog check.
- * On failure the message is in err and the exit status returned. */
-static int setup_plan(const run_opts *o, bk_run *run, char **plan_text, bk_err *err)
-{
-    bk_status st;
-    if ((st = bk_plan_load(o->plan, o->sets, o->nsets, &run->plan, err)) != BK_OK)
-        return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
-    run->backend = bk_resolve_backend(run->plan.backend);
-    if ((st = bk_catalog_check_plan(&run->plan, run->backend, err)) != BK_OK)
-        return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
-    *plan_text = bk_plan_dump(&run->plan);
-    if (!*plan_text) {
-        BK_FAIL(err, BK_ERR_INTERNAL, "cannot serialise the plan");
-        return BK_EXIT_INTERNAL;
-    }
-    bk_sha256_hex(*plan_text, strlen(*plan_text), run->plan_digest);
-    run->routing_share = bk_routing_share(&run->plan, run->backend, 1);
-    const bk_target *tg = bk_catalog_target(run->plan.target);
-    /* refused here, before any engine starts, rather than killed for memory mid-run */
-    uint64_t need = bk_rank0_peak_bytes(&run->plan), have = 0;
-    if (bk_mem_available(&have) && need > have) {
-        char big[1024];
-        bk_rank0_too_big_text(&run->plan, have, big, sizeof big);
-        BK_FAIL(err, BK_ERR_INPUT, "%s: %s", run->plan.path, big);
-        return BK_EXIT_USAGE;
-    }
-    if (run->routing_share <= 0) { /* C would time the incumbent again: a verdict on nothing */
-        char msg[1536];
-        bk_plan_none_served_text(o->plan, &run->plan, run->backend, msg, sizeof msg);
-        BK_FAIL(err, BK_ERR_INPUT, "%s", msg);
-        return BK_EXIT_USAGE;
-    }
-    run->noutputs = 0;
-    for (int t = 0; t < tg->ntensors; t++)
-        if (tg->tensor_is_output[t] && run->noutputs < 16)
-            run->output_names[run->noutputs++] = tg->tensor_names[t];
-    return 0;
-}
-
-/* The interface tcp should use when lanes are on other hosts: of rank 0's host's
- * Ethernet NICs that carry an IPv4 address, the one nearest rank 0's GPU (by the PCI
- * path class, as `bracket topo` shows it). 0 when the topology names none: the
- * transport then takes the first interface that is up. */
-static int topo_iface(const bk_topo *topo, const bk_rank_place *places, char *out, size_t len)
-{
-    if (!topo || !places || places[0].host < 0 || places[0].host >= topo->nhosts)
-        return 0;
-    const bk_topo_host *h = &topo->hosts[places[0].host];
-    int best = -1, best_class = 1 << 30;
-    for (int k = 0; k < h->nnics; k++) {
-        char addr[64];
-        bk_err e = { 0 };
-        if (strcmp(h->nics[k].kind, "eth") != 0 ||
-            bk_iface_addr(h->nics[k].name, addr, sizeof addr, NULL, 0, &e) != BK_OK)
-            continue;
-        int g = places[0].gpu;
-        int cls = g >= 0 && g < h->ngpus ? h->gpu_nic[g][k] : 0;
-        if (cls < best_class) {
-            best = k;
-            best_class = cls;
-        }
-    }
-    if (best < 0)
-        return 0;
-    bk_strlcpy(out, h->nics[best].name, len);
-    return 1;
-}
-
-/* Rank 0's second step: lanes, run id, output folder, endpoints. */
-static int setup_run(const run_opts *o, bk_run *run, const bk_topo *topo,
-                     const bk_rank_place *places, bk_coord **coord, bk_transport *tr,
-                     bk_err *err)
-{
-    bk_status st;
-    int remote = 0;
-    if ((st = pick_lanes(run, topo, places, &remote, err)) != BK_OK)
-        return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
-    char nic[64] = "";
-    const char *iface = o->iface;
-    if (!iface && remote && topo_iface(topo, places, nic, sizeof nic))
-        iface = nic;
-    if ((st = bk_transport_pick(iface, o->port, remote, tr, err)) != BK_OK)
-        return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
-    if (remote)
-        bk_strlcpy(run->lane_note, "disjoint lanes on two hosts (tcp with CURVE)",
-                   sizeof run->lane_note);
-    if (topo)
-        bk_strlcpy(run->topo_digest, topo->digest, sizeof run->topo_digest);
-    make_run_id(&run->plan, run->run_id, sizeof run->run_id);
-    bk_strlcpy(run->out_dir, o->out, sizeof run->out_dir);
-    snprintf(run->run_dir, sizeof run->run_dir, "%s/%s", o->out, run->run_id);
-    if ((st = mkdir_p(o->out, err)) != BK_OK)
-        return BK_EXIT_USAGE;
-    if (mkdir(run->run_dir, 0755) != 0) {
-        BK_FAIL(err, BK_ERR_INPUT, "cannot create %s: %s", run->run_dir, strerror(errno));
-        return BK_EXIT_USAGE;
-    }
-    /* room for every timed arm's samples (9 bytes each at most) and 1 MiB of JSON */
-    int64_t need = (1 << 20) + 3 * (int64_t)run->lane_size * run->plan.workload.nshapes *
-                                   run->plan.workload.iters * 9;
-    if ((st = bk_outdir_probe(run->run_dir, o->out, need, err)) != BK_OK) {
-        rmdir(run->run_dir);
-        return BK_EXIT_USAGE;
-    }
-    if ((st = bk_coord_open_ex(coord, run->run_id, run->plan.workload.nshapes,
-                               run->plan.workload.iters, run->noutputs, tr, err)) != BK_OK) {
-        rmdir(run->run_dir);
-        return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
-    }
-    if (topo) {
-        char path[800];
-        bk_err terr = { 0 };
-        snprintf(path, sizeof path, "%s/topology.json", run->run_dir);
-        /* evidence; its digest is in the record, so the run goes on without the file */
-        if (bk_topo_save((bk_topo *)topo, path, &terr) != BK_OK)
-            fprintf(stderr, "bracket run: topology.json was not written: %s\n", terr.msg);
-    }
     return 0;
 }
 
@@ -432,7 +195,7 @@ int bk_cmd_run(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     bk_terminate_install();
 
-    run_opts o;
+    bk__run_opts o;
     char msg[256];
     int rc = 0, decided = 0; /* decided: a signal came only after the last arm ended */
     bk_run *run = NULL;
@@ -472,7 +235,7 @@ int bk_cmd_run(int argc, char **argv)
     plan_msg pm;
     memset(&pm, 0, sizeof pm);
     if (rank == 0) {
-        pm.status = setup_plan(&o, run, &plan_text, &err);
+        pm.status = bk__setup_plan(&o, run, &plan_text, &err);
         if (pm.status != 0) {
             fprintf(stderr, "bracket run: %s\n", err.msg);
         } else {
@@ -544,7 +307,7 @@ int bk_cmd_run(int argc, char **argv)
     setup_msg sm;
     memset(&sm, 0, sizeof sm);
     if (rank == 0) {
-        sm.status = setup_run(&o, run, topo, places, &coord, &tr, &err);
+        sm.status = bk__setup_run(&o, run, topo, places, &coord, &tr, &err);
         if (sm.status != 0) {
             fprintf(stderr, "bracket run: %s\n", err.msg);
         } else {

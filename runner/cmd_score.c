@@ -42,7 +42,7 @@ static void usage(FILE *f)
 
 /* ---- the record's own evidence: digests, arms, quality ---- */
 
-/* The plan's digest (cmd_run.c: sha256 of bk_plan_dump) and the samples file's (record.c:
+/* The plan's digest (run_setup.c: sha256 of bk_plan_dump) and the samples file's (record.c:
  * sha256 of its bytes) recomputed, and the identity's plan fields; 0 when they agree. The
  * plan is hashed as the record holds it: the loader of today may fill defaults (a record
  * from before protocol.repeats has none) that the run did not hash. */

@@ -4,9 +4,7 @@
  * The engines are the real ones (`bracket engine --audit`), started here without MPI. */
 #include <errno.h>
 #include <getopt.h>
-#include <jansson.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +15,7 @@
 #include "runner/cli.h"
 #include "runner/coordinator.h"
 #include "runner/orchestrate.h"
+#include "runner/verify_probes.h"
 #include "topology/topology.h"
 
 #define MAX_SETS 64
@@ -119,160 +118,6 @@ static int parse(int argc, char **argv, verify_opts *o)
     }
     o->plan = argv[optind];
     return 0;
-}
-
-/* ---- the shapes: the plan's, then probes across the candidate's domain ---- */
-
-#define PROBE_BYTES (1ull << 30) /* a probe's tensors over the whole lane, at most */
-
-typedef struct probes {
-    const bk_target *tg;
-    const bk_variant *v, *inc;
-    int world;
-    const char *dtype;
-    bk_backend backend;
-    bk_shape like;    /* the probes' hidden and MoE fields */
-    json_t *shapes;
-    char notes[4096]; /* one line per probe left out or changed, for the user */
-    size_t used;
-} probes;
-
-static void note(probes *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void note(probes *c, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int k = c->used < sizeof c->notes ? vsnprintf(c->notes + c->used, sizeof c->notes - c->used,
-                                                  fmt, ap) : 0;
-    va_end(ap);
-    c->used += k > 0 ? (size_t)k : 0;
-}
-
-/* 1 when `shapes` holds s (equal in tokens, hidden and the MoE fields; absent reads 0). */
-static int has_shape(json_t *shapes, const bk_shape *s)
-{
-    size_t i;
-    json_t *j;
-    json_array_foreach(shapes, i, j)
-    {
-        if (json_integer_value(json_object_get(j, "tokens")) == s->tokens &&
-            json_integer_value(json_object_get(j, "hidden")) == s->hidden &&
-            json_integer_value(json_object_get(j, "experts")) == s->experts &&
-            json_integer_value(json_object_get(j, "topk")) == s->topk &&
-            json_integer_value(json_object_get(j, "intermediate")) == s->intermediate)
-            return 1;
-    }
-    return 0;
-}
-
-static void add_shape(json_t *shapes, const bk_shape *s)
-{
-    json_t *j = json_pack("{s:I, s:I, s:f}", "tokens", (json_int_t)s->tokens, "hidden",
-                          (json_int_t)s->hidden, "weight", 1.0);
-    if (s->experts)
-        json_object_set_new(j, "experts", json_integer(s->experts));
-    if (s->topk)
-        json_object_set_new(j, "topk", json_integer(s->topk));
-    if (s->intermediate)
-        json_object_set_new(j, "intermediate", json_integer(s->intermediate));
-    json_array_append_new(shapes, j);
-}
-
-/* Bytes of every tensor of s on every rank of the lane (all its engines run on this host). */
-static uint64_t lane_bytes(const bk_target *tg, const bk_shape *s, int world)
-{
-    uint64_t b = 0;
-    for (int t = 0; t < tg->ntensors; t++)
-        b += (uint64_t)tg->tensor_elems(s, world, t) * tg->tensor_elem_bytes(t);
-    return b * (uint64_t)world;
-}
-
-/* Add the probe (tokens, hidden) with the MoE fields of c->like. Left out, with a note: a
- * shape the target refuses, one outside the incumbent's domain as well as the candidate's
- * (nobody could serve it), one past PROBE_BYTES; a token probe that is too big is first
- * tried at `small` (the domain's smallest hidden), which still probes its token edge. */
-static void probe(probes *c, int64_t tokens, int64_t hidden, int64_t small)
-{
-    bk_shape s = c->like;
-    char why[256];
-    s.tokens = tokens;
-    s.hidden = hidden;
-    s.weight = 1.0;
-    if (tokens < 1 || hidden < 1 || has_shape(c->shapes, &s))
-        return;
-    if (c->tg->check_shape(&s, c->world, why, sizeof why) != BK_OK) {
-        note(c, "probe tokens %lld, hidden %lld left out: %s\n", (long long)tokens,
-             (long long)hidden, why);
-        return;
-    }
-    if (!bk_domain_contains(&c->v->domain, &s, c->world, c->dtype, c->backend, 1, NULL, 0) &&
-        !bk_domain_contains(&c->inc->domain, &s, c->world, c->dtype, c->backend, 1, why,
-                            sizeof why)) {
-        note(c, "probe tokens %lld, hidden %lld left out: outside the incumbent %s's domain "
-             "too (%s)\n", (long long)tokens, (long long)hidden, c->inc->name, why);
-        return;
-    }
-    uint64_t b = lane_bytes(c->tg, &s, c->world);
-    if (b > PROBE_BYTES) {
-        int retry = small > 0 && small < hidden;
-        char instead[96] = "left out";
-        if (retry)
-            snprintf(instead, sizeof instead, "runs at hidden %lld (the domain's smallest) "
-                     "instead", (long long)small);
-        note(c, "probe tokens %lld, hidden %lld %s: its tensors would take %.1f MiB over the "
-             "lane of %d, more than the %llu MiB a probe may take\n", (long long)tokens,
-             (long long)hidden, instead, (double)b / (1 << 20), c->world, PROBE_BYTES >> 20);
-        if (retry)
-            probe(c, tokens, small, 0);
-        return;
-    }
-    if (json_array_size(c->shapes) >= BK_MAX_SHAPES) {
-        note(c, "probe tokens %lld, hidden %lld left out: a plan holds %d shapes at most\n",
-             (long long)tokens, (long long)hidden, BK_MAX_SHAPES);
-        return;
-    }
-    add_shape(c->shapes, &s);
-}
-
-/* The plan's shapes, then (domain_shapes) probes of the candidate's domain: tokens 1, 7,
- * 64, the token edges and one past each; the smallest and largest hidden, one past each
- * and one not a multiple of the domain's; all at a hidden the candidate serves (the first
- * workload shape it serves, else the domain's smallest), so one shape outside the domain
- * does not send every probe to the incumbent. A JSON array (caller frees); notes in c. */
-static char *shapes_json(const bk_plan *p, probes *c, int domain_shapes)
-{
-    const bk_domain *d = &c->v->domain;
-    c->shapes = json_array();
-    for (int i = 0; i < p->workload.nshapes; i++)
-        if (!has_shape(c->shapes, &p->workload.shapes[i]))
-            add_shape(c->shapes, &p->workload.shapes[i]);
-    if (domain_shapes) {
-        int64_t step = d->hidden_multiple > 1 ? d->hidden_multiple : 1;
-        int64_t lo = d->min_tokens > 0 ? d->min_tokens : 1;
-        int64_t hmin = (d->min_hidden > 0 ? d->min_hidden : 1) + step - 1;
-        hmin -= hmin % step;
-        int64_t hmax = d->max_hidden / step * step; /* 0: no upper edge */
-        c->like = p->workload.shapes[0];
-        c->like.hidden = hmin;
-        for (int i = 0; i < p->workload.nshapes; i++)
-            if (bk_domain_contains(d, &p->workload.shapes[i], c->world, c->dtype, c->backend,
-                                   1, NULL, 0)) {
-                c->like = p->workload.shapes[i];
-                break;
-            }
-        const int64_t tokens[] = { lo - 1, lo, 1, 7, 64, d->max_tokens,
-                                   d->max_tokens ? d->max_tokens + 1 : 0 };
-        const int64_t hidden[] = { hmin - step, hmin, step > 1 ? hmin + step / 2 : 0, hmax,
-                                   hmax ? hmax + step : 0 };
-        for (size_t k = 0; k < sizeof tokens / sizeof tokens[0]; k++)
-            probe(c, tokens[k], c->like.hidden, hmin);
-        for (size_t k = 0; k < sizeof hidden / sizeof hidden[0]; k++)
-            probe(c, lo, hidden[k], 0);
-    }
-    char *text = json_dumps(c->shapes, JSON_COMPACT);
-    json_decref(c->shapes);
-    c->shapes = NULL;
-    return text;
 }
 
 static double bf16d(uint16_t h)
@@ -521,9 +366,9 @@ int bk_cmd_verify(int argc, char **argv)
     int world = o.world ? o.world : base.arena.tp * base.arena.ep;
     const bk_variant *inc = bk_catalog_variant(base.target, base.incumbent.name);
     const bk_target *tg = bk_catalog_target(base.target);
-    probes pr = { .tg = tg, .v = v, .inc = inc, .world = world, .dtype = base.arena.dtype,
-                  .backend = backend };
-    shapes = shapes_json(&base, &pr, o.domain_shapes);
+    bk__verify_probes pr = { .tg = tg, .v = v, .inc = inc, .world = world,
+                             .dtype = base.arena.dtype, .backend = backend };
+    shapes = bk__verify_shapes_json(&base, &pr, o.domain_shapes);
     bk_plan_free(&base);
     size_t set_len = strlen(shapes) + 32;
     char *set_shapes = malloc(set_len), set_tp[64], set_ep[32], set_be[64];
