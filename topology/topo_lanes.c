@@ -136,6 +136,13 @@ static bk_status lane_sig(const lctx *c, lane *ln, bk_err *err)
             }
         }
     }
+    /* within one host a lane's collectives never touch a NIC: its members' NIC affinity
+     * counts only for a lane over several hosts (a lone management port on one socket
+     * would otherwise split an 8-GPU box's lanes of 4) */
+    if (nh == 1) {
+        memset(labels, 0, (size_t)L * sizeof labels[0]);
+        nicmask = 0;
+    }
     uint64_t hash = 0, raw = 0;
     int exact = 0;
     memo_slot *slot = NULL;
@@ -164,11 +171,11 @@ static bk_status lane_sig(const lctx *c, lane *ln, bk_err *err)
     ln->score = ((uint64_t)nh << 48) | ((uint64_t)(BK_LINK_SELF - minclass) << 40) |
                 ((uint64_t)(255 - minnv) << 32) | ((uint64_t)nn << 20) |
                 (uint64_t)(0xfffff - (total & 0xfffff));
-    /* summary: g|c<size> h<hosts> n<numa spread> [nic:...] <class>x<count>... #hash */
+    /* summary: g|c<size> h<hosts> n<numa spread> [nic:... over hosts] <class>x<count>... #hash */
     char *s = ln->sig, buf[16];
     size_t n = BK_SIG_LEN, off = 0;
     off += (size_t)snprintf(s + off, n - off, "%c%d h%d n%d", c->gpu ? 'g' : 'c', L, nh, nn);
-    if (c->gpu) {
+    if (c->gpu && nh > 1) {
         off += (size_t)snprintf(s + off, n - off, " nic:");
         int any = 0;
         for (int k = BK_LINK_SELF; k >= BK_LINK_NONE && off < n; k--)
