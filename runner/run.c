@@ -248,6 +248,8 @@ void bk_run_judge_arm(const bk_run *run, bk_arm_run *a)
             snprintf(why, sizeof why, "no report from the agent of MPI rank %d", d->mpi_rank);
         else if (d->proc.timed_out)
             snprintf(why, sizeof why, "engine timed out after %.0f s", run->plan.timeouts.arm_s);
+        else if (a->terminated && (d->proc.signal == SIGTERM || d->proc.signal == SIGINT))
+            snprintf(why, sizeof why, "engine ended by %s as the run was terminated", pd);
         else if (d->proc.signal && !d->proc.killed)
             snprintf(why, sizeof why, "engine crashed: %s", pd);
         else if (d->proc.killed)

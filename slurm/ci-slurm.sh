@@ -209,46 +209,43 @@ wait_arm_c() {
     die "job $1 never reached arm C"
 }
 
-# 4. the time-limit warning while arm C runs: a partial record, NO_DECISION, terminated
-J=$(sbatch --parsable "${CPU_OPTS[@]}" --output="$WORK/job-cancel.out" "$SB" "$PLAN" \
-    "$WORK/out-cancel" --set candidate.variant=slowed \
-    --set 'candidate.params={"base":"shm_twopass","fraction":10}' \
-    --set workload.iters=2000) || die "sbatch refused the job"
-wait_arm_c "$J" "$WORK/job-cancel.out"
-# what Slurm's time-limit warning does (--signal=B:TERM@120): SIGTERM to the batch shell
+# slow_job NAME [VAR=VALUE...]: submit (with those variables in sbatch's environment) a job
+# whose arm C runs for seconds, wait until it does; sets J
+slow_job() {
+    local name=$1
+    shift
+    J=$(env "$@" sbatch --parsable "${CPU_OPTS[@]}" --output="$WORK/job-$name.out" "$SB" "$PLAN" \
+        "$WORK/out-$name" --set candidate.variant=slowed \
+        --set 'candidate.params={"base":"shm_twopass","fraction":10}' \
+        --set workload.iters=2000) || die "sbatch refused the job"
+    wait_arm_c "$J" "$WORK/job-$name.out"
+}
+# expect_partial NAME: the stopped job J ends with a partial NO_DECISION record, a reason
+# starting "terminated", the job's exit 4, and no process left
+expect_partial() {
+    wait_job "$J" 120
+    cat "$WORK/job-$1.out"
+    check_record "$WORK/out-$1" NO_DECISION
+    python3 -c 'import json,sys,glob; r=json.load(open(glob.glob(sys.argv[1]+"/*/record.json")[0])); assert r["reasons"].startswith("terminated") and "crashed" not in r["reasons"], r["reasons"]' \
+        "$WORK/out-$1" || die "$1: the reason is not terminated (or calls a stopped engine crashed)"
+    E=$(job_exit "$J")
+    [ "$E" = 4 ] || die "$1: job $J exited $E, not 4 (NO_DECISION)"
+    for i in $(seq 50); do pgrep -f "bracket (engine|run) .*$WORK" >/dev/null || break; sleep 0.2; done
+    pgrep -af "bracket (engine|run) .*$WORK" && die "$1: processes left behind"
+}
+
+# 4. the time-limit warning while arm C runs (what --signal=B:TERM@120 does: SIGTERM to the
+# batch shell)
+slow_job cancel
 scancel --batch --signal=TERM "$J"
-wait_job "$J" 120
-cat "$WORK/job-cancel.out"
-check_record "$WORK/out-cancel" NO_DECISION
-python3 -c 'import json,sys,glob; r=json.load(open(glob.glob(sys.argv[1]+"/*/record.json")[0])); assert r["reasons"].startswith("terminated"), r["reasons"]' \
-    "$WORK/out-cancel" || die "cancelled job: the reason is not terminated"
-for i in $(seq 50); do pgrep -f "bracket (engine|run) .*$WORK" >/dev/null || break; sleep 0.2; done
-pgrep -af "bracket (engine|run) .*$WORK" && die "processes left after the cancelled job"
+expect_partial cancel
 # 4b. the same with mpirun as the launcher: mpirun, signalled itself, exits 1; the job
 # still ends with bracket's status, the partial record's NO_DECISION (4)
-J=$(BRACKET_LAUNCHER=mpirun BRACKET_MPIRUN_ARGS=--oversubscribe sbatch --parsable "${CPU_OPTS[@]}" \
-    --output="$WORK/job-cancel-mpirun.out" "$SB" "$PLAN" "$WORK/out-cancel-mpirun" \
-    --set candidate.variant=slowed --set 'candidate.params={"base":"shm_twopass","fraction":10}' \
-    --set workload.iters=2000) || die "sbatch refused the job"
-wait_arm_c "$J" "$WORK/job-cancel-mpirun.out"
+slow_job cancel-mpirun BRACKET_LAUNCHER=mpirun BRACKET_MPIRUN_ARGS=--oversubscribe
 scancel --batch --signal=TERM "$J"
-wait_job "$J" 120
-cat "$WORK/job-cancel-mpirun.out"
-check_record "$WORK/out-cancel-mpirun" NO_DECISION
-E=$(job_exit "$J")
-[ "$E" = 4 ] || die "job $J (mpirun, time-limit signal) exited $E, not 4 (NO_DECISION)"
-for i in $(seq 50); do pgrep -f "bracket (engine|run) .*$WORK" >/dev/null || break; sleep 0.2; done
-pgrep -af "bracket (engine|run) .*$WORK" && die "processes left after the cancelled mpirun job"
+expect_partial cancel-mpirun
 # 5. a plain scancel while arm C runs (Slurm signals every task and the batch step)
-J=$(sbatch --parsable "${CPU_OPTS[@]}" --output="$WORK/job-scancel.out" "$SB" "$PLAN" \
-    "$WORK/out-scancel" --set candidate.variant=slowed \
-    --set 'candidate.params={"base":"shm_twopass","fraction":10}' \
-    --set workload.iters=2000) || die "sbatch refused the job"
-wait_arm_c "$J" "$WORK/job-scancel.out"
+slow_job scancel
 scancel "$J"
-wait_job "$J" 120
-cat "$WORK/job-scancel.out"
-check_record "$WORK/out-scancel" NO_DECISION
-for i in $(seq 50); do pgrep -f "bracket (engine|run) .*$WORK" >/dev/null || break; sleep 0.2; done
-pgrep -af "bracket (engine|run) .*$WORK" && die "processes left after scancel"
+expect_partial scancel
 say "PASS: srun --mpi=pmix, mpirun in the allocation, a job array, time-limit signal (srun, mpirun: exit 4) and scancel -> partial records"
