@@ -1,0 +1,104 @@
+/* run_judge.c - an arm's outcome from its lane ranks' evidence (bk_run_judge_arm: exit codes,
+ * signals, time-outs, statuses, sample counts) and whether a termination cut the run short
+ * (bk_run_terminated). `bracket run` and `bracket score` judge alike from the same code. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runner/orchestrate.h"
+
+static int all_tensors(const bk_run *run, const bk_rank_data *d)
+{
+    for (int k = 0; k < run->plan.workload.nshapes * run->noutputs; k++)
+        if (!d->tensors || !d->tensors[k])
+            return 0;
+    return 1;
+}
+
+void bk_run_judge_arm(const bk_run *run, bk_arm_run *a)
+{
+    a->ok = 1;
+    size_t len = 0;
+    uint64_t want = a->audit ? 0
+                             : (uint64_t)run->plan.workload.iters * (uint64_t)run->plan.workload.nshapes;
+    for (int r = 0; r < a->world; r++) {
+        const bk_rank_data *d = &a->r[r];
+        char why[700] = "";
+        char pd[96];
+        bk_proc_describe(&d->proc, pd, sizeof pd);
+        if (!d->reported)
+            snprintf(why, sizeof why, "no report from the agent of MPI rank %d", d->mpi_rank);
+        else if (d->proc.timed_out)
+            snprintf(why, sizeof why, "engine timed out after %.0f s", run->plan.timeouts.arm_s);
+        else if (a->terminated && (d->proc.signal == SIGTERM || d->proc.signal == SIGINT))
+            snprintf(why, sizeof why, "engine ended by %s as the run was terminated", pd);
+        else if (d->proc.signal && !d->proc.killed)
+            snprintf(why, sizeof why, "engine crashed: %s", pd);
+        else if (d->proc.killed)
+            snprintf(why, sizeof why, "engine killed %s", a->terminated
+                         ? "by the runner as the run was terminated" : "after a peer failed");
+        else if (d->proc.exit_code != 0)
+            snprintf(why, sizeof why, "engine failed (%s)%s%s", pd, d->status_msg[0] ? ": " : "",
+                     d->status_msg);
+        else if (!d->status_seen)
+            snprintf(why, sizeof why, "no final status received");
+        else if (!d->status_ok)
+            snprintf(why, sizeof why, "engine reported failure: %s", d->status_msg);
+        else if (!a->audit && (d->samples_got != want || d->samples_claimed != want))
+            snprintf(why, sizeof why, "samples missing: got %llu, sent %llu, expected %llu",
+                     (unsigned long long)d->samples_got, (unsigned long long)d->samples_claimed,
+                     (unsigned long long)want);
+        else if (a->audit && !all_tensors(run, d))
+            snprintf(why, sizeof why, "output tensors missing from the audit");
+        if (!why[0])
+            continue;
+        if (a->ok || (!d->proc.killed && len < sizeof a->reason - 2)) {
+            int n = snprintf(a->reason + len, sizeof a->reason - len, "%sarm %s lane rank %d "
+                             "(%s, MPI rank %d): %s", len ? "; " : "", a->name, r, d->host,
+                             d->mpi_rank, why);
+            if (n > 0)
+                len += (size_t)n < sizeof a->reason - len ? (size_t)n : sizeof a->reason - len - 1;
+        }
+        a->ok = 0;
+    }
+}
+
+/* NAME out of "terminated by NAME during ..." / "... before ..." (at most len - 1 bytes) */
+static int terminated_name(const char *text, char *name, size_t len)
+{
+    static const char pre[] = "terminated by ";
+    int k0 = 0, r0 = 0, skip = 0;
+    /* a round of a repeated arm: "round k of R: terminated by ..." */
+    if (sscanf(text, "round %d of %d: %n", &k0, &r0, &skip) == 2 && skip > 0)
+        text += skip;
+    if (strncmp(text, pre, sizeof pre - 1) != 0)
+        return 0;
+    const char *n = text + sizeof pre - 1, *end = strstr(n, " during arm ");
+    const char *before = strstr(n, " before ");
+    if (!end || (before && before < end))
+        end = before;
+    if (!end || end == n)
+        return 0;
+    size_t k = (size_t)(end - n) < len ? (size_t)(end - n) : len - 1;
+    memcpy(name, n, k);
+    name[k] = '\0';
+    return 1;
+}
+
+int bk_arm_terminated(const bk_arm_run *a, char *name, size_t len)
+{
+    return a->ran && !a->ok && terminated_name(a->reason, name, len);
+}
+
+int bk_run_terminated(const bk_run *run, char *name, size_t len)
+{
+    static const int order[] = { BK_ARM_IDX_B, BK_ARM_IDX_C, BK_ARM_IDX_BP, BK_ARM_IDX_A,
+                                 BK_ARM_IDX_T };
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+        const bk_arm_run *a = &run->arms[order[k]];
+        if (bk_arm_terminated(a, name, len))
+            return 1;
+    }
+    return strstr(run->stopped, " before arm ") && terminated_name(run->stopped, name, len);
+}
+
