@@ -36,6 +36,7 @@ typedef struct bk_rank_data {
     size_t *tensor_len;
     bk_proc proc;               /* as its agent reported it */
     int reported;               /* its agent's report arrived */
+    int agent_signal;           /* a SIGTERM / SIGINT its agent got itself (not recorded) */
     double spawn_s;             /* spawn -> exit, seconds */
 } bk_rank_data;
 

@@ -43,6 +43,7 @@ typedef struct report_msg {
     int32_t timed_out;
     int32_t killed;
     int32_t spawned;
+    int32_t agent_signal; /* the SIGTERM / SIGINT the agent itself got, if any */
     double spawn_s;
     char host[BK_HOST_LEN];
 } report_msg;
@@ -119,6 +120,7 @@ static void fill_report(report_msg *r, int lane_rank, const bk_proc *p, int spaw
     r->timed_out = p->timed_out;
     r->killed = p->killed;
     r->spawned = spawned;
+    r->agent_signal = bk_terminate_signal();
     r->spawn_s = p->t_exit_ns > p->t_spawn_ns ? (double)(p->t_exit_ns - p->t_spawn_ns) / 1e9 : 0;
     bk_strlcpy(r->host, host, sizeof r->host);
 }
@@ -326,6 +328,7 @@ static bk_status run_round(bk_run *run, bk_coord *c, const bk_agent_env *env, in
             d->proc.signal = reps[i].signal;
             d->proc.timed_out = reps[i].timed_out;
             d->proc.killed = reps[i].killed;
+            d->agent_signal = reps[i].agent_signal;
             d->spawn_s = reps[i].spawn_s;
             if (!d->pid)
                 d->pid = reps[i].pid;

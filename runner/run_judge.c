@@ -30,6 +30,11 @@ void bk_run_judge_arm(const bk_run *run, bk_arm_run *a)
             snprintf(why, sizeof why, "no report from the agent of MPI rank %d", d->mpi_rank);
         else if (d->proc.timed_out)
             snprintf(why, sizeof why, "engine timed out after %.0f s", run->plan.timeouts.arm_s);
+        else if (d->agent_signal && (d->proc.killed || d->proc.signal == SIGTERM ||
+                                     d->proc.signal == SIGINT))
+            snprintf(why, sizeof why, "its agent (MPI rank %d) got %s and stopped the engine "
+                     "(%s)", d->mpi_rank, d->agent_signal == SIGINT ? "SIGINT" : d->agent_signal
+                     == SIGTERM ? "SIGTERM" : "a signal", pd);
         else if (a->terminated && (d->proc.signal == SIGTERM || d->proc.signal == SIGINT))
             snprintf(why, sizeof why, "engine ended by %s as the run was terminated", pd);
         else if (d->proc.signal && !d->proc.killed)
@@ -52,7 +57,7 @@ void bk_run_judge_arm(const bk_run *run, bk_arm_run *a)
             snprintf(why, sizeof why, "output tensors missing from the audit");
         if (!why[0])
             continue;
-        if (a->ok || (!d->proc.killed && len < sizeof a->reason - 2)) {
+        if (a->ok || ((!d->proc.killed || d->agent_signal) && len < sizeof a->reason - 2)) {
             int n = snprintf(a->reason + len, sizeof a->reason - len, "%sarm %s lane rank %d "
                              "(%s, MPI rank %d): %s", len ? "; " : "", a->name, r, d->host,
                              d->mpi_rank, why);
