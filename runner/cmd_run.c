@@ -143,13 +143,7 @@ static int run_one(bk_run *run, bk_coord *coord, const bk_agent_env *env, int id
         return 0;
     if (err.msg[0])
         bk_strlcpy(run->arms[idx].reason, err.msg, sizeof run->arms[idx].reason);
-    char tname[32];
-    if (bk_arm_terminated(&run->arms[idx], tname, sizeof tname))
-        snprintf(run->stopped, sizeof run->stopped, "terminated by %s during arm %s; later "
-                 "arms not run", tname, bk_arm_names[idx]);
-    else
-        snprintf(run->stopped, sizeof run->stopped, "arm %s failed; later arms not run",
-                 bk_arm_names[idx]);
+    bk_run_stopped_failed(run, idx, run->stopped, sizeof run->stopped);
     return -1;
 }
 
@@ -157,23 +151,12 @@ static int run_one(bk_run *run, bk_coord *coord, const bk_agent_env *env, int id
 static void run_arms(bk_run *run, bk_coord *coord, const bk_agent_env *env)
 {
     const bk_plan *p = &run->plan;
-    static const int order[] = { BK_ARM_IDX_B, BK_ARM_IDX_C, BK_ARM_IDX_BP, BK_ARM_IDX_A,
-                                 BK_ARM_IDX_T };
-    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
-        int idx = order[k];
-        if (idx == BK_ARM_IDX_BP && p->protocol.version == BK_PROTO_V7) {
-            bk_score look;
-            bk_err e = { 0 };
-            if (bk_run_evaluate(run, 1, &look, &e) == BK_OK &&
-                look.verdict != BK_VERDICT_NO_DECISION) {
-                snprintf(run->stopped, sizeof run->stopped,
-                         "v7: B/C decided (%s), B' not run", bk_verdict_name(look.verdict));
-                continue;
-            }
-        }
+    for (int idx = 0; idx < BK_ARM_NAMES; idx++) { /* in run order */
+        if (idx == BK_ARM_IDX_BP && p->protocol.version == BK_PROTO_V7 &&
+            bk_run_v7_decided(run, run->stopped, sizeof run->stopped))
+            continue;
         if (bk_terminate_signal()) {
-            snprintf(run->stopped, sizeof run->stopped, "terminated by %s before arm %s",
-                     bk_terminate_name(), bk_arm_names[idx]);
+            bk_run_stopped_before(bk_terminate_name(), idx, run->stopped, sizeof run->stopped);
             return;
         }
         if (run_one(run, coord, env, idx) != 0)

@@ -204,49 +204,24 @@ static int check_run_facts(const char *path, const json_t *rec, const bk_run *ru
         return -1;
     }
     const char *stopped = json_string_value(json_object_get(rec, "stopped"));
-    static const int order[] = { BK_ARM_IDX_B, BK_ARM_IDX_C, BK_ARM_IDX_BP, BK_ARM_IDX_A,
-                                 BK_ARM_IDX_T };
     char want[256] = "", alt[256] = "", name[32];
-    int v7_skip = 0;
-    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
-        const int idx = order[k];
+    for (int idx = 0; idx < BK_ARM_NAMES; idx++) { /* in run order */
         const bk_arm_run *a = &run->arms[idx];
         if (a->ran && !a->ok) {
+            bk_run_stopped_failed(run, idx, want, sizeof want);
+            /* the form of records before 2026-12-03, also for an arm a signal cut short */
             snprintf(alt, sizeof alt, "arm %s failed; later arms not run", bk_arm_names[idx]);
-            if (bk_arm_terminated(a, name, sizeof name))
-                snprintf(want, sizeof want, "terminated by %s during arm %s; later arms not run",
-                         name, bk_arm_names[idx]);
-            else
-                snprintf(want, sizeof want, "%s", alt);
             break;
         }
         if (a->ran)
             continue;
-        if (idx == BK_ARM_IDX_BP && run->plan.protocol.version == BK_PROTO_V7 && !v7_skip) {
-            /* B' not run under v7: B/C decided, unless a signal came before it; decided as
-             * the run did, before A and T (quality not yet known) */
-            bk_score look;
-            bk_err e = { 0 };
-            bk_run *then = malloc(sizeof *then);
-            int decided = 0;
-            if (then) {
-                *then = *run; /* shallow: the arms' data is only read */
-                then->quality.state = BK_QUALITY_NOT_RUN;
-                decided = bk_run_evaluate(then, 1, &look, &e) == BK_OK &&
-                          look.verdict != BK_VERDICT_NO_DECISION;
-                free(then);
-            }
-            if (decided) {
-                snprintf(want, sizeof want, "v7: B/C decided (%s), B' not run",
-                         bk_verdict_name(look.verdict));
-                v7_skip = 1;
-                continue;
-            }
-        }
+        /* B' not run under v7: B/C decided, unless a signal came before it */
+        if (idx == BK_ARM_IDX_BP && run->plan.protocol.version == BK_PROTO_V7 &&
+            bk_run_v7_decided(run, want, sizeof want))
+            continue;
         if (stopped && strstr(stopped, " before arm ") &&
             bk_run_terminated(run, name, sizeof name))
-            snprintf(want, sizeof want, "terminated by %s before arm %s", name,
-                     bk_arm_names[idx]);
+            bk_run_stopped_before(name, idx, want, sizeof want);
         else
             snprintf(want, sizeof want, "arm %s did not run, and no arm failed and no signal "
                      "came before it", bk_arm_names[idx]);

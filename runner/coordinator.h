@@ -12,6 +12,7 @@
 #include "runner/wire.h"
 
 #define BK_ARM_NAMES 5
+/* the arms' indices are also the order they run in: B, C, B', then the audits A and T */
 enum { BK_ARM_IDX_B = 0, BK_ARM_IDX_C, BK_ARM_IDX_BP, BK_ARM_IDX_A, BK_ARM_IDX_T };
 extern const char *const bk_arm_names[BK_ARM_NAMES]; /* "B", "C", "B'", "A", "T" */
 

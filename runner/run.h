@@ -92,6 +92,16 @@ int bk_run_terminated(const bk_run *run, char *name, size_t len);
 /* The same for one arm (its reason, or its round's: "round k of R: terminated by NAME ..."). */
 int bk_arm_terminated(const bk_arm_run *a, char *name, size_t len);
 
+/* The record's `stopped`, written by `bracket run` and checked by `bracket score` from the
+ * same text: for arm idx that failed, "terminated by NAME during arm X; later arms not run"
+ * when a signal cut it short, else "arm X failed; later arms not run"; for arm idx not
+ * started because of signal `signame`, "terminated by NAME before arm X". */
+void bk_run_stopped_failed(const bk_run *run, int idx, char *buf, size_t len);
+void bk_run_stopped_before(const char *signame, int idx, char *buf, size_t len);
+/* v7's look before B': 1 when B and C alone decide (evaluated as before A and T ran, the
+ * quality not yet known), with "v7: B/C decided (PASS), B' not run" (or FAIL) in buf. */
+int bk_run_v7_decided(const bk_run *run, char *buf, size_t len);
+
 /* The record: record.json (bracket.record/1) and samples.msgpack in run_dir,
  * each written to a temporary file, flushed and renamed. */
 bk_status bk_record_write(const bk_run *run, const bk_score *score, bk_err *err);

@@ -3,6 +3,7 @@
  * (bk_run_terminated). `bracket run` and `bracket score` judge alike from the same code. */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runner/orchestrate.h"
@@ -97,13 +98,42 @@ int bk_arm_terminated(const bk_arm_run *a, char *name, size_t len)
 
 int bk_run_terminated(const bk_run *run, char *name, size_t len)
 {
-    static const int order[] = { BK_ARM_IDX_B, BK_ARM_IDX_C, BK_ARM_IDX_BP, BK_ARM_IDX_A,
-                                 BK_ARM_IDX_T };
-    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
-        const bk_arm_run *a = &run->arms[order[k]];
-        if (bk_arm_terminated(a, name, len))
+    for (int idx = 0; idx < BK_ARM_NAMES; idx++) /* in run order */
+        if (bk_arm_terminated(&run->arms[idx], name, len))
             return 1;
-    }
     return strstr(run->stopped, " before arm ") && terminated_name(run->stopped, name, len);
+}
+
+void bk_run_stopped_failed(const bk_run *run, int idx, char *buf, size_t len)
+{
+    char name[32];
+    if (bk_arm_terminated(&run->arms[idx], name, sizeof name))
+        snprintf(buf, len, "terminated by %s during arm %s; later arms not run", name,
+                 bk_arm_names[idx]);
+    else
+        snprintf(buf, len, "arm %s failed; later arms not run", bk_arm_names[idx]);
+}
+
+void bk_run_stopped_before(const char *signame, int idx, char *buf, size_t len)
+{
+    snprintf(buf, len, "terminated by %s before arm %s", signame, bk_arm_names[idx]);
+}
+
+int bk_run_v7_decided(const bk_run *run, char *buf, size_t len)
+{
+    bk_score look;
+    bk_err e = { 0 };
+    bk_run *then = malloc(sizeof *then);
+    int decided = 0;
+    if (!then)
+        return 0;
+    *then = *run; /* shallow: the arms' data is only read */
+    then->quality.state = BK_QUALITY_NOT_RUN;
+    if (bk_run_evaluate(then, 1, &look, &e) == BK_OK && look.verdict != BK_VERDICT_NO_DECISION) {
+        snprintf(buf, len, "v7: B/C decided (%s), B' not run", bk_verdict_name(look.verdict));
+        decided = 1;
+    }
+    free(then);
+    return decided;
 }
 
