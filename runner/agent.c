@@ -104,6 +104,11 @@ void bk_proc_kill(bk_proc *p, double grace_s, int timed_out)
     kill(-p->pid, SIGKILL); /* stragglers of the group, if any */
 }
 
+double bk_proc_seconds(const bk_proc *p)
+{
+    return p->t_exit_ns > p->t_spawn_ns ? (double)(p->t_exit_ns - p->t_spawn_ns) / 1e9 : 0;
+}
+
 void bk_proc_describe(const bk_proc *p, char *out, size_t len)
 {
     if (!p->done)

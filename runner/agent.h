@@ -33,6 +33,9 @@ int bk_proc_poll(bk_proc *p);
  * after its leader is gone). */
 void bk_proc_kill(bk_proc *p, double grace_s, int timed_out);
 
+/* Seconds from spawn to exit; 0 while unknown. */
+double bk_proc_seconds(const bk_proc *p);
+
 /* "exit 0", "exit 3", "signal 6 (Aborted)", "timed out (killed)" */
 void bk_proc_describe(const bk_proc *p, char *out, size_t len);
 

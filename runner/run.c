@@ -121,7 +121,7 @@ static void fill_report(report_msg *r, int lane_rank, const bk_proc *p, int spaw
     r->killed = p->killed;
     r->spawned = spawned;
     r->agent_signal = bk_terminate_signal();
-    r->spawn_s = p->t_exit_ns > p->t_spawn_ns ? (double)(p->t_exit_ns - p->t_spawn_ns) / 1e9 : 0;
+    r->spawn_s = bk_proc_seconds(p);
     bk_strlcpy(r->host, host, sizeof r->host);
 }
 
@@ -226,6 +226,18 @@ static void progress(const bk_run *run, bk_coord *c, const bk_arm_run *a, uint64
                 run->plan.workload.iters, el);
 }
 
+/* Rank 0's own engine, ended, as its lane rank's report (what an agent's report gives for
+ * the others); returns 1, for own_reported. */
+static int report_own(bk_rank_data *d, const bk_proc *own)
+{
+    d->proc = *own;
+    d->reported = 1;
+    if (!d->pid)
+        d->pid = own->pid;
+    d->spawn_s = bk_proc_seconds(own);
+    return 1;
+}
+
 /* One round of an arm: its engines spawned fresh on the lane, watched until they end,
  * judged. `a` is the round's own view of the arm (its name on the wire, its slice of the
  * arm's rank data). */
@@ -302,12 +314,7 @@ static bk_status run_round(bk_run *run, bk_coord *c, const bk_agent_env *env, in
             if (!own.done && now > deadline)
                 bk_proc_kill(&own, 2.0, 1);
             if (bk_proc_poll(&own)) {
-                a->r[my].proc = own;
-                a->r[my].reported = 1;
-                if (!a->r[my].pid)
-                    a->r[my].pid = own.pid;
-                a->r[my].spawn_s = (double)(own.t_exit_ns - own.t_spawn_ns) / 1e9;
-                own_reported = 1;
+                own_reported = report_own(&a->r[my], &own);
                 if (own.exit_code != 0 && !aborted)
                     aborted = -1; /* trigger below */
             }
@@ -345,13 +352,7 @@ static bk_status run_round(bk_run *run, bk_coord *c, const bk_agent_env *env, in
                     MPI_Send(&ctrl, 1, MPI_INT32_T, a->lane[i], TAG_CTRL, MPI_COMM_WORLD);
             if (my >= 0 && !own.done) {
                 bk_proc_kill(&own, t_term ? TERM_KILL_S : 2.0, 0);
-                a->r[my].proc = own;
-                a->r[my].reported = 1;
-                if (!a->r[my].pid)
-                    a->r[my].pid = own.pid;
-                a->r[my].spawn_s = own.t_exit_ns > own.t_spawn_ns
-                                       ? (double)(own.t_exit_ns - own.t_spawn_ns) / 1e9 : 0;
-                own_reported = 1;
+                own_reported = report_own(&a->r[my], &own);
             }
         }
         int all_in = nrem == 0 && own_reported;
