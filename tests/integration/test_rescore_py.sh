@@ -19,6 +19,33 @@ rescore() {
     cat "$PLOG"
 }
 
+# msgpack encoding for the checks below (enc.py in $IT_TMP): the smallest form of each
+# object, as bracket writes samples.msgpack, or with wide=True every integer as uint64 and
+# every array as array16 (a valid but different encoding of the same objects)
+export IT_TMP # enc.py is imported from there
+cat >"$IT_TMP/enc.py" <<'PY'
+def enc(o, wide=False):
+    if isinstance(o, dict):
+        return bytes([0x80 | len(o)]) + b"".join(enc(k, wide) + enc(v, wide) for k, v in o.items())
+    if isinstance(o, str):
+        e = o.encode()
+        return (bytes([0xa0 | len(e)]) if len(e) < 32 else b"\xd9" + bytes([len(e)])) + e
+    if isinstance(o, list):
+        n = len(o)
+        if wide:
+            h = b"\xdc" + n.to_bytes(2, "big")
+        else:
+            h = bytes([0x90 | n]) if n < 16 else b"\xdc" + n.to_bytes(2, "big") if n < 65536 \
+                else b"\xdd" + n.to_bytes(4, "big")
+        return h + b"".join(enc(x, wide) for x in o)
+    if wide:
+        return b"\xcf" + o.to_bytes(8, "big")
+    for lim, tag, w in ((1 << 7, b"", 1), (1 << 8, b"\xcc", 1), (1 << 16, b"\xcd", 2),
+                        (1 << 32, b"\xce", 4), (1 << 64, b"\xcf", 8)):
+        if o < lim:
+            return tag + o.to_bytes(w, "big")
+PY
+
 RUNS=()
 it_run one 4 "$IT_PLAN" --set workload.iters=50
 [ -n "$RECORD" ] || fail "no record written (exit $RC)"
@@ -33,25 +60,12 @@ done
 
 # the decoder reads samples.msgpack whole: re-encoded, it gives the file's bytes back
 python3 -B - "$RESCORE" "${RUNS[@]}" <<'PY' || fail "rescore.py's msgpack decoder does not round-trip"
-import importlib.util, sys
+import importlib.util, os, sys
 spec = importlib.util.spec_from_file_location("rescore", sys.argv[1])
 m = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(m)
-def enc(o):
-    if isinstance(o, dict):
-        return bytes([0x80 | len(o)]) + b"".join(enc(k) + enc(v) for k, v in o.items())
-    if isinstance(o, str):
-        e = o.encode()
-        return (bytes([0xa0 | len(e)]) if len(e) < 32 else b"\xd9" + bytes([len(e)])) + e
-    if isinstance(o, list):
-        n = len(o)
-        h = bytes([0x90 | n]) if n < 16 else b"\xdc" + n.to_bytes(2, "big") if n < 65536 \
-            else b"\xdd" + n.to_bytes(4, "big")
-        return h + b"".join(map(enc, o))
-    for lim, tag, w in ((1 << 7, b"", 1), (1 << 8, b"\xcc", 1), (1 << 16, b"\xcd", 2),
-                        (1 << 32, b"\xce", 4), (1 << 64, b"\xcf", 8)):
-        if o < lim:
-            return tag + o.to_bytes(w, "big")
+sys.path.insert(0, os.environ["IT_TMP"])
+from enc import enc
 for run in sys.argv[2:]:
     raw = open(run + "/samples.msgpack", "rb").read()
     objs = m.msgpack_stream(raw)
@@ -71,7 +85,7 @@ copy() {
 # first) in the copy, write both back (samples re-encoded; samples.digest made to match)
 edit() {
     python3 -B - "$RESCORE" "$D" "$1" <<'PY'
-import hashlib, importlib.util, json, math, sys
+import hashlib, importlib.util, json, math, os, sys
 spec = importlib.util.spec_from_file_location("rescore", sys.argv[1])
 m = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(m)
@@ -79,16 +93,9 @@ d = sys.argv[2]
 r = json.load(open(d + "/record.json"))
 b = m.msgpack_stream(open(d + "/samples.msgpack", "rb").read())
 exec(sys.argv[3])
-def enc(o):
-    if isinstance(o, dict):
-        return bytes([0x80 | len(o)]) + b"".join(enc(k) + enc(v) for k, v in o.items())
-    if isinstance(o, str):
-        e = o.encode()
-        return (bytes([0xa0 | len(e)]) if len(e) < 32 else b"\xd9" + bytes([len(e)])) + e
-    if isinstance(o, list):
-        return b"\xdc" + len(o).to_bytes(2, "big") + b"".join(map(enc, o))
-    return b"\xcf" + o.to_bytes(8, "big")
-raw = b"".join(map(enc, b))
+sys.path.insert(0, os.environ["IT_TMP"])
+from enc import enc
+raw = b"".join(enc(o, wide=True) for o in b)
 open(d + "/samples.msgpack", "wb").write(raw)
 r["samples"]["digest"] = "sha256:" + hashlib.sha256(raw).hexdigest()
 json.dump(r, open(d + "/record.json", "w"), indent=2)
