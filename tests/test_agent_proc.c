@@ -19,6 +19,14 @@ static void spawn_sh(const char *script, bk_proc *p)
     assert_int_equal(bk_proc_spawn("/bin/sh", argv, p, &err), BK_OK);
 }
 
+/* Wait until the child has ended, without reaping it (it stays a zombie for bk_proc_*). */
+static void wait_unreaped(const bk_proc *p)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    assert_int_equal(waitid(P_PID, (id_t)p->pid, &si, WEXITED | WNOWAIT), 0);
+}
+
 /* A child that died of its own abort and is still unreaped (a zombie) when the runner
  * kills the lane after a peer failed: it crashed, it was not killed. */
 static void test_kill_after_own_death(void **state)
@@ -26,10 +34,7 @@ static void test_kill_after_own_death(void **state)
     (void)state;
     bk_proc p;
     spawn_sh("kill -ABRT $$", &p);
-    siginfo_t si;
-    memset(&si, 0, sizeof si);
-    /* wait until it has ended without reaping it */
-    assert_int_equal(waitid(P_PID, (id_t)p.pid, &si, WEXITED | WNOWAIT), 0);
+    wait_unreaped(&p);
     assert_int_equal(p.done, 0);
     bk_proc_kill(&p, 2.0, 0);
     assert_int_equal(p.done, 1);
@@ -64,9 +69,7 @@ static void test_kill_after_exit(void **state)
     (void)state;
     bk_proc p;
     spawn_sh("exit 0", &p);
-    siginfo_t si;
-    memset(&si, 0, sizeof si);
-    assert_int_equal(waitid(P_PID, (id_t)p.pid, &si, WEXITED | WNOWAIT), 0);
+    wait_unreaped(&p);
     bk_proc_kill(&p, 2.0, 0);
     assert_int_equal(p.killed, 0);
     assert_int_equal(p.exit_code, 0);

@@ -52,6 +52,20 @@ rank_pids() {
     pgrep -f "^$BK_BRACKET run .*--out $IT_TMP/" || true
 }
 
+# expect_no_ranks: within 5 s no rank of this test is left
+expect_no_ranks() {
+    local i
+    for i in $(seq 50); do [ -z "$(rank_pids)" ] && break; sleep 0.1; done
+    [ -z "$(rank_pids)" ] || fail "ranks left behind: $(rank_pids)"
+}
+
+# agent_of_first_engine: sets AGENT, the agent (an MPI rank) whose engine is the first of
+# EPIDS (wait_engines)
+agent_of_first_engine() {
+    AGENT=$(ps -o ppid= -p "$(echo "$EPIDS" | head -n 1)" | tr -d ' ')
+    [ -n "$AGENT" ] || fail "no agent for the engine $(echo "$EPIDS" | head -n 1)"
+}
+
 # expect_no_private_dirs: no agent folder (plan copy, key file) and no coordinator folder
 # of this test's runs is left in $TMPDIR
 expect_no_private_dirs() {

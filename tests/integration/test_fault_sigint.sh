@@ -23,8 +23,7 @@ assert c["ran"] and not c["ok"] and "terminated" in c["reason"], c
 # no peer failed: the engines were stopped by the termination, and the reason says so
 assert "after a peer failed" not in c["reason"], c["reason"]
 PY
-for i in $(seq 50); do [ -z "$(rank_pids)" ] && break; sleep 0.1; done
-[ -z "$(rank_pids)" ] || fail "ranks left behind: $(rank_pids)"
+expect_no_ranks
 expect_no_leftovers
 expect_no_private_dirs
 echo "PASS: SIGINT -> partial record, NO_DECISION (terminated), nothing left behind"

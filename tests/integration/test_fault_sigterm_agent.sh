@@ -7,8 +7,7 @@ set -e
 it_start sigterm-agent 4 "$IT_PLAN" --set candidate.variant=slowed \
     --set 'candidate.params={"base":"shm_twopass","fraction":10}' --set workload.iters=6000
 wait_engines C 2
-AGENT=$(ps -o ppid= -p "$(echo "$EPIDS" | head -n 1)" | tr -d ' ')
-[ -n "$AGENT" ] || fail "no agent for the C engine"
+agent_of_first_engine
 kill -TERM "$AGENT"
 it_wait
 [ "$RC" != 0 ] || fail "a run whose agent was terminated exited 0"
@@ -21,8 +20,7 @@ c = r["arms"][1]
 assert c["ran"] and not c["ok"], c
 assert "got SIGTERM and stopped the engine" in c["reason"], c["reason"]
 PY
-for i in $(seq 50); do [ -z "$(rank_pids)" ] && break; sleep 0.1; done
-[ -z "$(rank_pids)" ] || fail "ranks left behind: $(rank_pids)"
+expect_no_ranks
 expect_no_leftovers
 expect_no_private_dirs
 echo "PASS: SIGTERM to one agent -> its arm fails naming it, nothing left behind"

@@ -30,8 +30,7 @@ expect_terminated_clean
 it_start sigterm-stopped-agent 4 "$IT_PLAN" --set candidate.variant=slowed \
     --set 'candidate.params={"base":"shm_twopass","fraction":10}' --set workload.iters=6000
 wait_engines C 2
-AGENT=$(ps -o ppid= -p "$(echo "$EPIDS" | head -n 1)" | tr -d ' ')
-[ -n "$AGENT" ] || fail "no agent for the C engine"
+agent_of_first_engine
 kill -STOP "$AGENT"
 term_mpirun
 for i in $(seq 100); do kill -0 "$AGENT" 2>/dev/null || break; sleep 0.1; done
