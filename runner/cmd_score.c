@@ -190,10 +190,7 @@ static int check_run_facts(const char *path, const json_t *rec, const bk_run *ru
                  backend ? backend : "(missing)", bk_backend_name(pb));
         return -1;
     }
-    const json_t *lanes = json_object_get(rec, "lanes");
-    const char *policy = json_string_value(json_object_get(lanes, "policy"));
-    int shared = (policy && !strcmp(policy, "shared")) ||
-                 json_equal(json_object_get(lanes, "baseline"), json_object_get(lanes, "candidate"));
+    const int shared = run->shared_lanes; /* as record_read derives it from lanes */
     int want_rehearsal = !strcmp(backend, "cpu") || shared;
     const json_t *reh = json_object_get(rec, "rehearsal");
     if (!json_is_boolean(reh) || json_is_true(reh) != want_rehearsal) {

@@ -377,6 +377,11 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
     for (int i = 0; i < BK_ARM_NAMES; i++)
         BK_TRY(read_arm(record_path, json_array_get(arms, (size_t)i), run, i, err));
     run->lane_size = (int)json_integer_value(json_object_get(lanes, "size"));
+    /* B and C on the same ranks: the policy said so, or the lanes are one */
+    const char *policy = json_string_value(json_object_get(lanes, "policy"));
+    run->shared_lanes = (policy && !strcmp(policy, "shared")) ||
+                        json_equal(json_object_get(lanes, "baseline"),
+                                   json_object_get(lanes, "candidate"));
     char dir[700];
     bk_strlcpy(dir, record_path, sizeof dir);
     char *slash = strrchr(dir, '/');
