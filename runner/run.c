@@ -20,6 +20,11 @@
 #define TAG_CTRL 102
 #define CTRL_END 1
 #define CTRL_ABORT 2
+#define CTRL_TIMEOUT 3 /* the lane is stopped because the arm ran out of timeouts.arm_s: every
+                        * engine still running then has run as long as the one whose agent's
+                        * clock fired first (they were spawned by one broadcast, a few ms
+                        * apart), so each is killed and reported as timed out, whichever
+                        * agent's deadline passed first */
 #define POLL_NS 5000000ull /* agents' nap between MPI tests: 5 ms, far from the engines' hot path */
 #define TERM_KILL_S 0.2      /* grace for an engine when the job is terminated */
 #define TERM_WAIT_NS 10000000000ull /* after a termination signal, how long an agent waits
@@ -180,7 +185,7 @@ static void agent_arm(const bk_agent_env *env, const arm_msg *m)
         if (flag) {
             got_ctrl = 1;
             if (!p.done)
-                bk_proc_kill(&p, 2.0, 0);
+                bk_proc_kill(&p, 2.0, ctrl == CTRL_TIMEOUT);
             if (!reported) {
                 fill_report(&rep, lr, &p, spawned, env->host);
                 MPI_Isend(&rep, sizeof rep, MPI_BYTE, 0, TAG_REPORT, MPI_COMM_WORLD, &rreq);
@@ -297,6 +302,7 @@ static bk_status run_round(bk_run *run, bk_coord *c, const bk_agent_env *env, in
     }
     int own_reported = my < 0;
     int aborted = 0, all_in_since = 0;
+    int32_t stop = CTRL_ABORT; /* how the lane is stopped: CTRL_TIMEOUT when an engine timed out */
     uint64_t t0 = bk_now_ns(), t_all_in = 0;
     uint64_t deadline = t0 + (uint64_t)(run->plan.timeouts.arm_s * 1e9);
     uint64_t hard = deadline + 15000000000ull; /* agents kill at arm_s; reports follow */
@@ -315,8 +321,11 @@ static bk_status run_round(bk_run *run, bk_coord *c, const bk_agent_env *env, in
                 bk_proc_kill(&own, 2.0, 1);
             if (bk_proc_poll(&own)) {
                 own_reported = report_own(&a->r[my], &own);
-                if (own.exit_code != 0 && !aborted)
+                if (own.exit_code != 0 && !aborted) {
                     aborted = -1; /* trigger below */
+                    if (own.timed_out)
+                        stop = CTRL_TIMEOUT;
+                }
             }
         }
         for (int i = 0; i < a->world; i++) {
@@ -339,19 +348,24 @@ static bk_status run_round(bk_run *run, bk_coord *c, const bk_agent_env *env, in
             d->spawn_s = reps[i].spawn_s;
             if (!d->pid)
                 d->pid = reps[i].pid;
-            if (reps[i].exit_code != 0 && !aborted)
+            if (reps[i].exit_code != 0 && !aborted) {
                 aborted = -1;
+                if (reps[i].timed_out)
+                    stop = CTRL_TIMEOUT;
+            }
         }
         if (aborted == -1 || (!aborted && now > hard)) {
             /* a crash or a hang: stop the whole lane now rather than letting
              * peers wait out their barrier time-outs */
+            if (aborted != -1)
+                stop = CTRL_TIMEOUT; /* past the hard deadline: the arm timed out */
             aborted = 1;
-            int32_t ctrl = CTRL_ABORT;
+            int32_t ctrl = stop;
             for (int i = 0; i < a->world; i++)
                 if (i != my)
                     MPI_Send(&ctrl, 1, MPI_INT32_T, a->lane[i], TAG_CTRL, MPI_COMM_WORLD);
             if (my >= 0 && !own.done) {
-                bk_proc_kill(&own, t_term ? TERM_KILL_S : 2.0, 0);
+                bk_proc_kill(&own, t_term ? TERM_KILL_S : 2.0, stop == CTRL_TIMEOUT);
                 own_reported = report_own(&a->r[my], &own);
             }
         }
