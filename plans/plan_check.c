@@ -1,5 +1,6 @@
 /* plan_check.c - the bracket.plan/1 schema: which fields exist, their types, ranges and
  * defaults, checked in document order so the first error is the one reported. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -217,8 +218,18 @@ static bk_status check_workload(const bk__chk *c, json_t *root, bk_plan *p)
         sum += s->weight;
         p->workload.nshapes = (int)k + 1;
     }
-    for (int k = 0; k < p->workload.nshapes; k++)
+    if (!isfinite(sum))
+        return bk__bad(c, "workload.shapes", NULL, "the weights sum to more than a double "
+                       "holds; they are relative, scale them down (e.g. to sum to 1)");
+    for (int k = 0; k < p->workload.nshapes; k++) {
         p->workload.shapes[k].weight /= sum; /* the document keeps what the user wrote */
+        if (p->workload.shapes[k].weight == 0) {
+            char path[64];
+            snprintf(path, sizeof path, "workload.shapes[%d].weight", k);
+            return bk__bad(c, path, NULL, "negligible against the other weights (its share "
+                           "of the workload rounds to 0)");
+        }
+    }
     CK(bk__get_int(c, o, "workload", "warmup_iters", &(json_int_t){ 20 }, 0, BK__MAX_ITERS,
                    &i));
     p->workload.warmup_iters = (int)i;

@@ -283,6 +283,17 @@ static void on_pull(bk_coord *c)
             c->stats.rejected[BK_REJ_BAD_FIELD]++;
             break;
         }
+        {
+            const uint64_t *dst = d->ns[m.shape] + m.first;
+            size_t i = 0;
+            while (i < m.n && dst[i] == UINT64_MAX && m.ns[i] != UINT64_MAX)
+                i++;
+            if (i < m.n) { /* iteration first + i: already received, or the "missing" marker */
+                c->stats.accepted--;
+                c->stats.rejected[BK_REJ_BAD_FIELD]++;
+                break;
+            }
+        }
         if (!d->t_first_sample_ns && a->t_start_ns)
             d->t_first_sample_ns = bk_now_ns() - a->t_start_ns;
         memcpy(d->ns[m.shape] + m.first, m.ns, m.n * sizeof(uint64_t));

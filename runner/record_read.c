@@ -382,6 +382,26 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
     run->shared_lanes = (policy && !strcmp(policy, "shared")) ||
                         json_equal(json_object_get(lanes, "baseline"),
                                    json_object_get(lanes, "candidate"));
+    /* the processes are the evidence: B and C on the same MPI ranks is a shared lane
+     * whatever `lanes` says, and each arm ran the plan's variant on tp x ep ranks */
+    {
+        const bk_arm_run *b = &run->arms[BK_ARM_IDX_B], *cand = &run->arms[BK_ARM_IDX_C];
+        if (b->ran && cand->ran && b->world == cand->world &&
+            !memcmp(b->lane, cand->lane, (size_t)b->world * sizeof *b->lane))
+            run->shared_lanes = 1;
+        const int L = run->plan.arena.tp * run->plan.arena.ep;
+        for (int i = 0; i < BK_ARM_NAMES; i++) {
+            const bk_arm_run *a = &run->arms[i];
+            const char *want = i == BK_ARM_IDX_C || i == BK_ARM_IDX_A ? run->plan.candidate.name
+                                                                       : run->plan.incumbent.name;
+            if (a->ran && (strcmp(a->variant, want) != 0 || a->world != L)) {
+                st = BK_FAIL(err, BK_ERR_INPUT, "%s: arms[%d] (%s): ran '%s' on %d rank(s); "
+                             "the record's plan says '%s' on tp x ep = %d", record_path, i,
+                             a->name, a->variant, a->world, want, L);
+                goto out;
+            }
+        }
+    }
     char dir[700];
     bk_strlcpy(dir, record_path, sizeof dir);
     char *slash = strrchr(dir, '/');

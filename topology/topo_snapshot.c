@@ -133,6 +133,10 @@ bk_status bk_topo_save_check(const char *path, bk_err *err)
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
         return BK_FAIL(err, BK_ERR_INPUT, "%s: is a directory; give the snapshot a file name "
                        "(e.g. %s/topology.json)", path, path);
+    /* the save renames over `path`: never over a device, FIFO, socket or a symlink to one */
+    if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: exists and is not a regular file (a device, "
+                       "FIFO, socket or symlink); the snapshot would replace it", path);
     /* the folder it goes in (the temporary file and the rename need to write there) */
     char dir[1024];
     snprintf(dir, sizeof dir, "%s", path);
@@ -569,6 +573,13 @@ bk_status bk_topo_load(const char *path, bk_topo **out, bk_err *err)
     FILE *f = fopen(path, "rb");
     if (!f)
         return BK_FAIL(err, BK_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    memset(&sb, 0, sizeof sb);
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        st = BK_FAIL(err, BK_ERR_INPUT, "%s: not a regular file%s", path,
+                     S_ISDIR(sb.st_mode) ? " (a directory)" : "");
+        goto out;
+    }
     if (fseek(f, 0, SEEK_END) != 0) {
         st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: cannot seek: %s", path, strerror(errno));
         goto out;
@@ -588,6 +599,11 @@ bk_status bk_topo_load(const char *path, bk_topo **out, bk_err *err)
         goto out;
     }
     text[n] = '\0';
+    if (strlen(text) != (size_t)n) {
+        st = BK_FAIL(err, BK_ERR_INPUT, "%s: a NUL byte at offset %zu (not JSON text)", path,
+                     strlen(text));
+        goto out;
+    }
     BK_TRY(bk_topo_parse(text, path, out, err));
 out:
     free(text);

@@ -169,6 +169,17 @@ check_cmd topo-dir "is a directory; give the snapshot a file name" topo --save "
 check_cmd topo-nodir "$IT_TMP/nope/t.json: the folder $IT_TMP/nope does not exist" \
     topo --save "$IT_TMP/nope/t.json"
 [ ! -e "$IT_TMP/nope" ] || fail "topo --save made a folder"
+# a snapshot is never renamed over a device, FIFO or symlink (as root, --save /dev/null
+# once replaced the system's /dev/null), and a folder given as a snapshot is bad input
+mkfifo "$IT_TMP/fifo"
+check_cmd topo-fifo "exists and is not a regular file" topo --save "$IT_TMP/fifo"
+[ -p "$IT_TMP/fifo" ] || fail "topo --save replaced a FIFO"
+check_cmd topo-load-dir "$IT_TMP: not a regular file (a directory)" topo --topology "$IT_TMP"
+# weights are relative; ones whose sum overflows, or one negligible beside the rest, are named
+check_cmd pc-weight-inf "the weights sum to more than a double holds" plan check "$IT_PLAN" \
+    --set 'workload.shapes=[{"tokens":4,"hidden":1024,"weight":1e308},{"tokens":8,"hidden":1024,"weight":1e308}]'
+check_cmd pc-weight-zero "workload.shapes[0].weight: negligible" plan check "$IT_PLAN" \
+    --set 'workload.shapes=[{"tokens":4,"hidden":1024,"weight":1e-320},{"tokens":8,"hidden":1024,"weight":1e300}]'
 # bracket plan check and bracket score on bad input
 set +e
 "$BK_BRACKET" plan check "$BK_SOURCE_DIR/tests/fixtures/plans/bad-unknown-key.json" >"$IT_TMP/p.log" 2>&1
