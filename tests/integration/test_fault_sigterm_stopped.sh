@@ -10,8 +10,15 @@ it_start sigterm-stopped 4 "$IT_PLAN" --set candidate.variant=slowed \
 wait_engines C 2
 STOPPED=$(echo "$EPIDS" | head -n 1)
 kill -STOP "$STOPPED"
-# every engine maps its segment as it starts: it exists while the engine is stopped
-ls /dev/shm | grep -q '^bk-' || fail "no engine segment to begin with"
+# an engine's segment has a name only from its creation until every peer of its lane has
+# mapped it (then the name is unlinked), a window of milliseconds: whether the stop landed in
+# it is timing, so it is said, not assumed; either way nothing may be left behind below
+if ls /dev/shm | grep -q '^bk-'; then
+    echo "a named engine segment existed at the stop: rank 0's removal of it is exercised"
+else
+    echo "NOTE: the engines had connected (segment names unlinked) before the stop; this run"
+    echo "      checks the stopped engine, the partial record and the clean-up, not the removal"
+fi
 term_mpirun
 python3 - "$RECORD" <<'PY' || fail "the partial record is not NO_DECISION / terminated"
 import json, sys
