@@ -1,7 +1,8 @@
 /* diagnostic.c - fault-injection variants (`slowed`, `crash`, `corrupt`) that wrap any real
  * variant of the same target, found in the catalog by name, on any backend the base runs on.
  * They exist to prove that the bracket notices: a slower candidate FAILs, a crash is a
- * NO_DECISION, corrupted outputs FAIL on quality. Never real candidates (diagnostic = 1).
+ * NO_DECISION, corrupted outputs FAIL on quality, and so does a candidate that skips its
+ * work when timed (lazy) or changes its input (mutate). Never real candidates (diagnostic = 1).
  *
  * Params: base (a real variant's name; default: the backend's incumbent, "shm_twopass"
  * on cpu, none yet on cuda), and one of
@@ -21,6 +22,12 @@
  *            the engine times (graph replay in graph mode).
  *   crash  : at_iter   integer >= 0, default 10         (abort() when call->iter == at_iter)
  *   corrupt: magnitude number > 0, default 1.0          (added to every 7th element of out)
+ *   lazy   : (no param)                                 (the base in untimed calls, nothing
+ *                                                        in timed ones: the engine's check
+ *                                                        of the last timed call must notice)
+ *   mutate : element   integer >= 0, default 0          (the base, then the first input's
+ *                                                        element `element` set to 3.0: the
+ *                                                        audit's input check must notice)
  * The base is created with empty params. Domain: the table entries carry every bf16
  * shape, since the catalog's domains are static, so the engine calls the wrapper for every
  * shape; a call outside the base's own domain is served by the default base (the
@@ -44,7 +51,7 @@
 #define BK_DIAG_LEARN 16 /* slowed on cuda: uncaptured calls timed per shape for its unit */
 #define BK_DIAG_AT_ITER 10 /* crash: the default at_iter */
 
-typedef enum { DIAG_SLOWED, DIAG_CRASH, DIAG_CORRUPT } diag_kind;
+typedef enum { DIAG_SLOWED, DIAG_CRASH, DIAG_CORRUPT, DIAG_LAZY, DIAG_MUTATE } diag_kind;
 
 typedef struct diag_state {
     diag_kind kind;
@@ -52,6 +59,7 @@ typedef struct diag_state {
     void *base_state, *fallback_state;
     double fraction, magnitude;
     long at_iter;
+    long long element; /* mutate: the element of the first input it overwrites */
     int rank, only_rank; /* slowed: only_rank >= 0 slows that lane rank alone */
     uint64_t last_base_ns, last_wait_ns;
     bk_diag_unit unit[BK_MAX_SHAPES]; /* slowed: the wait's unit per shape */
@@ -68,8 +76,9 @@ typedef struct diag_state {
 #endif
 } diag_state;
 
-static const char *const k_kind_name[] = { "slowed", "crash", "corrupt" };
-static const char *const k_kind_param[] = { "fraction", "at_iter", "magnitude" };
+static const char *const k_kind_name[] = { "slowed", "crash", "corrupt", "lazy", "mutate" };
+static const char *const k_kind_param[] = { "fraction", "at_iter", "magnitude", NULL,
+                                             "element" };
 
 /* Default bases: the incumbent of each backend, per target (NULL: none yet, base required). */
 #define AR_CPU_BASE "shm_twopass"
@@ -140,6 +149,13 @@ static bk_status parse_kind_param(diag_state *s, const json_t *v, bk_err *err)
             return BK_FAIL(err, BK_ERR_INPUT, "params.magnitude: must be a finite number > 0");
         s->magnitude = json_number_value(v);
         break;
+    case DIAG_MUTATE:
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            return BK_FAIL(err, BK_ERR_INPUT, "params.element: must be an integer >= 0");
+        s->element = (long long)json_integer_value(v);
+        break;
+    case DIAG_LAZY:
+        break;
     }
     return BK_OK;
 }
@@ -191,16 +207,19 @@ static bk_status diag_create(const char *target, diag_kind kind, const json_t *p
             s->only_rank = (int)json_integer_value(val);
             continue;
         }
-        if (strcmp(key, "base") != 0 && strcmp(key, k_kind_param[kind]) != 0) {
-            st = BK_FAIL(err, BK_ERR_INPUT, "params.%s: unknown parameter (%s takes base, %s%s)",
-                         key, k_kind_name[kind], k_kind_param[kind],
+        if (strcmp(key, "base") != 0 &&
+            (!k_kind_param[kind] || strcmp(key, k_kind_param[kind]) != 0)) {
+            st = BK_FAIL(err, BK_ERR_INPUT, "params.%s: unknown parameter (%s takes base%s%s%s)",
+                         key, k_kind_name[kind], k_kind_param[kind] ? ", " : " only",
+                         k_kind_param[kind] ? k_kind_param[kind] : "",
                          kind == DIAG_SLOWED ? ", rank" : "");
             goto out;
         }
     }
     const char *dflt = default_base(target, backend);
     BK_TRY(parse_base(target, dflt, json_object_get(params, "base"), backend, &s->base, err));
-    BK_TRY(parse_kind_param(s, json_object_get(params, k_kind_param[kind]), err));
+    if (k_kind_param[kind])
+        BK_TRY(parse_kind_param(s, json_object_get(params, k_kind_param[kind]), err));
     if (kind == DIAG_CORRUPT && backend != BK_BACKEND_CPU) {
         st = BK_FAIL(err, BK_ERR_UNSUPPORTED,
                      "corrupt: outputs outside host memory (backend cuda) are not supported yet");
@@ -257,6 +276,30 @@ static bk_status corrupt_outputs(const diag_state *s, bk_call *call, bk_err *err
                            t->elem_bytes, t->name ? t->name : "?");
         }
     }
+    return BK_OK;
+}
+
+/* mutate: element `element` (mod its length) of the call's first input becomes the bytes
+ * 0x40 0x40 (bf16 3.0): the same value every call, so the timed calls see one input; the
+ * audit's input check (--check-inputs) is what must notice. */
+static bk_status mutate_input(const diag_state *s, bk_call *call, bk_err *err)
+{
+    const bk_target *tg = bk_catalog_target(s->base->target);
+    bk_tensor *t = NULL;
+    for (int i = 0; tg && i < tg->ntensors && i < call->nt && !t; i++)
+        if (!tg->tensor_is_output[i])
+            t = &call->t[i];
+    if (!t || !t->data || !t->elems || t->elem_bytes != 2)
+        return BK_FAIL(err, BK_ERR_INTERNAL, "mutate: the call has no bf16 input tensor");
+    char *p = (char *)t->data + (size_t)(s->element % (long long)t->elems) * 2;
+#ifdef BK_HAVE_CUDA
+    if (s->backend == BK_BACKEND_CUDA) {
+        cudaError_t e = cudaMemsetAsync(p, 0x40, 2, (cudaStream_t)call->stream);
+        return e == cudaSuccess ? BK_OK : BK_FAIL(err, BK_ERR_SYSTEM, "mutate: %s",
+                                                  cudaGetErrorString(e));
+    }
+#endif
+    memset(p, 0x40, 2);
     return BK_OK;
 }
 
@@ -416,6 +459,8 @@ static bk_status diag_run(void *state, bk_call *call, bk_err *err)
     if (s->kind == DIAG_SLOWED && s->backend == BK_BACKEND_CUDA)
         return slowed_cuda(s, v, vs, call, err);
 #endif
+    if (s->kind == DIAG_LAZY && call->iter >= 0)
+        return BK_OK; /* a timed call: nothing done */
     uint64_t t0 = bk_now_ns();
     BK_TRY(v->run(vs, call, err));
     uint64_t t1 = bk_now_ns();
@@ -445,6 +490,11 @@ static bk_status diag_run(void *state, bk_call *call, bk_err *err)
         break;
     case DIAG_CORRUPT:
         BK_TRY(corrupt_outputs(s, call, err));
+        break;
+    case DIAG_MUTATE:
+        BK_TRY(mutate_input(s, call, err));
+        break;
+    case DIAG_LAZY:
         break;
     }
 out:
@@ -518,6 +568,8 @@ int bk__diag_crash_at(const bk_variant *v, const json_t *params, long long *at_i
 BK__DIAG_CREATE(ar_slowed_create, BK_AR_TARGET, DIAG_SLOWED)
 BK__DIAG_CREATE(ar_crash_create, BK_AR_TARGET, DIAG_CRASH)
 BK__DIAG_CREATE(ar_corrupt_create, BK_AR_TARGET, DIAG_CORRUPT)
+BK__DIAG_CREATE(ar_lazy_create, BK_AR_TARGET, DIAG_LAZY)
+BK__DIAG_CREATE(ar_mutate_create, BK_AR_TARGET, DIAG_MUTATE)
 
 const bk_variant bk__ar_rmsnorm_diag_variants[] = {
     BK__DIAG_ENTRY("slowed", BK_AR_TARGET, ar_slowed_create,
@@ -530,5 +582,13 @@ const bk_variant bk__ar_rmsnorm_diag_variants[] = {
                    "DIAGNOSTIC: the base variant, then magnitude added to every 7th element "
                    "of out, cpu only (params: base, magnitude default 1.0)",
                    BK_BK_CPU), /* outputs in host memory only, so far */
+    BK__DIAG_ENTRY("lazy", BK_AR_TARGET, ar_lazy_create,
+                   "DIAGNOSTIC: the base variant in untimed calls, nothing in timed ones (a "
+                   "candidate that skips its work when timed; params: base)",
+                   BK_BK_CPU | BK_BK_CUDA),
+    BK__DIAG_ENTRY("mutate", BK_AR_TARGET, ar_mutate_create,
+                   "DIAGNOSTIC: the base variant, then its first input's element `element` "
+                   "set to 3.0 (a candidate that changes its input; params: base, element "
+                   "default 0)", BK_BK_CPU | BK_BK_CUDA),
     { .name = NULL },
 };

@@ -325,6 +325,7 @@ static void on_pull(bk_coord *c)
     case BK_MSG_STATUS:
         d->status_seen = 1;
         d->status_ok = m.ok;
+        d->broke_contract = !m.ok && m.code == BK_ERR_CONTRACT;
         bk_strlcpy(d->status_msg, m.message, sizeof d->status_msg);
         d->samples_claimed = m.samples;
         d->t_first_ns = m.t_first_ns;

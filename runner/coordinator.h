@@ -25,6 +25,7 @@ typedef struct bk_rank_data {
     int hello;              /* its hello reached the rendezvous */
     int64_t pid;
     int status_seen, status_ok;
+    int broke_contract;     /* its status: the arm's variant broke its contract (BK_ERR_CONTRACT) */
     char status_msg[512];
     uint64_t samples_claimed;   /* as its status says */
     uint64_t samples_got;

@@ -166,6 +166,16 @@ out:
     return st;
 }
 
+/* A broken contract (BK_ERR_CONTRACT) stays one only when the variant that broke it, v, is
+ * the arm's own: the runner holds it against the candidate in arms C and A, and the
+ * incumbent serving a shape outside the candidate's domain is not the candidate. */
+static bk_status own_contract(const engine *e, const bk_variant *v, bk_status st, bk_err *err)
+{
+    if (st == BK_ERR_CONTRACT && v != e->v_arm)
+        st = err->code = BK_ERR_INTERNAL;
+    return st;
+}
+
 static bk_status run_engine(engine *e, bk_err *err)
 {
     bk_status st = BK_OK;
@@ -227,14 +237,15 @@ static bk_status run_engine(engine *e, bk_err *err)
             .warmup = p->workload.warmup_iters, .iters = p->workload.iters,
             .graph = e->a.audit ? e->a.audit_graph : !strcmp(p->arena.graph_mode, "graph"),
             .check_inputs = e->a.check_inputs,
+            .rtol = p->quality.rtol, .atol = p->quality.atol,
             .timeout_s = p->timeouts.rendezvous_s, .emit = emit_samples, .emit_user = e,
             .t_first_ns = &e->t_first_ns,
         };
         if (!e->a.audit) {
-            BK_TRY(e->be->time_shape(e->ctx, &job, err));
+            BK_TRY(own_contract(e, v, e->be->time_shape(e->ctx, &job, err), err));
             continue;
         }
-        BK_TRY(e->be->audit_shape(e->ctx, &job, outs, out_bytes, err));
+        BK_TRY(own_contract(e, v, e->be->audit_shape(e->ctx, &job, outs, out_bytes, err), err));
         int k = 0;
         for (int t = 0; t < e->target->ntensors; t++) {
             if (!e->target->tensor_is_output[t])

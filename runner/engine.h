@@ -35,6 +35,7 @@ typedef struct bk_shape_job {
     void *emit_user;
     uint64_t *t_first_ns;      /* set to bk_now_ns() at the first timed iteration if 0 */
     int check_inputs;          /* audit: fail if the call changed an input tensor */
+    double rtol, atol;         /* the plan's quality tolerances (bk_engine_check_timed) */
 } bk_shape_job;
 
 typedef struct bk_backend_ctx bk_backend_ctx; /* each backend's own */
@@ -61,6 +62,17 @@ typedef struct bk_engine_backend {
      * it has none. For the record: every process's status carries them. */
     void (*describe)(const bk_backend_ctx *ctx, char *buf, size_t len);
 } bk_engine_backend;
+
+/* After the timed calls of a shape: timed[i] holds output i as the last timed call left it
+ * (its outputs were poisoned just before that call, outside the timing), untimed[i] as an
+ * untimed eager call on the same inputs then wrote it (host copies; inputs' entries
+ * unused). Equal bits, or every bf16 element within the plan's rtol / atol of the untimed
+ * call's and not NaN where that one is not: BK_OK; else BK_ERR_CONTRACT naming the
+ * variant, rank, shape, tensor and first element. A variant that skips work, or computes
+ * something else, when it is timed is caught here; the audit checks the untimed result. */
+bk_status bk_engine_check_timed(const bk_shape_job *job, const bk_tensor *t,
+                                const void *const *timed, const void *const *untimed,
+                                bk_err *err);
 
 extern const bk_engine_backend bk_engine_cpu;
 #ifdef BK_HAVE_CUDA

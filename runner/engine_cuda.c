@@ -373,6 +373,89 @@ out:
     return st;
 }
 
+/* Poison the outputs of set s (0xFF bytes: bf16 NaN) on the stream. */
+static bk_status poison_outputs(bk_backend_ctx *ctx, const shape_set *s, int nt, bk_err *err)
+{
+    bk_status st = BK_OK;
+    for (int i = 0; i < nt; i++)
+        if (s->t[i].output)
+            CUDA_TRY(cudaMemsetAsync(s->t[i].data, 0xFF, s->t[i].elems * s->t[i].elem_bytes,
+                                     ctx->stream));
+out:
+    return st;
+}
+
+/* Host copies (malloc'd, into host[i]) of set s's output tensors (outputs 1) or input
+ * tensors (outputs 0); the other entries are left NULL. The stream is idle or bounded. */
+static bk_status copy_to_host(bk_backend_ctx *ctx, const shape_set *s, int nt, int outputs,
+                              void **host, bk_err *err)
+{
+    bk_status st = BK_OK;
+    for (int i = 0; i < nt; i++) {
+        const size_t bytes = s->t[i].elems * s->t[i].elem_bytes;
+        if (!s->t[i].output != !outputs)
+            continue;
+        host[i] = malloc(bytes ? bytes : 1);
+        if (!host[i]) {
+            st = BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: out of host memory for %s", ctx->rank,
+                         s->t[i].name);
+            goto out;
+        }
+        CUDA_TRY(cudaMemcpyAsync(host[i], s->t[i].data, bytes, cudaMemcpyDeviceToHost,
+                                 ctx->stream));
+    }
+    CUDA_TRY(cudaStreamSynchronize(ctx->stream));
+out:
+    return st;
+}
+
+static void free_host(void **host)
+{
+    for (int i = 0; i < BK_MAX_TENSORS; i++) {
+        free(host[i]);
+        host[i] = NULL;
+    }
+}
+
+/* One untimed eager call on set s after a lane barrier, waited for (bounded). */
+static bk_status untimed_call(bk_backend_ctx *ctx, const bk_shape_job *job, shape_set *s,
+                              bk_err *err)
+{
+    bk_status st = BK_OK;
+    cudaEvent_t done = NULL;
+    CUDA_TRY(cudaEventCreate(&done));
+    s->call.iter = -1;
+    BK_TRY(bk_cuda_comm_barrier(ctx->comm, ctx->stream, job->timeout_s, err));
+    BK_TRY(job->variant->run(job->vstate, &s->call, err));
+    CUDA_TRY(cudaEventRecord(done, ctx->stream));
+    BK_TRY(bk_cuda_comm_wait(ctx->comm, done, 3 * job->timeout_s + 1, err));
+out:
+    if (done)
+        (void)cudaEventDestroy(done);
+    return st;
+}
+
+/* The outputs the last timed call left in set s (poisoned before it) against an untimed
+ * eager call's on the same inputs: bk_engine_check_timed. Every rank of the lane takes
+ * part (the call meets its peers). */
+static bk_status check_last(bk_backend_ctx *ctx, const bk_shape_job *job, shape_set *s,
+                            bk_err *err)
+{
+    bk_status st = BK_OK;
+    void *timed[BK_MAX_TENSORS] = {0}, *untimed[BK_MAX_TENSORS] = {0};
+    const int nt = job->target->ntensors;
+    BK_TRY(copy_to_host(ctx, s, nt, 1, timed, err));
+    BK_TRY(poison_outputs(ctx, s, nt, err));
+    BK_TRY(untimed_call(ctx, job, s, err));
+    BK_TRY(copy_to_host(ctx, s, nt, 1, untimed, err));
+    st = bk_engine_check_timed(job, s->t, (const void *const *)timed,
+                               (const void *const *)untimed, err);
+out:
+    free_host(timed);
+    free_host(untimed);
+    return st;
+}
+
 static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, bk_err *err)
 {
     bk_status st = BK_OK;
@@ -450,6 +533,8 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
             if (ctx->flush && cudaMemsetAsync(ctx->flush, (first + j) & 0xff, ctx->flush_bytes,
                                               ctx->stream) != cudaSuccess)
                 st = BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: flushing L2 failed", ctx->rank);
+            if (st == BK_OK && first + j == job->iters - 1) /* the checked call (check_last) */
+                st = poison_outputs(ctx, s, job->target->ntensors, err);
             if (st == BK_OK)
                 st = bk_cuda_comm_barrier(ctx->comm, ctx->stream, job->timeout_s, err);
             if (st == BK_OK && cudaEventRecord(ev0[j], ctx->stream) != cudaSuccess)
@@ -480,6 +565,7 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
                 "host to enqueue them; those ran as enqueued (host launch gaps included)\n",
                 ctx->rank, job->shape_index, bk_cuda_gate_timeouts(&ctx->gate) - gate_timeouts,
                 BK_GATE_BOUND_S);
+    BK_TRY(check_last(ctx, job, &sets.s[(job->iters - 1 - start) % nsets], err));
 out:
     if (st != BK_OK)
         (void)cudaStreamSynchronize(ctx->stream); /* bounded: device waits time out */
@@ -491,33 +577,62 @@ out:
     return st;
 }
 
+/* The inputs set s holds after a call against freshly seeded ones (set 0's seed), bit for
+ * bit: BK_ERR_CONTRACT naming the first changed tensor. */
+static bk_status check_inputs(bk_backend_ctx *ctx, const bk_shape_job *job, const shape_set *s,
+                              bk_err *err)
+{
+    bk_status st = BK_OK;
+    const bk_target *tg = job->target;
+    void *now[BK_MAX_TENSORS] = {0};
+    bk_tensor fresh[BK_MAX_TENSORS];
+    memset(fresh, 0, sizeof(fresh));
+    BK_TRY(copy_to_host(ctx, s, tg->ntensors, 0, now, err));
+    for (int i = 0; i < tg->ntensors; i++) {
+        fresh[i] = s->t[i];
+        fresh[i].data = malloc(s->t[i].elems * s->t[i].elem_bytes + 16);
+        if (!fresh[i].data) {
+            st = BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: out of host memory", ctx->rank);
+            goto out;
+        }
+    }
+    tg->init_inputs(fresh, job->shape, job->seed, job->shape_index, job->rank, job->world);
+    for (int i = 0; i < tg->ntensors; i++)
+        if (!s->t[i].output &&
+            memcmp(now[i], fresh[i].data, s->t[i].elems * s->t[i].elem_bytes) != 0) {
+            st = BK_FAIL(err, BK_ERR_CONTRACT, "%s mutated its input '%s' (rank %d, shape %d): "
+                         "a variant must leave its inputs as they were", job->variant->name,
+                         s->t[i].name, job->rank, job->shape_index);
+            goto out;
+        }
+out:
+    for (int i = 0; i < tg->ntensors; i++)
+        free(fresh[i].data);
+    free_host(now);
+    return st;
+}
+
 static bk_status cuda_audit_shape(bk_backend_ctx *ctx, const bk_shape_job *job, void **outs,
                                   size_t *bytes, bk_err *err)
 {
     bk_status st = BK_OK;
     shape_sets ss = {0};
     shape_set *s = NULL;
-    cudaEvent_t done = NULL;
+    void *host[BK_MAX_TENSORS] = {0};
     int k = 0;
     CUDA_TRY(cudaSetDevice(ctx->device));
     BK_TRY(sets_init(ctx, job, 1, &ss, err));
     s = &ss.s[0];
-    CUDA_TRY(cudaEventCreate(&done));
-    BK_TRY(bk_cuda_comm_barrier(ctx->comm, ctx->stream, job->timeout_s, err));
-    BK_TRY(job->variant->run(job->vstate, &s->call, err));
-    CUDA_TRY(cudaEventRecord(done, ctx->stream));
-    BK_TRY(bk_cuda_comm_wait(ctx->comm, done, 3 * job->timeout_s + 1, err));
+    BK_TRY(untimed_call(ctx, job, s, err));
+    if (job->check_inputs)
+        BK_TRY(check_inputs(ctx, job, s, err));
+    BK_TRY(copy_to_host(ctx, s, job->target->ntensors, 1, host, err));
     for (int i = 0; i < job->target->ntensors; i++) {
         if (!s->t[i].output)
             continue;
         bytes[k] = s->t[i].elems * s->t[i].elem_bytes;
-        outs[k] = malloc(bytes[k] ? bytes[k] : 1);
-        if (!outs[k]) {
-            st = BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: out of host memory", ctx->rank);
-            goto out;
-        }
-        k++;
-        CUDA_TRY(cudaMemcpy(outs[k - 1], s->t[i].data, bytes[k - 1], cudaMemcpyDeviceToHost));
+        outs[k++] = host[i]; /* ownership passes to the caller */
+        host[i] = NULL;
     }
 out:
     if (st != BK_OK)
@@ -525,8 +640,7 @@ out:
             free(outs[i]);
             outs[i] = NULL;
         }
-    if (done)
-        (void)cudaEventDestroy(done);
+    free_host(host);
     sets_free(&ss);
     return st;
 }

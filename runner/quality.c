@@ -85,6 +85,17 @@ static void compare(const bk_run *run, int s, int o, bk_quality_shape *q, char *
 int bk_quality_missing(const bk_run *run, bk_quality *q)
 {
     const bk_arm_run *A = &run->arms[BK_ARM_IDX_A], *T = &run->arms[BK_ARM_IDX_T];
+    static const int cand[] = { BK_ARM_IDX_C, BK_ARM_IDX_A };
+    for (int k = 0; k < 2; k++) {
+        const bk_arm_run *a = &run->arms[cand[k]];
+        for (int r = 0; a->ran && r < bk_arm_rounds(a) * a->world; r++)
+            if (a->r[r].broke_contract) {
+                q->state = BK_QUALITY_FAIL;
+                snprintf(q->reason, sizeof q->reason, "the candidate broke its contract in arm "
+                         "%s (lane rank %d): %.400s", a->name, r % a->world, a->r[r].status_msg);
+                return 1;
+            }
+    }
     if (!A->ran && !T->ran) {
         q->state = BK_QUALITY_MISSING;
         snprintf(q->reason, sizeof q->reason, "audit A and reference T not run");

@@ -95,7 +95,7 @@ json_t *bk_record_arm_json(const bk_run *run, const bk_score *sc, int idx)
         char desc[96];
         bk_proc_describe(&d->proc, desc, sizeof desc);
         json_t *p = json_pack("{s:i, s:i, s:i, s:s, s:I, s:b, s:i, s:i, s:b, s:b, s:s, s:b, s:b, "
-                              "s:s, s:I, s:I, s:f, s:f, s:f, s:s}",
+                              "s:s, s:b, s:I, s:I, s:f, s:f, s:f, s:s}",
                               "round", i / a->world + 1,
                               "lane_rank", r, "mpi_rank", d->mpi_rank, "host", d->host,
                               "pid", (json_int_t)d->pid, "reported", d->reported,
@@ -103,6 +103,7 @@ json_t *bk_record_arm_json(const bk_run *run, const bk_score *sc, int idx)
                               "timed_out", d->proc.timed_out, "killed", d->proc.killed,
                               "ended", desc, "status_seen", d->status_seen,
                               "status_ok", d->status_ok, "status_message", d->status_msg,
+                              "broke_contract", d->broke_contract,
                               "samples_sent", (json_int_t)d->samples_claimed,
                               "samples_received", (json_int_t)d->samples_got,
                               "engine_start_to_first_iter_s", (double)d->t_first_ns / 1e9,

@@ -105,8 +105,10 @@ static void build_argv(const bk_agent_env *env, const arm_msg *m, int lane_rank,
     buf[n++] = store[2];
     buf[n++] = "--backend";
     buf[n++] = (char *)bk_backend_name(env->backend);
-    if (m->audit)
+    if (m->audit) { /* the audit holds the variant to verify's contract: inputs unchanged */
         buf[n++] = "--audit";
+        buf[n++] = "--check-inputs";
+    }
     if (env->keys_path) {
         buf[n++] = "--keys-file";
         buf[n++] = (char *)env->keys_path;

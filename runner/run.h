@@ -61,8 +61,11 @@ bk_status bk_run_evaluate(const bk_run *run, int bc_only, bk_score *out, bk_err 
 /* Compare A with T (tensors kept on the arms) into run->quality. */
 void bk_run_quality(bk_run *run);
 
-/* The first step of bk_run_quality: when A or T did not run or did not complete, set
- * q's state to MISSING with the reason and return 1; else 0, q untouched. */
+/* The first step of bk_run_quality, deciding without a comparison: when an engine of arm C
+ * or A reported that the candidate broke its contract (bk_rank_data.broke_contract: it
+ * mutated an input, or a timed call did not compute what an untimed one does), set q's
+ * state to FAIL with that engine's message; else when A or T did not run or did not
+ * complete, to MISSING with the reason. 1 when it decided, else 0, q untouched. */
 int bk_quality_missing(const bk_run *run, bk_quality *q);
 
 /* The last step: q's state from its per-tensor comparison (q->per, nshapes x noutputs):

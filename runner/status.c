@@ -53,6 +53,7 @@ const char *bk_status_name(bk_status st)
     case BK_ERR_PEER: return "peer failure";
     case BK_ERR_UNSUPPORTED: return "unsupported";
     case BK_ERR_INTERNAL: return "internal error";
+    case BK_ERR_CONTRACT: return "contract broken";
     }
     return "unknown";
 }

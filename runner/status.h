@@ -15,7 +15,9 @@ typedef enum bk_status {
     BK_ERR_TIMEOUT,     /* a bounded wait ran out */
     BK_ERR_PEER,        /* a peer process failed or sent garbage */
     BK_ERR_UNSUPPORTED, /* outside what this build or machine can do */
-    BK_ERR_INTERNAL     /* a bug or an unexpected library failure */
+    BK_ERR_INTERNAL,    /* a bug or an unexpected library failure */
+    BK_ERR_CONTRACT     /* a variant broke its contract (docs/variants.md): it mutated an
+                           input, or a timed call did not compute what an untimed one does */
 } bk_status;
 
 /* The message buffer a failing call fills. The first failure writes `msg`;

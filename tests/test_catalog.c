@@ -84,15 +84,16 @@ static void test_lookups_and_iteration(void **state)
         if (v->diagnostic) {
             diag += strcmp(v->target, AR) == 0;
             assert_memory_equal(v->summary, "DIAGNOSTIC:", 11);
-            /* slowed and crash wrap any base, on either backend; corrupt writes into host
-             * memory, so it lists cpu only (plan variants must not offer it on cuda) */
+            /* slowed, crash, lazy and mutate wrap any base, on either backend; corrupt
+             * writes into host memory, so it lists cpu only (plan variants must not offer
+             * it on cuda) */
             assert_true(v->backends & BK_BK_CPU);
             assert_true(!!(v->backends & BK_BK_CUDA) == !!strcmp(v->name, "corrupt"));
         }
         seen += strcmp(v->name, "shm_twopass") == 0 || v == one;
     }
     assert_int_equal(seen, 2);
-    assert_int_equal(diag, 3);
+    assert_int_equal(diag, 5); /* slowed, crash, corrupt, lazy, mutate */
 }
 
 /* ---- domains ---- */
