@@ -434,7 +434,7 @@ int bk_cmd_score(int argc, char **argv)
         rc = st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
         goto out;
     }
-    if (!(rec = json_load_file(path, 0, &je))) {
+    if (!(rec = json_load_file(path, JSON_REJECT_DUPLICATES, &je))) {
         fprintf(stderr, "bracket score: cannot reread %s: %s\n", path, je.text);
         goto out;
     }

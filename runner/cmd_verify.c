@@ -418,7 +418,8 @@ int bk_cmd_verify(int argc, char **argv)
     for (int t = 0; t < tg->ntensors; t++)
         if (tg->tensor_is_output[t])
             outs[nout++] = t;
-    if (bk_coord_open(&c, run_id, p.workload.nshapes, 1, nout, &err) != BK_OK) {
+    if (bk_coord_open(&c, run_id, p.workload.nshapes, 1, nout, &err) != BK_OK ||
+        bk_coord_set_outputs(c, tg, p.workload.shapes, p.arena.dtype, &err) != BK_OK) {
         fprintf(stderr, "bracket verify: %s\n", err.msg);
         goto out;
     }

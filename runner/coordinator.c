@@ -8,6 +8,7 @@
 #include <zmq.h>
 
 #include "collectives/collectives.h"
+#include "kernels/catalog.h"
 #include "runner/coord_secure.h"
 #include "runner/coordinator.h"
 
@@ -29,6 +30,11 @@ struct bk_coord {
     bk_wire_stats stats;
     char run_id[BK_RUN_ID_LEN];
     int nshapes, iters, noutputs;
+    /* what an audit's tensors must be (bk_coord_set_outputs): none set, none accepted */
+    const bk_target *tg;
+    bk_shape *shapes;                /* [nshapes] */
+    int out_idx[BK_MAX_TENSORS];     /* the target's index of output o */
+    char dtype[16];
     bk_arm_run *cur;
     rv_slot *slots;
     int nhello;
@@ -113,6 +119,49 @@ out:
     }
     *out = c;
     return st;
+}
+
+bk_status bk_coord_set_outputs(bk_coord *c, const bk_target *tg, const bk_shape *shapes,
+                               const char *dtype, bk_err *err)
+{
+    int no = 0;
+    for (int t = 0; t < tg->ntensors; t++)
+        if (tg->tensor_is_output[t] && no < BK_MAX_TENSORS)
+            c->out_idx[no++] = t;
+    if (no != c->noutputs)
+        return BK_FAIL(err, BK_ERR_INPUT, "coordinator: %s has %d output(s), opened for %d",
+                       tg->name, no, c->noutputs);
+    if (bk_strlcpy(c->dtype, dtype, sizeof c->dtype) != 0)
+        return BK_FAIL(err, BK_ERR_INPUT, "coordinator: dtype '%s': at most %zu characters",
+                       dtype, sizeof c->dtype - 1);
+    free(c->shapes);
+    c->shapes = malloc((size_t)c->nshapes * sizeof *c->shapes + 1);
+    if (!c->shapes)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "coordinator: out of memory");
+    memcpy(c->shapes, shapes, (size_t)c->nshapes * sizeof *c->shapes);
+    c->tg = tg;
+    return BK_OK;
+}
+
+/* The slot of an audit tensor: the output its name names, of the plan's dtype and of the
+ * bytes the target gives its shape on this arm's world, not received yet; else -1. */
+static int tensor_slot(const bk_coord *c, const bk_arm_run *a, const bk_rank_data *d,
+                       const bk_msg *m)
+{
+    if (!c->tg || !a->audit || strcmp(m->dtype, c->dtype) != 0)
+        return -1;
+    for (int o = 0; o < c->noutputs; o++) {
+        const int t = c->out_idx[o];
+        if (strcmp(m->name, c->tg->tensor_names[t]) != 0)
+            continue;
+        const bk_shape *sh = &c->shapes[m->shape];
+        const size_t k = (size_t)m->shape * (size_t)c->noutputs + (size_t)o;
+        if (m->data_len != c->tg->tensor_elems(sh, a->world, t) * c->tg->tensor_elem_bytes(t) ||
+            d->tensors[k])
+            return -1;
+        return (int)k;
+    }
+    return -1;
 }
 
 const char *bk_coord_rendezvous_ep(const bk_coord *c) { return c->ep_rv; }
@@ -301,16 +350,8 @@ static void on_pull(bk_coord *c)
         d->samples_got += m.n;
         break;
     case BK_MSG_TENSOR: {
-        int k = -1;
-        /* outputs are sent in target order; the name picks the slot */
-        for (int o = 0; o < c->noutputs; o++) {
-            size_t idx = (size_t)m.shape * (size_t)c->noutputs + (size_t)o;
-            if (!d->tensors[idx]) {
-                k = (int)idx;
-                break;
-            }
-        }
-        if (!a->audit || k < 0) {
+        const int k = tensor_slot(c, a, d, &m);
+        if (k < 0) {
             c->stats.accepted--;
             c->stats.rejected[BK_REJ_BAD_FIELD]++;
             break;
@@ -415,6 +456,7 @@ void bk_coord_close(bk_coord *c)
     bk_wire_decoder_free(c->dec);
     bk_wire_buf_free(&c->buf);
     free(c->slots);
+    free(c->shapes);
     if (c->dir[0]) {
         char p[300];
         snprintf(p, sizeof p, "%s/rv", c->dir);

@@ -74,6 +74,18 @@ bk_status bk_coord_open(bk_coord **out, const char *run_id, int nshapes, int ite
 bk_status bk_coord_open_ex(bk_coord **out, const char *run_id, int nshapes, int iters,
                            int noutputs, const bk_transport *t, bk_err *err);
 const bk_transport_stats *bk_coord_transport_stats(const bk_coord *c);
+
+struct bk_target;
+struct bk_shape;
+/* What the audit arms' tensor messages must be: tg's output tensors (the name picks the
+ * slot), of `dtype`, each of the bytes tg gives shapes[shape] on the arm's world (the
+ * shapes are copied: nshapes of them). A tensor naming another output, of another dtype or
+ * length, or sent twice, is rejected as BAD_FIELD and counted, never stored; until this is
+ * called, every tensor is rejected so. BK_ERR_INPUT when tg's outputs are not the noutputs
+ * opened. */
+bk_status bk_coord_set_outputs(bk_coord *c, const struct bk_target *tg,
+                               const struct bk_shape *shapes, const char *dtype, bk_err *err);
+
 const char *bk_coord_rendezvous_ep(const bk_coord *c);
 const char *bk_coord_samples_ep(const bk_coord *c);
 

@@ -9,6 +9,7 @@
 #include "runner/digest.h"
 #include "runner/record_io.h"
 #include "runner/run.h"
+#include "runner/wire.h"
 
 static int quality_from_name(const char *s, bk_quality_state *q)
 {
@@ -220,14 +221,27 @@ static bk_status read_samples(const char *path, bk_run *run, bk_err *err)
     }
     while (off < len) {
         const size_t at = off; /* where this object starts */
-        msgpack_unpack_return r = msgpack_unpack_next(&u, data, len, &off);
-        if (r == MSGPACK_UNPACK_CONTINUE) { /* a partial object: it ran past the end */
-            st = BK_FAIL(err, BK_ERR_INPUT, "%s: truncated at byte %zu (the %s starting at "
-                         "byte %zu is incomplete)", path, len, first ? "header" : "sample block",
-                         at);
+        const char *why = "";
+        size_t used = 0, bad = 0;
+        /* bound every array, map, str and bin by the bytes left before msgpack-c allocates
+         * for it (a 5-byte array header can claim 2^32 elements) */
+        if (bk_wire_scan_next(data + at, len - at, &used, &why, &bad) != 0) {
+            char more[160] = ""; /* what a claim past the end of the file claims */
+            if (!strcmp(why, "reserved byte 0xc1")) {
+                st = BK_FAIL(err, BK_ERR_INPUT, "%s: malformed at byte %zu (not msgpack)", path,
+                             at + bad);
+                goto out;
+            }
+            if (strcmp(why, "truncated") != 0)
+                snprintf(more, sizeof more, ": an array or map at byte %zu claims more elements "
+                         "than the %zu byte(s) left in the file", at + bad, len - (at + bad));
+            st = BK_FAIL(err, BK_ERR_INPUT, "%s: truncated at byte %zu (the %s starting at byte "
+                         "%zu is incomplete)%s", path, len, first ? "header" : "sample block", at,
+                         more);
             goto out;
         }
-        if (r != MSGPACK_UNPACK_SUCCESS && r != MSGPACK_UNPACK_EXTRA_BYTES) {
+        msgpack_unpack_return r = msgpack_unpack_next(&u, data, at + used, &off);
+        if (r != MSGPACK_UNPACK_SUCCESS || off != at + used) {
             st = BK_FAIL(err, BK_ERR_INPUT, "%s: malformed at byte %zu (not msgpack)", path, at);
             goto out;
         }
@@ -304,6 +318,24 @@ static bk_status read_samples(const char *path, bk_run *run, bk_err *err)
                     goto out;
                 }
     }
+    /* a block cut short (fewer samples than its rank received) is a damaged file, not a
+     * record that differs from its evidence */
+    for (int idx = BK_ARM_IDX_B; idx <= BK_ARM_IDX_BP; idx++) {
+        const bk_arm_run *a = &run->arms[idx];
+        for (int i = 0; a->ran && i < bk_arm_rounds(a) * a->world; i++) {
+            uint64_t held = 0;
+            for (int s = 0; s < ns; s++)
+                held += a->r[i].ns_seen[s];
+            if (held != a->r[i].samples_got) {
+                st = BK_FAIL(err, BK_ERR_INPUT, "%s: arm %s round %d rank %d: its sample blocks "
+                             "hold %llu sample(s), the record's arms[%d].processes[%d]."
+                             "samples_received says %llu", path, a->name, i / a->world + 1,
+                             i % a->world, (unsigned long long)held, idx, i,
+                             (unsigned long long)a->r[i].samples_got);
+                goto out;
+            }
+        }
+    }
 out:
     msgpack_unpacked_destroy(&u);
     free(data);
@@ -320,7 +352,7 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
     json_t *rec = NULL;
     json_error_t je;
     BK_TRY(bk_read_file(record_path, &text, &len, err));
-    rec = json_loadb(text, len, 0, &je);
+    rec = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!rec) {
         st = BK_FAIL(err, BK_ERR_INPUT, "%s:%d:%d: %s", record_path, je.line, je.column, je.text);
         goto out;

@@ -227,6 +227,14 @@ int bk__setup_run(const bk__run_opts *o, bk_run *run, const bk_topo *topo,
         rmdir(run->run_dir);
         return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     }
+    if ((st = bk_coord_set_outputs(*coord, bk_catalog_target(run->plan.target),
+                                   run->plan.workload.shapes, run->plan.arena.dtype, err)) !=
+        BK_OK) {
+        bk_coord_close(*coord);
+        *coord = NULL;
+        rmdir(run->run_dir);
+        return BK_EXIT_INTERNAL;
+    }
     if (topo) {
         char path[800];
         bk_err terr = { 0 };

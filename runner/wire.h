@@ -107,6 +107,14 @@ bk_status bk_wire_decode(bk_wire_decoder *d, const void *buf, size_t len,
                          const bk_wire_expect *expect, bk_msg *msg, bk_wire_stats *stats,
                          bk_wire_reject *reason, bk_err *err);
 
+/* The decoder's bounds pre-pass (see wire_priv.h) over the msgpack object at the start of
+ * buf[0..len), for readers of files of several objects (samples.msgpack): 0 with *used its
+ * length in bytes, so that msgpack-c may unpack buf[0..*used) with its allocations bounded
+ * by O(*used); -1 when it is cut short, claims more elements or bytes than remain, or holds
+ * the reserved byte 0xc1 (*why a static phrase, *bad_at the byte offset). */
+int bk_wire_scan_next(const void *buf, size_t len, size_t *used, const char **why,
+                      size_t *bad_at);
+
 /* Encoders: write one message into a growable buffer (reset first). */
 typedef struct bk_wire_buf {
     char *data;

@@ -70,6 +70,7 @@ int bk__wire_decode_body(bk_wire_decoder *d, const bk__wire_fields *f,
 /* What the pre-pass learnt about one buffer. */
 typedef struct bk__wire_scan {
     size_t zone_bytes; /* upper bound of what msgpack-c's unpacker will take from its zone */
+    size_t end;        /* on success: the byte just past the object */
     size_t bad_at;     /* on failure: the byte offset where the problem was seen */
     const char *why;   /* on failure: a static phrase ("truncated", "trailing bytes", ...) */
 } bk__wire_scan;

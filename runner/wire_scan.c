@@ -64,13 +64,15 @@ static int classify(unsigned char b, hdr_shape *h, uint32_t *inline_n)
     }
 }
 
-int bk__wire_scan_bytes(const unsigned char *p, size_t len, bk__wire_scan *s)
+/* One object at the start of p[0..len): 0 with s->end just past it, or -1. */
+static int scan_first(const unsigned char *p, size_t len, bk__wire_scan *s)
 {
     /* `pending` objects are still to be read; each needs at least one byte, so
      * pending > len - pos means the buffer cannot hold what the headers claim. */
     uint64_t pending = 1;
     size_t pos = 0;
     s->zone_bytes = 0;
+    s->end = 0;
     s->why = NULL;
     s->bad_at = 0;
     while (pending > 0) {
@@ -118,7 +120,26 @@ int bk__wire_scan_bytes(const unsigned char *p, size_t len, bk__wire_scan *s)
             s->zone_bytes += (size_t)n * each + 2 * sizeof(void *); /* + alignment */
         }
     }
-    if (pos != len)
-        return fail(s, "trailing bytes after the message", pos);
+    s->end = pos;
     return 0;
+}
+
+int bk__wire_scan_bytes(const unsigned char *p, size_t len, bk__wire_scan *s)
+{
+    if (scan_first(p, len, s) != 0)
+        return -1;
+    if (s->end != len)
+        return fail(s, "trailing bytes after the message", s->end);
+    return 0;
+}
+
+int bk_wire_scan_next(const void *buf, size_t len, size_t *used, const char **why,
+                      size_t *bad_at)
+{
+    bk__wire_scan s;
+    int rc = scan_first(buf, len, &s);
+    *used = s.end;
+    *why = s.why;
+    *bad_at = s.bad_at;
+    return rc;
 }

@@ -215,6 +215,50 @@ static void test_duplicate_host(void **state)
     json_decref(root);
 }
 
+/* A key given twice, at the top or in a host, is refused naming the file (jansson kept the
+ * last one, so a snapshot could say two things and be read as one); so from a file. */
+static void test_duplicate_keys(void **state)
+{
+    (void)state;
+    json_error_t je;
+    json_t *root = json_load_file(fixture_path("hgx8_nvswitch.json"), 0, &je);
+    assert_non_null(root);
+    char *text = json_dumps(root, JSON_COMPACT);
+    assert_non_null(text);
+    static const char *const after[] = { "{", "\"hosts\":[{" };
+    static const char *const dup[] = { "\"schema\":\"bracket.topology/1\",", "\"cores\":1," };
+    for (int i = 0; i < 2; i++) {
+        const char *at = strstr(text, after[i]);
+        assert_non_null(at);
+        size_t head = (size_t)(at - text) + strlen(after[i]);
+        char *two = malloc(strlen(text) + strlen(dup[i]) + 1);
+        assert_non_null(two);
+        memcpy(two, text, head);
+        strcpy(two + head, dup[i]);
+        strcat(two, text + head);
+        bk_topo *t = NULL;
+        bk_err err = { 0 };
+        assert_int_equal(bk_topo_parse(two, "dup.json", &t, &err), BK_ERR_INPUT);
+        assert_null(t);
+        if (!strstr(err.msg, "dup.json: line 1 column") ||
+            !strstr(err.msg, "duplicate object key"))
+            fail_msg("case %d: \"%s\"", i, err.msg);
+        char path[] = "/tmp/bk-topo-dup-XXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, two, strlen(two)), (ssize_t)strlen(two));
+        close(fd);
+        bk_err e2 = { 0 };
+        assert_int_equal(bk_topo_load(path, &t, &e2), BK_ERR_INPUT);
+        assert_non_null(strstr(e2.msg, path));
+        assert_non_null(strstr(e2.msg, "duplicate object key"));
+        unlink(path);
+        free(two);
+    }
+    free(text);
+    json_decref(root);
+}
+
 /* Parse `root` as "bad.json"; BK_OK or the error, with err filled. */
 static bk_status parse_json(json_t *root, bk_err *err)
 {
@@ -289,6 +333,39 @@ static void test_unknown_keys(void **state)
         expect_msg(root, cases[i].want);
         json_decref(root);
     }
+}
+
+/* Notes are kept whole or refused naming the limit: 13 notes once kept 8, a 400-byte note
+ * 159 bytes, and the snapshot loaded as if that were all it said. */
+static void test_notes_whole(void **state)
+{
+    (void)state;
+    char note[BK_TOPO_NOTE_LEN + 300];
+    memset(note, 'n', sizeof note);
+    note[BK_TOPO_NOTE_LEN - 1] = '\0'; /* the longest that fits */
+    json_t *root, *h = hgx_host0(&root), *notes = json_array();
+    for (int i = 0; i < BK_TOPO_MAX_NOTES; i++)
+        json_array_append_new(notes, json_string(note));
+    json_object_set_new(h, "notes", notes);
+    char *text = json_dumps(root, 0);
+    bk_topo *t = NULL;
+    bk_err err = { 0 };
+    if (bk_topo_parse(text, "bad.json", &t, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(t->hosts[0].nnotes, BK_TOPO_MAX_NOTES);
+    assert_string_equal(t->hosts[0].notes[BK_TOPO_MAX_NOTES - 1], note);
+    bk_topo_free(t);
+    free(text);
+    for (int i = BK_TOPO_MAX_NOTES; i < 13; i++)
+        json_array_append_new(notes, json_string("one more"));
+    expect_msg(root, "bad.json: hosts[0].notes: 13 notes; a host holds at most 8");
+    json_array_clear(notes);
+    note[400] = '\0';
+    memset(note, 'n', 400);
+    json_array_append_new(notes, json_string("short"));
+    json_array_append_new(notes, json_string(note));
+    expect_msg(root, "bad.json: hosts[0].notes[1]: 400 bytes; a note holds at most 159");
+    json_decref(root);
 }
 
 /* numa[].cpus is hwloc's list syntax as the probe writes it, CPU numbers bounded. */
@@ -563,6 +640,8 @@ int main(void)
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_truncated_and_missing),
         cmocka_unit_test(test_duplicate_host),
+        cmocka_unit_test(test_duplicate_keys),
+        cmocka_unit_test(test_notes_whole),
         cmocka_unit_test(test_link_words),
         cmocka_unit_test(test_unknown_nic_path),
         cmocka_unit_test(test_fixtures_match_generator),

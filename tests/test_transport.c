@@ -1,7 +1,8 @@
 /* test_transport.c - the tcp transport: CURVE keys and key files (mode 0600), interface
  * lookup, and the real coordinator over tcp with CURVE (a client with the run's keys gets
  * its samples in; a wrong client key is denied and counted; a foreign run id is dropped and
- * counted) and over ipc (garbage and foreign messages counted, never stored).
+ * counted) and over ipc (garbage and foreign messages counted, never stored; an audit's
+ * tensors checked against the target by name, dtype and length).
  *
  * `test_transport serve ADDR PORT DIR RUN WORLD BOUND_S` is not a unit test: it is the
  * coordinator side of tests/integration/test_netns.sh (see there). */
@@ -17,6 +18,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "kernels/catalog.h"
 #include "runner/coordinator.h"
 #include "runner/transport.h"
 #include "runner/wire.h"
@@ -278,6 +280,73 @@ static void test_ipc_garbage_and_foreign(void **state)
     close_coord(&f);
 }
 
+/* An audit's tensors are matched to their output by name and checked against the target:
+ * an input's name, an unknown name, another dtype, another length or a second copy is
+ * rejected and counted, never stored (before, the first free slot took whatever came). */
+static int tensors_done(const fixture *f)
+{
+    const bk_wire_stats *ws = bk_coord_stats(f->c);
+    return ws->accepted + ws->rejected[BK_REJ_BAD_FIELD] >= 7;
+}
+
+static void send_tensor(void *s, const char *name, const char *dtype, unsigned char fill,
+                        size_t len)
+{
+    unsigned char data[64];
+    memset(data, fill, sizeof data);
+    bk_wire_buf b = { 0 };
+    bk_wire_hdr h = { RUN, "A", 0 };
+    bk_err err = { 0 };
+    assert_int_equal(bk_wire_tensor(&b, &h, 0, name, dtype, data, len, &err), BK_OK);
+    assert_true(zmq_send(s, b.data, b.size, 0) >= 0);
+    bk_wire_buf_free(&b);
+}
+
+static void test_ipc_audit_tensors(void **state)
+{
+    (void)state;
+    const bk_target *tg = bk_catalog_target("collective.allreduce_residual_rmsnorm");
+    assert_non_null(tg);
+    const bk_shape shape = { .tokens = 2, .hidden = 8, .weight = 1 }; /* 16 bf16: 32 bytes */
+    fixture f;
+    memset(&f, 0, sizeof f);
+    bk_err err = { 0 };
+    assert_int_equal(bk_coord_open(&f.c, RUN, 1, 1, 2, &err), BK_OK);
+    assert_int_equal(bk_coord_set_outputs(f.c, tg, &shape, "bf16", &err), BK_OK);
+    f.arm.idx = BK_ARM_IDX_A;
+    f.arm.name = "A";
+    f.arm.audit = 1;
+    f.arm.world = 1;
+    f.arm.r = calloc(1, sizeof *f.arm.r);
+    f.arm.lane = calloc(1, sizeof *f.arm.lane);
+    assert_non_null(f.arm.r);
+    assert_int_equal(bk_coord_begin_arm(f.c, &f.arm, &err), BK_OK);
+    f.zctx = zmq_ctx_new();
+    void *s = push_to(&f, bk_coord_samples_ep(f.c), NULL);
+    send_tensor(s, "x", "bf16", 1, 32);             /* an input */
+    send_tensor(s, "nope", "bf16", 2, 32);          /* no such output */
+    send_tensor(s, "residual_out", "fp32", 3, 32);  /* not the plan's dtype */
+    send_tensor(s, "residual_out", "bf16", 4, 31);  /* not the shape's length */
+    send_tensor(s, "residual_out", "bf16", 5, 32);  /* good: output 1, sent first */
+    send_tensor(s, "residual_out", "bf16", 6, 32);  /* a second copy */
+    send_tensor(s, "out", "bf16", 7, 32);           /* good: output 0 */
+    assert_true(poll_until(&f, tensors_done));
+    const bk_wire_stats *ws = bk_coord_stats(f.c);
+    assert_int_equal(ws->accepted, 2);
+    assert_int_equal(ws->rejected[BK_REJ_BAD_FIELD], 5);
+    const bk_rank_data *d = &f.arm.r[0];
+    assert_non_null(d->tensors[0]);
+    assert_non_null(d->tensors[1]);
+    assert_int_equal(d->tensor_len[0], 32);
+    assert_int_equal(d->tensor_len[1], 32);
+    assert_int_equal(((unsigned char *)d->tensors[0])[31], 7);
+    assert_int_equal(((unsigned char *)d->tensors[1])[0], 5);
+    zmq_close(s);
+    zmq_ctx_term(f.zctx);
+    bk_arm_free(&f.arm, 1, 2);
+    bk_coord_close(f.c);
+}
+
 /* ---- `serve`: the coordinator of test_netns.sh ---- */
 
 static int all_status(const fixture *f) { return bk_coord_all_status(f->c); }
@@ -370,6 +439,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tcp_curve),
         cmocka_unit_test(test_tcp_port_taken),
         cmocka_unit_test(test_ipc_garbage_and_foreign),
+        cmocka_unit_test(test_ipc_audit_tensors),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }

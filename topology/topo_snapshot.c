@@ -484,10 +484,17 @@ static bk_status rd_host(rd *r, json_t *o, bk_topo_host *h)
     json_t *notes = json_object_get(o, "notes");
     if (notes && !json_is_array(notes))
         return RD_FAIL(r, "notes: must be an array of strings");
+    /* kept whole or refused: bk_topo_note drops and cuts what does not fit */
+    if (json_array_size(notes) > BK_TOPO_MAX_NOTES)
+        return RD_FAIL(r, "notes: %zu notes; a host holds at most %d", json_array_size(notes),
+                       BK_TOPO_MAX_NOTES);
     for (size_t i = 0; notes && i < json_array_size(notes); i++) {
         const char *s = json_string_value(json_array_get(notes, i));
         if (!s)
             return RD_FAIL(r, "notes[%zu]: must be a string", i);
+        if (strlen(s) >= BK_TOPO_NOTE_LEN)
+            return RD_FAIL(r, "notes[%zu]: %zu bytes; a note holds at most %d", i, strlen(s),
+                           BK_TOPO_NOTE_LEN - 1);
         bk_topo_note(h, "%s", s);
     }
     bk_topo_host_nearest_nics(h);
@@ -500,7 +507,7 @@ bk_status bk_topo_host_parse(const char *text, const char *label, bk_topo_host *
     json_error_t je;
     rd r = { .label = label, .path = "", .err = err };
     memset(h, 0, sizeof *h);
-    json_t *o = json_loads(text, 0, &je);
+    json_t *o = json_loads(text, JSON_REJECT_DUPLICATES, &je);
     if (!o)
         return BK_FAIL(err, BK_ERR_INPUT, "%s: line %d column %d: %s", label, je.line, je.column,
                        je.text);
@@ -516,7 +523,7 @@ bk_status bk_topo_parse(const char *text, const char *label, bk_topo **out, bk_e
     bk_topo *t = NULL;
     rd r = { .label = label, .path = "", .err = err };
     *out = NULL;
-    json_t *root = json_loads(text, 0, &je);
+    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         return BK_FAIL(err, BK_ERR_INPUT, "%s: line %d column %d: %s", label, je.line, je.column,
                        je.text);

@@ -111,6 +111,15 @@ expect samples-digest 1 "samples.digest says 'sha256:junk'"
 copy identity
 edit_record 'r["identity"]["candidate_source_digest"] = "sha256:" + "1" * 64'
 expect identity 1 "identity.candidate_source_digest: the record says 'sha256:1111"
+copy duplicate-key  # jansson kept the last of two: the record said cuda and was read as cpu
+python3 - "$D/record.json" <<'PY'
+import sys
+t = open(sys.argv[1]).read()
+i = t.rfind('"backend": "cpu"')  # the record's, after its plan's
+assert i > 0
+open(sys.argv[1], "w").write(t[:i] + '"backend": "cuda", ' + t[i:])
+PY
+expect duplicate-key 2 "record.json:[0-9]+:[0-9]+: duplicate object key near '\"backend\"'"
 copy binary-digest
 edit_record 'r["identity"]["binary_digest"] = "sha256:XYZ"'
 expect binary-digest 2 "identity.binary_digest: 'sha256:XYZ' is neither"
@@ -206,6 +215,24 @@ expect missing 2 "samples.msgpack: no sample block for arm B' round 1 rank 1 sha
 copy malformed
 edit_samples 'b = b[:B[2]] + b"\xc1" + b[B[2] + 1:]'
 expect malformed 2 "samples.msgpack: malformed at byte [0-9]+"
+# a 5-byte header claiming 2^32 elements (about 128 GiB for msgpack-c to allocate) is bounded
+# by the bytes left in the file before anything is unpacked
+copy huge-array
+edit_samples 'b = b[:B[0]] + b"\xdd\xff\xff\xff\xff"'
+expect huge-array 2 "samples.msgpack: truncated at byte [0-9]+ \(the sample block starting at byte [0-9]+ is incomplete\): an array or map at byte [0-9]+ claims more elements than the 5 byte\(s\) left in the file"
+# a block cut short (one sample fewer than its rank received, its array count fixed up)
+copy short-block
+edit_samples '
+j = b.find(b"\xa2ns", B[0]) + 3
+assert b[j] == 0xdc, b[j]
+n = b[j + 1] << 8 | b[j + 2]
+p = j + 3
+def skip(p):
+    return p + 1 if b[p] <= 0x7f else p + 1 + {0xcc: 1, 0xcd: 2, 0xce: 4, 0xcf: 8}[b[p]]
+for k in range(n - 1):
+    p = skip(p)
+b = b[:j] + bytes([0xdc, (n - 1) >> 8, (n - 1) & 255]) + b[j + 3:p] + b[skip(p):]'
+expect short-block 2 "samples.msgpack: arm B round 1 rank 0: its sample blocks hold 99 sample\(s\), the record.s arms\[0\].processes\[0\].samples_received says 100"
 copy header-iters
 edit_samples 'i = b.find(b"\xa5iters"); assert b[i + 6] == 50; b = b[:i + 6] + bytes([49]) + b[i + 7:]'
 expect header-iters 2 "samples.msgpack: header: iters 49, the record's plan says 50"
