@@ -274,16 +274,33 @@ def cut(b, size):  # what a C buffer of `size` bytes keeps (snprintf, strlcpy)
     return b[:size - 1]
 
 
+def cut_words(b, size):  # bk_strlcpy_words: cut after a whole word, ending in "..."
+    if len(b) < size:
+        return b
+    if size <= 4:
+        return b"..."[:size - 1]
+    keep = c = size - 4
+    while c > 0 and b[c] != 0x20:
+        c -= 1
+    if c == 0:  # one word longer than the buffer: cut between UTF-8 characters
+        c = keep
+        while c > 0 and (b[c] & 0xC0) == 0x80:
+            c -= 1
+    while c > 0 and b[c - 1] in b" ;,:":
+        c -= 1
+    return b[:c] + b"..."
+
+
 class Reasons:
     def __init__(self):
         self.b = b""
 
-    def add(self, text):  # add_reason: "; "-joined, silently cut at 1023 bytes
+    def add(self, text):  # add_reason: "; "-joined, cut by words at 1023 bytes
         if len(self.b) + 3 >= REASONS_LEN:
             return
         if self.b:
             self.b += b"; "
-        self.b += text[:REASONS_LEN - len(self.b) - 1]
+        self.b += cut_words(text, REASONS_LEN - len(self.b))
 
 
 def score(inp):
@@ -534,7 +551,8 @@ def score_input(rec, blocks):
         "resamples": int(pr.get("bootstrap_resamples", 2000)),
         "seed": int(wl.get("seed", 1)) & MASK,
         "quality": rec["quality"]["state"],
-        "quality_reason": cut(rec["quality"].get("reason", "").encode("utf-8"), REASON_LEN),
+        "quality_reason": cut_words(rec["quality"].get("reason", "").encode("utf-8"),
+                                    REASON_LEN),
         "arms": [],
     }
     ran_ok = [a.get("ran", False) and a.get("ok", False) for a in arms_rec]
@@ -550,7 +568,7 @@ def score_input(rec, blocks):
         if not a.get("ok"):
             arm["failed"] = True
             why = cut(a.get("reason", "").encode("utf-8"), 512)  # the run's reason[512]
-            arm["reason"] = cut(why or b"arm failed", REASON_LEN)
+            arm["reason"] = cut_words(why or b"arm failed", REASON_LEN)
             continue
         rounds = int(a.get("rounds", 1))
         world = len(a["lane"])
@@ -583,7 +601,7 @@ def rescore(rec, raw):
         why = ("terminated by " + name).encode("utf-8", "surrogateescape")
         if out["reasons"]:
             why += b"; " + out["reasons"]
-        out["reasons"] = cut(why, REASONS_LEN)
+        out["reasons"] = cut_words(why, REASONS_LEN)
         out["verdict"] = "NO_DECISION"
     out["status"] = {"PASS": "reproduction_pending", "FAIL": "failed"}.get(out["verdict"],
                                                                            "no_decision")

@@ -95,7 +95,14 @@ static int parse(int argc, char **argv, bk__run_opts *o, char *msg, size_t len)
             o->out = optarg;
             break;
         case 't': o->topology = optarg; break;
-        case 'i': o->iface = optarg; break;
+        case 'i':
+            if (!optarg[0]) {
+                snprintf(msg, len, "--iface: an empty interface name; name one (e.g. eth0) "
+                         "or leave --iface out");
+                return -1;
+            }
+            o->iface = optarg;
+            break;
         case 'p': {
             char *end = NULL;
             long v = strtol(optarg, &end, 10);

@@ -31,7 +31,9 @@ static void usage(FILE *f)
         "are compared; the first difference is named by its JSON path. identity.binary_digest\n"
         "is checked for its form only (records are scored on other machines).\n"
         "\n"
-        "  -q, --quiet   print only the verdict line\n"
+        "  -q, --quiet   no report: the verdict line, then the check's outcome (any note on\n"
+        "                the evidence, and \"recomputed from RECORD: identical to the record\";\n"
+        "                or on stderr the first difference)\n"
         "  -h, --help    this text\n"
         "\n"
         "Exit status (the record identical to its recomputation): 0 PASS, 3 FAIL,\n"
@@ -400,14 +402,16 @@ int bk_cmd_score(int argc, char **argv)
     int quiet = 0, c;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":qh", opts, NULL)) != -1) {
         if (c == 'q')
             quiet = 1;
         else if (c == 'h') {
             usage(stdout);
             return 0;
         } else {
-            fprintf(stderr, "bracket score: unknown option '%s'\n", argv[optind - 1]);
+            char msg[256];
+            bk_cli_opt_error(c, argv, opts, msg, sizeof msg);
+            fprintf(stderr, "bracket score: %s\n", msg);
             usage(stderr);
             return BK_EXIT_USAGE;
         }

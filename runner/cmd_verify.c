@@ -213,8 +213,8 @@ out:
 /* One row of the table: shape s of one seed, every output of every rank of arms[0] against
  * the float64 reference (and arms[1], the graph replay, bitwise against arms[0]). */
 typedef struct row {
-    double max_abs, max_rel;
-    uint64_t bad;
+    double max_abs, max_rel; /* nan when an element came back NaN */
+    uint64_t bad, nans;
     int geq;
     char first[400]; /* the first bad element, else the first graph/eager difference */
 } row;
@@ -255,7 +255,9 @@ static bk_status check_row(const bk_plan *p, const bk_target *tg, const bk_arm_r
                                                 "got", x, "want", y, rtol, atol);
                     w->bad++;
                 }
-                if (!isnan(x)) {
+                if (isnan(x)) {
+                    w->nans++;
+                } else {
                     w->max_abs = d > w->max_abs ? d : w->max_abs;
                     if (y != 0 && d / fabs(y) > w->max_rel)
                         w->max_rel = d / fabs(y);
@@ -282,6 +284,8 @@ static bk_status check_row(const bk_plan *p, const bk_target *tg, const bk_arm_r
     }
     if (!w->bad && !w->geq)
         snprintf(w->first, sizeof w->first, "graph replay differs from eager: %s", gdiff);
+    if (w->nans) /* the largest difference of a row with a NaN is no number: not 0 */
+        w->max_abs = w->max_rel = NAN;
 out:
     return st;
 }
@@ -354,12 +358,18 @@ int bk_cmd_verify(int argc, char **argv)
         return BK_EXIT_USAGE;
     }
     const bk_variant *v = bk_catalog_variant(base.target, base.candidate.name);
-    if (!v || (st = bk_catalog_check_plan(&base, backend, &err)) != BK_OK) {
-        if (v)
-            fprintf(stderr, "bracket verify: %s\n", err.msg);
-        else
+    st = bk_catalog_check_plan(&base, backend, &err);
+    if (st != BK_OK || !v) {
+        /* a candidate given with --variant is named by the flag, not by the plan's path */
+        const char *cand = strstr(err.msg, "candidate.variant: ");
+        if (st == BK_OK)
             fprintf(stderr, "bracket verify: %s: candidate.variant: not in the catalog\n",
                     o.plan);
+        else if (o.variant && cand)
+            fprintf(stderr, "bracket verify: --variant: %s\n",
+                    cand + strlen("candidate.variant: "));
+        else
+            fprintf(stderr, "bracket verify: %s\n", err.msg);
         bk_plan_free(&base);
         return BK_EXIT_USAGE;
     }
@@ -432,7 +442,10 @@ int bk_cmd_verify(int argc, char **argv)
     for (int s = 0; s < p.workload.nshapes; s++)
         moe |= p.workload.shapes[s].experts || p.workload.shapes[s].topk ||
                p.workload.shapes[s].intermediate;
-    printf("%-6s %-5s %-7s %-7s ", "seed", "shape", "tokens", "hidden");
+    /* the seed column as wide as the last seed (a default seed has up to 10 digits) */
+    int seed_w = snprintf(NULL, 0, "%lld", (long long)(seed + o.checks - 1)) + 1;
+    seed_w = seed_w < 6 ? 6 : seed_w;
+    printf("%-*s %-5s %-7s %-7s ", seed_w, "seed", "shape", "tokens", "hidden");
     if (moe)
         printf("%-7s %-5s %-7s ", "experts", "topk", "interm");
     printf("%-22s %-11s %-11s %-9s %s\n", "served by", "max_abs", "max_rel", "bad",
@@ -469,8 +482,8 @@ int bk_cmd_verify(int argc, char **argv)
             }
             int ok = w.bad == 0 && w.geq;
             failures += !ok;
-            printf("%-6lld %-5d %-7lld %-7lld ", (long long)seed, s, (long long)sh->tokens,
-                   (long long)sh->hidden);
+            printf("%-*lld %-5d %-7lld %-7lld ", seed_w, (long long)seed, s,
+                   (long long)sh->tokens, (long long)sh->hidden);
             if (moe)
                 printf("%-7lld %-5lld %-7lld ", (long long)sh->experts, (long long)sh->topk,
                        (long long)sh->intermediate);
@@ -480,6 +493,9 @@ int bk_cmd_verify(int argc, char **argv)
                    ok ? "" : "   <- FAILED");
             if (!ok)
                 printf("       first bad: %s\n", w.first);
+            if (w.nans)
+                printf("       NaN: %llu element(s) (so max_abs and max_rel are nan)\n",
+                       (unsigned long long)w.nans);
         }
     }
     printf("inputs unchanged by every call: yes (checked by each engine)\n");

@@ -2,6 +2,7 @@
  * Rendezvous, peer memory, per-shape work with routing, samples and a final status pushed
  * to the coordinator over ZeroMQ, then exit. */
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <stdio.h>
@@ -100,9 +101,28 @@ static bk_status parse_args(int argc, char **argv, bk_engine_args *a, bk_err *er
         case 'v': a->variant = optarg; break;
         case 'z': a->rendezvous = optarg; break;
         case 's': a->samples = optarg; break;
-        case 'k': a->rank = atoi(optarg); break;
-        case 'w': a->world = atoi(optarg); break;
-        case 'd': a->device = atoi(optarg); break;
+        case 'k':
+        case 'w':
+        case 'd':
+        case 'S': {
+            /* whole numbers only: "--rank 1x" or "--world ''" is not a rank */
+            const char *flag = c == 'k' ? "--rank" : c == 'w' ? "--world"
+                               : c == 'd' ? "--device" : "--seed";
+            long long v = 0;
+            char msg[192];
+            if (bk_cli_int(flag, optarg, c == 'w' ? 1 : c == 'd' ? -1 : 0,
+                           c == 'S' ? INT64_MAX : INT_MAX, &v, msg, sizeof msg) != 0)
+                return BK_FAIL(err, BK_ERR_INPUT, "engine: %s", msg);
+            if (c == 'k')
+                a->rank = (int)v;
+            else if (c == 'w')
+                a->world = (int)v;
+            else if (c == 'd')
+                a->device = (int)v;
+            else
+                a->seed = v;
+            break;
+        }
         case 'b':
             if (!strcmp(optarg, "cpu"))
                 a->backend = BK_BACKEND_CPU;
@@ -112,7 +132,6 @@ static bk_status parse_args(int argc, char **argv, bk_engine_args *a, bk_err *er
                 return BK_FAIL(err, BK_ERR_INPUT, "engine: --backend: '%s' is not cpu or cuda", optarg);
             break;
         case 'A': a->audit = 1; break;
-        case 'S': a->seed = strtoll(optarg, NULL, 10); break;
         case 'I': a->check_inputs = 1; break;
         case 'G': a->audit_graph = 1; break;
         case 'K': a->keys_file = optarg; break;

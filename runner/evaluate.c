@@ -25,7 +25,7 @@ bk_status bk_run_evaluate(const bk_run *run, int bc_only, bk_score *out, bk_err 
                              run->arms[BK_ARM_IDX_C].ran && run->arms[BK_ARM_IDX_C].ok);
     in.quality = bc_only && run->quality.state == BK_QUALITY_NOT_RUN ? BK_QUALITY_NOT_RUN
                                                                       : run->quality.state;
-    bk_strlcpy(in.quality_reason, run->quality.reason, sizeof in.quality_reason);
+    bk_strlcpy_words(in.quality_reason, run->quality.reason, sizeof in.quality_reason);
 
     for (int k = 0; k < BK_NARMS; k++) {
         const bk_arm_run *a = &run->arms[timed_arm[k]];
@@ -35,7 +35,8 @@ bk_status bk_run_evaluate(const bk_run *run, int bc_only, bk_score *out, bk_err 
             continue;
         if (!a->ok) {
             sa->failed = 1;
-            bk_strlcpy(sa->reason, a->reason[0] ? a->reason : "arm failed", sizeof sa->reason);
+            bk_strlcpy_words(sa->reason, a->reason[0] ? a->reason : "arm failed",
+                             sizeof sa->reason);
             continue;
         }
         /* rounds one after another: round j's critical path at j * iters */

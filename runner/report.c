@@ -5,6 +5,47 @@
 #include "kernels/catalog.h"
 #include "runner/report.h"
 
+static int in_lane(const bk_run *run, int rank)
+{
+    for (int i = 0; i < run->lane_size; i++)
+        if (run->baseline[i] == rank || run->candidate[i] == rank)
+            return 1;
+    return 0;
+}
+
+/* The MPI ranks in neither lane ("4,5" or "4-63"; ",..." ends what does not fit), into
+ * buf (len >= 8); returns how many. */
+static int idle_ranks(const bk_run *run, char *buf, size_t len)
+{
+    int n = 0, full = 0;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int r = 0; r < run->world_size; r++) {
+        if (in_lane(run, r))
+            continue;
+        int last = r;
+        while (last + 1 < run->world_size && !in_lane(run, last + 1))
+            last++;
+        n += last - r + 1;
+        char span[32];
+        const char *sep = used ? "," : "";
+        if (last - r >= 2)
+            snprintf(span, sizeof span, "%s%d-%d", sep, r, last);
+        else if (last > r)
+            snprintf(span, sizeof span, "%s%d,%d", sep, r, last);
+        else
+            snprintf(span, sizeof span, "%s%d", sep, r);
+        if (!full && used + strlen(span) + sizeof ",..." <= len) {
+            used += (size_t)snprintf(buf + used, len - used, "%s", span);
+        } else if (!full) {
+            snprintf(buf + used, len - used, ",...");
+            full = 1;
+        }
+        r = last;
+    }
+    return n;
+}
+
 void bk_report_header(FILE *f, const bk_run *run)
 {
     const bk_plan *p = &run->plan;
@@ -23,6 +64,12 @@ void bk_report_header(FILE *f, const bk_run *run)
     for (int i = 0; i < run->lane_size; i++)
         fprintf(f, "%s%d", i ? "," : "", run->candidate[i]);
     fprintf(f, "]  %s\n", run->lane_note);
+    char idle[256];
+    int nidle = idle_ranks(run, idle, sizeof idle);
+    if (nidle > 0) /* started by mpirun, yet nothing runs there: say so */
+        fprintf(f, "  idle       MPI rank%s %s: in neither lane, no engine runs there (the lanes "
+                   "take %d of the %d ranks)\n", nidle > 1 ? "s" : "", idle,
+                run->world_size - nidle, run->world_size);
     fprintf(f, "  workload   %s, %d shape(s), %d warm-up + %d timed iterations, seed %llu\n",
             bk_phase_name(p->workload.phase), p->workload.nshapes, p->workload.warmup_iters,
             p->workload.iters, (unsigned long long)p->workload.seed);

@@ -245,6 +245,18 @@ static int report_own(bk_rank_data *d, const bk_proc *own)
     return 1;
 }
 
+/* An engine of the lane ended (rank 0's own, or one an agent reported): the first failure
+ * sets *aborted to -1 (the lane is stopped in the caller's loop), with *stop CTRL_TIMEOUT
+ * when that engine timed out. */
+static void note_end(const bk_proc *p, int *aborted, int32_t *stop)
+{
+    if (p->exit_code == 0 || *aborted)
+        return;
+    *aborted = -1;
+    if (p->timed_out)
+        *stop = CTRL_TIMEOUT;
+}
+
 /* One round of an arm: its engines spawned fresh on the lane, watched until they end,
  * judged. `a` is the round's own view of the arm (its name on the wire, its slice of the
  * arm's rank data). */
@@ -323,11 +335,7 @@ static bk_status run_round(bk_run *run, bk_coord *c, const bk_agent_env *env, in
                 bk_proc_kill(&own, 2.0, 1);
             if (bk_proc_poll(&own)) {
                 own_reported = report_own(&a->r[my], &own);
-                if (own.exit_code != 0 && !aborted) {
-                    aborted = -1; /* trigger below */
-                    if (own.timed_out)
-                        stop = CTRL_TIMEOUT;
-                }
+                note_end(&own, &aborted, &stop);
             }
         }
         for (int i = 0; i < a->world; i++) {
@@ -350,11 +358,7 @@ static bk_status run_round(bk_run *run, bk_coord *c, const bk_agent_env *env, in
             d->spawn_s = reps[i].spawn_s;
             if (!d->pid)
                 d->pid = reps[i].pid;
-            if (reps[i].exit_code != 0 && !aborted) {
-                aborted = -1;
-                if (reps[i].timed_out)
-                    stop = CTRL_TIMEOUT;
-            }
+            note_end(&d->proc, &aborted, &stop);
         }
         if (aborted == -1 || (!aborted && now > hard)) {
             /* a crash or a hang: stop the whole lane now rather than letting
@@ -362,10 +366,9 @@ static bk_status run_round(bk_run *run, bk_coord *c, const bk_agent_env *env, in
             if (aborted != -1)
                 stop = CTRL_TIMEOUT; /* past the hard deadline: the arm timed out */
             aborted = 1;
-            int32_t ctrl = stop;
             for (int i = 0; i < a->world; i++)
                 if (i != my)
-                    MPI_Send(&ctrl, 1, MPI_INT32_T, a->lane[i], TAG_CTRL, MPI_COMM_WORLD);
+                    MPI_Send(&stop, 1, MPI_INT32_T, a->lane[i], TAG_CTRL, MPI_COMM_WORLD);
             if (my >= 0 && !own.done) {
                 bk_proc_kill(&own, t_term ? TERM_KILL_S : 2.0, stop == CTRL_TIMEOUT);
                 own_reported = report_own(&a->r[my], &own);
@@ -417,7 +420,7 @@ static bk_status run_round(bk_run *run, bk_coord *c, const bk_agent_env *env, in
         char why[sizeof a->reason + 64];
         snprintf(why, sizeof why, "terminated by %s during arm %s%s%s", bk_terminate_name(),
                  a->name, a->reason[0] ? "; " : "", a->reason);
-        bk_strlcpy(a->reason, why, sizeof a->reason);
+        bk_strlcpy_words(a->reason, why, sizeof a->reason);
         a->ok = 0;
     } else if (a->ok && !a->audit) {
         bk_straggler_note(run, a);
@@ -455,6 +458,7 @@ bk_status bk_run_arm(bk_run *run, bk_coord *c, const bk_agent_env *env, int idx,
     a->ran = 1;
     a->ok = 1;
     a->t_start_ns = bk_now_ns();
+    int full = 0; /* a->reason was cut to fit */
     for (int k = 0; k < rounds && a->ok; k++) {
         char name[BK_ARM_LEN];
         bk_arm_run v = *a; /* round k: its name, its slice of the rank data */
@@ -476,10 +480,13 @@ bk_status bk_run_arm(bk_run *run, bk_coord *c, const bk_agent_env *env, int idx,
         a->ok = st == BK_OK && v.ok;
         if (rounds == 1) {
             bk_strlcpy(a->reason, v.reason, sizeof a->reason);
-        } else if (v.reason[0]) { /* a failure, or a straggler note of a round that ended well */
+        } else if (v.reason[0] && !full) { /* a failure, or a straggler note of a round that
+                                              * ended well; none after a reason cut short */
             size_t len = strlen(a->reason);
-            snprintf(a->reason + len, sizeof a->reason - len, "%sround %d of %d: %s",
-                     len ? "; " : "", k + 1, rounds, v.reason);
+            char line[sizeof v.reason + 64];
+            snprintf(line, sizeof line, "%sround %d of %d: %s", len ? "; " : "", k + 1, rounds,
+                     v.reason);
+            full = bk_strlcpy_words(a->reason + len, line, sizeof a->reason - len) != 0;
         }
         if (st != BK_OK)
             break;

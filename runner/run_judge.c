@@ -37,7 +37,8 @@ void bk_run_judge_arm(const bk_run *run, bk_arm_run *a)
                      "(%s)", d->mpi_rank, d->agent_signal == SIGINT ? "SIGINT" : d->agent_signal
                      == SIGTERM ? "SIGTERM" : "a signal", pd);
         else if (a->terminated && (d->proc.signal == SIGTERM || d->proc.signal == SIGINT))
-            snprintf(why, sizeof why, "engine ended by %s as the run was terminated", pd);
+            snprintf(why, sizeof why, "engine %s%s as the run was terminated",
+                     d->proc.killed ? "" : "ended by ", pd); /* "killed by the runner (...)" */
         else if (d->proc.signal && !d->proc.killed)
             snprintf(why, sizeof why, "engine crashed: %s", pd);
         else if (d->proc.killed)
@@ -59,11 +60,13 @@ void bk_run_judge_arm(const bk_run *run, bk_arm_run *a)
         if (!why[0])
             continue;
         if (a->ok || ((!d->proc.killed || d->agent_signal) && len < sizeof a->reason - 2)) {
-            int n = snprintf(a->reason + len, sizeof a->reason - len, "%sarm %s lane rank %d "
-                             "(%s, MPI rank %d): %s", len ? "; " : "", a->name, r, d->host,
-                             d->mpi_rank, why);
-            if (n > 0)
-                len += (size_t)n < sizeof a->reason - len ? (size_t)n : sizeof a->reason - len - 1;
+            char line[sizeof why + 2 * BK_HOST_LEN];
+            snprintf(line, sizeof line, "%sarm %s lane rank %d (%s, MPI rank %d): %s",
+                     len ? "; " : "", a->name, r, d->host, d->mpi_rank, why);
+            if (bk_strlcpy_words(a->reason + len, line, sizeof a->reason - len) != 0)
+                len = sizeof a->reason; /* full, ending in "...": nothing after it */
+            else
+                len += strlen(a->reason + len);
         }
         a->ok = 0;
     }

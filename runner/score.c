@@ -246,10 +246,12 @@ static void add_reason(bk_score *out, const char *fmt, ...)
         memcpy(out->reasons + len, "; ", 3);
         len += 2;
     }
+    char text[2 * sizeof out->reasons]; /* longer than any reason: cut below, by words */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(out->reasons + len, sizeof out->reasons - len, fmt, ap);
+    vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
+    bk_strlcpy_words(out->reasons + len, text, sizeof out->reasons - len);
 }
 
 /* Why an arm cannot be scored, or NULL when it can (written into buf). */

@@ -161,3 +161,25 @@ int bk_strlcpy(char *dst, const char *src, size_t dst_size)
     memcpy(dst, src, n + 1);
     return 0;
 }
+
+int bk_strlcpy_words(char *dst, const char *src, size_t dst_size)
+{
+    size_t n = strlen(src);
+    if (n < dst_size)
+        return bk_strlcpy(dst, src, dst_size);
+    if (dst_size <= 4) {
+        bk_strlcpy(dst, "...", dst_size);
+        return -1;
+    }
+    size_t keep = dst_size - 4, cut = keep; /* room for "..." and the NUL */
+    while (cut > 0 && src[cut] != ' ')
+        cut--;
+    if (cut == 0) /* one word longer than the buffer */
+        for (cut = keep; cut > 0 && ((unsigned char)src[cut] & 0xC0) == 0x80;)
+            cut--;
+    while (cut > 0 && strchr(" ;,:", src[cut - 1]))
+        cut--;
+    memcpy(dst, src, cut);
+    memcpy(dst + cut, "...", 4);
+    return -1;
+}

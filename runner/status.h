@@ -59,6 +59,11 @@ void bk_sleep_ns(uint64_t ns);
 
 /* Copy at most dst_size-1 bytes and NUL-terminate; returns 0 when it fitted. */
 int bk_strlcpy(char *dst, const char *src, size_t dst_size);
+/* bk_strlcpy for text a reader sees (reasons): what does not fit is cut after the last
+ * whole word that leaves room for "..." (blanks and ";,:" before the cut dropped; a single
+ * word too long for the buffer cut where it must, between UTF-8 characters), and "..." ends
+ * it. Returns 0 when it fitted. docs/rescore.py's cut_words is the same cut. */
+int bk_strlcpy_words(char *dst, const char *src, size_t dst_size);
 
 /* Append " NAME=value" to the NUL-terminated buf (capacity len) for every environment
  * variable whose name starts with prefix, in name order; a value with a blank, a quote, a

@@ -68,7 +68,7 @@ void bk_terminate_mark_as(bk_score *sc, const char *name, char *stopped, size_t 
     char why[sizeof sc->reasons + 32];
     snprintf(why, sizeof why, "terminated by %s%s%s", name, sc->reasons[0] ? "; " : "",
              sc->reasons);
-    bk_strlcpy(sc->reasons, why, sizeof sc->reasons); /* cut at the end if it must */
+    bk_strlcpy_words(sc->reasons, why, sizeof sc->reasons); /* cut at the end if it must */
     sc->verdict = BK_VERDICT_NO_DECISION;
     bk_strlcpy(sc->status, "no_decision", sizeof sc->status);
     if (!stopped[0])

@@ -41,6 +41,29 @@ static void test_strlcpy(void **state)
     assert_string_equal(b, "abc");
 }
 
+/* A reason cut to its buffer ends after a whole word with "...", never mid-word. */
+static void test_strlcpy_words(void **state)
+{
+    (void)state;
+    char b[16];
+    assert_int_equal(bk_strlcpy_words(b, "fits whole", sizeof b), 0);
+    assert_string_equal(b, "fits whole");
+    /* 12 bytes of room before "...": "engine crashed" would be cut inside "crashed" */
+    assert_int_not_equal(bk_strlcpy_words(b, "arm C engine crashed: signal 11", sizeof b), 0);
+    assert_string_equal(b, "arm C engine...");
+    /* the separator before the cut goes with it */
+    assert_int_not_equal(bk_strlcpy_words(b, "rank 1 fail; rank 2 failed", sizeof b), 0);
+    assert_string_equal(b, "rank 1 fail...");
+    /* one word longer than the buffer: cut where it must, between UTF-8 characters */
+    assert_int_not_equal(bk_strlcpy_words(b, "abcdefghijk\xc3\xa9zzz", sizeof b), 0);
+    assert_string_equal(b, "abcdefghijk...");
+    assert_int_not_equal(bk_strlcpy_words(b, "abcdefghijklmnopq", sizeof b), 0);
+    assert_string_equal(b, "abcdefghijkl...");
+    char t[3];
+    assert_int_not_equal(bk_strlcpy_words(t, "abc", sizeof t), 0);
+    assert_string_equal(t, "..");
+}
+
 /* Environment variables by prefix, in name order, appended whole or counted as left out. */
 static void test_env_words(void **state)
 {
@@ -79,6 +102,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_first_message_wins),
         cmocka_unit_test(test_strlcpy),
+        cmocka_unit_test(test_strlcpy_words),
         cmocka_unit_test(test_env_words),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

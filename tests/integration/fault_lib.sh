@@ -5,6 +5,32 @@
 # pgrep can find this test's processes and no other's
 export TMPDIR=$IT_TMP
 
+# fail, as lib.sh's, after ending the run it_start began when it still runs: left alone its
+# mpirun and ranks would outlive the failed test by up to 600 s (timeout 600)
+fail() {
+    echo "FAIL: $*" >&2
+    stop_run
+    exit 1
+}
+
+# stop_run: end and reap the run it_start began, if it is still running. SIGTERM to
+# `timeout`, which relays it to mpirun and to its own process group (ranks included; a
+# second SIGTERM makes mpirun kill the ranks at once); after 10 s, SIGKILL to that group.
+# Only a running job of this shell is signalled, never a reaped PID reused since.
+stop_run() {
+    [ -n "${PID:-}" ] && jobs -rp | grep -qx "$PID" || return 0
+    kill -TERM "$PID" 2>/dev/null || true
+    local i
+    for i in $(seq 100); do
+        jobs -rp | grep -qx "$PID" || break
+        sleep 0.1
+    done
+    if jobs -rp | grep -qx "$PID"; then
+        kill -KILL -- "-$PID" 2>/dev/null || kill -KILL "$PID" 2>/dev/null || true
+    fi
+    wait "$PID" 2>/dev/null || true
+}
+
 # it_start NAME NP [bracket run args...]: like it_run, in the background; sets PID, OUT
 it_start() {
     local name=$1 np=$2

@@ -19,6 +19,7 @@ check bad-flag "unknown option '--bogus'" 2 "$IT_PLAN" --bogus
 # the bad option named as written, not the word before it
 check bad-short "unknown option '-x'" 2 "$IT_PLAN" -xq
 check empty-out "--out: an empty path" 2 "$IT_PLAN" --out ""
+check empty-iface "--iface: an empty interface name" 2 "$IT_PLAN" --iface ""
 # an arm's deadline that overflows nanoseconds is refused before anything runs
 check huge-arm "timeouts.arm_s: must be a number in (0, 604800]" 4 "$IT_PLAN" \
     --set timeouts.arm_s=2e10
@@ -94,6 +95,18 @@ check_cmd vf-seedbig "--seed: '99999999999999999999' is out of range" \
     verify "$IT_PLAN" --seed 99999999999999999999
 check_cmd vf-short "verify: unknown option '-x'" verify "$IT_PLAN" -xq
 check_cmd vf-noval "verify: --seed needs a value" verify "$IT_PLAN" --seed
+# bracket engine: numbers whole, or named with the flag (not atoi's 1 for "1x", 0 for "")
+eng=(engine --plan "$IT_PLAN" --run r --arm B --variant shm_twopass --rendezvous ipc://x
+     --samples ipc://y)
+check_cmd eng-rank "engine: --rank: '1x' is not an integer in 0.." "${eng[@]}" --rank 1x --world 2
+check_cmd eng-world "engine: --world: '' is not an integer in 1.." "${eng[@]}" --rank 0 --world ""
+check_cmd eng-device "engine: --device: '0x' is not an integer in -1.." \
+    "${eng[@]}" --rank 0 --world 2 --device 0x
+check_cmd eng-seed "engine: --seed: '7 ' is not an integer in 0.." \
+    "${eng[@]}" --rank 0 --world 2 --seed "7 "
+# bracket score names a bad option as the other commands do
+check_cmd score-val "bracket score: --quiet takes no value" score "$IT_TMP/r.json" --quiet=1
+check_cmd score-short "bracket score: unknown option '-x'" score "$IT_TMP/r.json" -qx
 # bracket worth: a number a double cannot hold is out of range, not "not a number"
 check_cmd worth-tiny "--speedup: '1e-320' is out of range (K must be > 0" \
     worth --fraction 1 --speedup 1e-320

@@ -8,6 +8,20 @@
 set -e
 RESCORE=$BK_SOURCE_DIR/docs/rescore.py
 [ -f "$RESCORE" ] || fail "no $RESCORE"
+# a reason too long for its buffer is cut as bracket cuts it (bk_strlcpy_words: the cases of
+# tests/test_status.c), or a record with one would not rescore identical
+python3 - "$RESCORE" <<'PY' || fail "rescore.py does not cut reasons as bracket does"
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("rescore", sys.argv[1])
+m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+for text, size, want in [(b"fits whole", 16, b"fits whole"),
+                         (b"arm C engine crashed: signal 11", 16, b"arm C engine..."),
+                         (b"rank 1 fail; rank 2 failed", 16, b"rank 1 fail..."),
+                         (b"abcdefghijk\xc3\xa9zzz", 16, b"abcdefghijk..."),
+                         (b"abcdefghijklmnopq", 16, b"abcdefghijkl..."), (b"abc", 3, b"..")]:
+    assert m.cut_words(text, size) == want, (text, m.cut_words(text, size), want)
+PY
 
 # rescore DIR: runs docs/rescore.py on DIR; PRC its exit, PLOG its output
 rescore() {

@@ -65,6 +65,10 @@ want=$(python3 -c "import json,sys; print({'PASS':0,'FAIL':3,'NO_DECISION':4}[js
 copy untouched
 expect untouched "$want" "identical to the record"
 ! grep -q "note:" "$LOG" || fail "untouched: a note on a fresh record"
+# --quiet prints what its help says: the verdict line, then the check's outcome
+[ "$(wc -l <"$LOG")" = 2 ] && grep -q "^verdict: " "$LOG" || fail "untouched: --quiet printed more"
+"$BK_BRACKET" score --help | grep -q -- "--quiet .*the verdict line, then the check's outcome" ||
+    fail "score --help does not say what --quiet prints"
 copy reserialised
 edit_record '
 for a in r["arms"][:3]:

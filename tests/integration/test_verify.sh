@@ -72,6 +72,22 @@ has "^ +first bad: shape 0 \(tokens 1, hidden 4096\) out rank [0-9]+ element [0-
     fail "corrupt: the first bad element is not named"
 v "$IT_PLAN" --variant nope
 [ "$RC" = 2 ] || fail "unknown variant exited $RC"
-grep -q "candidate.variant" "$IT_TMP/v.log" || fail "unknown variant message"
+# named by the flag the user typed, not by the plan field it sets
+grep -q "^bracket verify: --variant: no variant 'nope' for target" "$IT_TMP/v.log" ||
+    fail "unknown variant message does not name --variant"
+! grep -q "candidate.variant" "$IT_TMP/v.log" || fail "unknown --variant named as candidate.variant"
+# a long seed widens its column: every row's variant starts under "served by"
+v "$IT_PLAN" --checks 2 --seed 123456789012 --no-domain-shapes
+[ "$RC" = 0 ] || fail "verify with a 12-digit seed exited $RC"
+python3 - "$IT_TMP/v.log" <<'PY' || fail "a long seed misaligns the table"
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+head = next(l for l in lines if l.startswith("seed "))
+col = head.index("served by")
+rows = [l for l in lines if l[:12] in ("123456789012", "123456789013")]
+assert len(rows) == 4, rows
+for l in rows:
+    assert l[col - 1] == " " and l[col:].startswith("shm_"), (col, l)
+PY
 if pgrep -f "bracket engine .*verify-" >/dev/null; then fail "engines left behind"; fi
 echo "PASS: verify"

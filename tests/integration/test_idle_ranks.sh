@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# More MPI ranks than the lanes take (mpirun -np 6 for lanes of 2 + 2): the ranks in neither
+# lane are named once at the start, by rank 0, and not under --quiet; none when all are used.
+. "$(dirname "$0")/lib.sh"
+set -e
+# idle NAME NP [args...]: a short run without --quiet, output in $IT_TMP/NAME.log
+idle() {
+    local name=$1 np=$2
+    shift 2
+    set +e
+    timeout 300 mpirun "${MPIRUN_FLAGS[@]}" -np "$np" "$BK_BRACKET" run "$IT_PLAN" \
+        --set workload.iters=20 --out "$IT_TMP/out-$name" "$@" >"$IT_TMP/$name.log" 2>&1
+    local rc=$?
+    set -e
+    echo "---- $name: exit $rc"
+    cat "$IT_TMP/$name.log"
+    case "$rc" in 0|3|4) ;; *) fail "$name: exit $rc" ;; esac
+}
+idle six 6
+[ "$(grep -c "idle" "$IT_TMP/six.log")" = 1 ] || fail "six: the idle ranks not said once"
+grep -q "^  idle       MPI ranks 4,5: in neither lane, no engine runs there (the lanes take 4 of the 6 ranks)$" \
+    "$IT_TMP/six.log" || fail "six: the idle ranks not named"
+idle quiet 6 --quiet
+! grep -q "idle" "$IT_TMP/quiet.log" || fail "quiet: the idle ranks named under --quiet"
+idle four 4
+! grep -q "idle" "$IT_TMP/four.log" || fail "four: idle ranks named though every rank is in a lane"
+echo "PASS: idle ranks named at the start"
