@@ -274,9 +274,12 @@ def cut(b, size):  # what a C buffer of `size` bytes keeps (snprintf, strlcpy)
     return b[:size - 1]
 
 
+CUT_BYTES = False  # records before 2026-12-04 cut reasons where the bytes ran out
+
+
 def cut_words(b, size):  # bk_strlcpy_words: cut after a whole word, ending in "..."
-    if len(b) < size:
-        return b
+    if len(b) < size or CUT_BYTES:
+        return cut(b, size)
     if size <= 4:
         return b"..."[:size - 1]
     keep = c = size - 4
@@ -645,6 +648,26 @@ _MISSING = object()
 
 
 def check(path, rtol, quiet):
+    global CUT_BYTES
+    CUT_BYTES = False
+    rc, out, err = check_once(path, rtol, quiet)
+    if rc == 1:  # a record from before 2026-12-04 cut its reasons where the bytes ran out
+        CUT_BYTES = True
+        rc_old, out_old, err_old = check_once(path, rtol, quiet)
+        CUT_BYTES = False
+        if rc_old == 0:
+            rc, out, err = 0, out_old, err_old
+            if not quiet:
+                out.append("%s: its reasons are cut where the bytes ran out, as records "
+                           "written before 2026-12-04 cut them" % path)
+    for line in out:
+        print(line)
+    for line in err:
+        print(line, file=sys.stderr)
+    return rc
+
+
+def check_once(path, rtol, quiet):  # (rc, stdout lines, stderr lines)
     d = path if os.path.isdir(path) else os.path.dirname(path) or "."
     rp = os.path.join(d, "record.json") if os.path.isdir(path) else path
     try:
@@ -654,8 +677,7 @@ def check(path, rtol, quiet):
             raw = f.read()
         got = rescore(rec, raw)
     except (OSError, ValueError, KeyError, TypeError, IndexError, Unreadable) as e:
-        print("%s: cannot rescore: %s" % (path, e), file=sys.stderr)
-        return 2
+        return 2, [], ["%s: cannot rescore: %s" % (path, e)]
     run = rec.get("run_id", path)
     diffs = []
     digest = "sha256:" + hashlib.sha256(raw).hexdigest()
@@ -679,14 +701,14 @@ def check(path, rtol, quiet):
         differences(want, {k: have.get(k, _MISSING) for k in want}, at, rtol, diffs)
     def show(v):
         return "(absent)" if v is _MISSING else json.dumps(v)
-    for at, r, w, note in diffs:
-        print("%s: %s: record %s, recomputed %s%s" % (run, at, show(r), show(w), note))
+    out = ["%s: %s: record %s, recomputed %s%s" % (run, at, show(r), show(w), note)
+           for at, r, w, note in diffs]
     if not diffs and not quiet:
         sc = got["score"]
         sp = ("speed-up %r [%r, %r]" % (sc["speedup"], *sc["speedup_interval"])
               if "speedup" in sc else "no speed-up")
-        print("%s: identical: %s (%s), %s" % (run, got["verdict"], got["status"], sp))
-    return 1 if diffs else 0
+        out.append("%s: identical: %s (%s), %s" % (run, got["verdict"], got["status"], sp))
+    return (1 if diffs else 0), out, []
 
 
 def main(argv):

@@ -162,10 +162,17 @@ int bk_strlcpy(char *dst, const char *src, size_t dst_size)
     return 0;
 }
 
+static int g_cut_bytes; /* bk_cut_reasons_by_bytes */
+
+void bk_cut_reasons_by_bytes(int on)
+{
+    g_cut_bytes = on;
+}
+
 int bk_strlcpy_words(char *dst, const char *src, size_t dst_size)
 {
     size_t n = strlen(src);
-    if (n < dst_size)
+    if (n < dst_size || g_cut_bytes)
         return bk_strlcpy(dst, src, dst_size);
     if (dst_size <= 4) {
         bk_strlcpy(dst, "...", dst_size);

@@ -64,6 +64,10 @@ int bk_strlcpy(char *dst, const char *src, size_t dst_size);
  * word too long for the buffer cut where it must, between UTF-8 characters), and "..." ends
  * it. Returns 0 when it fitted. docs/rescore.py's cut_words is the same cut. */
 int bk_strlcpy_words(char *dst, const char *src, size_t dst_size);
+/* 1: bk_strlcpy_words cuts as bk_strlcpy does, where the bytes run out, as records written
+ * before 2026-12-04 cut their reasons; `bracket score` rescores such a record so when the
+ * reasons alone differ (process-wide; 0 restores the word cut). */
+void bk_cut_reasons_by_bytes(int on);
 
 /* Append " NAME=value" to the NUL-terminated buf (capacity len) for every environment
  * variable whose name starts with prefix, in name order; a value with a blank, a quote, a
