@@ -1,5 +1,7 @@
 /* test_topo_lanes.c - lane choice on every fixture for TP 1..16, refusals and
- * their messages, signature invariance under relabelling, cpu and shared lanes. */
+ * their messages, signature invariance under relabelling, cpu and shared lanes,
+ * and golden answers (canonical hashes, whole picks up to TP 256) that any change
+ * of the canonical form or of the lane finder's choices would break. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -350,6 +352,175 @@ static void test_shared_policy_and_double_binding(void **state)
     bk_topo_free(t);
 }
 
+/* ------------------------------------------------------------ golden answers */
+
+/* Everything a pick says (lanes, signatures, alternatives, reason) and its status,
+ * as one hash. */
+static uint64_t pick_digest(const bk_lane_pick *p, bk_status st)
+{
+    uint64_t h = bk_fnv1a64(&st, sizeof st);
+    int head[7] = { p->size, p->equal, p->shared, p->gpu, p->nlanes, p->nalts, 0 };
+    h = bk_fnv1a64_from(h, head, sizeof head);
+    h = bk_fnv1a64_from(h, p->baseline, (size_t)p->size * sizeof(int));
+    h = bk_fnv1a64_from(h, p->candidate, (size_t)p->size * sizeof(int));
+    h = bk_fnv1a64_from(h, p->baseline_sig, strlen(p->baseline_sig));
+    h = bk_fnv1a64_from(h, p->candidate_sig, strlen(p->candidate_sig));
+    for (int i = 0; i < p->nalts; i++) {
+        const bk_lane_alt *a = &p->alts[i];
+        h = bk_fnv1a64_from(h, &a->count, sizeof a->count);
+        h = bk_fnv1a64_from(h, a->ranks, (size_t)a->size * sizeof(int));
+        h = bk_fnv1a64_from(h, a->signature, strlen(a->signature));
+    }
+    return bk_fnv1a64_from(h, p->why, strlen(p->why));
+}
+
+/* A cluster of `na` copies of fixture a's hosts, then `nb` of fixture b's, each
+ * host named anew. */
+static bk_topo *tile(const char *a, int na, const char *b, int nb)
+{
+    bk_topo *ta = load(a), *tb = b ? load(b) : NULL, *u = NULL;
+    bk_err err = { 0 };
+    assert_int_equal(bk_topo_new(na * ta->nhosts + (tb ? nb * tb->nhosts : 0), &u, &err), BK_OK);
+    int k = 0;
+    for (int part = 0; part < 2; part++) {
+        const bk_topo *t = part ? tb : ta;
+        for (int c = 0; t && c < (part ? nb : na); c++)
+            for (int h = 0; h < t->nhosts; h++, k++) {
+                u->hosts[k] = t->hosts[h];
+                snprintf(u->hosts[k].hostname, sizeof u->hosts[k].hostname, "h%04d", k);
+                snprintf(u->hosts[k].boot_id, sizeof u->hosts[k].boot_id, "boot-%04d", k);
+            }
+    }
+    bk_topo_free(ta);
+    bk_topo_free(tb);
+    return u;
+}
+
+/* What the lane finder answered before its canonical-form search was made fast
+ * (helper-h3, 2026-12-04): the same lanes, signatures, alternatives and reasons. */
+static const struct {
+    const char *a;
+    int na;
+    const char *b;
+    int nb, lane;
+    bk_lane_policy pol;
+    uint64_t digest;
+} golden[] = {
+    { "hgx8_nvswitch.json", 1, NULL, 0, 4, BK_LANES_DISJOINT, 0x6a4ae753de4d373bull },
+    { "pcie8_asym.json", 1, NULL, 0, 3, BK_LANES_DISJOINT, 0xc87a98798524dbb0ull },
+    { "pcie8_asym.json", 1, NULL, 0, 4, BK_LANES_DISJOINT, 0x6d1c41e253c17446ull },
+    { "box6_nvlink.json", 1, NULL, 0, 4, BK_LANES_DISJOINT, 0x18137e414f14b3fcull },
+    { "cluster2x8_ib.json", 1, NULL, 0, 8, BK_LANES_DISJOINT, 0xfc7e00639e34ba09ull },
+    { "cluster128x8.json", 1, NULL, 0, 24, BK_LANES_DISJOINT, 0x6e85690eb2fdd2e9ull },
+    { "cluster128x8.json", 1, NULL, 0, 32, BK_LANES_DISJOINT, 0x1f4967552572d76bull },
+    { "cluster128x8.json", 1, NULL, 0, 48, BK_LANES_DISJOINT, 0xd3b3505b958f1768ull },
+    { "cluster128x8.json", 1, NULL, 0, 64, BK_LANES_DISJOINT, 0x9df6fb6db9cc2f9aull },
+    { "cluster128x8.json", 1, NULL, 0, 128, BK_LANES_DISJOINT, 0xd0571af67bc95663ull },
+    { "cluster128x8.json", 1, NULL, 0, 256, BK_LANES_DISJOINT, 0x71c7851fc25024e8ull },
+    { "cluster128x8.json", 1, NULL, 0, 64, BK_LANES_SHARED, 0xade1930a8f507c94ull },
+    { "pcie8_2s.json", 64, NULL, 0, 32, BK_LANES_DISJOINT, 0x0ff28bfd18814dbcull },
+    { "pcie8_2s.json", 64, NULL, 0, 128, BK_LANES_DISJOINT, 0xea54cbc16100304bull },
+    { "box6_nvlink.json", 48, NULL, 0, 24, BK_LANES_DISJOINT, 0x21af17a821e0beb3ull },
+    { "box6_nvlink.json", 48, NULL, 0, 64, BK_LANES_DISJOINT, 0x576220a8e32d9ecdull },
+    { "hgx8_nvswitch.json", 16, "pcie8_asym.json", 16, 16, BK_LANES_DISJOINT,
+      0xe377fe25fae1bb81ull },
+    { "hgx8_nvswitch.json", 16, "pcie8_asym.json", 16, 64, BK_LANES_DISJOINT,
+      0xd43f4064524f9706ull },
+    { "nvbridge4.json", 64, NULL, 0, 96, BK_LANES_DISJOINT, 0xad6e7f2307c31df4ull },
+};
+
+static void test_golden_picks(void **state)
+{
+    (void)state;
+    bk_lane_pick *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    int bad = 0;
+    for (size_t k = 0; k < sizeof golden / sizeof golden[0]; k++) {
+        bk_topo *t = tile(golden[k].a, golden[k].na, golden[k].b, golden[k].nb);
+        bk_err err = { 0 };
+        bk_status st = pick(t, golden[k].lane, golden[k].pol, p, &err);
+        uint64_t d = pick_digest(p, st);
+        if (d != golden[k].digest) {
+            print_message("golden[%zu] %s x%d + %s x%d, lane %d: digest 0x%016llx, expected "
+                          "0x%016llx (%s)\n", k, golden[k].a, golden[k].na,
+                          golden[k].b ? golden[k].b : "-", golden[k].nb, golden[k].lane,
+                          (unsigned long long)d, (unsigned long long)golden[k].digest,
+                          p->baseline_sig);
+            bad++;
+        }
+        bk_topo_free(t);
+    }
+    free(p);
+    assert_int_equal(bad, 0);
+}
+
+/* n = hosts x per members: code 3 within a NUMA half of a host, 2 across the halves,
+ * 1 between hosts (the shape of a lane over whole HGX hosts). */
+static uint16_t *blocks(int hosts, int per)
+{
+    int n = hosts * per;
+    uint16_t *m = calloc((size_t)n * (size_t)n, sizeof *m);
+    assert_non_null(m);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            m[i * n + j] = i == j                            ? 0
+                           : i / per != j / per               ? 1
+                           : (i % per) / (per / 2) == (j % per) / (per / 2) ? 3
+                                                                            : 2;
+    return m;
+}
+
+/* The canonical hashes themselves: a change of the canonical form (search, refinement,
+ * budget, fallback) changes every lane signature, so it must show here. */
+static void test_canon_golden(void **state)
+{
+    (void)state;
+    static const struct {
+        int hosts, per, exact;
+        uint64_t hash;
+    } want[] = {
+        { 1, 8, 1, 0x624e14cca0f45301ull }, { 2, 8, 1, 0x944e4301e1d6cdd8ull },
+        { 4, 8, 1, 0xf08af5a28ae0b6d0ull }, { 8, 8, 0, 0xcb9aa985cac25dfdull },
+        { 16, 8, 0, 0xce7f9a45427a65f5ull }, { 32, 8, 0, 0xcda61ced3b4407b5ull },
+        { 6, 4, 1, 0xddad1cebe1562700ull }, { 12, 4, 0, 0x5fd75be4f92250adull },
+    };
+    uint16_t lab[BK_LANE_MAX] = { 0 };
+    bk_err err = { 0 };
+    int bad = 0;
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        int n = want[k].hosts * want[k].per, exact = -1;
+        uint16_t *m = blocks(want[k].hosts, want[k].per);
+        uint64_t h = 0;
+        for (int i = 0; i < n; i++)
+            lab[i] = (uint16_t)(i % want[k].per == 0); /* a NIC on each host's first member */
+        assert_int_equal(bk__canon_hash(n, m, lab, &h, &exact, &err), BK_OK);
+        if (h != want[k].hash || exact != want[k].exact) {
+            print_message("blocks %d x %d: 0x%016llx exact %d, expected 0x%016llx exact %d\n",
+                          want[k].hosts, want[k].per, (unsigned long long)h, exact,
+                          (unsigned long long)want[k].hash, want[k].exact);
+            bad++;
+        }
+        free(m);
+    }
+    /* the 6-cycle and the two triangles of test_canon_random_permutations */
+    uint16_t c6[36] = { 0 }, t2[36] = { 0 }, l6[6] = { 0 };
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 6; j++) {
+            c6[i * 6 + j] = i == j ? 0 : ((i - j + 6) % 6 == 1 || (j - i + 6) % 6 == 1) ? 2 : 1;
+            t2[i * 6 + j] = i == j ? 0 : (i / 3 == j / 3) ? 2 : 1;
+        }
+    uint64_t a = 0, b = 0;
+    int ea = 0, eb = 0;
+    assert_int_equal(bk__canon_hash(6, c6, l6, &a, &ea, &err), BK_OK);
+    assert_int_equal(bk__canon_hash(6, t2, l6, &b, &eb, &err), BK_OK);
+    if (a != 0xcf2af642e2ee09afull || b != 0x85d77956e1f3ab97ull) {
+        print_message("c6 0x%016llx, t2 0x%016llx\n", (unsigned long long)a,
+                      (unsigned long long)b);
+        bad++;
+    }
+    assert_int_equal(bad, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -365,6 +536,8 @@ int main(void)
         cmocka_unit_test(test_canon_random_permutations),
         cmocka_unit_test(test_cpu_lanes),
         cmocka_unit_test(test_shared_policy_and_double_binding),
+        cmocka_unit_test(test_canon_golden),
+        cmocka_unit_test(test_golden_picks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

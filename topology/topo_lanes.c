@@ -37,6 +37,7 @@ typedef struct {
     memo_slot *memo; /* NULL: no memo. The canonical form is a pure function of
                       * the ordered matrix, so lanes of a regular cluster that
                       * look alike in lane order share one search. */
+    uint16_t *scratch; /* NULL or size x size codes, reused by every lane */
 } lctx;
 
 typedef struct {
@@ -99,12 +100,14 @@ static bk_status lane_sig(const lctx *c, lane *ln, bk_err *err)
 {
     bk_status st = BK_OK;
     int L = c->size;
-    uint16_t *codes = malloc((size_t)L * (size_t)L * sizeof(uint16_t));
+    uint16_t *codes = c->scratch ? c->scratch : malloc((size_t)L * (size_t)L * sizeof(uint16_t));
     uint16_t labels[BK_LANE_MAX];
     if (!codes)
         return BK_FAIL(err, BK_ERR_SYSTEM, "lanes: out of memory");
     int hostseen[BK_LANE_MAX], nh = 0, numaseen[BK_LANE_MAX][2], nn = 0;
+    int hof[BK_LANE_MAX], head[BK_LANE_MAX], next[BK_LANE_MAX], last[BK_LANE_MAX]; /* by host */
     int minclass = BK_LINK_SELF, minnv = 255, nvhist[256] = { 0 };
+    long nnet = 0; /* pairs on two hosts: all NET, counted at the end */
     unsigned nicmask = 0;
     memset(ln->hist, 0, sizeof ln->hist);
     for (int i = 0; i < L; i++) {
@@ -113,19 +116,34 @@ static bk_status lane_sig(const lctx *c, lane *ln, bk_err *err)
         nicmask |= labels[i] ? 1u << (labels[i] >> 1) : 0;
         for (k = 0; k < nh && hostseen[k] != h; k++) {
         }
-        if (k == nh)
+        if (k == nh) {
+            head[k] = i;
             hostseen[nh++] = h;
+        } else {
+            next[last[k]] = i;
+        }
+        hof[i] = k;
+        last[k] = i;
+        next[i] = -1;
         for (k = 0; k < nn && !(numaseen[k][0] == h && numaseen[k][1] == nu); k++) {
         }
         if (k == nn) {
             numaseen[nn][0] = h;
             numaseen[nn++][1] = nu;
         }
-        for (int j = 0; j < L; j++) {
+    }
+    for (int i = 0; i < L; i++) {
+        int r = ln->ranks[i];
+        uint16_t *row = codes + (size_t)i * (size_t)L;
+        long same_after = 0;
+        for (int j = 0; j < L; j++)
+            row[j] = (uint16_t)(BK_LINK_NET << 9);
+        for (int j = head[hof[i]]; j >= 0; j = next[j]) { /* the members on i's host */
             uint16_t code = i == j ? 0 : pair_code(c, r, ln->ranks[j]);
-            codes[i * L + j] = code;
+            row[j] = code;
             if (j > i) {
                 int cls = code >> 9, nv = (code >> 1) & 0xff;
+                same_after++;
                 ln->hist[cls]++;
                 if (cls == BK_LINK_NV)
                     nvhist[nv]++;
@@ -134,6 +152,14 @@ static bk_status lane_sig(const lctx *c, lane *ln, bk_err *err)
                     minnv = nv;
                 }
             }
+        }
+        nnet += L - 1 - i - same_after;
+    }
+    if (nnet > 0) { /* as if each NET pair had been counted in the loop */
+        ln->hist[BK_LINK_NET] += (int)nnet;
+        if (BK_LINK_NET < minclass || (BK_LINK_NET == minclass && 0 < minnv)) {
+            minclass = BK_LINK_NET;
+            minnv = 0;
         }
     }
     /* within one host a lane's collectives never touch a NIC: its members' NIC affinity
@@ -147,8 +173,7 @@ static bk_status lane_sig(const lctx *c, lane *ln, bk_err *err)
     int exact = 0;
     memo_slot *slot = NULL;
     if (c->memo) {
-        raw = bk_fnv1a64(codes, (size_t)L * (size_t)L * sizeof(uint16_t)) * 31u ^
-              bk_fnv1a64(labels, (size_t)L * sizeof(uint16_t));
+        raw = bk__hash_u16(codes, (size_t)L * (size_t)L) * 31u ^ bk__hash_u16(labels, (size_t)L);
         raw |= 1; /* never 0 */
         slot = &c->memo[raw % MEMO_SLOTS];
     }
@@ -201,7 +226,8 @@ static bk_status lane_sig(const lctx *c, lane *ln, bk_err *err)
     if (off < n)
         snprintf(s + off, n - off, " #%016" PRIx64 "%s", hash, exact ? "" : "~");
 out:
-    free(codes);
+    if (codes != c->scratch)
+        free(codes);
     return st;
 }
 
@@ -557,10 +583,11 @@ bk_status bk_lanes_choose(const bk_topo *t, int lane_size, int nranks,
      * s/L + min(s, 64) + 1 lanes: 5n + 3 bounds it */
     f.cap = 5 * nranks + 3 < MAX_LANES ? 5 * nranks + 3 : MAX_LANES;
     f.c.memo = calloc(MEMO_SLOTS, sizeof(memo_slot));
+    f.c.scratch = malloc((size_t)lane_size * (size_t)lane_size * sizeof(uint16_t));
     f.order = malloc((size_t)nranks * sizeof(int));
     f.lanes = calloc((size_t)f.cap, sizeof(lane));
     f.pool = malloc((size_t)f.cap * (size_t)lane_size * sizeof(int));
-    if (!f.order || !f.lanes || !f.pool || !f.c.memo) {
+    if (!f.order || !f.lanes || !f.pool || !f.c.memo || !f.c.scratch) {
         st = BK_FAIL(err, BK_ERR_SYSTEM, "lanes: out of memory");
         goto out;
     }
@@ -586,5 +613,6 @@ out:
     free(f.lanes);
     free(f.pool);
     free(f.c.memo);
+    free(f.c.scratch);
     return st;
 }

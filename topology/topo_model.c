@@ -153,3 +153,17 @@ uint64_t bk_fnv1a64(const void *data, size_t n)
 {
     return bk_fnv1a64_from(0xcbf29ce484222325ull, data, n); /* FNV-1a's offset basis */
 }
+
+uint64_t bk__hash_u16(const uint16_t *v, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ n, w;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        memcpy(&w, v + i, sizeof w);
+        h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++)
+        h = ((h ^ v[i]) * 0x9e3779b97f4a7c15ull) ^ (h >> 29);
+    return h;
+}

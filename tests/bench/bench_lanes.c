@@ -1,5 +1,5 @@
-/* bench_lanes.c - lane finding on the 1024-GPU snapshot (goal: under 100 ms) and
- * the probe time of this machine. Prints a table; timings are wall clock.
+/* bench_lanes.c - lane finding on the 1024-GPU snapshot at TP 1-256 (goal: under 100 ms)
+ * and the probe time of this machine. Prints a table; timings are wall clock.
  *
  * usage: bench_lanes [SNAPSHOT] [REPEATS]
  *   SNAPSHOT defaults to tests/fixtures/topo/cluster128x8.json, REPEATS to 20. */
@@ -61,7 +61,7 @@ int main(int argc, char **argv)
     bk_lane_pick *pick = calloc(1, sizeof *pick);
     if (!pick)
         return 1;
-    static const int tps[] = { 1, 2, 4, 8, 16, 32 };
+    static const int tps[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256 };
     for (size_t k = 0; k < sizeof tps / sizeof tps[0]; k++) {
         bk_status st = BK_OK;
         for (int i = 0; i < reps; i++) {
