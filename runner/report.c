@@ -144,6 +144,28 @@ static void print_arm(FILE *f, const bk_run *run, const bk_score *sc, int idx, i
         fprintf(f, "        %s\n", a->reason);
 }
 
+/* After "quality: pass": whether A equals T bit for bit, or how far within the tolerance
+ * it is, so a candidate off by an ulp is visible beside one that computes the same bits. */
+static void print_pass_detail(FILE *f, const bk_run *run)
+{
+    const bk_quality *q = &run->quality;
+    if (q->state != BK_QUALITY_PASS || !q->per)
+        return;
+    int differ = 0;
+    double max_abs = 0, max_rel = 0;
+    for (int i = 0; i < q->nshapes * q->noutputs; i++) {
+        differ += strcmp(q->per[i].digest_a, q->per[i].digest_t) != 0;
+        max_abs = q->per[i].max_abs > max_abs ? q->per[i].max_abs : max_abs;
+        max_rel = q->per[i].max_rel > max_rel ? q->per[i].max_rel : max_rel;
+    }
+    if (!differ)
+        fprintf(f, " (A equals T bit for bit)");
+    else
+        fprintf(f, " (A differs from T bitwise in %d of %d shape x output(s), within rtol %g, "
+                "atol %g: max abs err %.3g, max rel err %.3g)", differ, q->nshapes * q->noutputs,
+                run->plan.quality.rtol, run->plan.quality.atol, max_abs, max_rel);
+}
+
 void bk_report_print(FILE *f, const bk_run *run, const bk_score *sc)
 {
     fprintf(f, "\narms:\n");
@@ -154,8 +176,10 @@ void bk_report_print(FILE *f, const bk_run *run, const bk_score *sc)
     print_arm(f, run, sc, BK_ARM_IDX_T, -1);
     if (run->stopped[0])
         fprintf(f, "  note: %s\n", run->stopped);
-    fprintf(f, "\nquality: %s%s%s\n", bk_quality_name(run->quality.state),
+    fprintf(f, "\nquality: %s%s%s", bk_quality_name(run->quality.state),
             run->quality.reason[0] ? ": " : "", run->quality.reason);
+    print_pass_detail(f, run);
+    fputc('\n', f);
     if (sc->have_drift)
         fprintf(f, "drift:   B'/B - 1 = %+.2f%% (limit %.2f%%)%s\n", 100 * sc->drift,
                 100 * sc->drift_limit,
