@@ -2,8 +2,9 @@
 # A real bracket on the cuda backend through the whole runner (label gpu): the demo plan
 # on this machine's GPUs (one GPU: one rank, lanes shared, marked as a rehearsal), then an
 # A/A in graph mode that must not PASS, then the `slowed` diagnostic at fraction 0.5 in graph
-# mode, which must FAIL with C's medians about 1.5x B's; `bracket score` reproduces them all;
-# no engine is left.
+# mode, which must FAIL with C's medians about 1.5x B's, then the `lazy` and `mutate`
+# diagnostics, which must FAIL on quality; `bracket score` reproduces them all; no engine is
+# left.
 # Skips (exit 77) with the reason where there is no GPU or no cuda build.
 . "$(dirname "$0")/../integration/lib.sh"
 set -e
@@ -73,6 +74,27 @@ ratio = [c / b for b, c in zip(a["B"], a["C"])]
 print("slowed fraction 0.5, C/B per shape:", " ".join("%.2f" % x for x in ratio))
 assert all(1.25 < x < 1.65 for x in ratio), ratio
 PY
+expect_rescore
+# the contract on cuda (docs/variants.md): `lazy` skips its work in timed calls (eager mode:
+# a graph keeps what its capture did), the engine's check of the last timed call must catch
+# it; `mutate` changes its input x, the audit's input check must catch it; both FAIL on
+# quality, and the records rescore
+cand=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['candidate']['variant'])" "$plan")
+it_run cuda-lazy "$np" "$plan" "${sets[@]}" --set candidate.variant=lazy \
+    --set "candidate.params={\"base\":\"$cand\"}" --set arena.graph_mode=eager \
+    --set protocol.repeats=1
+expect_verdict FAIL 3
+grep -q "^quality: fail: the candidate broke its contract in arm C" "$OUT" ||
+    fail "lazy on cuda: quality not failed for the broken contract"
+grep -q "its last timed call left output 'out' element 0 unwritten" "$OUT" ||
+    fail "lazy on cuda: the unwritten output is not named"
+expect_rescore
+it_run cuda-mutate "$np" "$plan" "${sets[@]}" --set candidate.variant=mutate \
+    --set "candidate.params={\"base\":\"$cand\",\"element\":3}" --set protocol.repeats=1
+expect_verdict FAIL 3
+grep -q "^quality: fail: the candidate broke its contract in arm A" "$OUT" ||
+    fail "mutate on cuda: quality not failed for the mutated input"
+grep -q "mutate mutated its input 'x'" "$OUT" || fail "mutate on cuda: the input is not named"
 expect_rescore
 expect_no_leftovers
 echo "PASS: cuda bracket on $ngpu GPU(s)"
