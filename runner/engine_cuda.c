@@ -10,6 +10,7 @@
 #include "collectives/cuda_gate.h"
 #include "collectives/cuda_ipc.h"
 #include "runner/engine.h"
+#include "runner/engine_cuda_priv.h"
 
 #define BK_CUDA_MIN_WARMUP_S 0.5
 
@@ -43,38 +44,6 @@
 #define BK_DATA_SETS 8       /* distinct seeded contents; set i holds content i mod 8 */
 #define BK_POOL_MAX ((size_t)1 << 30) /* sets past BK_DATA_SETS stop at this many bytes */
 #define BK_PAGE (2u << 20)   /* spread: every set starts a 2 MiB page of its own */
-
-struct bk_backend_ctx {
-    int rank, world, device;
-    cudaStream_t stream;
-    bk_cuda_comm *comm;
-    bk_cuda_gate gate;
-    int gated;           /* graph-mode batches wait behind the gate (BK_CUDA_GATE=0: no) */
-    double warm_s;       /* solo warm-up before the first shape (BK_CUDA_WARMUP_S) */
-    int max_sets;        /* rotated input sets per shape at most (BK_CUDA_SETS) */
-    int spread;          /* every set in 2 MiB pages of its own (BK_CUDA_SPREAD, default 1) */
-    int fresh_graphs;    /* graphs captured anew every batch (BK_CUDA_FRESH_GRAPHS, default 1) */
-    int settle;          /* untimed batches before a shape's timed ones (BK_CUDA_SETTLE) */
-    void *flush;         /* BK_CUDA_FLUSH=1: written before every timed step (2 x L2) */
-    size_t flush_bytes;
-};
-
-#define CUDA_TRY(call)                                                                  \
-    do {                                                                                \
-        cudaError_t e_ = (call);                                                        \
-        if (e_ != cudaSuccess) {                                                        \
-            st = BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: %s: %s", ctx->rank, #call,       \
-                         cudaGetErrorString(e_));                                       \
-            goto out;                                                                   \
-        }                                                                               \
-    } while (0)
-
-/* The device copies of one input set: every tensor of the target. */
-typedef struct shape_set {
-    bk_tensor t[BK_MAX_TENSORS];
-    bk_call call;
-    cudaGraphExec_t exec;
-} shape_set;
 
 static void cuda_close(bk_backend_ctx *ctx);
 
@@ -373,89 +342,6 @@ out:
     return st;
 }
 
-/* Poison the outputs of set s (0xFF bytes: bf16 NaN) on the stream. */
-static bk_status poison_outputs(bk_backend_ctx *ctx, const shape_set *s, int nt, bk_err *err)
-{
-    bk_status st = BK_OK;
-    for (int i = 0; i < nt; i++)
-        if (s->t[i].output)
-            CUDA_TRY(cudaMemsetAsync(s->t[i].data, 0xFF, s->t[i].elems * s->t[i].elem_bytes,
-                                     ctx->stream));
-out:
-    return st;
-}
-
-/* Host copies (malloc'd, into host[i]) of set s's output tensors (outputs 1) or input
- * tensors (outputs 0); the other entries are left NULL. The stream is idle or bounded. */
-static bk_status copy_to_host(bk_backend_ctx *ctx, const shape_set *s, int nt, int outputs,
-                              void **host, bk_err *err)
-{
-    bk_status st = BK_OK;
-    for (int i = 0; i < nt; i++) {
-        const size_t bytes = s->t[i].elems * s->t[i].elem_bytes;
-        if (!s->t[i].output != !outputs)
-            continue;
-        host[i] = malloc(bytes ? bytes : 1);
-        if (!host[i]) {
-            st = BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: out of host memory for %s", ctx->rank,
-                         s->t[i].name);
-            goto out;
-        }
-        CUDA_TRY(cudaMemcpyAsync(host[i], s->t[i].data, bytes, cudaMemcpyDeviceToHost,
-                                 ctx->stream));
-    }
-    CUDA_TRY(cudaStreamSynchronize(ctx->stream));
-out:
-    return st;
-}
-
-static void free_host(void **host)
-{
-    for (int i = 0; i < BK_MAX_TENSORS; i++) {
-        free(host[i]);
-        host[i] = NULL;
-    }
-}
-
-/* One untimed eager call on set s after a lane barrier, waited for (bounded). */
-static bk_status untimed_call(bk_backend_ctx *ctx, const bk_shape_job *job, shape_set *s,
-                              bk_err *err)
-{
-    bk_status st = BK_OK;
-    cudaEvent_t done = NULL;
-    CUDA_TRY(cudaEventCreate(&done));
-    s->call.iter = -1;
-    BK_TRY(bk_cuda_comm_barrier(ctx->comm, ctx->stream, job->timeout_s, err));
-    BK_TRY(job->variant->run(job->vstate, &s->call, err));
-    CUDA_TRY(cudaEventRecord(done, ctx->stream));
-    BK_TRY(bk_cuda_comm_wait(ctx->comm, done, 3 * job->timeout_s + 1, err));
-out:
-    if (done)
-        (void)cudaEventDestroy(done);
-    return st;
-}
-
-/* The outputs the last timed call left in set s (poisoned before it) against an untimed
- * eager call's on the same inputs: bk_engine_check_timed. Every rank of the lane takes
- * part (the call meets its peers). */
-static bk_status check_last(bk_backend_ctx *ctx, const bk_shape_job *job, shape_set *s,
-                            bk_err *err)
-{
-    bk_status st = BK_OK;
-    void *timed[BK_MAX_TENSORS] = {0}, *untimed[BK_MAX_TENSORS] = {0};
-    const int nt = job->target->ntensors;
-    BK_TRY(copy_to_host(ctx, s, nt, 1, timed, err));
-    BK_TRY(poison_outputs(ctx, s, nt, err));
-    BK_TRY(untimed_call(ctx, job, s, err));
-    BK_TRY(copy_to_host(ctx, s, nt, 1, untimed, err));
-    st = bk_engine_check_timed(job, s->t, (const void *const *)timed,
-                               (const void *const *)untimed, err);
-out:
-    free_host(timed);
-    free_host(untimed);
-    return st;
-}
-
 static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, bk_err *err)
 {
     bk_status st = BK_OK;
@@ -534,7 +420,7 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
                                               ctx->stream) != cudaSuccess)
                 st = BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: flushing L2 failed", ctx->rank);
             if (st == BK_OK && first + j == job->iters - 1) /* the checked call (check_last) */
-                st = poison_outputs(ctx, s, job->target->ntensors, err);
+                st = bk__cuda_poison_outputs(ctx, s, job->target->ntensors, err);
             if (st == BK_OK)
                 st = bk_cuda_comm_barrier(ctx->comm, ctx->stream, job->timeout_s, err);
             if (st == BK_OK && cudaEventRecord(ev0[j], ctx->stream) != cudaSuccess)
@@ -565,7 +451,7 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
                 "host to enqueue them; those ran as enqueued (host launch gaps included)\n",
                 ctx->rank, job->shape_index, bk_cuda_gate_timeouts(&ctx->gate) - gate_timeouts,
                 BK_GATE_BOUND_S);
-    BK_TRY(check_last(ctx, job, &sets.s[(job->iters - 1 - start) % nsets], err));
+    BK_TRY(bk__cuda_check_last(ctx, job, &sets.s[(job->iters - 1 - start) % nsets], err));
 out:
     if (st != BK_OK)
         (void)cudaStreamSynchronize(ctx->stream); /* bounded: device waits time out */
@@ -574,41 +460,6 @@ out:
         (void)cudaEventDestroy(ev1[j]);
     }
     sets_free(&sets);
-    return st;
-}
-
-/* The inputs set s holds after a call against freshly seeded ones (set 0's seed), bit for
- * bit: BK_ERR_CONTRACT naming the first changed tensor. */
-static bk_status check_inputs(bk_backend_ctx *ctx, const bk_shape_job *job, const shape_set *s,
-                              bk_err *err)
-{
-    bk_status st = BK_OK;
-    const bk_target *tg = job->target;
-    void *now[BK_MAX_TENSORS] = {0};
-    bk_tensor fresh[BK_MAX_TENSORS];
-    memset(fresh, 0, sizeof(fresh));
-    BK_TRY(copy_to_host(ctx, s, tg->ntensors, 0, now, err));
-    for (int i = 0; i < tg->ntensors; i++) {
-        fresh[i] = s->t[i];
-        fresh[i].data = malloc(s->t[i].elems * s->t[i].elem_bytes + 16);
-        if (!fresh[i].data) {
-            st = BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: out of host memory", ctx->rank);
-            goto out;
-        }
-    }
-    tg->init_inputs(fresh, job->shape, job->seed, job->shape_index, job->rank, job->world);
-    for (int i = 0; i < tg->ntensors; i++)
-        if (!s->t[i].output &&
-            memcmp(now[i], fresh[i].data, s->t[i].elems * s->t[i].elem_bytes) != 0) {
-            st = BK_FAIL(err, BK_ERR_CONTRACT, "%s mutated its input '%s' (rank %d, shape %d): "
-                         "a variant must leave its inputs as they were", job->variant->name,
-                         s->t[i].name, job->rank, job->shape_index);
-            goto out;
-        }
-out:
-    for (int i = 0; i < tg->ntensors; i++)
-        free(fresh[i].data);
-    free_host(now);
     return st;
 }
 
@@ -623,10 +474,10 @@ static bk_status cuda_audit_shape(bk_backend_ctx *ctx, const bk_shape_job *job, 
     CUDA_TRY(cudaSetDevice(ctx->device));
     BK_TRY(sets_init(ctx, job, 1, &ss, err));
     s = &ss.s[0];
-    BK_TRY(untimed_call(ctx, job, s, err));
+    BK_TRY(bk__cuda_untimed_call(ctx, job, s, err));
     if (job->check_inputs)
-        BK_TRY(check_inputs(ctx, job, s, err));
-    BK_TRY(copy_to_host(ctx, s, job->target->ntensors, 1, host, err));
+        BK_TRY(bk__cuda_check_inputs(ctx, job, s, err));
+    BK_TRY(bk__cuda_copy_to_host(ctx, s, job->target->ntensors, 1, host, err));
     for (int i = 0; i < job->target->ntensors; i++) {
         if (!s->t[i].output)
             continue;
@@ -640,7 +491,7 @@ out:
             free(outs[i]);
             outs[i] = NULL;
         }
-    free_host(host);
+    bk__cuda_free_host(host);
     sets_free(&ss);
     return st;
 }
