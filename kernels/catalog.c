@@ -250,6 +250,13 @@ void bk_variant_domain_text(const bk_variant *v, char *buf, size_t len)
                "domain runs it, wrapped the same way");
 }
 
+int bk_catalog_diag_bases(const bk_variant *v, const json_t *params, bk_backend backend,
+                          const bk_variant **base, const bk_variant **fallback)
+{
+    const char *dflt;
+    return bk__diag_bases(v, params, backend, base, fallback, &dflt);
+}
+
 /* ---- plan checks ---- */
 
 /* A target takes a dtype when one of its variants' domains lists it. */

@@ -129,6 +129,15 @@ void bk_domain_text(const bk_domain *d, char *buf, size_t len);
  * wrapper, whose table domain takes every shape, its base's, and the default bases. */
 void bk_variant_domain_text(const bk_variant *v, char *buf, size_t len);
 
+/* What the diagnostic wrapper v, named with `params` (NULL: none), calls on backend cpu or
+ * cuda: *base its base (params.base, or the backend's default base), *fallback the default
+ * base it calls instead where *base's domain excludes a call (NULL: none there, and such a
+ * call fails with the base's error). 0, both NULL, when v is a real variant or the params
+ * name no base it could wrap. What a wrapper serves is what these two serve: `bracket
+ * verify` probes that, not the wrapper's table domain. The variants are the catalog's. */
+int bk_catalog_diag_bases(const bk_variant *v, const json_t *params, bk_backend backend,
+                          const bk_variant **base, const bk_variant **fallback);
+
 /* Check a plan against the catalog: target exists, both variants exist for
  * it and support the backend, params parse (create + destroy on rank 0 of a
  * lane of the arena's size), every shape passes check_shape, the incumbent (the serving

@@ -15,19 +15,47 @@ static bk_status syntax_error(const char *label, const json_error_t *je, bk_err 
                    je->column, je->text);
 }
 
+/* The candidate's `key` in the document as a string ("" when absent or not a string). */
+static void candidate_str(const json_t *root, const char *key, char *buf, size_t len)
+{
+    const char *v = json_string_value(json_object_get(json_object_get(root, "candidate"), key));
+    bk_strlcpy(buf, v ? v : "", len);
+}
+
+/* When the sets gave the candidate another variant and left its source digest as the file
+ * has it, the digest still names the file's candidate: say so in p->source_digest_note. */
+static void note_source_digest(const json_t *root, const char *variant, const char *digest,
+                               bk_plan *p)
+{
+    char now[BK_DIGEST_LEN];
+    candidate_str(root, "source_digest", now, sizeof now);
+    p->source_digest_note[0] = '\0';
+    if (!variant[0] || strcmp(variant, p->candidate.name) == 0 || strcmp(digest, now) != 0)
+        return;
+    snprintf(p->source_digest_note, sizeof p->source_digest_note, "candidate.source_digest: "
+             "still the plan's (for %s); --set changed candidate.variant to %s: the record's "
+             "identity.candidate_source_digest names the plan's candidate's source, not %s's",
+             variant, p->candidate.name, p->candidate.name);
+}
+
 /* Takes `root` (NULL-safe). Applies the sets, validates, and on success moves
  * the document into `out`; on failure frees everything and zeroes `out`. */
 static bk_status finish(json_t *root, const char *label, const char *const *sets, int nsets,
                         bk_plan *out, bk_err *err)
 {
     bk_status st = BK_OK;
+    char variant[BK_NAME_LEN], digest[BK_DIGEST_LEN];
     if (!json_is_object(root)) {
         st = BK_FAIL(err, BK_ERR_INPUT, "%s: the plan must be a JSON object", label);
         goto out;
     }
+    candidate_str(root, "variant", variant, sizeof variant);
+    candidate_str(root, "source_digest", digest, sizeof digest);
     for (int i = 0; i < nsets; i++)
         BK_TRY(bk__plan_apply_set(root, sets[i], err));
     BK_TRY(bk__plan_check(root, label, out, err));
+    if (nsets)
+        note_source_digest(root, variant, digest, out);
     /* the params objects live in the document; the plan holds its own references */
     out->incumbent.params = json_incref(json_object_get(json_object_get(root, "incumbent"),
                                                         "params"));

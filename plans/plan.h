@@ -84,6 +84,9 @@ typedef struct bk_plan {
         double rendezvous_s;
     } timeouts;
     json_t *doc; /* the plan as run (after --set), owned */
+    /* Not in the document: the loader's note when a --set changed candidate.variant but not
+     * candidate.source_digest (which then names the plan's candidate's source); "" else. */
+    char source_digest_note[640];
 } bk_plan;
 
 /* Load and validate a plan file, applying `nsets` overrides "dotted.path=value"

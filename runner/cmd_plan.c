@@ -241,6 +241,8 @@ int bk_cmd_plan(int argc, char **argv)
                too_big ? ": too much, `bracket run` refuses it on such a host" : "");
     printf("\n");
     note_fallbacks(&plan, b);
+    if (plan.source_digest_note[0])
+        printf("  %s\n", plan.source_digest_note);
     if (too_big) {
         bk_rank0_too_big_text(&plan, have, big, sizeof big);
         fprintf(stderr, "bracket plan check: %s: %s\n", argv[optind], big);

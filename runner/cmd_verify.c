@@ -37,11 +37,14 @@ static void usage(FILE *f)
         "one past each and one not a multiple of the domain's. A probe outside the domain\n"
         "must be routed to the incumbent. A token probe whose tensors would pass 1 GiB\n"
         "over the lane runs at the smallest hidden; a probe still too big, or one the\n"
-        "incumbent cannot serve either, is left out; the output names each. A candidate\n"
-        "that serves none of the shapes (world, tokens or hidden outside its domain) is\n"
-        "refused. Each check draws fresh inputs from a new seed (the table's first column,\n"
-        "so a failure can be replayed with --seed); a failing row is followed by its first\n"
-        "bad element. Engines are started as for a run, on this host, no MPI.\n"
+        "incumbent cannot serve either, is left out; the output names each. A diagnostic\n"
+        "candidate's domain is what it serves: its base's, widened by the backend's default\n"
+        "base; a probe past its base's edges where there is none (cuda) is left out too,\n"
+        "since its call would fail. A candidate that serves none of the shapes (world,\n"
+        "tokens or hidden outside its domain) is refused. Each check draws fresh inputs\n"
+        "from a new seed (the table's first column, so a failure can be replayed with\n"
+        "--seed); a failing row is followed by its first bad element. Engines are started\n"
+        "as for a run, on this host, no MPI.\n"
         "\n"
         "  -v, --variant V       verify V instead of the plan's candidate\n"
         "  -s, --set PATH=VAL    override a plan field first (repeatable)\n"
@@ -378,6 +381,7 @@ int bk_cmd_verify(int argc, char **argv)
     const bk_target *tg = bk_catalog_target(base.target);
     bk__verify_probes pr = { .tg = tg, .v = v, .inc = inc, .world = world,
                              .dtype = base.arena.dtype, .backend = backend };
+    bk_catalog_diag_bases(v, base.candidate.params, backend, &pr.base, &pr.fallback);
     shapes = bk__verify_shapes_json(&base, &pr, o.domain_shapes);
     bk_plan_free(&base);
     size_t set_len = strlen(shapes) + 32;

@@ -278,6 +278,9 @@ bk_status bk_record_write(const bk_run *run, const bk_score *sc, bk_err *err)
                   run->binary_digest, "topology_signature", run->lane_signature,
                   "topology_digest", run->topo_digest, "versions",
                   versions(), "hosts", hosts));
+    if (p->source_digest_note[0])
+        json_object_set_new(json_object_get(rec, "identity"), "source_digest_note",
+                            json_string(p->source_digest_note));
     json_object_set_new(rec, "backend", json_string(bk_backend_name(run->backend)));
     json_object_set_new(rec, "rehearsal", json_boolean(run->backend == BK_BACKEND_CPU ||
                                                        run->shared_lanes));

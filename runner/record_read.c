@@ -401,6 +401,10 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
         goto out;
     }
     bk_strlcpy(run->binary_digest, bin, sizeof run->binary_digest);
+    /* written only when a --set left the digest naming another variant (and not before) */
+    const char *sdn = json_string_value(json_object_get(json_object_get(rec, "identity"),
+                                                        "source_digest_note"));
+    bk_strlcpy(run->plan.source_digest_note, sdn ? sdn : "", sizeof run->plan.source_digest_note);
     const char *stopped = json_string_value(json_object_get(rec, "stopped"));
     bk_strlcpy(run->stopped, stopped ? stopped : "", sizeof run->stopped);
     if (!json_is_array(arms) || json_array_size(arms) != BK_ARM_NAMES) {

@@ -55,6 +55,8 @@ void bk_report_header(FILE *f, const bk_run *run)
             p->arena.tp, p->arena.ep, p->arena.graph_mode);
     fprintf(f, "  incumbent  %s\n  candidate  %s  %s\n", p->incumbent.name, p->candidate.name,
             p->candidate.source_digest);
+    if (p->source_digest_note[0])
+        fprintf(f, "  note       %s\n", p->source_digest_note);
     fprintf(f, "  backend    %s%s\n", bk_backend_name(run->backend),
             run->backend == BK_BACKEND_CPU ? "  (cpu backend: a rehearsal, never a GPU result)" : "");
     fprintf(f, "  lanes      baseline [");
@@ -223,6 +225,8 @@ void bk_report_print(FILE *f, const bk_run *run, const bk_score *sc)
     else if (share < 1)
         fprintf(f, "  (the candidate serves %.1f%% of the workload's weight; the other calls ran "
                    "the incumbent)\n", 100 * share);
+    if (run->plan.source_digest_note[0]) /* a --set's, kept in identity.source_digest_note */
+        fprintf(f, "  note: %s\n", run->plan.source_digest_note);
     if (run->backend == BK_BACKEND_CPU)
         fprintf(f, "  (cpu backend: rehearsal of the process, not a GPU measurement)\n");
     if (run->shared_lanes)

@@ -1,5 +1,6 @@
 /* verify_probes.c - the shapes `bracket verify` checks: the plan's, then probes across the
- * candidate's domain (token and hidden edges, one past each), with a note for each left out. */
+ * candidate's domain (token and hidden edges, one past each), with a note for each left out.
+ * A diagnostic candidate's domain is what it serves: its base's, widened by its default base. */
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -60,9 +61,59 @@ static uint64_t lane_bytes(const bk_target *tg, const bk_shape *s, int world)
     return b * (uint64_t)world;
 }
 
+/* 1 when the engine would call the diagnostic wrapper c->v for s (its table domain takes
+ * s) but neither its base nor a default base serves s: the call would fail with the base's
+ * error (`why`: the base's bound). Never for a real variant, nor where a default base takes
+ * what the base does not (it serves s wrapped the same way). */
+static int wrapper_fails(const bk__verify_probes *c, const bk_shape *s, char *why, size_t len)
+{
+    if (!c->base ||
+        !bk_domain_contains(&c->v->domain, s, c->world, c->dtype, c->backend, 1, NULL, 0) ||
+        bk_domain_contains(&c->base->domain, s, c->world, c->dtype, c->backend, 1, why, len))
+        return 0;
+    return !c->fallback || !bk_domain_contains(&c->fallback->domain, s, c->world, c->dtype,
+                                               c->backend, 1, NULL, 0);
+}
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* The domain whose edges the probes take: c->v's; a diagnostic's (whose table domain takes
+ * every shape) its base's, widened by its default base where it has one: the lower of the
+ * lower edges, the higher of the upper ones (0: none), the step both hiddens share. */
+static bk_domain probe_domain(const bk__verify_probes *c)
+{
+    if (!c->base)
+        return c->v->domain;
+    bk_domain d = c->base->domain;
+    const bk_domain *f = c->fallback ? &c->fallback->domain : NULL;
+    if (!f)
+        return d;
+    d.backends |= f->backends;
+    d.worlds = d.worlds && f->worlds ? d.worlds | f->worlds : 0;
+    d.min_tokens = d.min_tokens < f->min_tokens ? d.min_tokens : f->min_tokens;
+    d.max_tokens = d.max_tokens && f->max_tokens
+                   ? (d.max_tokens > f->max_tokens ? d.max_tokens : f->max_tokens) : 0;
+    d.min_hidden = d.min_hidden < f->min_hidden ? d.min_hidden : f->min_hidden;
+    d.max_hidden = d.max_hidden && f->max_hidden
+                   ? (d.max_hidden > f->max_hidden ? d.max_hidden : f->max_hidden) : 0;
+    d.hidden_multiple = gcd64(d.hidden_multiple > 1 ? d.hidden_multiple : 1,
+                              f->hidden_multiple > 1 ? f->hidden_multiple : 1);
+    d.needs_p2p = d.needs_p2p && f->needs_p2p;
+    return d;
+}
+
 /* Add the probe (tokens, hidden) with the MoE fields of c->like. Left out, with a note: a
  * shape the target refuses, one outside the incumbent's domain as well as the candidate's
- * (nobody could serve it), one past PROBE_BYTES; a token probe that is too big is first
+ * (nobody could serve it), one a diagnostic candidate would be called for and could not
+ * serve (wrapper_fails), one past PROBE_BYTES; a token probe that is too big is first
  * tried at `small` (the domain's smallest hidden), which still probes its token edge. */
 static void probe(bk__verify_probes *c, int64_t tokens, int64_t hidden, int64_t small)
 {
@@ -83,6 +134,13 @@ static void probe(bk__verify_probes *c, int64_t tokens, int64_t hidden, int64_t 
                             sizeof why)) {
         note(c, "probe tokens %lld, hidden %lld left out: outside the incumbent %s's domain "
              "too (%s)\n", (long long)tokens, (long long)hidden, c->inc->name, why);
+        return;
+    }
+    if (wrapper_fails(c, &s, why, sizeof why)) {
+        note(c, "probe tokens %lld, hidden %lld left out: outside the domain of "
+             "candidate.params.base %s (%s), and %s has no default base on %s to call there "
+             "instead, so its call would fail\n", (long long)tokens, (long long)hidden,
+             c->base->name, why, c->v->name, bk_backend_name(c->backend));
         return;
     }
     uint64_t b = lane_bytes(c->tg, &s, c->world);
@@ -107,14 +165,15 @@ static void probe(bk__verify_probes *c, int64_t tokens, int64_t hidden, int64_t 
     add_shape(c->shapes, &s);
 }
 
-/* The plan's shapes, then (domain_shapes) probes of the candidate's domain: tokens 1, 7,
- * 64, the token edges and one past each; the smallest and largest hidden, one past each
- * and one not a multiple of the domain's; all at a hidden the candidate serves (the first
- * workload shape it serves, else the domain's smallest), so one shape outside the domain
- * does not send every probe to the incumbent. A JSON array (caller frees); notes in c. */
+/* The plan's shapes, then (domain_shapes) probes of the candidate's domain (probe_domain):
+ * tokens 1, 7, 64, the token edges and one past each; the smallest and largest hidden, one
+ * past each and one not a multiple of the domain's; all at a hidden the candidate serves
+ * (the first workload shape it serves, else the domain's smallest), so one shape outside
+ * the domain does not send every probe to the incumbent. A JSON array (caller frees); notes
+ * in c. */
 char *bk__verify_shapes_json(const bk_plan *p, bk__verify_probes *c, int domain_shapes)
 {
-    const bk_domain *d = &c->v->domain;
+    const bk_domain dom = probe_domain(c), *d = &dom;
     c->shapes = json_array();
     for (int i = 0; i < p->workload.nshapes; i++)
         if (!has_shape(c->shapes, &p->workload.shapes[i]))

@@ -21,6 +21,7 @@ assert r["quality"]["state"] == "pass", r["quality"]
 assert r["lanes"]["baseline"] == [0, 1] and r["lanes"]["candidate"] == [2, 3]
 assert r["routing"]["candidate_share"] == 1.0
 assert r["plan"]["candidate"]["variant"] == "shm_oneshot_fused"
+assert "source_digest_note" not in r["identity"], r["identity"]  # the plan's own candidate
 for a in r["arms"]:
     for p in a["processes"]:
         assert p["exit_code"] == 0 and p["status_ok"], p
@@ -29,6 +30,7 @@ for a in r["arms"]:
         for p in a["processes"]:
             assert p["samples_received"] == 600, p
 PY
+grep -q "candidate.source_digest: still the plan's" "$OUT" && fail "a source digest note without --set candidate.variant"
 expect_rescore
 expect_no_leftovers
 echo "PASS: oneshot fused vs twopass on cpu: a verdict consistent with its record"

@@ -2,7 +2,8 @@
 # `bracket plan variants`: every variant the catalog answers a plan with (the "known:" list
 # of an unknown-variant error, another path through the catalog) is listed under its
 # target, and none other; --target narrows the list; the diagnostics say what they are and
-# their params; bad usage exits 2 naming what is wrong.
+# their params; bad usage exits 2 naming what is wrong. A --set candidate.variant that leaves
+# candidate.source_digest as it was is noted.
 . "$(dirname "$0")/lib.sh"
 set -e
 "$BK_BRACKET" plan variants >"$IT_TMP/all.txt"
@@ -35,6 +36,17 @@ grep -A1 "^  slowed$" "$IT_TMP/all.txt" | grep -q "DIAGNOSTIC: .*(params: base, 
     fail "slowed's line does not say it is a diagnostic with its params"
 grep -A2 "^  shm_oneshot_fused$" "$IT_TMP/all.txt" | grep -q "domain: cpu; bf16; tokens 1\.\.512; hidden 8\.\.16384, a multiple of 8" ||
     fail "shm_oneshot_fused's domain line"
+# --set candidate.variant without candidate.source_digest: the digest is still the plan's
+# candidate's, and plan check says so (not for the plan's own candidate, nor a digest set too)
+"$BK_BRACKET" plan check "$IT_PLAN" --set candidate.variant=shm_twopass >"$IT_TMP/sd1.txt"
+"$BK_BRACKET" plan check "$IT_PLAN" >"$IT_TMP/sd2.txt"
+"$BK_BRACKET" plan check "$IT_PLAN" --set candidate.variant=shm_twopass \
+    --set candidate.source_digest=sha256:$(printf '%064d' 1) >"$IT_TMP/sd3.txt"
+cat "$IT_TMP/sd1.txt"
+grep -qF "  candidate.source_digest: still the plan's (for shm_oneshot_fused); --set changed candidate.variant to shm_twopass: the record's identity.candidate_source_digest names the plan's candidate's source, not shm_twopass's" "$IT_TMP/sd1.txt" ||
+    fail "plan check: no source digest note after --set candidate.variant"
+! grep -q "source_digest" "$IT_TMP/sd2.txt" "$IT_TMP/sd3.txt" ||
+    fail "plan check: a source digest note without a --set that changed only the variant"
 set +e
 "$BK_BRACKET" plan variants --target nope >"$IT_TMP/e1" 2>&1; rc1=$?
 "$BK_BRACKET" plan variants stray >"$IT_TMP/e2" 2>&1; rc2=$?

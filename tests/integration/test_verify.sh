@@ -70,6 +70,15 @@ v "$IT_PLAN" --set candidate.variant=corrupt --set 'candidate.params={"base":"sh
 grep -q "FAILED" "$IT_TMP/v.log" || fail "corrupt not reported"
 has "^ +first bad: shape 0 \(tokens 1, hidden 4096\) out rank [0-9]+ element [0-9]+: got [-0-9.e+]+, want [-0-9.e+]+ " ||
     fail "corrupt: the first bad element is not named"
+# a diagnostic serves its base's domain widened by the default base (shm_twopass on cpu):
+# the probes span every shape, none left out (tests/test_verify_probes.c: without one)
+v "$IT_PLAN" --set candidate.variant=lazy --set 'candidate.params={"base":"shm_oneshot_fused"}' \
+    --checks 1 --seed 5
+[ "$RC" = 0 ] || fail "verify of lazy over shm_oneshot_fused exited $RC"
+has " 1 +1 +lazy " && has " 64 +4096 +lazy " || fail "lazy: the probes of what it serves"
+! has "left out" || fail "lazy on cpu: a probe left out although the default base serves it"
+has "^PASSED: 0 failing shape check\(s\) of 5; the candidate lazy served all 5" ||
+    fail "lazy on cpu: not every probe served by the candidate"
 v "$IT_PLAN" --variant nope
 [ "$RC" = 2 ] || fail "unknown variant exited $RC"
 # named by the flag the user typed, not by the plan field it sets
