@@ -27,13 +27,18 @@ bk_status bk_proc_spawn(const char *exe, char *const argv[], bk_proc *p, bk_err 
     posix_spawnattr_t attr;
     int rc = posix_spawnattr_init(&attr);
     if (rc == 0)
-        rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
+        rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                             POSIX_SPAWN_SETSIGDEF);
     if (rc == 0)
         rc = posix_spawnattr_setpgroup(&attr, 0);
-    sigset_t none;
+    sigset_t none, pipe;
     sigemptyset(&none);
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE); /* the runner ignores it (cmd_run.c); the engine does not */
     if (rc == 0)
         rc = posix_spawnattr_setsigmask(&attr, &none);
+    if (rc == 0)
+        rc = posix_spawnattr_setsigdefault(&attr, &pipe);
     if (rc == 0) {
         p->t_spawn_ns = bk_now_ns();
         rc = posix_spawn(&p->pid, exe, NULL, &attr, argv, environ);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,10 +181,22 @@ static int verdict_exit(bk_verdict v)
 int bk_cmd_run(int argc, char **argv)
 {
     int rank = 0, size = 1;
+    bk_terminate_install(); /* before MPI_Init: a signal during it is noted, not fatal */
     MPI_Init(NULL, NULL);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    bk_terminate_install();
+    signal(SIGPIPE, SIG_IGN); /* an output pipe whose mpirun is gone fails, not kills */
+    /* A signal that came while MPI started: no run id exists yet, so there is nothing to
+     * record and no engine to stop; every rank leaves with status 4 and rank 0 says why. */
+    int sig = bk_terminate_signal(), any_sig = 0;
+    MPI_Allreduce(&sig, &any_sig, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any_sig) {
+        if (rank == 0)
+            fprintf(stderr, "bracket run: terminated by %s while MPI started, before the run had "
+                    "an id: no arm ran, nothing recorded\n", bk_terminate_signame(any_sig));
+        MPI_Finalize();
+        return BK_EXIT_NO_DECISION;
+    }
 
     bk__run_opts o;
     char msg[256];
@@ -380,11 +393,15 @@ int bk_cmd_run(int argc, char **argv)
         bk_terminate_mark_as(&score, tname, run->stopped, sizeof run->stopped);
     else
         decided = 1;
+    /* the record first: the verdict printed below is either backed by it or followed by
+     * the line that says it is not (on stdout, the verdict's own stream, so no reordering) */
     bk_err rerr = { 0 };
     bk_status rst = bk_record_write(run, &score, &rerr);
+    if (rst != BK_OK)
+        fprintf(stderr, "bracket run: the record was not written: %s\n", rerr.msg);
     bk_report_print(stdout, run, &score);
     if (rst != BK_OK) {
-        fprintf(stderr, "bracket run: the record was not written: %s\n", rerr.msg);
+        printf("record: NOT WRITTEN (%s): the verdict above has no record\n", rerr.msg);
         rc = BK_EXIT_INTERNAL;
     } else {
         printf("record: %s/record.json\n", run->run_dir);

@@ -44,10 +44,11 @@ int bk_terminate_install(void)
 
 int bk_terminate_signal(void) { return (int)g_signal; }
 
-const char *bk_terminate_name(void)
+const char *bk_terminate_name(void) { return bk_terminate_signame((int)g_signal); }
+
+const char *bk_terminate_signame(int s)
 {
     static char buf[24];
-    int s = (int)g_signal;
     if (!s)
         return "";
     if (s == SIGTERM)

@@ -23,6 +23,8 @@ void bk_terminate_remove_on_signal(const char *path);
 
 /* "SIGTERM", "SIGINT" or "signal N" for the signal above ("" when none). */
 const char *bk_terminate_name(void);
+/* The same for signal `sig` (another rank's, say); not async-safe for other signals. */
+const char *bk_terminate_signame(int sig);
 
 /* A run ended by a termination signal: whatever its arms say, the verdict is NO_DECISION
  * (status no_decision) and the reasons start with "terminated by SIGTERM" (or SIGINT);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The output folder read-only, then full: `bracket run` stops before any arm with a clear
 # error (exit 2) naming the folder and the cause, and the previous record in that folder
-# stays intact. Needs root to mount a small tmpfs (skipped otherwise).
+# stays intact; full only by the end of the run: the verdict is printed with the line that
+# it has no record, exit 1. Needs root to mount a small tmpfs (skipped otherwise).
 . "$(dirname "$0")/fault_lib.sh"
 set -e
 MNT=$IT_TMP/mnt
@@ -53,5 +54,27 @@ grep -q "^verdict:" "$OUT" && fail "full: arms ran"
     fail "full: the previous record changed"
 [ "$(runs)" = 1 ] || fail "full: a run folder was left"
 rm -f "$MNT/filler"
+
+# full only once the arms run: the record cannot be written at the end. The verdict may be
+# printed only with the line that says it has no record (stdout, right after it), exit 1
+OUT=$IT_TMP/full-late.log
+OUTDIR=$MNT/out
+timeout 600 mpirun "${MPIRUN_FLAGS[@]}" -np 4 "$BK_BRACKET" run "$IT_PLAN" --out "$MNT/out" \
+    --set workload.iters=3000 --quiet >"$OUT" 2>&1 &
+PID=$!
+wait_engines C 2
+dd if=/dev/zero of="$MNT/filler" bs=64k >/dev/null 2>&1 || true
+it_wait
+[ "$RC" = 1 ] || fail "full at the end: expected exit 1, got $RC"
+grep -A20 "^verdict:" "$OUT" | grep -q "^record: NOT WRITTEN (cannot write .*: No space left on device): the verdict above has no record" ||
+    fail "full at the end: the verdict is not followed by the line that it has no record"
+grep -q "^record: /" "$OUT" && fail "full at the end: a record path was printed"
+[ "$(ls "$MNT"/out/*/record.json | wc -l)" = 1 ] || fail "full at the end: a second record.json appeared"
+ls "$MNT"/out/*/*.tmp.* 2>/dev/null && fail "full at the end: temporary files left"
+[ "$(sha256sum "$RECORD" "$(dirname "$RECORD")/samples.msgpack")" = "$SUM" ] ||
+    fail "full at the end: the previous record changed"
+rm -f "$MNT/filler"
+expect_no_ranks
 expect_no_leftovers
-echo "PASS: read-only and full output folders -> clear errors, previous record intact"
+expect_no_private_dirs
+echo "PASS: read-only and full output folders -> clear errors, previous record intact; full at the end -> verdict marked as without record"
