@@ -4,7 +4,8 @@
 #    last timed call and checks them against an untimed call's (arm C fails, quality fail);
 #  - mutate changes its input: audit A runs with --check-inputs (quality fail), and
 #    `bracket verify` reports it as a failed check (exit 3), not as its own failure.
-# Both records rescore to the same verdict from their evidence.
+# An incumbent that mutates its input on a shape routed to it in A is not held against the
+# candidate (NO_DECISION). The records rescore to the same verdict from their evidence.
 . "$(dirname "$0")/lib.sh"
 set -e
 it_run lazy 4 "$IT_PLAN" --set candidate.variant=lazy \
@@ -56,6 +57,24 @@ RC=$?
 set -e
 [ "$RC" = 1 ] || { cat "$IT_TMP/cleared.log"; fail "a record without its broke_contract flag rescored (exit $RC)"; }
 grep -q "quality" "$IT_TMP/cleared.log" || fail "the rescore does not name the quality state"
+
+# the incumbent breaking the contract on a shape it serves for the candidate (600 tokens is
+# outside shm_oneshot_fused's domain) is not the candidate's: A fails, quality is missing,
+# NO_DECISION - never a FAIL held against the candidate
+it_run inc-mutate 4 "$IT_PLAN" --set incumbent.variant=mutate \
+    --set 'incumbent.params={"base":"shm_twopass"}' --set workload.iters=100 \
+    --set 'workload.shapes=[{"tokens":1,"hidden":4096,"weight":0.5},{"tokens":600,"hidden":4096,"weight":0.5}]'
+expect_verdict NO_DECISION 4
+grep -q "^quality: missing: audit A did not complete" "$OUT" ||
+    fail "an incumbent's broken contract on a routed shape was held against the candidate"
+python3 - "$RECORD" <<'PY' || fail "inc-mutate: record"
+import json, sys
+r = json.load(open(sys.argv[1]))
+a = r["arms"][3]
+assert not a["ok"] and not any(p["broke_contract"] for p in a["processes"]), a["processes"]
+PY
+expect_rescore
+expect_no_leftovers
 
 set +e
 "$BK_BRACKET" verify "$IT_PLAN" --set candidate.variant=mutate \
