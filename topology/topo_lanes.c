@@ -1,4 +1,5 @@
-/* topo_lanes.c - lane signatures and the lane finder (baseline + disjoint candidate).
+/* topo_lanes.c - the lane finder (baseline + disjoint candidate); a lane's signature is
+ * topo_lane_sig.c.
  *
  * Heuristic (docs/topology.md): never enumerate all subsets. Candidate lanes are
  * "natural" ones: consecutive groups of ranks in locality order (host, NUMA
@@ -8,7 +9,7 @@
  * peers). Lanes are grouped by signature; the best group (fewest hosts,
  * strongest weakest link, fewest NUMA nodes) holding two disjoint lanes gives
  * the pair, preferring two lanes on one host. */
-#include "topology/topology.h"
+#include "topology/topo_lanes_priv.h"
 
 /* Messages and names live in fixed buffers; a cut-off message is acceptable. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
@@ -19,231 +20,6 @@
 #include <string.h>
 
 #define MAX_LANES 50000
-
-#define MEMO_SLOTS 4096 /* canonical forms remembered per lane search */
-
-typedef struct {
-    uint64_t raw;   /* hash of the lane's matrix and labels in lane order (0: empty) */
-    uint64_t canon; /* its canonical hash */
-    int exact;
-} memo_slot;
-
-typedef struct {
-    const bk_topo *t;
-    const bk_rank_place *pl;
-    int nranks;
-    int gpu;  /* 1: GPU lanes */
-    int size; /* lane size */
-    memo_slot *memo; /* NULL: no memo. The canonical form is a pure function of
-                      * the ordered matrix, so lanes of a regular cluster that
-                      * look alike in lane order share one search. */
-    uint16_t *scratch; /* NULL or size x size codes, reused by every lane */
-} lctx;
-
-typedef struct {
-    int *ranks;     /* size entries, ascending */
-    uint64_t set;   /* hash of the rank set (dedup) */
-    uint64_t score; /* smaller is better; a function of the signature */
-    int hosts;
-    char sig[BK_SIG_LEN];
-    int hist[16];   /* pairs per class (summary and "closest" distance) */
-    int numa;       /* NUMA spread */
-} lane;
-
-static int numa_of(const lctx *c, int r)
-{
-    const bk_rank_place *p = &c->pl[r];
-    if (c->gpu && c->t && p->gpu >= 0) {
-        int n = c->t->hosts[p->host].gpus[p->gpu].numa;
-        if (n >= 0)
-            return n;
-    }
-    return p->numa;
-}
-
-/* Pair code: (class << 9) | (nvlinks << 1) | same NUMA. Larger is nearer. */
-static uint16_t pair_code(const lctx *c, int a, int b)
-{
-    const bk_rank_place *pa = &c->pl[a], *pb = &c->pl[b];
-    if (pa->host != pb->host)
-        return (uint16_t)(BK_LINK_NET << 9);
-    int same = numa_of(c, a) == numa_of(c, b);
-    if (!c->gpu)
-        return (uint16_t)(((same ? BK_LINK_NODE : BK_LINK_SYS) << 9) | same);
-    if (pa->gpu == pb->gpu)
-        return (uint16_t)((BK_LINK_SELF << 9) | 1);
-    bk_link l = c->t->hosts[pa->host].links[pa->gpu][pb->gpu];
-    return (uint16_t)((l.cls << 9) | (l.nvlinks << 1) | same);
-}
-
-/* Member label: the class of the path to the nearest NIC and its kind. */
-static uint16_t label_of(const lctx *c, int r)
-{
-    const bk_rank_place *p = &c->pl[r];
-    if (!c->gpu)
-        return 0;
-    const bk_topo_host *h = &c->t->hosts[p->host];
-    int k = h->gpus[p->gpu].nic;
-    if (k < 0)
-        return 0;
-    return (uint16_t)((h->gpu_nic[p->gpu][k] << 1) | !strcmp(h->nics[k].kind, "ib"));
-}
-
-static const char *hist_name(int code_class, char *buf, size_t n, int nvl)
-{
-    bk_link l = { (uint8_t)code_class, (uint8_t)nvl };
-    return bk_link_str(l, buf, n);
-}
-
-/* Signature, score and summary of one lane. */
-static bk_status lane_sig(const lctx *c, lane *ln, bk_err *err)
-{
-    bk_status st = BK_OK;
-    int L = c->size;
-    uint16_t *codes = c->scratch ? c->scratch : malloc((size_t)L * (size_t)L * sizeof(uint16_t));
-    uint16_t labels[BK_LANE_MAX];
-    if (!codes)
-        return BK_FAIL(err, BK_ERR_SYSTEM, "lanes: out of memory");
-    int hostseen[BK_LANE_MAX], nh = 0, numaseen[BK_LANE_MAX][2], nn = 0;
-    int hof[BK_LANE_MAX], head[BK_LANE_MAX], next[BK_LANE_MAX], last[BK_LANE_MAX]; /* by host */
-    int minclass = BK_LINK_SELF, minnv = 255, nvhist[256] = { 0 };
-    long nnet = 0; /* pairs on two hosts: all NET, counted at the end */
-    unsigned nicmask = 0;
-    memset(ln->hist, 0, sizeof ln->hist);
-    for (int i = 0; i < L; i++) {
-        int r = ln->ranks[i], h = c->pl[r].host, nu = numa_of(c, r), k;
-        labels[i] = label_of(c, r);
-        nicmask |= labels[i] ? 1u << (labels[i] >> 1) : 0;
-        for (k = 0; k < nh && hostseen[k] != h; k++) {
-        }
-        if (k == nh) {
-            head[k] = i;
-            hostseen[nh++] = h;
-        } else {
-            next[last[k]] = i;
-        }
-        hof[i] = k;
-        last[k] = i;
-        next[i] = -1;
-        for (k = 0; k < nn && !(numaseen[k][0] == h && numaseen[k][1] == nu); k++) {
-        }
-        if (k == nn) {
-            numaseen[nn][0] = h;
-            numaseen[nn++][1] = nu;
-        }
-    }
-    for (int i = 0; i < L; i++) {
-        int r = ln->ranks[i];
-        uint16_t *row = codes + (size_t)i * (size_t)L;
-        long same_after = 0;
-        for (int j = 0; j < L; j++)
-            row[j] = (uint16_t)(BK_LINK_NET << 9);
-        for (int j = head[hof[i]]; j >= 0; j = next[j]) { /* the members on i's host */
-            uint16_t code = i == j ? 0 : pair_code(c, r, ln->ranks[j]);
-            row[j] = code;
-            if (j > i) {
-                int cls = code >> 9, nv = (code >> 1) & 0xff;
-                same_after++;
-                ln->hist[cls]++;
-                if (cls == BK_LINK_NV)
-                    nvhist[nv]++;
-                if (cls < minclass || (cls == minclass && nv < minnv)) {
-                    minclass = cls;
-                    minnv = nv;
-                }
-            }
-        }
-        nnet += L - 1 - i - same_after;
-    }
-    if (nnet > 0) { /* as if each NET pair had been counted in the loop */
-        ln->hist[BK_LINK_NET] += (int)nnet;
-        if (BK_LINK_NET < minclass || (BK_LINK_NET == minclass && 0 < minnv)) {
-            minclass = BK_LINK_NET;
-            minnv = 0;
-        }
-    }
-    /* within one host a lane's collectives never touch a NIC: its members' NIC affinity
-     * counts only for a lane over several hosts (a lone management port on one socket
-     * would otherwise split an 8-GPU box's lanes of 4) */
-    if (nh == 1) {
-        memset(labels, 0, (size_t)L * sizeof labels[0]);
-        nicmask = 0;
-    }
-    uint64_t hash = 0, raw = 0;
-    int exact = 0;
-    memo_slot *slot = NULL;
-    if (c->memo) {
-        raw = bk__hash_u16(codes, (size_t)L * (size_t)L) * 31u ^ bk__hash_u16(labels, (size_t)L);
-        raw |= 1; /* never 0 */
-        slot = &c->memo[raw % MEMO_SLOTS];
-    }
-    if (slot && slot->raw == raw) {
-        hash = slot->canon;
-        exact = slot->exact;
-    } else {
-        BK_TRY(bk__canon_hash(L, codes, labels, &hash, &exact, err));
-        if (slot) {
-            slot->raw = raw;
-            slot->canon = hash;
-            slot->exact = exact;
-        }
-    }
-    ln->hosts = nh;
-    ln->numa = nn;
-    int total = 0;
-    for (int k = BK_LINK_NET; k <= BK_LINK_SELF; k++)
-        total += ln->hist[k] * k;
-    ln->score = ((uint64_t)nh << 48) | ((uint64_t)(BK_LINK_SELF - minclass) << 40) |
-                ((uint64_t)(255 - minnv) << 32) | ((uint64_t)nn << 20) |
-                (uint64_t)(0xfffff - (total & 0xfffff));
-    /* summary: g|c<size> h<hosts> n<numa spread> [nic:... over hosts] <class>x<count>... #hash */
-    char *s = ln->sig, buf[16];
-    size_t n = BK_SIG_LEN, off = 0;
-    off += (size_t)snprintf(s + off, n - off, "%c%d h%d n%d", c->gpu ? 'g' : 'c', L, nh, nn);
-    if (c->gpu && nh > 1) {
-        off += (size_t)snprintf(s + off, n - off, " nic:");
-        int any = 0;
-        for (int k = BK_LINK_SELF; k >= BK_LINK_NONE && off < n; k--)
-            if (nicmask & (1u << k)) {
-                off += (size_t)snprintf(s + off, n - off, "%s%s", any ? "," : "",
-                                        bk_link_class_name((bk_link_class)k));
-                any = 1;
-            }
-        if (!any && off < n)
-            off += (size_t)snprintf(s + off, n - off, "none");
-    }
-    for (int k = BK_LINK_SELF; k >= BK_LINK_NET && off < n; k--) {
-        if (k == BK_LINK_NV) {
-            for (int v = 255; v >= 0 && off < n; v--)
-                if (nvhist[v])
-                    off += (size_t)snprintf(s + off, n - off, " %sx%d",
-                                            hist_name(k, buf, sizeof buf, v), nvhist[v]);
-        } else if (ln->hist[k]) {
-            off += (size_t)snprintf(s + off, n - off, " %sx%d", hist_name(k, buf, sizeof buf, 0),
-                                    ln->hist[k]);
-        }
-    }
-    if (off < n)
-        snprintf(s + off, n - off, " #%016" PRIx64 "%s", hash, exact ? "" : "~");
-out:
-    if (codes != c->scratch)
-        free(codes);
-    return st;
-}
-
-bk_status bk_lane_signature(const bk_topo *t, const bk_rank_place *places, const int *ranks,
-                            int size, char *sig, size_t n, bk_err *err)
-{
-    bk_status st = BK_OK;
-    if (size < 1 || size > BK_LANE_MAX)
-        return BK_FAIL(err, BK_ERR_INPUT, "lane size %d: must be in [1, %d]", size, BK_LANE_MAX);
-    lctx c = { .t = t, .pl = places, .size = size, .gpu = t && places[ranks[0]].gpu >= 0 };
-    lane ln = { .ranks = (int *)ranks };
-    BK_TRY(lane_sig(&c, &ln, err));
-    bk_strlcpy(sig, ln.sig, n);
-out:
-    return st;
-}
 
 /* ---------------------------------------------------------------- the finder */
 
@@ -263,7 +39,7 @@ static int cmp_locality(const void *a, const void *b)
     const bk_rank_place *p = &ord_ctx->pl[x], *q = &ord_ctx->pl[y];
     if (p->host != q->host)
         return p->host < q->host ? -1 : 1;
-    int nx = numa_of(ord_ctx, x), ny = numa_of(ord_ctx, y);
+    int nx = bk__lane_numa_of(ord_ctx, x), ny = bk__lane_numa_of(ord_ctx, y);
     if (nx != ny)
         return nx < ny ? -1 : 1;
     if (p->gpu != q->gpu)
@@ -294,7 +70,7 @@ static bk_status add_lane(finder *f, const int *ranks, bk_err *err)
     memset(ln, 0, sizeof *ln);
     ln->ranks = dst;
     ln->set = set;
-    bk_status st = lane_sig(&f->c, ln, err);
+    bk_status st = bk__lane_sig(&f->c, ln, err);
     if (st == BK_OK)
         f->nlanes++;
     return st;
@@ -334,7 +110,7 @@ static bk_status enumerate(finder *f, bk_err *err)
                             dup = tmp[u] == r;
                         if (dup)
                             continue;
-                        uint16_t code = pair_code(&f->c, tmp[0], r);
+                        uint16_t code = bk__lane_pair_code(&f->c, tmp[0], r);
                         if (best < 0 || code > bc) {
                             best = r;
                             bc = code;
