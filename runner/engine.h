@@ -74,6 +74,12 @@ bk_status bk_engine_check_timed(const bk_shape_job *job, const bk_tensor *t,
                                 const void *const *timed, const void *const *untimed,
                                 bk_err *err);
 
+/* After an audit's call: now[i] holds input i as the call left it, fresh[i] as the target
+ * seeds it (host copies; outputs' entries unused). Bit for bit equal: BK_OK; else
+ * BK_ERR_CONTRACT naming the variant, the first changed input, rank and shape. */
+bk_status bk_engine_check_inputs(const bk_shape_job *job, const bk_tensor *t,
+                                 const void *const *now, const void *const *fresh, bk_err *err);
+
 extern const bk_engine_backend bk_engine_cpu;
 #ifdef BK_HAVE_CUDA
 extern const bk_engine_backend bk_engine_cuda;

@@ -8,6 +8,17 @@
 #include "kernels/bf16.h"
 #include "runner/engine.h"
 
+bk_status bk_engine_check_inputs(const bk_shape_job *job, const bk_tensor *t,
+                                 const void *const *now, const void *const *fresh, bk_err *err)
+{
+    for (int i = 0; i < job->target->ntensors; i++)
+        if (!t[i].output && memcmp(now[i], fresh[i], t[i].elems * t[i].elem_bytes) != 0)
+            return BK_FAIL(err, BK_ERR_CONTRACT, "%s mutated its input '%s' (rank %d, shape "
+                           "%d): a variant must leave its inputs as they were",
+                           job->variant->name, t[i].name, job->rank, job->shape_index);
+    return BK_OK;
+}
+
 bk_status bk_engine_check_timed(const bk_shape_job *job, const bk_tensor *t,
                                 const void *const *timed, const void *const *untimed,
                                 bk_err *err)
