@@ -460,13 +460,10 @@ int bk_cmd_verify(int argc, char **argv)
             bk_arm_free(&arms[g], p.workload.nshapes, nout);
             if (audit(&p, c, &arms[g], g ? BK_ARM_IDX_T : BK_ARM_IDX_A, exe, run_id, plan_path, v->name,
                       world, seed, g, &err) != BK_OK || !arms[g].ok) {
-                const bk_rank_data *broke = NULL;
-                for (int r = 0; arms[g].r && r < world && !broke; r++)
-                    if (arms[g].r[r].broke_contract)
-                        broke = &arms[g].r[r];
-                if (broke) { /* a failed check, not a failure of verify */
+                const int broke = bk_arm_broke_contract(&arms[g]);
+                if (broke >= 0) { /* a failed check, not a failure of verify */
                     printf("FAILED: seed %lld%s: the variant broke its contract: %s\n",
-                           (long long)seed, g ? " (graph)" : "", broke->status_msg);
+                           (long long)seed, g ? " (graph)" : "", arms[g].r[broke].status_msg);
                     rc = BK_EXIT_FAIL;
                     goto out;
                 }

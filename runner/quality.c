@@ -88,13 +88,13 @@ int bk_quality_missing(const bk_run *run, bk_quality *q)
     static const int cand[] = { BK_ARM_IDX_C, BK_ARM_IDX_A };
     for (int k = 0; k < 2; k++) {
         const bk_arm_run *a = &run->arms[cand[k]];
-        for (int r = 0; a->ran && r < bk_arm_rounds(a) * a->world; r++)
-            if (a->r[r].broke_contract) {
-                q->state = BK_QUALITY_FAIL;
-                snprintf(q->reason, sizeof q->reason, "the candidate broke its contract in arm "
-                         "%s (lane rank %d): %.400s", a->name, r % a->world, a->r[r].status_msg);
-                return 1;
-            }
+        const int r = a->ran ? bk_arm_broke_contract(a) : -1;
+        if (r >= 0) {
+            q->state = BK_QUALITY_FAIL;
+            snprintf(q->reason, sizeof q->reason, "the candidate broke its contract in arm %s "
+                     "(lane rank %d): %.400s", a->name, r % a->world, a->r[r].status_msg);
+            return 1;
+        }
     }
     if (!A->ran && !T->ran) {
         q->state = BK_QUALITY_MISSING;

@@ -94,6 +94,9 @@ void bk_run_judge_arm(const bk_run *run, bk_arm_run *a);
 int bk_run_terminated(const bk_run *run, char *name, size_t len);
 /* The same for one arm (its reason, or its round's: "round k of R: terminated by NAME ..."). */
 int bk_arm_terminated(const bk_arm_run *a, char *name, size_t len);
+/* The index into a->r (round by round) of the first process whose status said the arm's own
+ * variant broke its contract (bk_rank_data.broke_contract), or -1 (also for no processes). */
+int bk_arm_broke_contract(const bk_arm_run *a);
 
 /* The record's `stopped`, written by `bracket run` and checked by `bracket score` from the
  * same text: for arm idx that failed, "terminated by NAME during arm X; later arms not run"

@@ -99,6 +99,14 @@ int bk_arm_terminated(const bk_arm_run *a, char *name, size_t len)
     return a->ran && !a->ok && terminated_name(a->reason, name, len);
 }
 
+int bk_arm_broke_contract(const bk_arm_run *a)
+{
+    for (int r = 0; a->r && r < bk_arm_rounds(a) * a->world; r++)
+        if (a->r[r].broke_contract)
+            return r;
+    return -1;
+}
+
 int bk_run_terminated(const bk_run *run, char *name, size_t len)
 {
     for (int idx = 0; idx < BK_ARM_NAMES; idx++) /* in run order */
