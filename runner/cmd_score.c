@@ -394,6 +394,19 @@ out:
     return rc;
 }
 
+/* The score from the record's samples, as the run computed it. A run cut short by SIGTERM /
+ * SIGINT marked its score: so is the recomputation, from the arms' and stopped's evidence
+ * (bk_run_terminated), not from the record's verdict text, which anyone could have
+ * prefixed. */
+static bk_status recompute(const bk_run *run, bk_score *sc, bk_err *err)
+{
+    char tname[32], unused[2] = "-";
+    bk_status st = bk_run_evaluate(run, 0, sc, err);
+    if (st == BK_OK && bk_run_terminated(run, tname, sizeof tname))
+        bk_terminate_mark_as(sc, tname, unused, sizeof unused);
+    return st;
+}
+
 int bk_cmd_score(int argc, char **argv)
 {
     static const struct option opts[] = { { "quiet", no_argument, 0, 'q' },
@@ -451,16 +464,10 @@ int bk_cmd_score(int argc, char **argv)
         fprintf(stderr, "bracket score: the record differs from its evidence: %s\n", why);
         goto out;
     }
-    if (bk_run_evaluate(run, 0, &sc, &err) != BK_OK) {
+    if (recompute(run, &sc, &err) != BK_OK) {
         fprintf(stderr, "bracket score: %s\n", err.msg);
         goto out;
     }
-    /* a run cut short by SIGTERM / SIGINT marked its score: so is the recomputation, from
-     * the arms' and stopped's evidence (bk_run_terminated), not from the record's verdict
-     * text, which anyone could have prefixed */
-    char tname[32], unused[2] = "-";
-    if (bk_run_terminated(run, tname, sizeof tname))
-        bk_terminate_mark_as(&sc, tname, unused, sizeof unused);
     if (!quiet)
         bk_report_print(stdout, run, &sc);
     else
@@ -470,10 +477,8 @@ int bk_cmd_score(int argc, char **argv)
         bk_score old;
         char why_old[sizeof why];
         bk_cut_reasons_by_bytes(1);
-        int same_old = bk_run_evaluate(run, 0, &old, &err) == BK_OK;
-        if (same_old && bk_run_terminated(run, tname, sizeof tname))
-            bk_terminate_mark_as(&old, tname, unused, sizeof unused);
-        same_old = same_old && same_as_record(rec, run, &old, why_old, sizeof why_old) == 0;
+        const int same_old = recompute(run, &old, &err) == BK_OK &&
+                             same_as_record(rec, run, &old, why_old, sizeof why_old) == 0;
         bk_cut_reasons_by_bytes(0);
         if (!same_old) {
             fprintf(stderr, "bracket score: the recomputed score differs from the record %s: "
