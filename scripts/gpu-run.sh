@@ -2,7 +2,7 @@
 # gpu-run.sh - build, test and benchmark bracket's cuda backend on a GPU machine that has
 # CUDA, NCCL, Open MPI and hwloc but no ZeroMQ, msgpack-c, jansson or cmocka, in one call.
 #
-#   scripts/gpu-run.sh [STEP...]        STEP: build test break bench torch ipc
+#   scripts/gpu-run.sh [STEP...]        STEP: build test break bench torch ipc sanitize
 #                                       (default: build test break bench torch)
 #
 # Environment:
@@ -14,6 +14,8 @@
 #   OUT        where logs and tables go (default ./gpu-out)
 #   BK_STEP    token multiplier of the benchmark tables (default 2: 1, 2, 4 ... 16384)
 #   BK_SWEEP   set: bench_rmsnorm also sweeps launch configurations (--sweep)
+#   BK_SANITIZE  the sanitize step's runs, TEST:TOOL ... (default below); BK_SANITIZE_S the
+#              seconds each may take (default 150)
 # NVLink multicast stays off: NCCL_NVLS_ENABLE=0 is exported for every step.
 #
 # Steps: build (cmake + ninja, all cores), test (ctest -L gpu, then the unit tests),
@@ -22,7 +24,9 @@
 # shapes through torch.compile and eager, our kernel timed beside them on the same tensors
 # through libbk_rmsnorm_shim.so, bench's CSV for the copy kernel), ipc (nccl_then_rmsnorm
 # against the two IPC variants across GPUs at worlds 2, 4, 8 as far as the machine's GPUs go;
-# skipped on a one-GPU machine).
+# skipped on a one-GPU machine), sanitize (GPU test programs under compute-sanitizer: memcheck
+# with leak check, racecheck, synccheck, initcheck, forked children followed; a line per run
+# with the exit status and the tool's error summary, logs in $OUT/sanitize-TEST-TOOL.log).
 set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$src/gpu-out}
@@ -73,6 +77,25 @@ for s in $steps; do
         "$build/tests/bench_ipc_allreduce" --world "$w" --hidden "$h" --max-tokens 8192 2>&1 \
           | tee -a "$out/bench_ipc_allreduce.txt" || rc=1
       done
+    done
+    ;;
+  sanitize)
+    cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    [ -x "$cs" ] || { echo "sanitize: no compute-sanitizer"; rc=1; continue; }
+    export BK_SOURCE_DIR=$src BK_BUILD_DIR=$build BK_BRACKET=$build/bracket
+    for run in ${BK_SANITIZE:-rmsnorm_cuda:memcheck rmsnorm_cuda:racecheck rmsnorm_cuda:synccheck \
+               rmsnorm_cuda:initcheck moe_cuda:memcheck moe_cuda:racecheck engine_cuda:memcheck \
+               cuda_ipc:memcheck}; do
+      t=${run%%:*} tool=${run#*:} log="$out/sanitize-$t-$tool.log"
+      extra=()
+      [ "$tool" = memcheck ] && extra=(--leak-check full)
+      t0=$(date +%s)
+      timeout -k 5 "${BK_SANITIZE_S:-150}" "$cs" --tool "$tool" "${extra[@]}" --target-processes all \
+        --error-exitcode 99 "$build/tests/gpu_test_$t" >"$log" 2>&1
+      r=$?
+      [ "$r" = 0 ] || rc=1
+      echo "sanitize $t $tool: exit $r in $(( $(date +%s) - t0 )) s;" \
+        "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY' "$log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
     done
     ;;
   *) echo "unknown step $s"; exit 2 ;;
