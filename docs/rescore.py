@@ -9,7 +9,10 @@ beside it. Python 3 standard library only: msgpack is decoded here.
 Recomputed, as `bracket score` does (docs/record.md, "Recomputing the score"): each timed
 arm's summary (n, median_ns, cost_ns, cost_interval_ns), the score object (baseline,
 bp_excluded, speedup, speedup_interval, baseline_cost_ns, drift, drift_exceeded,
-thresholds), verdict, status and reasons. Every difference from the record is printed as
+thresholds), verdict, status and reasons; an unfinished record (`unfinished` true, the
+provisional one a run writes before each arm: docs/record.md, "Unfinished runs") is checked
+against its arms (none failed, none ran from the arm its `stopped` names on) and its
+reasons marked as the run marks them. Every difference from the record is printed as
 `RUN: PATH: record X, recomputed Y`. Numbers are compared exactly unless --rtol allows a
 relative difference (for a Python whose libm log differs from the one the record was made
 with). Not recomputed: quality (its state and reason are taken from the record), the arms'
@@ -539,6 +542,67 @@ def run_terminated(rec):
     return None
 
 
+ALL_ARMS = ("B", "C", "B'", "A", "T")  # record.json's arms[], in run order
+
+
+def unfinished_stopped(idx):  # bk_run_stopped_unfinished
+    return "unfinished: written before arm %s; the run did not replace it" % ALL_ARMS[idx]
+
+
+def unfinished_arm(stopped):  # bk_run_unfinished_arm: the arm's index, or None
+    for idx in range(len(ALL_ARMS)):
+        if stopped == unfinished_stopped(idx):
+            return idx
+    return None
+
+
+def record_unfinished(rec):
+    """The record's `unfinished` (absent in records before 2026-12-04: false)."""
+    u = rec.get("unfinished", False)
+    if not isinstance(u, bool):
+        raise Unreadable("unfinished: must be true or false (or absent, as in records before "
+                         "2026-12-04), the record has %s" % json.dumps(u))
+    return u
+
+
+def v7_decided(rec, blocks):  # bk_run_v7_decided: B and C alone decide, quality not yet known
+    inp = score_input(rec, blocks)
+    inp.update(bc_only=True, quality="not_run", quality_reason=b"")
+    return score(inp)["verdict"] != "NO_DECISION"
+
+
+def unfinished_problems(rec, blocks):
+    """An unfinished record against its arms (runner/cmd_score.c check_unfinished): every arm
+    before the one `stopped` names ended well, it and every later arm did not run (under v7
+    a B' that B/C made unnecessary is passed over). Differences as check_once lists them."""
+    arms, stopped = rec["arms"], rec.get("stopped", "")
+    named = unfinished_arm(stopped)
+    if not record_unfinished(rec):
+        if named is not None:
+            return [("unfinished", False, True, " (stopped says the record was written "
+                     "before arm %s)" % ALL_ARMS[named])]
+        return []
+    first = None
+    for idx, a in enumerate(arms[:len(ALL_ARMS)]):
+        if first is None and a.get("ran") and not a.get("ok"):
+            return [("unfinished", True, False, " (arm %s ran and failed)" % ALL_ARMS[idx])]
+        if first is None and not a.get("ran") and not (
+                idx == 2 and rec["plan"].get("protocol", {}).get("version", "v8") == "v7"
+                and v7_decided(rec, blocks)):
+            first = idx
+        elif first is not None and a.get("ran"):
+            return [("unfinished", True, False, " (arm %s ran after arm %s, which did not)"
+                     % (ALL_ARMS[idx], ALL_ARMS[first]))]
+    if first is None:
+        return [("unfinished", True, False, " (every arm ran)")]
+    if named is not None and arms[named].get("ran"):
+        return [("unfinished", True, False, " (arm %s, before which stopped says it was "
+                 "written, ran)" % ALL_ARMS[named])]
+    if named != first:
+        return [("stopped", stopped, unfinished_stopped(first), "")]
+    return []
+
+
 def score_input(rec, blocks):
     plan = rec["plan"]
     wl, pr = plan["workload"], plan.get("protocol", {})
@@ -599,9 +663,16 @@ def rescore(rec, raw):
     for b in objs[1:]:
         blocks[(b["arm"], b.get("round", 1), b["rank"], b["shape"])] = b["ns"]
     out = score(score_input(rec, blocks))
+    out["problems"] = unfinished_problems(rec, blocks)
     name = run_terminated(rec)
+    before = unfinished_arm(c_string(rec.get("stopped", ""), 256))
+    why = None
     if name is not None:  # bk_terminate_mark_as
         why = ("terminated by " + name).encode("utf-8", "surrogateescape")
+    elif record_unfinished(rec) and before is not None:  # bk_terminate_mark_unfinished
+        why = ("unfinished: the run ended during or before arm %s without writing its final "
+               "record" % ALL_ARMS[before]).encode("utf-8")
+    if why is not None:
         if out["reasons"]:
             why += b"; " + out["reasons"]
         out["reasons"] = cut_words(why, REASONS_LEN)
@@ -684,6 +755,7 @@ def check_once(path, rtol, quiet):  # (rc, stdout lines, stderr lines)
     if rec.get("samples", {}).get("digest") != digest:
         diffs.append(("samples.digest", rec.get("samples", {}).get("digest", _MISSING), digest,
                       ""))
+    diffs += got["problems"]
     for key in ("verdict", "status", "reasons"):
         differences(got[key], rec.get(key, _MISSING), key, 0.0, diffs)
     differences(got["score"], rec.get("score", _MISSING), "score", rtol, diffs)
@@ -708,6 +780,9 @@ def check_once(path, rtol, quiet):  # (rc, stdout lines, stderr lines)
         sp = ("speed-up %r [%r, %r]" % (sc["speedup"], *sc["speedup_interval"])
               if "speedup" in sc else "no speed-up")
         out.append("%s: identical: %s (%s), %s" % (run, got["verdict"], got["status"], sp))
+        if record_unfinished(rec):
+            out.append("%s: unfinished: written before arm %s; the run ended without replacing "
+                       "it with its final record" % (run, ALL_ARMS[unfinished_arm(rec["stopped"])]))
     return (1 if diffs else 0), out, []
 
 

@@ -11,6 +11,7 @@
 
 #include "runner/cli.h"
 #include "runner/digest.h"
+#include "runner/janitor.h"
 #include "runner/orchestrate.h"
 #include "runner/report.h"
 #include "runner/run_setup.h"
@@ -155,10 +156,49 @@ static int run_one(bk_run *run, bk_coord *coord, const bk_agent_env *env, int id
     return -1;
 }
 
-/* B, C, B' (under v7 only when B/C cannot decide), then A and T. */
-static void run_arms(bk_run *run, bk_coord *coord, const bk_agent_env *env)
+/* The record as it stands before arm idx, marked unfinished (docs/record.md, "Unfinished
+ * runs"): what is left when rank 0 ends during arm idx with no chance to write its final
+ * record (SIGKILL, the OOM killer, a second Ctrl-C); else the final record replaces it. Called
+ * between arms only: the previous arm's engines have ended, the next are not spawned, so no
+ * timed region pays for it. 0 when written; else one warning line on stderr, and the run
+ * goes on without it. */
+static int write_unfinished(const bk_run *run, bk_coord *coord, int idx)
+{
+    bk_err err = { 0 };
+    bk_score sc;
+    memset(&sc, 0, sizeof sc);
+    bk_run *then = malloc(sizeof *then);
+    int rc = -1;
+    if (!then) {
+        BK_FAIL(&err, BK_ERR_INTERNAL, "out of memory");
+        goto out;
+    }
+    *then = *run; /* shallow: the arms' data is only read */
+    then->unfinished = 1;
+    bk_run_stopped_unfinished(idx, then->stopped, sizeof then->stopped);
+    then->wire = *bk_coord_stats(coord);
+    then->quality.per = NULL; /* A and T have not both run: no comparison is allocated */
+    bk_run_quality(then);
+    if (bk_run_evaluate(then, 0, &sc, &err) == BK_OK) {
+        bk_terminate_mark_unfinished(&sc, bk_arm_names[idx]);
+        if (bk_record_write(then, &sc, &err) == BK_OK)
+            rc = 0;
+    }
+    free(then->quality.per);
+out:
+    free(then);
+    if (rc != 0)
+        fprintf(stderr, "bracket run: warning: the unfinished record before arm %s was not "
+                "written: %s\n", bk_arm_names[idx], err.msg);
+    return rc;
+}
+
+/* B, C, B' (under v7 only when B/C cannot decide), then A and T; before each, the unfinished
+ * record (*unfinished_at: the arm of the last one written, else -1). */
+static void run_arms(bk_run *run, bk_coord *coord, const bk_agent_env *env, int *unfinished_at)
 {
     const bk_plan *p = &run->plan;
+    *unfinished_at = -1;
     for (int idx = 0; idx < BK_ARM_NAMES; idx++) { /* in run order */
         if (idx == BK_ARM_IDX_BP && p->protocol.version == BK_PROTO_V7 &&
             bk_run_v7_decided(run, run->stopped, sizeof run->stopped))
@@ -167,8 +207,35 @@ static void run_arms(bk_run *run, bk_coord *coord, const bk_agent_env *env)
             bk_run_stopped_before(bk_terminate_name(), idx, run->stopped, sizeof run->stopped);
             return;
         }
+        if (write_unfinished(run, coord, idx) == 0)
+            *unfinished_at = idx;
         if (run_one(run, coord, env, idx) != 0)
             return;
+    }
+}
+
+/* This rank's private files (its agent's plan copy, key file and folder; on rank 0 the
+ * coordinator's ipc sockets and folder too), given to its janitor (started before MPI_Init)
+ * to remove should the rank end without removing them itself (janitor.h). */
+static void janitor_paths(int rank, const setup_msg *sm, const char *plan_path,
+                          const char *keys_path, const char *agent_dir)
+{
+    static const char ipc[] = "ipc://";
+    bk_janitor_add(plan_path);
+    if (keys_path[0])
+        bk_janitor_add(keys_path);
+    bk_janitor_add(agent_dir);
+    if (rank == 0 && !sm->tcp && !strncmp(sm->ep_rv, ipc, sizeof ipc - 1) &&
+        !strncmp(sm->ep_samples, ipc, sizeof ipc - 1)) {
+        char dir[320];
+        bk_strlcpy(dir, sm->ep_rv + sizeof ipc - 1, sizeof dir);
+        char *slash = strrchr(dir, '/');
+        if (slash) {
+            *slash = '\0';
+            bk_janitor_add(sm->ep_rv + sizeof ipc - 1);
+            bk_janitor_add(sm->ep_samples + sizeof ipc - 1);
+            bk_janitor_add(dir);
+        }
     }
 }
 
@@ -182,6 +249,8 @@ int bk_cmd_run(int argc, char **argv)
 {
     int rank = 0, size = 1;
     bk_terminate_install(); /* before MPI_Init: a signal during it is noted, not fatal */
+    /* the janitor forks now, while this process has one thread (janitor.h) */
+    const int janitor_errno = bk_janitor_start(argc, argv) == 0 ? 0 : errno;
     MPI_Init(NULL, NULL);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -359,6 +428,12 @@ int bk_cmd_run(int argc, char **argv)
     if (keys_path[0])
         bk_terminate_remove_on_signal(keys_path);
     bk_terminate_remove_on_signal(agent_dir);
+    if (janitor_errno)
+        fprintf(stderr, "bracket run [%s rank %d]: warning: no janitor for its private files "
+                "(%s): a rank killed outright leaves them in $TMPDIR\n", host, rank,
+                strerror(janitor_errno));
+    else
+        janitor_paths(rank, &sm, plan_path, keys_path, agent_dir);
     char exe[1024];
     if (bk_self_exe(exe, sizeof exe, &err) != BK_OK) {
         fprintf(stderr, "bracket [%s rank %d]: %s\n", host, rank, err.msg);
@@ -378,7 +453,8 @@ int bk_cmd_run(int argc, char **argv)
     }
     if (!o.quiet)
         bk_report_header(stdout, run);
-    run_arms(run, coord, &env);
+    int unfinished_at = -1;
+    run_arms(run, coord, &env, &unfinished_at);
     run->wire = *bk_coord_stats(coord);
     bk_run_quality(run);
     bk_score score;
@@ -394,14 +470,19 @@ int bk_cmd_run(int argc, char **argv)
     else
         decided = 1;
     /* the record first: the verdict printed below is either backed by it or followed by
-     * the line that says it is not (on stdout, the verdict's own stream, so no reordering) */
+     * the line that says it is not (on stdout, the verdict's own stream, so no reordering).
+     * It replaces the unfinished record written before the last arm that started. */
     bk_err rerr = { 0 };
     bk_status rst = bk_record_write(run, &score, &rerr);
     if (rst != BK_OK)
         fprintf(stderr, "bracket run: the record was not written: %s\n", rerr.msg);
     bk_report_print(stdout, run, &score);
     if (rst != BK_OK) {
-        printf("record: NOT WRITTEN (%s): the verdict above has no record\n", rerr.msg);
+        char left[96] = "";
+        if (unfinished_at >= 0)
+            snprintf(left, sizeof left, "; the unfinished record written before arm %s remains",
+                     bk_arm_names[unfinished_at]);
+        printf("record: NOT WRITTEN (%s): the verdict above has no record%s\n", rerr.msg, left);
         rc = BK_EXIT_INTERNAL;
     } else {
         printf("record: %s/record.json\n", run->run_dir);

@@ -29,7 +29,9 @@ static void usage(FILE *f)
         "codes, signals and time-outs, the quality state against quality.tensors' counts.\n"
         "Then the verdict, the score, each timed arm's summary, the status and the reasons\n"
         "are compared; the first difference is named by its JSON path. identity.binary_digest\n"
-        "is checked for its form only (records are scored on other machines).\n"
+        "is checked for its form only (records are scored on other machines). An unfinished\n"
+        "record (the one a run writes before each arm, left when it ended abruptly) is\n"
+        "rescored as such: NO_DECISION, with a note that says so.\n"
         "\n"
         "  -q, --quiet   no report: the verdict line, then the check's outcome (any note on\n"
         "                the evidence, and \"recomputed from RECORD: identical to the record\";\n"
@@ -179,7 +181,8 @@ static int check_arms(const char *path, const bk_run *run, char *why, size_t len
  * the first arm that failed ("arm X failed; later arms not run", or for one a signal cut
  * short "terminated by NAME during arm X; later arms not run", or as records before
  * 2026-12-03 put it, the former), else the first arm not run ("terminated by NAME before
- * arm X"; under v7 a B' that B/C made unnecessary is "v7: B/C decided (V), B' not run"),
+ * arm X"; under v7 a B' that B/C made unnecessary is "v7: B/C decided (V), B' not run";
+ * in an unfinished record "unfinished: written before arm X; the run did not replace it"),
  * else "". 0 when the record says what its arms give. */
 static int check_run_facts(const char *path, const json_t *rec, const bk_run *run, char *why,
                            size_t len)
@@ -218,8 +221,10 @@ static int check_run_facts(const char *path, const json_t *rec, const bk_run *ru
         if (idx == BK_ARM_IDX_BP && run->plan.protocol.version == BK_PROTO_V7 &&
             bk_run_v7_decided(run, want, sizeof want))
             continue;
-        if (stopped && strstr(stopped, " before arm ") &&
-            bk_run_terminated(run, name, sizeof name))
+        if (run->unfinished) /* check_unfinished: no arm failed, none ran after this one */
+            bk_run_stopped_unfinished(idx, want, sizeof want);
+        else if (stopped && strstr(stopped, " before arm ") &&
+                 bk_run_terminated(run, name, sizeof name))
             bk_run_stopped_before(name, idx, want, sizeof want);
         else
             snprintf(want, sizeof want, "arm %s did not run, and no arm failed and no signal "
@@ -229,6 +234,55 @@ static int check_run_facts(const char *path, const json_t *rec, const bk_run *ru
     if (!stopped || (strcmp(stopped, want) && (!alt[0] || strcmp(stopped, alt)))) {
         snprintf(why, len, "%s: stopped: the record says '%s', its arms give '%s'", path,
                  stopped ? stopped : "(missing)", want);
+        return -1;
+    }
+    return 0;
+}
+
+/* An unfinished record (`unfinished` true: the provisional one the run writes before arm X
+ * and replaces with its final record) against its arms: every arm before X ended well, X
+ * and every later arm did not run (under v7 a B' that B/C made unnecessary is passed
+ * over), and `stopped` names X. 0 when it says so, or when the record is a final one. */
+static int check_unfinished(const char *path, const bk_run *run, char *why, size_t len)
+{
+    if (!run->unfinished)
+        return 0;
+    char v7[256];
+    int first = -1;
+    for (int idx = 0; idx < BK_ARM_NAMES; idx++) { /* in run order */
+        const bk_arm_run *a = &run->arms[idx];
+        if (first < 0 && a->ran && !a->ok) {
+            snprintf(why, len, "%s: unfinished: the record says true, but arm %s ran and "
+                     "failed (an unfinished record is written before an arm, when every arm "
+                     "before it ended well)", path, bk_arm_names[idx]);
+            return -1;
+        }
+        if (first < 0 && !a->ran &&
+            !(idx == BK_ARM_IDX_BP && run->plan.protocol.version == BK_PROTO_V7 &&
+              bk_run_v7_decided(run, v7, sizeof v7)))
+            first = idx;
+        else if (first >= 0 && a->ran) {
+            snprintf(why, len, "%s: unfinished: the record says true, but arm %s ran after "
+                     "arm %s, which did not", path, bk_arm_names[idx], bk_arm_names[first]);
+            return -1;
+        }
+    }
+    if (first < 0) {
+        snprintf(why, len, "%s: unfinished: the record says true, but every arm ran", path);
+        return -1;
+    }
+    const int named = bk_run_unfinished_arm(run->stopped);
+    if (named >= 0 && run->arms[named].ran) {
+        snprintf(why, len, "%s: unfinished: the record says true, but arm %s, before which "
+                 "stopped says it was written, ran", path, bk_arm_names[named]);
+        return -1;
+    }
+    if (named != first) {
+        char want[256];
+        bk_run_stopped_unfinished(first, want, sizeof want);
+        snprintf(why, len, "%s: stopped: the record says '%s', its arms give '%s' (the record "
+                 "is unfinished, and arm %s is the first not run)", path, run->stopped, want,
+                 bk_arm_names[first]);
         return -1;
     }
     return 0;
@@ -397,13 +451,16 @@ out:
 /* The score from the record's samples, as the run computed it. A run cut short by SIGTERM /
  * SIGINT marked its score: so is the recomputation, from the arms' and stopped's evidence
  * (bk_run_terminated), not from the record's verdict text, which anyone could have
- * prefixed. */
+ * prefixed. An unfinished record (checked against its arms by check_unfinished) is marked
+ * as the run marked it before the arm its `stopped` names. */
 static bk_status recompute(const bk_run *run, bk_score *sc, bk_err *err)
 {
     char tname[32], unused[2] = "-";
     bk_status st = bk_run_evaluate(run, 0, sc, err);
     if (st == BK_OK && bk_run_terminated(run, tname, sizeof tname))
         bk_terminate_mark_as(sc, tname, unused, sizeof unused);
+    else if (st == BK_OK && run->unfinished && bk_run_unfinished_arm(run->stopped) >= 0)
+        bk_terminate_mark_unfinished(sc, bk_arm_names[bk_run_unfinished_arm(run->stopped)]);
     return st;
 }
 
@@ -459,7 +516,8 @@ int bk_cmd_score(int argc, char **argv)
     char note[1024] = "";
     if (check_digests(path, rec, run, why, sizeof why) ||
         check_topology(path, rec, run, why, sizeof why, note, sizeof note) ||
-        check_arms(path, run, why, sizeof why) || check_run_facts(path, rec, run, why, sizeof why) ||
+        check_arms(path, run, why, sizeof why) || check_unfinished(path, run, why, sizeof why) ||
+        check_run_facts(path, rec, run, why, sizeof why) ||
         check_quality(path, rec, run, why, sizeof why)) {
         fprintf(stderr, "bracket score: the record differs from its evidence: %s\n", why);
         goto out;
@@ -489,6 +547,12 @@ int bk_cmd_score(int argc, char **argv)
                  "where the bytes ran out, as records written before 2026-12-04 cut them",
                  note[0] ? "; " : "");
     }
+    if (run->unfinished)
+        snprintf(note + strlen(note), sizeof note - strlen(note), "%sunfinished: the run wrote "
+                 "this record before arm %s and ended without replacing it with its final "
+                 "record; arms from %s on did not run here", note[0] ? "; " : "",
+                 bk_arm_names[bk_run_unfinished_arm(run->stopped)],
+                 bk_arm_names[bk_run_unfinished_arm(run->stopped)]);
     if (note[0])
         printf("note: %s\n", note);
     printf("recomputed from %s: identical to the record\n", path);

@@ -292,6 +292,7 @@ bk_status bk_record_write(const bk_run *run, const bk_score *sc, bk_err *err)
     json_object_set_new(rec, "routing", routing);
     json_object_set_new(rec, "arms", arms);
     json_object_set_new(rec, "stopped", json_string(run->stopped));
+    json_object_set_new(rec, "unfinished", json_boolean(run->unfinished));
     json_object_set_new(rec, "quality", quality_json(run));
     json_object_set_new(rec, "score", bk_record_score_json(sc));
     json_object_set_new(rec, "verdict", json_string(bk_verdict_name(sc->verdict)));

@@ -407,6 +407,14 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
     bk_strlcpy(run->plan.source_digest_note, sdn ? sdn : "", sizeof run->plan.source_digest_note);
     const char *stopped = json_string_value(json_object_get(rec, "stopped"));
     bk_strlcpy(run->stopped, stopped ? stopped : "", sizeof run->stopped);
+    /* absent in records from before 2026-12-04: a final record */
+    const json_t *unfinished = json_object_get(rec, "unfinished");
+    if (unfinished && !json_is_boolean(unfinished)) {
+        st = BK_FAIL(err, BK_ERR_INPUT, "%s: unfinished: must be true or false (or absent, as "
+                     "in records before 2026-12-04)", record_path);
+        goto out;
+    }
+    run->unfinished = json_is_true(unfinished);
     if (!json_is_array(arms) || json_array_size(arms) != BK_ARM_NAMES) {
         st = BK_FAIL(err, BK_ERR_INPUT, "%s: arms: must be an array of %d arms", record_path,
                      BK_ARM_NAMES);

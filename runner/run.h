@@ -52,6 +52,8 @@ typedef struct bk_run {
     char created[32];           /* UTC ISO 8601 */
     char binary_digest[80];
     char stopped[256];          /* why later arms did not run, if any */
+    int unfinished;             /* a provisional record, written before an arm (record.json's
+                                 * `unfinished`; false when absent, as in older records) */
 } bk_run;
 
 /* Score a run from its arms' samples (B, C, B') and its quality; bc_only for
@@ -104,6 +106,12 @@ int bk_arm_broke_contract(const bk_arm_run *a);
  * started because of signal `signame`, "terminated by NAME before arm X". */
 void bk_run_stopped_failed(const bk_run *run, int idx, char *buf, size_t len);
 void bk_run_stopped_before(const char *signame, int idx, char *buf, size_t len);
+/* The `stopped` of an unfinished record, the provisional one `bracket run` writes before
+ * starting arm idx and replaces with its final record: "unfinished: written before arm X;
+ * the run did not replace it". bk_run_unfinished_arm reads X back from such a text: its
+ * index, or -1 when the text is not of that form. */
+void bk_run_stopped_unfinished(int idx, char *buf, size_t len);
+int bk_run_unfinished_arm(const char *stopped);
 /* v7's look before B': 1 when B and C alone decide (evaluated as before A and T ran, the
  * quality not yet known), with "v7: B/C decided (PASS), B' not run" (or FAIL) in buf. */
 int bk_run_v7_decided(const bk_run *run, char *buf, size_t len);

@@ -130,6 +130,27 @@ void bk_run_stopped_before(const char *signame, int idx, char *buf, size_t len)
     snprintf(buf, len, "terminated by %s before arm %s", signame, bk_arm_names[idx]);
 }
 
+#define UNFINISHED_PRE "unfinished: written before arm "
+#define UNFINISHED_POST "; the run did not replace it"
+
+void bk_run_stopped_unfinished(int idx, char *buf, size_t len)
+{
+    snprintf(buf, len, UNFINISHED_PRE "%s" UNFINISHED_POST, bk_arm_names[idx]);
+}
+
+int bk_run_unfinished_arm(const char *stopped)
+{
+    char want[256];
+    if (strncmp(stopped, UNFINISHED_PRE, sizeof UNFINISHED_PRE - 1) != 0)
+        return -1;
+    for (int idx = 0; idx < BK_ARM_NAMES; idx++) {
+        bk_run_stopped_unfinished(idx, want, sizeof want);
+        if (!strcmp(stopped, want))
+            return idx;
+    }
+    return -1;
+}
+
 int bk_run_v7_decided(const bk_run *run, char *buf, size_t len)
 {
     bk_score look;

@@ -75,3 +75,13 @@ void bk_terminate_mark_as(bk_score *sc, const char *name, char *stopped, size_t 
     if (!stopped[0])
         snprintf(stopped, len, "terminated by %s", name);
 }
+
+void bk_terminate_mark_unfinished(bk_score *sc, const char *arm)
+{
+    char why[sizeof sc->reasons + 128];
+    snprintf(why, sizeof why, "unfinished: the run ended during or before arm %s without "
+             "writing its final record%s%s", arm, sc->reasons[0] ? "; " : "", sc->reasons);
+    bk_strlcpy_words(sc->reasons, why, sizeof sc->reasons); /* cut at the end if it must */
+    sc->verdict = BK_VERDICT_NO_DECISION;
+    bk_strlcpy(sc->status, "no_decision", sizeof sc->status);
+}

@@ -1,6 +1,10 @@
 /* terminate.h - SIGTERM / SIGINT to a run (Slurm's time limit, scancel, Ctrl-C): the handler
  * only notes the signal; rank 0 and the agents look at it in their polling loops, kill their
- * engines, and rank 0 writes a partial record (NO_DECISION, reasons starting "terminated by SIGTERM" or "SIGINT"). */
+ * engines, and rank 0 writes a partial record (NO_DECISION, reasons starting "terminated by SIGTERM" or "SIGINT").
+ * An end no handler sees (SIGKILL, the OOM killer, a lost node, a second Ctrl-C that makes
+ * mpirun abort the ranks at once) leaves the unfinished record rank 0 wrote before the arm
+ * that was running (bk_terminate_mark_unfinished; docs/record.md, "Unfinished runs"), and
+ * the rank's private files to its janitor (janitor.h). */
 #ifndef BK_TERMINATE_H
 #define BK_TERMINATE_H
 
@@ -33,5 +37,10 @@ void bk_terminate_mark(bk_score *sc, char *stopped, size_t len);
 /* The same for the signal named `name` ("SIGTERM"...): `bracket score` marks a recomputed
  * score the way the run marked the record it reads. */
 void bk_terminate_mark_as(bk_score *sc, const char *name, char *stopped, size_t len);
+/* The score of a provisional record written before arm `arm` ("C"...), in case the run
+ * ends before it replaces it: the verdict NO_DECISION (status no_decision), the reasons
+ * starting "unfinished: the run ended during or before arm C without writing its final
+ * record". `bracket run` marks what it writes and `bracket score` its recomputation alike. */
+void bk_terminate_mark_unfinished(bk_score *sc, const char *arm);
 
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "runner/run.h"
+#include "runner/terminate.h"
 
 #define WORLD 16
 
@@ -83,11 +84,46 @@ static void test_reason_cut_by_words(void **state)
     free(run);
 }
 
+/* The unfinished record's `stopped` names its arm, and only that exact text reads back;
+ * its score is NO_DECISION with the reasons prefixed, as bk_terminate_mark_as does. */
+static void test_unfinished_stopped_and_mark(void **state)
+{
+    (void)state;
+    char buf[256];
+    for (int idx = 0; idx < BK_ARM_NAMES; idx++) {
+        bk_run_stopped_unfinished(idx, buf, sizeof buf);
+        assert_int_equal(bk_run_unfinished_arm(buf), idx);
+    }
+    bk_run_stopped_unfinished(BK_ARM_IDX_BP, buf, sizeof buf);
+    assert_string_equal(buf, "unfinished: written before arm B'; the run did not replace it");
+    assert_int_equal(bk_run_unfinished_arm(""), -1);
+    assert_int_equal(bk_run_unfinished_arm("terminated by SIGTERM before arm C"), -1);
+    assert_int_equal(bk_run_unfinished_arm("unfinished: written before arm X; the run did not "
+                                           "replace it"), -1);
+    assert_int_equal(bk_run_unfinished_arm("unfinished: written before arm C"), -1);
+
+    bk_score sc;
+    memset(&sc, 0, sizeof sc);
+    sc.verdict = BK_VERDICT_PASS;
+    bk_strlcpy(sc.status, "reproduction_pending", sizeof sc.status);
+    bk_strlcpy(sc.reasons, "arm B' missing", sizeof sc.reasons);
+    bk_terminate_mark_unfinished(&sc, "C");
+    assert_int_equal(sc.verdict, BK_VERDICT_NO_DECISION);
+    assert_string_equal(sc.status, "no_decision");
+    assert_string_equal(sc.reasons, "unfinished: the run ended during or before arm C without "
+                                    "writing its final record; arm B' missing");
+    sc.reasons[0] = '\0';
+    bk_terminate_mark_unfinished(&sc, "T");
+    assert_string_equal(sc.reasons, "unfinished: the run ended during or before arm T without "
+                                    "writing its final record");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_killed_as_terminated),
         cmocka_unit_test(test_reason_cut_by_words),
+        cmocka_unit_test(test_unfinished_stopped_and_mark),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,8 @@
 # The output folder read-only, then full: `bracket run` stops before any arm with a clear
 # error (exit 2) naming the folder and the cause, and the previous record in that folder
 # stays intact; full only by the end of the run: the verdict is printed with the line that
-# it has no record, exit 1. Needs root to mount a small tmpfs (skipped otherwise).
+# it has no record (and that the unfinished record written before arm C remains), exit 1.
+# Needs root to mount a small tmpfs (skipped otherwise).
 . "$(dirname "$0")/fault_lib.sh"
 set -e
 MNT=$IT_TMP/mnt
@@ -66,10 +67,22 @@ wait_engines C 2
 dd if=/dev/zero of="$MNT/filler" bs=64k >/dev/null 2>&1 || true
 it_wait
 [ "$RC" = 1 ] || fail "full at the end: expected exit 1, got $RC"
-grep -A20 "^verdict:" "$OUT" | grep -q "^record: NOT WRITTEN (cannot write .*: No space left on device): the verdict above has no record" ||
+grep -A20 "^verdict:" "$OUT" | grep -q "^record: NOT WRITTEN (cannot write .*: No space left on device): the verdict above has no record; the unfinished record written before arm C remains$" ||
     fail "full at the end: the verdict is not followed by the line that it has no record"
 grep -q "^record: /" "$OUT" && fail "full at the end: a record path was printed"
-[ "$(ls "$MNT"/out/*/record.json | wc -l)" = 1 ] || fail "full at the end: a second record.json appeared"
+# what remains of this run is the unfinished record written before arm C (the disk was
+# full only after it), and it rescores as such
+[ "$(ls "$MNT"/out/*/record.json | wc -l)" = 2 ] || fail "full at the end: no unfinished record beside the first"
+LEFT=$(ls "$MNT"/out/*/record.json | grep -v "^$RECORD$")
+python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['unfinished'] is True and r['stopped'].startswith('unfinished: written before arm C;'), r['stopped']" \
+    "$LEFT" || fail "full at the end: the record left is not the unfinished one before arm C"
+set +e
+"$BK_BRACKET" score --quiet "$LEFT" >"$IT_TMP/score-left.log" 2>&1
+SRC=$?
+set -e
+cat "$IT_TMP/score-left.log"
+[ "$SRC" = 4 ] && grep -q "identical to the record" "$IT_TMP/score-left.log" ||
+    fail "full at the end: the unfinished record does not rescore (exit $SRC)"
 ls "$MNT"/out/*/*.tmp.* 2>/dev/null && fail "full at the end: temporary files left"
 [ "$(sha256sum "$RECORD" "$(dirname "$RECORD")/samples.msgpack")" = "$SUM" ] ||
     fail "full at the end: the previous record changed"

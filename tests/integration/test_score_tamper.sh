@@ -61,6 +61,9 @@ expect() {
     fi
 }
 
+# a complete run's record is a final one: `unfinished` false (docs/record.md)
+python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['unfinished'] is False" \
+    "$RECORD" || fail "a complete run's record is not marked unfinished: false"
 want=$(python3 -c "import json,sys; print({'PASS':0,'FAIL':3,'NO_DECISION':4}[json.load(open(sys.argv[1]))['verdict']])" "$RECORD")
 copy untouched
 expect untouched "$want" "identical to the record"
@@ -167,6 +170,29 @@ expect laundered-stopped 1 "stopped: the record says .terminated by SIGTERM., it
 copy stopped
 edit_record 'r["stopped"] = "arm B failed; later arms not run"'
 expect stopped 1 "stopped: the record says .arm B failed; later arms not run., its arms give"
+# an unfinished record (the provisional one written before an arm) is one where that arm
+# and every later one did not run: a complete run cannot be passed off as one, nor the other
+# way round; a record without the field (before 2026-12-04) is a final one
+copy unfinished-all-ran
+edit_record 'r["unfinished"] = True'
+expect unfinished-all-ran 1 "unfinished: the record says true, but every arm ran"
+copy unfinished-stopped
+edit_record 'r["unfinished"] = True; r["stopped"] = "unfinished: written before arm C; the run did not replace it"'
+expect unfinished-stopped 1 "unfinished: the record says true, but every arm ran"
+copy unfinished-later
+edit_record '
+r["unfinished"] = True; r["stopped"] = "unfinished: written before arm A; the run did not replace it"
+r["arms"][3]["ran"] = False'
+expect unfinished-later 1 "unfinished: the record says true, but arm T ran after arm A, which did not"
+copy unfinished-string
+edit_record 'r["unfinished"] = "false"'
+expect unfinished-string 2 "record.json: unfinished: must be true or false"
+copy unfinished-absent
+edit_record 'del r["unfinished"]'
+expect unfinished-absent "$want" "identical to the record"
+copy final-stopped
+edit_record 'r["stopped"] = "unfinished: written before arm T; the run did not replace it"'
+expect final-stopped 1 "stopped: the record says .unfinished: written before arm T; the run did not replace it., its arms give ..$"
 copy backend
 edit_record 'r["backend"] = "cuda"; r["rehearsal"] = False'
 expect backend 1 "backend: the record says .cuda., its plan says cpu"

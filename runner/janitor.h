@@ -1,0 +1,24 @@
+/* janitor.h - a rank's private files removed however the rank ends: a small child process
+ * that waits for its rank to be gone and then removes them. A signal handler (terminate.h)
+ * cannot cover an end that runs no code of the rank's own: SIGKILL, the OOM killer, or the
+ * exit Open MPI's runtime makes every rank take when mpirun is gone (a second Ctrl-C). */
+#ifndef BK_JANITOR_H
+#define BK_JANITOR_H
+
+/* Start this process's janitor. Call it before MPI_Init, while the process has one thread
+ * (a fork after MPI_Init could upset MPI's transports, and a child of a threaded process
+ * may only make async-signal-safe calls, which is all the janitor makes anyway). The child
+ * holds no descriptor of the rank's but the read end of a pipe, ignores SIGINT / SIGTERM /
+ * SIGHUP, runs in a session of its own (a kill of the rank's process group does not reach
+ * it), and has its command line blanked (`pgrep -f "bracket run"` finds ranks only). When
+ * the rank's end of the pipe closes (the rank exited, however), it removes the paths it was
+ * given that are still there, in the order given, and exits. Returns 0, or -1 (errno set)
+ * when it could not start: the rank runs on without it. */
+int bk_janitor_start(int argc, char **argv);
+
+/* Give the janitor `path` (a file, or a folder emptied by then: give a folder after its
+ * files) to remove once the rank is gone. At most 8 paths of up to 511 bytes; more, or a
+ * longer one, are not removed. Async-signal-safe; nothing when no janitor runs. */
+void bk_janitor_add(const char *path);
+
+#endif
