@@ -15,7 +15,9 @@
 #   BK_STEP    token multiplier of the benchmark tables (default 2: 1, 2, 4 ... 16384)
 #   BK_SWEEP   set: bench_rmsnorm also sweeps launch configurations (--sweep)
 #   BK_SANITIZE  the sanitize step's runs, TEST:TOOL ... (default below); BK_SANITIZE_S the
-#              seconds each may take (default 150)
+#              seconds each may take (default 150); BK_RACECHECK_MAX_TOKENS the rmsnorm
+#              test's largest shape under racecheck (default 131; the test says what it left out);
+#              BK_SANITIZE_LANE_S the IPC test's lane bounds under the sanitizer (default its 20 s)
 # NVLink multicast stays off: NCCL_NVLS_ENABLE=0 is exported for every step.
 #
 # Steps: build (cmake + ninja, all cores), test (ctest -L gpu, then the unit tests),
@@ -89,8 +91,11 @@ for s in $steps; do
       t=${run%%:*} tool=${run#*:} log="$out/sanitize-$t-$tool.log"
       extra=()
       [ "$tool" = memcheck ] && extra=(--leak-check full)
+      # racecheck is too slow for the rmsnorm test's 1000- and 5000-token shapes
+      max_tokens=
+      [ "$tool" = racecheck ] && max_tokens=${BK_RACECHECK_MAX_TOKENS:-131}
       t0=$(date +%s)
-      timeout -k 5 "${BK_SANITIZE_S:-150}" "$cs" --tool "$tool" "${extra[@]}" --target-processes all \
+      BK_TEST_TIMEOUT_S=${BK_SANITIZE_LANE_S:-} BK_TEST_MAX_TOKENS=$max_tokens timeout -k 5 "${BK_SANITIZE_S:-150}" "$cs" --tool "$tool" "${extra[@]}" --target-processes all \
         --error-exitcode 99 "$build/tests/gpu_test_$t" >"$log" 2>&1
       r=$?
       [ "$r" = 0 ] || rc=1

@@ -24,7 +24,9 @@ int main(void)
 
 static const int64_t k_shapes[][2] = {{1, 4096}, {5, 8}, {37, 6144}, {300, 1024}, {3, 16384}};
 #define NSHAPES ((int)(sizeof(k_shapes) / sizeof(k_shapes[0])))
-#define TIMEOUT_S 20.0
+/* every bound of a lane: 20 s, or BK_TEST_TIMEOUT_S (scripts/gpu-run.sh's sanitize step,
+ * where compute-sanitizer slows 8 processes on one GPU past 20 s) */
+static double g_timeout_s = 20.0;
 #define RTOL_FUSED 8e-3 /* one bf16 rounding of an fp32 result */
 #define ATOL_FUSED 1e-3
 #define RTOL_NCCL 2e-2  /* the NCCL sum is rounded to bf16 first */
@@ -59,8 +61,8 @@ static int variants_rank(int rank, int world, lane_shm *shm, void *argp)
     bk_err_clear(err);
     BK_TRY(bk_cuda_comm_create(rank, world, 0, bk_ar_rmsnorm_cuda_peer_bytes(512, 16384), blob,
                                &len, &comm, err));
-    BK_TRY(lane_exchange(shm, rank, blob, len, ptrs, TIMEOUT_S, err));
-    BK_TRY(bk_cuda_comm_connect(comm, ptrs, shm->lens, TIMEOUT_S, err));
+    BK_TRY(lane_exchange(shm, rank, blob, len, ptrs, g_timeout_s, err));
+    BK_TRY(bk_cuda_comm_connect(comm, ptrs, shm->lens, g_timeout_s, err));
     for (int vi = 0; vi < arg->nvariants; vi++) {
         const bk_variant *v = arg->variants[vi];
         for (int s = 0; s < NSHAPES; s++) {
@@ -71,20 +73,20 @@ static int variants_rank(int rank, int world, lane_shm *shm, void *argp)
             snprintf(what, sizeof(what), "%s world %d", v->name, world);
             BK_TRY(lt_alloc(&lt, k_shapes[s][0], k_shapes[s][1], err));
             BK_TRY(lt_inputs(&lt, seed, rank, world, err));
-            BK_TRY(lt_call(&lt, v, comm, 0, 1, TIMEOUT_S, err));
+            BK_TRY(lt_call(&lt, v, comm, 0, 1, g_timeout_s, err));
             BK_TRY(lt_check(&lt, what, arg->rtol, arg->atol, &ha, err));
             BK_TRY(lt_inputs(&lt, seed + 1, rank, world, err));
-            BK_TRY(lt_call(&lt, v, comm, 0, 1, TIMEOUT_S, err));
+            BK_TRY(lt_call(&lt, v, comm, 0, 1, g_timeout_s, err));
             BK_TRY(lt_check(&lt, what, arg->rtol, arg->atol, &hb, err));
             BK_TRY(lt_inputs(&lt, seed, rank, world, err));
-            BK_TRY(lt_call(&lt, v, comm, 0, 1, TIMEOUT_S, err));
+            BK_TRY(lt_call(&lt, v, comm, 0, 1, g_timeout_s, err));
             BK_TRY(lt_check(&lt, what, arg->rtol, arg->atol, &h, err));
             if (h != ha) {
                 st = BK_FAIL(err, BK_ERR_INTERNAL, "%s: eager rerun differs bitwise", what);
                 goto out;
             }
             BK_TRY(lt_inputs(&lt, seed, rank, world, err));
-            BK_TRY(lt_call(&lt, v, comm, 1, 1, TIMEOUT_S, err));
+            BK_TRY(lt_call(&lt, v, comm, 1, 1, g_timeout_s, err));
             BK_TRY(lt_check(&lt, what, arg->rtol, arg->atol, &h, err));
             if (h != ha) {
                 st = BK_FAIL(err, BK_ERR_INTERNAL, "%s: graph differs bitwise from eager at "
@@ -92,7 +94,7 @@ static int variants_rank(int rank, int world, lane_shm *shm, void *argp)
                 goto out;
             }
             BK_TRY(lt_inputs(&lt, seed + 1, rank, world, err));
-            BK_TRY(lt_call(&lt, v, comm, 1, 1, TIMEOUT_S, err));
+            BK_TRY(lt_call(&lt, v, comm, 1, 1, g_timeout_s, err));
             BK_TRY(lt_check(&lt, what, arg->rtol, arg->atol, &h, err));
             if (h != hb) {
                 st = BK_FAIL(err, BK_ERR_INTERNAL, "%s: graph replay on new inputs differs "
@@ -105,7 +107,7 @@ static int variants_rank(int rank, int world, lane_shm *shm, void *argp)
     }
     shm->nhash = check;
 out:
-    lane_wait_done(shm, rank, 3 * TIMEOUT_S);
+    lane_wait_done(shm, rank, 3 * g_timeout_s);
     bk_cuda_comm_destroy(comm);
     return st == BK_OK ? 0 : rank_fail(shm, rank, err);
 }
@@ -114,7 +116,7 @@ static void run_lane(int world, lane_arg *arg)
 {
     lane_shm *shm = lane_map();
     assert_non_null(shm);
-    int failed = lane_run(shm, world, variants_rank, arg, 240);
+    int failed = lane_run(shm, world, variants_rank, arg, 12 * g_timeout_s);
     for (int r = 0; r < world; r++)
         if (shm->msg[r][0])
             print_message("%s\n", shm->msg[r]);
@@ -186,8 +188,8 @@ static int hang_rank(int rank, int world, lane_shm *shm, void *argp)
     bk_err_clear(err);
     BK_TRY(bk_cuda_comm_create(rank, world, 0, bk_ar_rmsnorm_cuda_peer_bytes(8, 4096), blob,
                                &len, &comm, err));
-    BK_TRY(lane_exchange(shm, rank, blob, len, ptrs, TIMEOUT_S, err));
-    BK_TRY(bk_cuda_comm_connect(comm, ptrs, shm->lens, TIMEOUT_S, err));
+    BK_TRY(lane_exchange(shm, rank, blob, len, ptrs, g_timeout_s, err));
+    BK_TRY(bk_cuda_comm_connect(comm, ptrs, shm->lens, g_timeout_s, err));
     if (rank == 0) {
         BK_TRY(lt_alloc(&lt, 8, 4096, err));
         BK_TRY(lt_inputs(&lt, 7, rank, world, err));
@@ -205,7 +207,7 @@ static int hang_rank(int rank, int world, lane_shm *shm, void *argp)
         bk_err_clear(err);
     }
 out:
-    lane_wait_done(shm, rank, 3 * TIMEOUT_S);
+    lane_wait_done(shm, rank, 3 * g_timeout_s);
     lt_free(&lt);
     bk_cuda_comm_destroy(comm);
     if (st != BK_OK && !shm->msg[rank][0])
@@ -220,7 +222,7 @@ static void test_hang_times_out(void **state)
     for (int i = 0; i < 2; i++) {
         lane_shm *shm = lane_map();
         assert_non_null(shm);
-        int failed = lane_run(shm, 2, hang_rank, (void *)vs[i], 120);
+        int failed = lane_run(shm, 2, hang_rank, (void *)vs[i], 6 * g_timeout_s);
         for (int r = 0; r < 2; r++)
             if (shm->msg[r][0])
                 print_message("%s\n", shm->msg[r]);
@@ -237,6 +239,17 @@ int main(void)
         return 77;
     }
     setenv("NCCL_NVLS_ENABLE", "0", 1);
+    const char *env = getenv("BK_TEST_TIMEOUT_S");
+    if (env && *env) {
+        char *end = NULL;
+        const double t = strtod(env, &end);
+        if (*end || !(t >= 1 && t <= 3600)) {
+            printf("BK_TEST_TIMEOUT_S=%s: want seconds from 1 to 3600\n", env);
+            return 1;
+        }
+        g_timeout_s = t;
+        printf("test_cuda_ipc: every lane bound %.0f s (BK_TEST_TIMEOUT_S)\n", t);
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fused_world1), cmocka_unit_test(test_fused_world2),
         cmocka_unit_test(test_fused_world4), cmocka_unit_test(test_fused_world8),
