@@ -8,12 +8,12 @@
 
 #include "runner/janitor.h"
 
-#define MAX_PATHS 8
+#define MAX_PATHS 64
 #define PATH_BYTES 512
 
 static int g_fd = -1; /* the rank's (write) end of the pipe; close-on-exec */
 
-/* The child: async-signal-safe calls only. Reads NUL-terminated paths until end of file
+/* The child (forked before MPI_Init: one thread; still, async-signal-safe calls only). Reads NUL-terminated paths until end of file
  * (the rank gone), then removes them. */
 static void janitor(int rd, int argc, char **argv, int maxfd)
 {

@@ -17,7 +17,7 @@
 int bk_janitor_start(int argc, char **argv);
 
 /* Give the janitor `path` (a file, or a folder emptied by then: give a folder after its
- * files) to remove once the rank is gone. At most 8 paths of up to 511 bytes; more, or a
+ * files) to remove once the rank is gone. At most 64 paths of up to 511 bytes; more, or a
  * longer one, are not removed. Async-signal-safe; nothing when no janitor runs. */
 void bk_janitor_add(const char *path);
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "collectives/collectives.h"
+#include "runner/janitor.h"
 #include "runner/orchestrate.h"
 #include "runner/straggler.h"
 #include "runner/terminate.h"
@@ -140,6 +141,20 @@ static int lane_index(const arm_msg *m, int mpi_rank)
     return -1;
 }
 
+/* The cpu engine's shared-memory segment for this rank's janitor (janitor.h): an engine
+ * killed in the window before it unlinks the segment itself (collectives/shm.c), together
+ * with the agent that would have unlinked it (rank 0 killed: Open MPI ends the others), must
+ * not leave it in /dev/shm. */
+static void janitor_engine(const bk_agent_env *env, const char *arm, int lane_rank)
+{
+    if (env->backend != BK_BACKEND_CPU)
+        return;
+    char name[BK_SHM_NAME_LEN], path[BK_SHM_NAME_LEN + 16];
+    bk_shm_name(env->run_id, arm, lane_rank, name);
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    bk_janitor_add(path);
+}
+
 /* ---- agents (every rank but 0) ---- */
 
 static void agent_arm(const bk_agent_env *env, const arm_msg *m)
@@ -150,6 +165,7 @@ static void agent_arm(const bk_agent_env *env, const arm_msg *m)
     char *argv[32];
     char store[8][64];
     build_argv(env, m, lr, argv, store);
+    janitor_engine(env, m->arm, lr);
     bk_proc p;
     bk_err err = { 0 };
     int spawned = bk_proc_spawn(env->exe, argv, &p, &err) == BK_OK;
@@ -289,6 +305,7 @@ static bk_status run_round(bk_run *run, bk_coord *c, const bk_agent_env *env, in
         char *argv[32];
         char store[8][64];
         build_argv(env, &m, my, argv, store);
+        janitor_engine(env, m.arm, my);
         bk_err serr = { 0 };
         own_spawned = bk_proc_spawn(env->exe, argv, &own, &serr) == BK_OK;
         if (!own_spawned) {
