@@ -58,6 +58,49 @@ static void make_run_id(const bk_plan *p, char *out, size_t len)
              tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, name, rnd & 0xFFFFFF);
 }
 
+/* 1 when variant `ref` serves some shape of the plan with a variant that needs peer access
+ * (CUDA IPC): the engine would call it on the lane whatever the lane can do. */
+static int serves_with_p2p(const bk_plan *p, const bk_variant_ref *ref, bk_backend backend)
+{
+    char why[256];
+    for (int i = 0; i < p->workload.nshapes; i++) {
+        const bk_variant *with = bk_catalog_served_by(p, ref, i, backend, 1, why, sizeof why);
+        if (with && with != bk_catalog_served_by(p, ref, i, backend, 0, why, sizeof why))
+            return 1;
+    }
+    return 0;
+}
+
+/* A variant that needs peer access on a lane whose GPUs the topology KNOWS cannot reach each
+ * other (cudaDeviceCanAccessPeer 0 at probe time: PCIe across sockets, P2P off in the BIOS or
+ * IOMMU, ...) would fail in its engine after B had run (NO_DECISION): refused here, before
+ * any engine starts. Unknown access (no CUDA at probe time, GPUs the prober could not see) is
+ * left to the engines, which report it. */
+static bk_status check_lane_p2p(const bk_run *run, const bk_topo *topo,
+                                const bk_rank_place *places, bk_err *err)
+{
+    const bk_plan *p = &run->plan;
+    if (run->backend != BK_BACKEND_CUDA || !topo || !places)
+        return BK_OK;
+    const int inc = serves_with_p2p(p, &p->incumbent, run->backend);
+    const int cand = serves_with_p2p(p, &p->candidate, run->backend);
+    for (int k = 0; k < 2; k++) {
+        const int *lane = k ? run->candidate : run->baseline;
+        int a = -1, b = -1;
+        char why[BK_WHY_LEN];
+        if (!(inc || (k && cand)) || bk_lane_p2p_ok(topo, places, lane, run->lane_size, &a, &b,
+                                                    why, sizeof why))
+            continue;
+        return BK_FAIL(err, BK_ERR_UNSUPPORTED,
+                       "%s: the %s lane cannot use %s %s, which needs CUDA peer access: %s. "
+                       "Use a lane whose GPUs reach each other (nvidia-smi topo -p2p r), or a "
+                       "candidate without peer memory", p->path, k ? "candidate" : "baseline",
+                       inc ? "the incumbent" : "the candidate",
+                       inc ? p->incumbent.name : p->candidate.name, why);
+    }
+    return BK_OK;
+}
+
 /* Lanes from the gathered topology (topology/topology.h): a baseline lane and a
  * disjoint candidate lane of equal signature, or both the same ranks under
  * lanes.policy shared. A lane stays on one host; lanes on another host than
@@ -98,24 +141,36 @@ static bk_status pick_lanes(bk_run *run, const bk_topo *topo, const bk_rank_plac
                    : pick->why, sizeof run->lane_note);
     free(pick);
     /* peer memory (POSIX shm, CUDA IPC) is one host's: a lane stays on one host, but a
-     * lane on another host than rank 0 is reached over tcp (*remote) */
+     * lane on another host than rank 0 is reached over tcp (*remote). A host is what the
+     * topology tells apart (hostname + boot id, places[].host), not the hostname alone: two
+     * containers or cloned nodes with one hostname are two hosts (their engines could
+     * neither share memory nor meet on an ipc:// endpoint). */
     *remote = 0;
-    for (int i = 0; i < L; i++) {
-        const int *lanes[2] = { run->baseline, run->candidate };
-        for (int k = 0; k < 2; k++) {
-            const char *h = run->hosts[lanes[k][i]], *h0 = run->hosts[lanes[k][0]];
-            if (strcmp(h, h0) != 0)
+    for (int k = 0; k < 2; k++) {
+        const int *lane = k ? run->candidate : run->baseline;
+        int a = -1, b = -1;
+        if (places ? !bk_lane_one_host(places, lane, L, &a, &b) : 0)
+            return BK_FAIL(err, BK_ERR_UNSUPPORTED,
+                           "the %s lane spans hosts (MPI rank %d on %s, rank %d on %s%s): "
+                           "peer memory is one host's, so place each lane's %d ranks on "
+                           "one host (e.g. srun --ntasks-per-node=%d)",
+                           k ? "candidate" : "baseline", a, run->hosts[a], b, run->hosts[b],
+                           strcmp(run->hosts[a], run->hosts[b]) ? ""
+                                                                : ", another host of that name",
+                           L, L);
+        for (int i = 0; i < L; i++) {
+            const char *h = run->hosts[lane[i]], *h0 = run->hosts[lane[0]];
+            if (!places && strcmp(h, h0) != 0)
                 return BK_FAIL(err, BK_ERR_UNSUPPORTED,
                                "the %s lane spans hosts (MPI rank %d on %s, rank %d on %s): "
                                "peer memory is one host's, so place each lane's %d ranks on "
                                "one host (e.g. srun --ntasks-per-node=%d)",
-                               k ? "candidate" : "baseline", lanes[k][0], h0, lanes[k][i], h, L,
-                               L);
-            if (strcmp(h, run->hosts[0]) != 0)
+                               k ? "candidate" : "baseline", lane[0], h0, lane[i], h, L, L);
+            if (places ? places[lane[i]].host != places[0].host : strcmp(h, run->hosts[0]) != 0)
                 *remote = 1;
         }
     }
-    return BK_OK;
+    return check_lane_p2p(run, topo, places, err);
 }
 
 /* Rank 0's first set-up step: the plan, its backend and its catalog check.

@@ -214,6 +214,22 @@ bk_status bk_lanes_choose(const bk_topo *t, int lane_size, int nranks,
 bk_status bk_places_one_per_gpu(const bk_topo *t, bk_rank_place **places, int *nranks,
                                 bk_err *err);
 
+/* ---- what a lane's members can reach (topo_lane_reach.c) ---- */
+
+/* 1 when every rank of `ranks` sits on one host (a host being hostname + boot id, as the
+ * topology tells them apart: not the hostname alone); else 0 with *a, *b the first two ranks
+ * on different hosts. Peer memory (POSIX shm, CUDA IPC) is one host's. */
+int bk_lane_one_host(const bk_rank_place *places, const int *ranks, int n, int *a, int *b);
+
+/* 0 when the topology KNOWS that two GPUs of the lane cannot reach each other's memory
+ * (CUDA peer access, as probed: p2p known on their host, both GPUs seen by CUDA at probe
+ * time, access 0 either way), or that two of its ranks are on different hosts; *a, *b are
+ * then those ranks and `why` (may be NULL) says which GPUs. 1 otherwise, including when
+ * nothing is known (no CUDA at probe time, a snapshot without "p2p", GPUs the probing
+ * process could not see: CUDA_VISIBLE_DEVICES, Slurm's per-task binding). */
+int bk_lane_p2p_ok(const bk_topo *t, const bk_rank_place *places, const int *ranks, int n,
+                   int *a, int *b, char *why, size_t why_len);
+
 /* ---- binding (topo_bind.c) ---- */
 
 /* The environment binding reads, as plain values (NULL = unset), so the rules
