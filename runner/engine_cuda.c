@@ -453,6 +453,7 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
                 BK_GATE_BOUND_S);
     BK_TRY(bk__cuda_check_last(ctx, job, &sets.s[(job->iters - 1 - start) % nsets], err));
 out:
+    ctx->quiesce = st == BK_OK;
     if (st != BK_OK)
         (void)cudaStreamSynchronize(ctx->stream); /* bounded: device waits time out */
     for (int j = 0; j < nev; j++) {
@@ -493,8 +494,13 @@ out:
         }
     bk__cuda_free_host(host);
     sets_free(&ss);
+    ctx->quiesce = st == BK_OK;
     return st;
 }
+
+/* How long close waits for the lane's last barrier (only after a last shape that ended well
+ * on this rank: a peer that failed it makes this rank wait that long, once). */
+#define BK_CLOSE_BARRIER_S 5.0
 
 static void cuda_close(bk_backend_ctx *ctx)
 {
@@ -502,6 +508,14 @@ static void cuda_close(bk_backend_ctx *ctx)
         return;
     if (ctx->stream) { /* else the device was never set up (a failed open): nothing on it */
         (void)cudaSetDevice(ctx->device);
+        /* Peers read our peer memory after a call's barrier (the one-shot reads every
+         * rank's payload then): the last call of a fast rank can end while a slower GPU
+         * still reads its memory. One more lane barrier before the memory is freed, so
+         * no peer touches it after (their writes into it land before we pass). */
+        if (ctx->quiesce && ctx->comm) {
+            bk_err berr = { 0 };
+            (void)bk_cuda_comm_barrier(ctx->comm, ctx->stream, BK_CLOSE_BARRIER_S, &berr);
+        }
         (void)cudaStreamSynchronize(ctx->stream);
     }
     bk_cuda_comm_destroy(ctx->comm);

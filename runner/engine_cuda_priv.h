@@ -24,6 +24,7 @@ struct bk_backend_ctx {
     int settle;          /* untimed batches before a shape's timed ones (BK_CUDA_SETTLE) */
     void *flush;         /* BK_CUDA_FLUSH=1: written before every timed step (2 x L2) */
     size_t flush_bytes;
+    int quiesce;         /* the last shape ended well: close meets the lane once more first */
 };
 
 #define CUDA_TRY(call)                                                                  \
