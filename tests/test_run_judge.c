@@ -1,5 +1,6 @@
 /* test_run_judge.c - how an arm's failed lane ranks are named in its reason: an engine the
- * runner killed as the run was terminated, and a reason longer than its buffer. */
+ * runner killed as the run was terminated, a reason longer than its buffer, each piece of
+ * evidence that fails an arm; the signal's name out of a reason; v7's B/C look. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -118,12 +119,151 @@ static void test_unfinished_stopped_and_mark(void **state)
                                     "writing its final record");
 }
 
+/* a lane rank that ended well with all its samples: iters x nshapes = 10 */
+static void clean_rank(bk_rank_data *d)
+{
+    d->status_seen = d->status_ok = 1;
+    d->samples_got = d->samples_claimed = 10;
+}
+
+/* judge the one-rank arm, expect it failed with `why` in its reason */
+static void expect_failed(bk_run *run, bk_arm_run *a, const char *why)
+{
+    a->ok = 1;
+    a->reason[0] = '\0';
+    bk_run_judge_arm(run, a);
+    assert_int_equal(a->ok, 0);
+    if (!strstr(a->reason, why))
+        fail_msg("reason '%s' lacks '%s'", a->reason, why);
+}
+
+/* Each piece of evidence fails the arm on its own, named: a clean rank is ok, and every
+ * one of these spoils it. Both sample counts must equal iters x nshapes, not just reach
+ * it; any exit code but 0 is a failure (a record can hold a negative one). */
+static void test_each_failure_named(void **state)
+{
+    (void)state;
+    bk_arm_run a;
+    bk_rank_data r[1];
+    bk_run *run = make_run(&a, r, 1);
+    clean_rank(&r[0]);
+    bk_run_judge_arm(run, &a);
+    assert_int_equal(a.ok, 1);
+    assert_string_equal(a.reason, "");
+
+    r[0].proc.exit_code = -1;
+    expect_failed(run, &a, "engine failed (");
+    r[0].proc.exit_code = 0;
+    r[0].status_seen = 0;
+    expect_failed(run, &a, "no final status received");
+    r[0].status_seen = 1;
+    r[0].status_ok = 0;
+    bk_strlcpy(r[0].status_msg, "out of memory", sizeof r[0].status_msg);
+    expect_failed(run, &a, "engine reported failure: out of memory");
+    r[0].status_ok = 1;
+    r[0].samples_claimed = 9; /* all arrived, but the engine says it sent fewer */
+    expect_failed(run, &a, "samples missing: got 10, sent 9, expected 10");
+    r[0].samples_claimed = 10;
+    r[0].samples_got = 11; /* more arrived than the plan times */
+    expect_failed(run, &a, "samples missing: got 11, sent 10, expected 10");
+    clean_rank(&r[0]);
+
+    /* killed after a peer failed is not a crash */
+    r[0].proc.killed = 1;
+    r[0].proc.signal = SIGKILL;
+    expect_failed(run, &a, "engine killed after a peer failed");
+    assert_null(strstr(a.reason, "crashed"));
+    r[0].proc.killed = 0;
+    r[0].proc.signal = 0;
+
+    /* an audit needs every output tensor of every shape */
+    uint16_t t0 = 0, t1 = 0;
+    void *tensors[2] = { &t0, NULL };
+    run->noutputs = 2;
+    a.audit = 1;
+    r[0].tensors = tensors;
+    expect_failed(run, &a, "output tensors missing from the audit");
+    tensors[1] = &t1;
+    a.ok = 1;
+    bk_run_judge_arm(run, &a);
+    assert_int_equal(a.ok, 1);
+    free(run);
+}
+
+/* The signal's name out of an arm's reason: "terminated by NAME during arm X; ..." ends the
+ * name at " during arm " even when a rank's message further on says " before ". */
+static void test_terminated_name(void **state)
+{
+    (void)state;
+    bk_arm_run a;
+    memset(&a, 0, sizeof a);
+    a.ran = 1;
+    char name[32];
+    bk_strlcpy(a.reason, "terminated by SIGTERM during arm C; arm C lane rank 0 (h, MPI rank "
+               "1): engine failed (exit 1): died before the barrier", sizeof a.reason);
+    assert_int_equal(bk_arm_terminated(&a, name, sizeof name), 1);
+    assert_string_equal(name, "SIGTERM");
+    bk_strlcpy(a.reason, "round 2 of 3: terminated by SIGINT before round 2 of 3",
+               sizeof a.reason);
+    assert_int_equal(bk_arm_terminated(&a, name, sizeof name), 1);
+    assert_string_equal(name, "SIGINT");
+}
+
+/* v7's look decides from B and C alone with quality not yet run, whatever the record's
+ * final quality became: a B/C PASS whose audit A later failed to complete (quality missing)
+ * still made B' unnecessary. */
+static void test_v7_look_ignores_final_quality(void **state)
+{
+    (void)state;
+    enum { ITERS = 20 };
+    bk_run *run = calloc(1, sizeof *run);
+    assert_non_null(run);
+    bk_plan *p = &run->plan;
+    p->workload.nshapes = 1;
+    p->workload.shapes[0].weight = 1.0;
+    p->workload.iters = ITERS;
+    p->workload.seed = 7;
+    p->protocol.version = BK_PROTO_V7;
+    p->protocol.confidence = 0.95;
+    p->protocol.min_gain = 0.01;
+    p->protocol.drift_limit = 0.02;
+    p->protocol.bootstrap_resamples = 200;
+    bk_rank_data r[2];
+    memset(r, 0, sizeof r);
+    uint64_t b[ITERS], c[ITERS], *bs[1] = { b }, *cs[1] = { c };
+    size_t seen[2][1] = { { ITERS }, { ITERS } };
+    for (int i = 0; i < ITERS; i++) {
+        b[i] = 1000 + (uint64_t)i;
+        c[i] = 500 + (uint64_t)i; /* twice as fast */
+    }
+    r[0].ns = bs;
+    r[1].ns = cs;
+    r[0].ns_seen = seen[0];
+    r[1].ns_seen = seen[1];
+    for (int k = 0; k < 2; k++) {
+        bk_arm_run *a = &run->arms[k == 0 ? BK_ARM_IDX_B : BK_ARM_IDX_C];
+        a->name = k == 0 ? "B" : "C";
+        a->world = 1;
+        a->r = &r[k];
+        a->ran = a->ok = 1;
+    }
+    run->quality.state = BK_QUALITY_MISSING;
+    bk_strlcpy(run->quality.reason, "audit A did not complete", sizeof run->quality.reason);
+    char buf[128] = "";
+    assert_int_equal(bk_run_v7_decided(run, buf, sizeof buf), 1);
+    assert_string_equal(buf, "v7: B/C decided (PASS), B' not run");
+    free(run);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_killed_as_terminated),
         cmocka_unit_test(test_reason_cut_by_words),
         cmocka_unit_test(test_unfinished_stopped_and_mark),
+        cmocka_unit_test(test_each_failure_named),
+        cmocka_unit_test(test_terminated_name),
+        cmocka_unit_test(test_v7_look_ignores_final_quality),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

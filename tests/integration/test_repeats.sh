@@ -75,6 +75,25 @@ cat "$IT_TMP/bad.log"
 [ "$brc" != 0 ] || fail "bracket score took a record whose rounds do not match its processes"
 grep -q "arms\[2\] (B'): rounds 1..16" "$IT_TMP/bad.log" || fail "the refusal does not name the arm"
 
+# every round's processes are judged, not only the first: round 3 of C exited 139 while the
+# record still says the arm ended well
+cp "$RECORD" "$IT_TMP/record-round.json"
+python3 - "$IT_TMP/record-round.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert len(r["arms"][1]["processes"]) == 6  # 3 rounds x 2 lane ranks
+r["arms"][1]["processes"][4]["exit_code"] = 139  # round 3, lane rank 0
+json.dump(r, open(sys.argv[1], "w"))
+PY
+set +e
+"$BK_BRACKET" score "$IT_TMP/record-round.json" >"$IT_TMP/round.log" 2>&1
+brc=$?
+set -e
+cat "$IT_TMP/round.log"
+[ "$brc" = 1 ] || fail "bracket score took a record whose third round failed (exit $brc)"
+grep -q "arms\[1\].ok: the record says true, its processes say false .*exit 139" "$IT_TMP/round.log" ||
+    fail "the refusal does not name the failed round's arm"
+
 # v7 with repeats: B/C decide a four times slower candidate, B' is not run
 it_run v7rep 4 "$IT_PLAN" --set protocol.version=v7 --set protocol.repeats=2 \
     --set candidate.variant=slowed --set 'candidate.params={"base":"shm_twopass","fraction":3}'

@@ -145,6 +145,14 @@ copy topology-missing  # the run says when it could not write it: scored, with a
 rm "$D/topology.json"
 expect topology-missing "$want" "topology.json is missing: identity.topology_digest not checked"
 
+copy topology-old-basis  # a digest made with the offset basis of records before 2026-12-03
+echo '{"hosts": []}' >"$D/topology.json"
+edit_record '
+h = 1469598103934665603  # BK_FNV1A64_OLD_BASIS, over the canonical compact form
+for c in b"{\"hosts\":[]}":
+    h = ((h ^ c) * 0x100000001b3) % 2**64
+r["identity"]["topology_digest"] = "fnv1a64:%016x" % h'
+expect topology-old-basis "$want" "^note: identity.topology_digest was made with the offset basis of records before 2026-12-03"
 # 3. an arm's ok against its processes
 copy exit-code
 edit_record 'r["arms"][1]["processes"][0]["exit_code"] = 139'
@@ -223,6 +231,48 @@ copy reasons
 edit_record 'r["reasons"] = "all good"'
 expect reasons 1 "reasons: the record says \"all good\""
 
+# 5b. what a mutation audit found unchecked: each tolerance, each identity field, a summary
+# dropped, a record that hides an arm that did not run
+copy quality-rtol
+edit_record 'r["quality"]["rtol"] = r["quality"]["rtol"] * 2 + 0.5'
+expect quality-rtol 1 "quality.rtol / quality.atol: not the plan"
+copy quality-nan-t
+edit_record 'r["quality"]["tensors"][0]["nan_t"] = 5'
+expect quality-nan-t 1 "quality.tensors\[0\]: 0 mismatch\(es\) but 5 NaN"
+copy stack-digest
+edit_record 'r["identity"]["stack_digest"] = "sha256:" + "2" * 64'
+expect stack-digest 1 "identity.stack_digest: the record says 'sha256:2222"
+copy generation
+edit_record 'r["identity"]["incumbent_generation"] += 1'
+expect generation 1 "identity.incumbent_generation: differs from its plan"
+copy summary-dropped
+edit_record 'del r["arms"][0]["summary"]'
+expect summary-dropped 1 "arms\[0\].summary: the record says \(absent\), recomputed"
+copy audit-not-run  # A not run, said so in stopped: its comparison cannot be listed
+edit_record '
+r["arms"][3] = {"ran": False}
+r["stopped"] = "arm A did not run, and no arm failed and no signal came before it"'
+expect audit-not-run 1 "quality.tensors: a comparison is listed, but audit A did not complete"
+copy stopped-empty  # A not run and stopped says nothing
+edit_record 'r["arms"][3] = {"ran": False}; r["stopped"] = ""'
+expect stopped-empty 1 "stopped: the record says '', its arms give 'arm A did not run"
+
+# a record that does not fit its own plan is bad input (exit 2): a quality entry dropped or
+# out of order, an audit on fewer ranks than tp x ep, a rank's samples_received below what
+# its blocks hold
+copy tensors-dropped
+edit_record 'r["quality"]["tensors"].pop()'
+expect tensors-dropped 2 "quality.tensors: [0-9]+ entries; the plan.s [0-9]+ shape\(s\) x [0-9]+ output\(s\)"
+copy tensors-shape
+edit_record 'r["quality"]["tensors"][0]["shape"] = 1'
+expect tensors-shape 2 "quality.tensors\[0\]: shape 0 tensor '[a-z_]+' expected"
+copy audit-one-rank
+edit_record 'a = r["arms"][3]; a["lane"] = a["lane"][:1]; a["processes"] = a["processes"][:1]'
+expect audit-one-rank 2 "arms\[3\] \(A\): ran '[a-z_]+' on 1 rank\(s\); the record's plan says '[a-z_]+' on tp x ep = 2"
+copy received-fewer
+edit_record 'r["arms"][0]["processes"][0]["samples_received"] -= 1'
+expect received-fewer 2 "arm B round 1 rank 0: its sample blocks hold [0-9]+ sample\(s\), the record.s arms\[0\].processes\[0\].samples_received says"
+
 # 6. a damaged samples file: exit 2, the byte or the block named
 copy truncated
 edit_samples 'b = b[:(B[-1] + len(b)) // 2]'
@@ -266,5 +316,26 @@ expect short-block 2 "samples.msgpack: arm B round 1 rank 0: its sample blocks h
 copy header-iters
 edit_samples 'i = b.find(b"\xa5iters"); assert b[i + 6] == 50; b = b[:i + 6] + bytes([49]) + b[i + 7:]'
 expect header-iters 2 "samples.msgpack: header: iters 49, the record's plan says 50"
+
+# a block whose round or rank is outside the record's (1 round, 2 lane ranks) is refused
+# before it is stored: round 0, round 2, rank 2 (all one byte, positive fixints)
+for c in round:0 round:2 rank:2; do
+    copy "block-${c%%:*}-${c#*:}"
+    edit_samples "
+k = b'\\xa5round' if '$c'.startswith('round') else b'\\xa4rank'
+i = b.find(k, B[0]) + len(k)
+assert b[i] in (0, 1), b[i]
+b = b[:i] + bytes([${c#*:}]) + b[i + 1:]"
+    expect "block-$c" 2 "samples.msgpack: the sample block at byte [0-9]+ \\(arm 'B'\\) does not fit the record"
+done
+
+# 7. a plan that leaves the backend to the machine (auto): a record relabelled cuda is still
+# a rehearsal on shared lanes (docs/record.md: true with the cpu backend or shared lanes)
+it_run tamper-auto 4 "$IT_PLAN" --set workload.iters=50 --set backend=auto
+[ -n "$RECORD" ] && [ -f "$RECORD" ] || fail "no record written (exit $RC)"
+RUN=$(dirname "$RECORD")
+copy auto-shared-cuda
+edit_record 'r["backend"] = "cuda"; r["rehearsal"] = False; r["lanes"]["policy"] = "shared"'
+expect auto-shared-cuda 1 "rehearsal: the record says false, its backend \(cuda\) and lanes \(shared\) make it true"
 
 echo "PASS: bracket score refuses every changed record and names what changed"

@@ -15,3 +15,14 @@ grep -q "candidate slowed is a DIAGNOSTIC variant: a self-check of this bracket"
 expect_rescore
 expect_no_leftovers
 echo "PASS: slowed 20% -> FAIL"
+
+# The mirror: an incumbent four times slower (fraction 3) makes the candidate PASS, well
+# past this VM's 1.8x swings; the run and `bracket score` both exit 0 (no other test here
+# has a PASS that does not depend on the machine's noise)
+it_run slowed-incumbent 4 "$IT_PLAN" --set incumbent.variant=slowed \
+    --set 'incumbent.params={"base":"shm_twopass","fraction":3}'
+expect_verdict PASS 0
+grep -q "clears 1+min_gain" "$OUT" || fail "PASS without the speed reason"
+expect_rescore
+expect_no_leftovers
+echo "PASS: incumbent slowed 4x -> PASS, re-scored with exit 0"
