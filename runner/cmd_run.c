@@ -220,23 +220,12 @@ static void run_arms(bk_run *run, bk_coord *coord, const bk_agent_env *env, int 
 static void janitor_paths(int rank, const setup_msg *sm, const char *plan_path,
                           const char *keys_path, const char *agent_dir)
 {
-    static const char ipc[] = "ipc://";
     bk_janitor_add(plan_path);
     if (keys_path[0])
         bk_janitor_add(keys_path);
     bk_janitor_add(agent_dir);
-    if (rank == 0 && !sm->tcp && !strncmp(sm->ep_rv, ipc, sizeof ipc - 1) &&
-        !strncmp(sm->ep_samples, ipc, sizeof ipc - 1)) {
-        char dir[320];
-        bk_strlcpy(dir, sm->ep_rv + sizeof ipc - 1, sizeof dir);
-        char *slash = strrchr(dir, '/');
-        if (slash) {
-            *slash = '\0';
-            bk_janitor_add(sm->ep_rv + sizeof ipc - 1);
-            bk_janitor_add(sm->ep_samples + sizeof ipc - 1);
-            bk_janitor_add(dir);
-        }
-    }
+    if (rank == 0 && !sm->tcp)
+        bk_janitor_add_coord(sm->ep_rv, sm->ep_samples);
 }
 
 static int verdict_exit(bk_verdict v)

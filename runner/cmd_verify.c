@@ -13,6 +13,7 @@
 
 #include "kernels/catalog.h"
 #include "runner/cli.h"
+#include "runner/janitor.h"
 #include "runner/coordinator.h"
 #include "runner/orchestrate.h"
 #include "runner/verify_probes.h"
@@ -172,6 +173,8 @@ static bk_status audit(const bk_plan *p, bk_coord *c, bk_arm_run *a, int idx, co
                          (char *)bk_coord_samples_ep(c), "--rank", rs, "--world", ws, "--device",
                          ds, "--backend", (char *)bk_backend_name(p->backend), "--audit",
                          "--check-inputs", "--seed", ss, graph ? "--graph" : NULL, NULL };
+        if (p->backend == BK_BACKEND_CPU)
+            bk_janitor_add_shm(run_id, a->name, r);
         BK_TRY(bk_proc_spawn(exe, argv, &a->r[r].proc, err));
     }
     uint64_t deadline = bk_now_ns() + (uint64_t)(p->timeouts.arm_s * 1e9);
@@ -329,6 +332,12 @@ int bk_cmd_verify(int argc, char **argv)
         usage(stderr);
         return BK_EXIT_USAGE;
     }
+    /* however verify ends (Ctrl-C, a job's time limit, SIGKILL), its janitor removes the
+     * plan copy, the coordinator's sockets and the cpu engines' segments; started while
+     * this process has one thread (janitor.h) */
+    if (bk_janitor_start(argc, argv) != 0)
+        fprintf(stderr, "bracket verify: warning: no janitor for its private files (%s): "
+                "verify killed outright leaves them in $TMPDIR\n", strerror(errno));
     int rc = BK_EXIT_INTERNAL;
     bk_err err = { 0 };
     bk_plan base, p;
@@ -429,6 +438,8 @@ int bk_cmd_verify(int argc, char **argv)
                 err.msg[0] ? err.msg : strerror(errno));
         goto out;
     }
+    bk_janitor_add(plan_path);
+    bk_janitor_add(dir);
     for (int t = 0; t < tg->ntensors; t++)
         if (tg->tensor_is_output[t])
             outs[nout++] = t;
@@ -437,6 +448,7 @@ int bk_cmd_verify(int argc, char **argv)
         fprintf(stderr, "bracket verify: %s\n", err.msg);
         goto out;
     }
+    bk_janitor_add_coord(bk_coord_rendezvous_ep(c), bk_coord_samples_ep(c));
     int64_t seed = o.seed >= 0 ? o.seed : (int64_t)(bk_now_ns() % 1000000007ull);
     printf("bracket verify: %s on %s, backend %s, lane of %d, %d check(s), tolerance rtol %g atol %g\n",
            v->name, p.target, bk_backend_name(backend), world, o.checks, p.quality.rtol,

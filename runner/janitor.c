@@ -1,12 +1,15 @@
 /* janitor.c - remove a rank's private files once the rank is gone (janitor.h). */
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "collectives/collectives.h"
 #include "runner/janitor.h"
+#include "runner/status.h"
 
 #define MAX_PATHS 64
 #define PATH_BYTES 512
@@ -99,4 +102,29 @@ void bk_janitor_add(const char *path)
     do
         r = write(g_fd, path, len + 1);
     while (r < 0 && errno == EINTR);
+}
+
+void bk_janitor_add_coord(const char *ep_rv, const char *ep_samples)
+{
+    static const char ipc[] = "ipc://";
+    const size_t n = sizeof ipc - 1;
+    if (strncmp(ep_rv, ipc, n) || strncmp(ep_samples, ipc, n))
+        return;
+    char dir[PATH_BYTES];
+    bk_strlcpy(dir, ep_rv + n, sizeof dir);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        return;
+    *slash = '\0';
+    bk_janitor_add(ep_rv + n);
+    bk_janitor_add(ep_samples + n);
+    bk_janitor_add(dir);
+}
+
+void bk_janitor_add_shm(const char *run_id, const char *arm, int rank)
+{
+    char name[BK_SHM_NAME_LEN], path[BK_SHM_NAME_LEN + 16];
+    bk_shm_name(run_id, arm, rank, name);
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    bk_janitor_add(path);
 }

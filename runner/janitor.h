@@ -21,4 +21,13 @@ int bk_janitor_start(int argc, char **argv);
  * longer one, are not removed. Async-signal-safe; nothing when no janitor runs. */
 void bk_janitor_add(const char *path);
 
+/* A coordinator's ipc:// endpoints (its rendezvous and samples sockets) and then their
+ * folder; nothing for tcp:// ones. Not async-signal-safe. */
+void bk_janitor_add_coord(const char *ep_rv, const char *ep_samples);
+
+/* The shared-memory segment (/dev/shm) a cpu engine of run `run_id`, arm `arm`, lane rank
+ * `rank` creates (bk_shm_name), for a spawn whose engine may be killed in the window before
+ * it unlinks the segment itself. Not async-signal-safe. */
+void bk_janitor_add_shm(const char *run_id, const char *arm, int rank);
+
 #endif

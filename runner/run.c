@@ -147,12 +147,8 @@ static int lane_index(const arm_msg *m, int mpi_rank)
  * not leave it in /dev/shm. */
 static void janitor_engine(const bk_agent_env *env, const char *arm, int lane_rank)
 {
-    if (env->backend != BK_BACKEND_CPU)
-        return;
-    char name[BK_SHM_NAME_LEN], path[BK_SHM_NAME_LEN + 16];
-    bk_shm_name(env->run_id, arm, lane_rank, name);
-    snprintf(path, sizeof path, "/dev/shm%s", name);
-    bk_janitor_add(path);
+    if (env->backend == BK_BACKEND_CPU)
+        bk_janitor_add_shm(env->run_id, arm, lane_rank);
 }
 
 /* ---- agents (every rank but 0) ---- */

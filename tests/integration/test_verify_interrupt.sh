@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# `bracket verify` interrupted (Ctrl-C, SIGTERM from a job's time limit, or SIGKILL) while
+# its engines run: it exits nonzero and leaves nothing behind, however it ended: no engine,
+# no private folder (its plan copy, the coordinator's sockets), no shared-memory segment.
+# Its janitor (runner/janitor.h) removes what the killed process could not.
+. "$(dirname "$0")/lib.sh"
+set -e
+shm_now() { ls /dev/shm 2>/dev/null | grep '^bk-' | sort || true; }
+engines() { pgrep -f "bracket engine --plan $IT_TMP/" || true; }
+BEFORE=$(shm_now)
+for sig in INT TERM KILL; do
+    TMPDIR=$IT_TMP timeout 300 "$BK_BRACKET" verify "$IT_PLAN" --checks 1000 \
+        >"$IT_TMP/v-$sig.log" 2>&1 &
+    VP=$!
+    for i in $(seq 1200); do # at most 60 s for the first engine
+        [ -z "$(engines)" ] || break
+        kill -0 "$VP" 2>/dev/null || break
+        sleep 0.05
+    done
+    [ -n "$(engines)" ] || { cat "$IT_TMP/v-$sig.log"; fail "SIG$sig: no engine of verify seen"; }
+    # `timeout` relays INT and TERM; KILL goes to verify itself (timeout's child)
+    if [ "$sig" = KILL ]; then
+        kill -KILL "$(pgrep -P "$VP" -f "bracket verify")"
+    else
+        kill "-$sig" "$VP"
+    fi
+    set +e
+    wait "$VP"
+    RC=$?
+    set -e
+    echo "---- SIG$sig: exit $RC"
+    tail -n 3 "$IT_TMP/v-$sig.log"
+    [ "$RC" != 0 ] || fail "SIG$sig: an interrupted verify exited 0"
+    for i in $(seq 50); do # up to 5 s for the engines and the janitor
+        [ -z "$(engines)" ] && [ -z "$(ls -d "$IT_TMP"/bracket-* 2>/dev/null)" ] && break
+        sleep 0.1
+    done
+    [ -z "$(engines)" ] || fail "SIG$sig: engines left behind: $(engines)"
+    LEFT=$(ls -d "$IT_TMP"/bracket-* 2>/dev/null || true)
+    [ -z "$LEFT" ] || fail "SIG$sig: private folders left behind: $LEFT"
+    NEW=$(comm -13 <(echo "$BEFORE") <(shm_now) | grep . || true)
+    [ -z "$NEW" ] || fail "SIG$sig: shared-memory segments left behind: $NEW"
+done
+echo "PASS: verify interrupted by SIGINT, SIGTERM and SIGKILL leaves nothing behind"
