@@ -16,8 +16,8 @@
 
 static int g_fd = -1; /* the rank's (write) end of the pipe; close-on-exec */
 
-/* The child (forked before MPI_Init: one thread; still, async-signal-safe calls only). Reads NUL-terminated paths until end of file
- * (the rank gone), then removes them. */
+/* The child (forked before MPI_Init, so from one thread; still, async-signal-safe calls
+ * only). Reads NUL-terminated paths until end of file (the rank gone), then removes them. */
 static void janitor(int rd, int argc, char **argv, int maxfd)
 {
     static char paths[MAX_PATHS][PATH_BYTES];
