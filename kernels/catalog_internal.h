@@ -4,6 +4,7 @@
 #ifndef BK_CATALOG_INTERNAL_H
 #define BK_CATALOG_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kernels/catalog.h"
@@ -20,6 +21,20 @@ extern const bk_variant bk__moe_cpu_variants[];      /* kernels/moe_cpu.c */
 #ifdef BK_HAVE_CUDA
 extern const bk_variant bk__moe_cuda_variants[];     /* kernels/moe_cuda.c */
 #endif
+
+/* ---- domains: what catalog.c and catalog_plan.c share ---- */
+
+/* "cpu", "cuda" or "auto". */
+const char *bk__backend_name(bk_backend b);
+/* 1 when `dtype` is an item of the comma list. */
+int bk__list_has(const char *list, const char *dtype);
+/* "1-8" or "1,2,4" from a worlds mask. */
+void bk__worlds_text(uint32_t mask, char *buf, size_t len);
+/* What a domain says of the whole lane rather than of one shape: LANE_OK when the backend,
+ * dtype and world size lie inside it, else which of them does not (and `why` says it). */
+enum { LANE_OK, LANE_BACKEND, LANE_DTYPE, LANE_WORLD };
+int bk__lane_outside(const bk_domain *d, int world, const char *dtype, bk_backend backend,
+                     char *why, size_t why_len);
 
 /* ---- seeded inputs: a counter-based stream (splitmix64) ---- */
 
