@@ -1,0 +1,303 @@
+/* test_record_read.c - reading a record back (bk_record_read) from the saved record in
+ * tests/fixtures/records/pre-repeats, edited one field at a time: each edit that breaks the
+ * record's form is BK_ERR_INPUT naming the field, the arm or the sample block; shared lanes
+ * are derived from the policy, the lanes, or B and C on the same MPI ranks; the samples'
+ * header must match the record's run and plan. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runner/run.h"
+#include "runner/wire.h"
+
+#define FIXTURE "tests/fixtures/records/pre-repeats"
+
+static char g_dir[256];
+
+static const char *src(const char *name)
+{
+    static char buf[1024];
+    const char *d = getenv("BK_SOURCE_DIR");
+    snprintf(buf, sizeof buf, "%s/" FIXTURE "/%s", d && d[0] ? d : BK_SOURCE_DIR, name);
+    return buf;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/bk-test-record-read-XXXXXX");
+    return mkdtemp(g_dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+typedef void (*edit_fn)(json_t *rec);
+
+static const msgpack_sbuffer *g_header; /* a samples header to write instead of the fixture's */
+
+/* Write the fixture's record (edited by `edit`, may be NULL) and its samples into g_dir, with
+ * `extra` (a packed msgpack block, may be NULL) appended to the samples; read it back. */
+static bk_status read_edited(edit_fn edit, const msgpack_sbuffer *extra, bk_run *run,
+                             bk_err *err)
+{
+    json_error_t je;
+    json_t *rec = json_load_file(src("record.json"), 0, &je);
+    assert_non_null(rec);
+    if (edit)
+        edit(rec);
+    char path[512], spath[512];
+    snprintf(path, sizeof path, "%s/record.json", g_dir);
+    snprintf(spath, sizeof spath, "%s/samples.msgpack", g_dir);
+    assert_int_equal(json_dump_file(rec, path, JSON_COMPACT), 0);
+    json_decref(rec);
+    FILE *in = fopen(src("samples.msgpack"), "rb"), *out = fopen(spath, "wb");
+    assert_true(in && out);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, in), skip = 0;
+    assert_true(n > 0 && n < sizeof buf);
+    if (g_header) { /* the fixture's header replaced by g_header */
+        const char *why = NULL;
+        size_t bad = 0;
+        assert_int_equal(bk_wire_scan_next(buf, n, &skip, &why, &bad), 0);
+        assert_int_equal(fwrite(g_header->data, 1, g_header->size, out), g_header->size);
+    }
+    assert_int_equal(fwrite(buf + skip, 1, n - skip, out), n - skip);
+    if (extra)
+        assert_int_equal(fwrite(extra->data, 1, extra->size, out), extra->size);
+    fclose(in);
+    fclose(out);
+    memset(run, 0, sizeof *run);
+    return bk_record_read(path, run, err);
+}
+
+static void expect_bad(edit_fn edit, const msgpack_sbuffer *extra, const char *want)
+{
+    bk_run run;
+    bk_err err = { 0 };
+    assert_int_equal(read_edited(edit, extra, &run, &err), BK_ERR_INPUT);
+    if (!strstr(err.msg, want))
+        fail_msg("expected \"%s\" in \"%s\"", want, err.msg);
+    bk_run_free(&run);
+}
+
+static json_t *arm(json_t *rec, int i) { return json_array_get(json_object_get(rec, "arms"), i); }
+static json_t *proc(json_t *rec, int i, int p)
+{
+    return json_array_get(json_object_get(arm(rec, i), "processes"), p);
+}
+
+/* ---- edits ---- */
+
+static void short_binary_digest(json_t *r)
+{
+    json_object_set_new(json_object_get(r, "identity"), "binary_digest",
+                        json_string("sha256:f35572d4"));
+}
+static void unknown_binary_digest(json_t *r)
+{
+    json_object_set_new(json_object_get(r, "identity"), "binary_digest", json_string("unknown"));
+}
+/* the audit A given two rounds, with its processes doubled to match */
+static void audit_two_rounds(json_t *r)
+{
+    json_t *a = arm(r, 3), *procs = json_object_get(a, "processes");
+    json_object_set_new(a, "rounds", json_integer(2));
+    json_t *copy = json_deep_copy(procs);
+    json_array_extend(procs, copy);
+    json_decref(copy);
+}
+static void broke_but_ok(json_t *r)
+{
+    json_object_set_new(proc(r, 1, 0), "broke_contract", json_true());
+}
+static void fewer_received(json_t *r)
+{
+    json_t *p = proc(r, 0, 1);
+    json_object_set_new(p, "samples_received",
+                        json_integer(json_integer_value(json_object_get(p, "samples_received")) -
+                                     1));
+}
+static void tensor_wrong_shape(json_t *r)
+{
+    json_t *t = json_array_get(json_object_get(json_object_get(r, "quality"), "tensors"), 1);
+    json_object_set_new(t, "shape", json_integer(1));
+}
+static void tensors_short(json_t *r)
+{
+    json_array_remove(json_object_get(json_object_get(r, "quality"), "tensors"), 3);
+}
+static void policy_shared(json_t *r)
+{
+    json_object_set_new(json_object_get(r, "lanes"), "policy", json_string("shared"));
+}
+/* C's processes on B's MPI ranks, whatever `lanes` says */
+static void c_on_b_ranks(json_t *r)
+{
+    for (int p = 0; p < 2; p++)
+        json_object_set_new(proc(r, 1, p), "mpi_rank", json_integer(p));
+}
+
+/* ---- tests ---- */
+
+static void test_fixture_reads(void **state)
+{
+    (void)state;
+    bk_run run;
+    bk_err err = { 0 };
+    if (read_edited(NULL, NULL, &run, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(run.shared_lanes, 0); /* disjoint: ranks [0,1] and [2,3] */
+    assert_int_equal(run.arms[0].world, 2);
+    assert_int_equal(run.arms[0].r[0].ns_seen[0], 100); /* a block of exactly iters samples */
+    assert_int_equal(run.quality.nshapes * run.quality.noutputs, 4);
+    bk_run_free(&run);
+    if (read_edited(unknown_binary_digest, NULL, &run, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    assert_string_equal(run.binary_digest, "unknown");
+    bk_run_free(&run);
+}
+
+static void test_shared_lanes(void **state)
+{
+    (void)state;
+    bk_run run;
+    bk_err err = { 0 };
+    edit_fn edits[] = { policy_shared, c_on_b_ranks };
+    for (int i = 0; i < 2; i++) {
+        if (read_edited(edits[i], NULL, &run, &err) != BK_OK)
+            fail_msg("%s", err.msg);
+        assert_int_equal(run.shared_lanes, 1);
+        bk_run_free(&run);
+    }
+}
+
+static void test_bad_fields(void **state)
+{
+    (void)state;
+    expect_bad(short_binary_digest, NULL, "record.json: identity.binary_digest: "
+                                          "'sha256:f35572d4' is neither");
+    expect_bad(audit_two_rounds, NULL, "record.json: arms[3] (A): rounds 1..16 (1 for an "
+                                       "audit)");
+    expect_bad(broke_but_ok, NULL, "record.json: arms[1].processes[0]: sample counts must be "
+                                   ">= 0, and an engine that broke its contract cannot have "
+                                   "status_ok");
+    expect_bad(fewer_received, NULL, "samples.msgpack: arm B round 1 rank 1: its sample blocks "
+                                     "hold 200 sample(s), the record's arms[0].processes[1]."
+                                     "samples_received says 199");
+    expect_bad(tensor_wrong_shape, NULL, "record.json: quality.tensors[1]: shape 0 tensor");
+    expect_bad(tensors_short, NULL, "record.json: quality.tensors: 3 entries; the plan's 2 "
+                                    "shape(s) x 2 output(s)");
+}
+
+/* One more sample block {arm, rank, shape, ns: [5], round when > 0} after the fixture's. */
+static void block(msgpack_sbuffer *sb, const char *armname, int round)
+{
+    msgpack_packer pk;
+    msgpack_sbuffer_init(sb);
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, round ? 5 : 4);
+    msgpack_pack_str_with_body(&pk, "arm", 3);
+    msgpack_pack_str_with_body(&pk, armname, strlen(armname));
+    msgpack_pack_str_with_body(&pk, "rank", 4);
+    msgpack_pack_uint64(&pk, 0);
+    msgpack_pack_str_with_body(&pk, "shape", 5);
+    msgpack_pack_uint64(&pk, 0);
+    msgpack_pack_str_with_body(&pk, "ns", 2);
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_uint64(&pk, 5);
+    if (round) {
+        msgpack_pack_str_with_body(&pk, "round", 5);
+        msgpack_pack_uint64(&pk, (uint64_t)round);
+    }
+}
+
+static void test_foreign_blocks(void **state)
+{
+    (void)state;
+    msgpack_sbuffer sb;
+    /* an audit arm keeps no samples; a round past the arm's rounds is not the record's */
+    block(&sb, "A", 0);
+    expect_bad(NULL, &sb, "samples.msgpack: the sample block at byte 5201 (arm 'A') does not "
+                          "fit the record");
+    msgpack_sbuffer_destroy(&sb);
+    block(&sb, "B", 2);
+    expect_bad(NULL, &sb, "samples.msgpack: the sample block at byte 5201 (arm 'B') does not "
+                          "fit the record");
+    msgpack_sbuffer_destroy(&sb);
+    block(&sb, "B", 1);
+    expect_bad(NULL, &sb, "samples.msgpack: a second sample block for arm B round 1 rank 0 "
+                          "shape 0 (at byte 5201)");
+    msgpack_sbuffer_destroy(&sb);
+}
+
+/* The samples header {schema, run, nshapes, iters} must match the record's plan. */
+static void header(msgpack_sbuffer *sb, const char *run, uint64_t nshapes, uint64_t iters)
+{
+    msgpack_packer pk;
+    msgpack_sbuffer_init(sb);
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 4);
+    msgpack_pack_str_with_body(&pk, "schema", 6);
+    msgpack_pack_str_with_body(&pk, "bracket.samples/1", 17);
+    msgpack_pack_str_with_body(&pk, "run", 3);
+    msgpack_pack_str_with_body(&pk, run, strlen(run));
+    msgpack_pack_str_with_body(&pk, "nshapes", 7);
+    msgpack_pack_uint64(&pk, nshapes);
+    msgpack_pack_str_with_body(&pk, "iters", 5);
+    msgpack_pack_uint64(&pk, iters);
+}
+
+static void test_samples_header(void **state)
+{
+    (void)state;
+    json_error_t je;
+    json_t *rec = json_load_file(src("record.json"), 0, &je);
+    assert_non_null(rec);
+    char run[128];
+    snprintf(run, sizeof run, "%s", json_string_value(json_object_get(rec, "run_id")));
+    json_decref(rec);
+    msgpack_sbuffer sb;
+    bk_run r;
+    bk_err err = { 0 };
+    header(&sb, run, 2, 100); /* as the fixture's: reads */
+    g_header = &sb;
+    if (read_edited(NULL, NULL, &r, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    bk_run_free(&r);
+    msgpack_sbuffer_destroy(&sb);
+    header(&sb, run, 3, 100);
+    expect_bad(NULL, NULL, "samples.msgpack: header: nshapes 3, the record's plan says 2");
+    msgpack_sbuffer_destroy(&sb);
+    header(&sb, run, 2, 101);
+    expect_bad(NULL, NULL, "samples.msgpack: header: iters 101, the record's plan says 100");
+    msgpack_sbuffer_destroy(&sb);
+    header(&sb, "another-run", 2, 100);
+    expect_bad(NULL, NULL, "samples.msgpack: not the samples of run");
+    msgpack_sbuffer_destroy(&sb);
+    g_header = NULL;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fixture_reads),
+        cmocka_unit_test(test_shared_lanes),
+        cmocka_unit_test(test_bad_fields),
+        cmocka_unit_test(test_foreign_blocks),
+        cmocka_unit_test(test_samples_header),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
