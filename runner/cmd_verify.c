@@ -49,9 +49,9 @@ static void usage(FILE *f)
         "\n"
         "  -v, --variant V       verify V instead of the plan's candidate\n"
         "  -s, --set PATH=VAL    override a plan field first (repeatable)\n"
-        "  -n, --checks N        independent checks with fresh seeds (default 2)\n"
+        "  -n, --checks N        independent checks with fresh seeds, 1..1000 (default 2)\n"
         "  -S, --seed S          seed of the first check (default: from the clock)\n"
-        "  -w, --world N         lane size (default: the plan's tp x ep)\n"
+        "  -w, --world N         lane size, 1..64 (default: the plan's tp x ep)\n"
         "      --no-domain-shapes  only the plan's shapes\n"
         "  -h, --help            this text\n"
         "\n"
@@ -88,8 +88,10 @@ static int parse(int argc, char **argv, verify_opts *o)
         switch (c) {
         case 'v': o->variant = optarg; break;
         case 's':
-            if (o->nsets == MAX_SETS - 2)
+            if (o->nsets == MAX_SETS - 2) {
+                fprintf(stderr, "bracket verify: too many --set (at most %d)\n", MAX_SETS - 2);
                 return -1;
+            }
             o->sets[o->nsets++] = optarg;
             break;
         case 'n':

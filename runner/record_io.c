@@ -82,13 +82,13 @@ bk_status bk_read_file(const char *path, char **data, size_t *len, bk_err *err)
         buf = nb;
         cap *= 2;
     }
-    int bad = ferror(f);
+    int bad = ferror(f), e = errno; /* EISDIR for a folder given as a file */
     fclose(f);
     if (!buf)
         return BK_FAIL(err, BK_ERR_SYSTEM, "%s: out of memory", path);
     if (bad) {
         free(buf);
-        return BK_FAIL(err, BK_ERR_INPUT, "%s: read error", path);
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: cannot read: %s", path, strerror(e));
     }
     buf[n] = '\0';
     *data = buf;

@@ -204,4 +204,10 @@ cat "$IT_TMP/p.log" "$IT_TMP/s.log"
 [ "$rc" = 2 ] && grep -q "unknown key" "$IT_TMP/p.log" || fail "plan check on a bad plan"
 [ "$rc2" = 2 ] && grep -q "cannot read" "$IT_TMP/s.log" || fail "score on a missing record"
 "$BK_BRACKET" plan check "$IT_PLAN" | grep -q ": valid (" || fail "plan check on a good plan"
+# a folder given as the record is named as such (not a bare "read error")
+check_cmd score-dir "$IT_TMP: cannot read: Is a directory" score "$IT_TMP"
+# one --set too many for verify is said, not only the usage printed
+many=()
+for i in $(seq 63); do many+=(--set "workload.seed=$i"); done
+check_cmd vf-sets "bracket verify: too many --set (at most 62)" verify "$IT_PLAN" "${many[@]}"
 echo "PASS: bad input rejected with clear errors"
