@@ -78,6 +78,55 @@ static void test_slurm_variables(void **state)
     assert_int_equal(b.device, 0);
 }
 
+static void test_per_task_gpu_sets(void **state)
+{
+    (void)state;
+    /* Slurm --gpus-per-task=2, 4 tasks on a node: each task sees its own 2 GPUs as 0,1
+     * and is alone in its group: device 0, where local rank 3 of 4 used to be refused */
+    char keys[4][32] = { "0000:19:00.0,0000:3b:00.0", "0000:4c:00.0,0000:5d:00.0",
+                         "0000:9a:00.0,0000:ab:00.0", "0000:ba:00.0,0000:db:00.0" };
+    int gr = -1, gs = -1;
+    bk_bind_group(&keys[0][0], sizeof keys[0], 4, 3, &gr, &gs);
+    assert_int_equal(gr, 0);
+    assert_int_equal(gs, 1);
+    bk_bind_env own = { .cuda_visible_devices = "0,1", .local_rank = gr, .local_size = gs,
+                        .node_size = 4, .device_count = 2 };
+    assert_int_equal(bind_ok(own, BK_LANES_DISJOINT).device, 0);
+    /* two tasks that see the same pair (no device cgroups) take it in rank order */
+    memcpy(keys[2], keys[0], sizeof keys[0]);
+    memcpy(keys[3], keys[1], sizeof keys[1]);
+    bk_bind_group(&keys[0][0], sizeof keys[0], 4, 3, &gr, &gs);
+    assert_int_equal(gr, 1);
+    assert_int_equal(gs, 2);
+    bk_bind_group(&keys[0][0], sizeof keys[0], 4, 0, &gr, &gs);
+    assert_int_equal(gr, 0);
+    assert_int_equal(gs, 2);
+    /* plain mpirun: every rank sees the same GPUs, the group is the node */
+    memcpy(keys[1], keys[0], sizeof keys[0]);
+    memcpy(keys[3], keys[0], sizeof keys[0]);
+    bk_bind_group(&keys[0][0], sizeof keys[0], 4, 3, &gr, &gs);
+    assert_int_equal(gr, 3);
+    assert_int_equal(gs, 4);
+    /* task 3 (its group's second) gets its own device 1, not a refusal */
+    bk_bind_env env = { .cuda_visible_devices = "0,1", .slurm_step_gpus = "0,1,2,3",
+                        .local_rank = 1, .local_size = 2, .node_size = 4, .device_count = 2 };
+    bk_binding b = bind_ok(env, BK_LANES_DISJOINT);
+    assert_int_equal(b.device, 1);
+    assert_false(b.shared);
+    assert_non_null(strstr(b.why, "rank 1 of the 2 of this node's 4 ranks that see these 2 GPUs"));
+    assert_string_equal(b.physical, "1"); /* CUDA_VISIBLE_DEVICES's entry, not the step's */
+    env.cuda_visible_devices = NULL; /* Slurm's list names the step's GPUs, not the task's */
+    b = bind_ok(env, BK_LANES_DISJOINT);
+    assert_string_equal(b.physical, "1");
+    env.slurm_step_gpus = "4,5,6,7";
+    b = bind_ok(env, BK_LANES_DISJOINT);
+    assert_string_equal(b.physical, "1");
+    /* taken as the whole node (the old rule) it would have been refused */
+    bk_bind_env whole = { .local_rank = 3, .local_size = 4, .device_count = 2 };
+    bk_err err = { 0 };
+    assert_int_equal(bk_bind_rank(&whole, BK_LANES_DISJOINT, &b, &err), BK_ERR_INPUT);
+}
+
 static void test_two_ranks_one_gpu(void **state)
 {
     (void)state;
@@ -126,6 +175,7 @@ int main(void)
         cmocka_unit_test(test_one_visible_gpu_is_device_zero),
         cmocka_unit_test(test_visible_list),
         cmocka_unit_test(test_slurm_variables),
+        cmocka_unit_test(test_per_task_gpu_sets),
         cmocka_unit_test(test_two_ranks_one_gpu),
         cmocka_unit_test(test_no_runtime_and_bad_rank),
         cmocka_unit_test(test_env_from_process),

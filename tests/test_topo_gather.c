@@ -25,6 +25,17 @@ static void test_local_rank(void **state)
     assert_int_equal(ls, 1);
 }
 
+static void test_gpu_group_alone(void **state)
+{
+    (void)state;
+    int gr = -1, gs = -1, ns = -1;
+    bk_err err = { 0 };
+    assert_int_equal(bk_topo_gpu_group(&world, "0000:19:00.0", &gr, &gs, &ns, &err), BK_OK);
+    assert_int_equal(gr, 0);
+    assert_int_equal(gs, 1);
+    assert_int_equal(ns, 1);
+}
+
 static void test_gather_probe(void **state)
 {
     (void)state;
@@ -84,7 +95,7 @@ static void test_gather_with_snapshot(void **state)
     bk_topo_free(snap);
 }
 
-/* Child mode, under mpirun -n 3: one host, every rank placed on it. */
+/* Child mode, under mpirun -n 3: one host, every rank placed on it; GPU groups by key. */
 static int child(void)
 {
     bk_topo *t = NULL;
@@ -108,6 +119,15 @@ static int child(void)
             fprintf(stderr, "gathered %d hosts for %d ranks on one machine\n", t->nhosts, size);
     } else {
         bad = t != NULL || pl != NULL; /* only rank 0 gets the result */
+    }
+    /* per-task GPU sets: ranks 0 and 2 see the GPUs "A", rank 1 sees "B" */
+    int gr = -1, gs = -1, ns = -1;
+    if (bk_topo_gpu_group(&world, rank == 1 ? "B" : "A", &gr, &gs, &ns, &err) != BK_OK) {
+        fprintf(stderr, "rank %d: %s\n", rank, err.msg);
+        bad = 1;
+    } else if (gr != (rank == 2) || gs != (rank == 1 ? 1 : 2) || ns != size) {
+        fprintf(stderr, "rank %d: GPU group %d of %d, node %d\n", rank, gr, gs, ns);
+        bad = 1;
     }
     free(pl);
     bk_topo_free(t);
@@ -139,6 +159,7 @@ int main(int argc, char **argv)
     world = MPI_COMM_WORLD;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_local_rank),
+        cmocka_unit_test(test_gpu_group_alone),
         cmocka_unit_test(test_gather_probe),
         cmocka_unit_test(test_gather_with_snapshot),
         cmocka_unit_test(test_gather_three_ranks),

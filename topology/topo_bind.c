@@ -56,6 +56,7 @@ bk_status bk_bind_rank(const bk_bind_env *env, bk_lane_policy policy, bk_binding
         return BK_FAIL(err, BK_ERR_INPUT, "binding: local rank %d of %d is not a valid position",
                        env->local_rank, env->local_size);
     const char *cvd = env->cuda_visible_devices;
+    const int subset = env->node_size > env->local_size; /* other ranks see other GPUs */
     int listed = cvd ? list_entry(cvd, 0, NULL, 0) : -1;
     int n = env->device_count >= 0 ? env->device_count : listed;
     if (n < 0) {
@@ -72,6 +73,12 @@ bk_status bk_bind_rank(const bk_bind_env *env, bk_lane_policy policy, bk_binding
         snprintf(out->why, sizeof out->why,
                  "this process sees exactly one GPU: device 0 (per-task binding, e.g. Slurm "
                  "--gpus-per-task, or a one-entry CUDA_VISIBLE_DEVICES)");
+    } else if (env->local_rank < n && subset) {
+        out->device = env->local_rank;
+        snprintf(out->why, sizeof out->why,
+                 "rank %d of the %d of this node's %d ranks that see these %d GPUs (per-task "
+                 "GPU sets, e.g. Slurm --gpus-per-task): device %d",
+                 env->local_rank, env->local_size, env->node_size, n, out->device);
     } else if (env->local_rank < n) {
         out->device = env->local_rank;
         snprintf(out->why, sizeof out->why, "local rank %d of %d, %d GPUs visible: device %d",
@@ -91,11 +98,26 @@ bk_status bk_bind_rank(const bk_bind_env *env, bk_lane_policy policy, bk_binding
     }
     /* the physical id, for the log: the CUDA_VISIBLE_DEVICES entry (as it
      * names the device), else the entry of Slurm's GPU list, else the ordinal */
-    const char *slurm = env->slurm_step_gpus ? env->slurm_step_gpus : env->slurm_job_gpus;
+    /* Slurm's lists name the step's or job's GPUs, not a task's own subset */
+    const char *slurm = subset ? NULL
+                        : env->slurm_step_gpus ? env->slurm_step_gpus : env->slurm_job_gpus;
     if (!(cvd && list_entry(cvd, out->device, out->physical, sizeof out->physical) > out->device) &&
         !(slurm && list_entry(slurm, out->device, out->physical, sizeof out->physical) > out->device))
         snprintf(out->physical, sizeof out->physical, "%d", out->device);
     if (!out->physical[0])
         snprintf(out->physical, sizeof out->physical, "%d", out->device);
     return BK_OK;
+}
+
+void bk_bind_group(const char *keys, size_t stride, int nlocal, int me, int *group_rank,
+                   int *group_size)
+{
+    const char *mine = keys + (size_t)me * stride;
+    *group_rank = 0;
+    *group_size = 0;
+    for (int i = 0; i < nlocal; i++)
+        if (strncmp(keys + (size_t)i * stride, mine, stride) == 0) {
+            *group_rank += i < me;
+            (*group_size)++;
+        }
 }

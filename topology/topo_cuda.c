@@ -89,6 +89,29 @@ int bk_cuda_device_count(void)
     return n;
 }
 
+void bk_cuda_visible_key(char *buf, size_t n)
+{
+    cuda_api a;
+    int count = 0;
+    size_t len = 0;
+    if (n)
+        buf[0] = '\0';
+    if (!n || load_api(&a) != 0)
+        return;
+    if (a.count(&count) != 0)
+        count = 0;
+    for (int i = 0; i < count; i++) {
+        char raw[64], bus[64];
+        if (a.bus_id(raw, (int)sizeof raw, i) != 0 || norm_bus(raw, bus, sizeof bus) != 0)
+            snprintf(bus, sizeof bus, "?%d", i);
+        int w = snprintf(buf + len, n - len, "%s%s", i ? "," : "", bus);
+        if (w < 0 || (size_t)w >= n - len)
+            break; /* cut: the buffer ends with what fitted */
+        len += (size_t)w;
+    }
+    unload_api(&a);
+}
+
 bk_status bk_cuda_bus_id(int ordinal, char *buf, size_t n, bk_err *err)
 {
     cuda_api a;

@@ -53,6 +53,38 @@ out:
     return st;
 }
 
+bk_status bk_topo_gpu_group(const void *comm, const char *key, int *group_rank,
+                            int *group_size, int *node_size, bk_err *err)
+{
+    enum { STRIDE = BK_VISIBLE_KEY_MAX };
+    bk_status st = BK_OK;
+    MPI_Comm node = MPI_COMM_NULL;
+    char mine[STRIDE], *keys = NULL;
+    int rank, me, n;
+    memset(mine, 0, sizeof mine);
+    bk_strlcpy(mine, key, sizeof mine);
+    MPI_TRY(MPI_Comm_rank(*(const MPI_Comm *)comm, &rank));
+    MPI_TRY(MPI_Comm_split_type(*(const MPI_Comm *)comm, MPI_COMM_TYPE_SHARED, rank,
+                                MPI_INFO_NULL, &node));
+    MPI_TRY(MPI_Comm_rank(node, &me));
+    MPI_TRY(MPI_Comm_size(node, &n));
+    keys = malloc((size_t)n * STRIDE);
+    int have = keys != NULL, all = 0; /* every rank of the node goes on, or none */
+    MPI_TRY(MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, node));
+    if (!all) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "GPU groups: out of memory for %d keys on a rank", n);
+        goto out;
+    }
+    MPI_TRY(MPI_Allgather(mine, STRIDE, MPI_CHAR, keys, STRIDE, MPI_CHAR, node));
+    bk_bind_group(keys, STRIDE, n, me, group_rank, group_size);
+    *node_size = n;
+out:
+    free(keys);
+    if (node != MPI_COMM_NULL)
+        MPI_Comm_free(&node);
+    return st;
+}
+
 /* NUMA index (into h->numa) whose cpus hold `cpu`, or -1. */
 static int numa_of_cpu(const bk_topo_host *h, int cpu)
 {

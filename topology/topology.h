@@ -128,6 +128,10 @@ bk_status bk_topo_probe_cuda(bk_topo_host *h, bk_err *err);
 bk_status bk_cuda_bus_id(int ordinal, char *buf, size_t n, bk_err *err);
 /* CUDA device count seen by this process; -1 without a runtime or driver. */
 int bk_cuda_device_count(void);
+/* The PCI bus ids of every device this process sees, in ordinal order, joined by ','
+ * ("" with no CUDA or no device; cut at n - 1 bytes): which GPUs a rank sees. */
+void bk_cuda_visible_key(char *buf, size_t n);
+#define BK_VISIBLE_KEY_MAX 1024 /* 64 bus ids of 12 bytes and their commas fit */
 
 /* ---- snapshots (topo_snapshot.c) ---- */
 
@@ -238,8 +242,11 @@ typedef struct bk_bind_env {
     const char *cuda_visible_devices; /* CUDA_VISIBLE_DEVICES */
     const char *slurm_step_gpus;      /* SLURM_STEP_GPUS (physical ids of the step) */
     const char *slurm_job_gpus;       /* SLURM_JOB_GPUS */
-    int local_rank;                   /* from MPI_Comm_split_type(SHARED) */
-    int local_size;
+    int local_rank;                   /* place among the node's ranks that see the same
+                                         GPUs (bk_bind_group); all of them see the same
+                                         GPUs under plain mpirun */
+    int local_size;                   /* how many ranks of the node see those GPUs */
+    int node_size;                    /* all ranks of the node; 0: the same as local_size */
     int device_count;                 /* CUDA devices this process sees; -1 unknown */
 } bk_bind_env;
 
@@ -255,10 +262,18 @@ void bk_bind_env_from_process(bk_bind_env *env, int local_rank, int local_size,
                               int device_count);
 /* The binding rules: a process that sees exactly one device uses device 0
  * (Slurm --gpus-per-task, one-entry CUDA_VISIBLE_DEVICES); otherwise device =
- * local rank; more local ranks than devices share devices round-robin, which is
- * refused (BK_ERR_INPUT) unless policy is BK_LANES_SHARED. No device: device -1. */
+ * local rank (its place among the node's ranks that see the same devices: under
+ * Slurm --gpus-per-task=k each task's k GPUs are numbered from 0 in it); more
+ * such ranks than devices share devices round-robin, which is refused
+ * (BK_ERR_INPUT) unless policy is BK_LANES_SHARED. No device: device -1. */
 bk_status bk_bind_rank(const bk_bind_env *env, bk_lane_policy policy, bk_binding *out,
                        bk_err *err);
+
+/* The group of one node's ranks that see the same GPUs: keys holds `nlocal` NUL-ended
+ * strings `stride` bytes apart, entry i the key of local rank i (bk_cuda_visible_key);
+ * *group_rank is how many ranks before `me` have me's key, *group_size how many have it. */
+void bk_bind_group(const char *keys, size_t stride, int nlocal, int me, int *group_rank,
+                   int *group_size);
 
 /* ---- gathering over MPI (topo_gather.c) ---- */
 
@@ -273,6 +288,13 @@ bk_status bk_bind_rank(const bk_bind_env *env, bk_lane_policy policy, bk_binding
  * `snapshot` is used; pass it on every rank so that no node probes needlessly. */
 bk_status bk_topo_gather(const void *comm, const bk_topo *snapshot, const char *bus_id,
                          bk_topo **out, bk_rank_place **places, bk_err *err);
+
+/* Collective over `comm` (MPI_Comm*): among the ranks of this node
+ * (MPI_Comm_split_type SHARED), those whose `key` (bk_cuda_visible_key; cut at
+ * BK_VISIBLE_KEY_MAX - 1 bytes) equals this rank's: *group_rank is this rank's place
+ * among them, *group_size their count, *node_size the node's ranks. */
+bk_status bk_topo_gpu_group(const void *comm, const char *key, int *group_rank,
+                            int *group_size, int *node_size, bk_err *err);
 
 /* Local rank and size from MPI_Comm_split_type(SHARED) over `comm` (MPI_Comm*). */
 bk_status bk_topo_local_rank(const void *comm, int *local_rank, int *local_size, bk_err *err);
