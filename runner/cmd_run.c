@@ -522,9 +522,7 @@ out:
     free(places);
     free(plan_text);
     if (run) {
-        for (int i = 0; i < BK_ARM_NAMES; i++)
-            bk_arm_free(&run->arms[i], run->plan.workload.nshapes, run->noutputs);
-        bk_run_free(run);
+        bk_run_free(run); /* the arms too */
         free(run);
     }
     fflush(stdout);

@@ -560,9 +560,7 @@ int bk_cmd_score(int argc, char **argv)
        : sc.verdict == BK_VERDICT_FAIL ? BK_EXIT_FAIL : BK_EXIT_NO_DECISION;
 out:
     json_decref(rec);
-    for (int i = 0; i < BK_ARM_NAMES; i++)
-        bk_arm_free(&run->arms[i], run->plan.workload.nshapes, run->noutputs);
-    bk_run_free(run);
+    bk_run_free(run); /* the arms too */
     free(run);
     return rc;
 }

@@ -215,10 +215,10 @@ const char *bk_arm_round_name(int idx, int round, char buf[BK_ARM_LEN])
 
 void bk_arm_free(bk_arm_run *arm, int nshapes, int noutputs)
 {
-    if (!arm || !arm->r)
+    if (!arm)
         return;
     const int rounds = bk_arm_rounds(arm);
-    for (int r = 0; r < rounds * arm->world; r++) {
+    for (int r = 0; arm->r && r < rounds * arm->world; r++) {
         bk_rank_data *d = &arm->r[r];
         for (int s = 0; d->ns && s < nshapes; s++)
             free(d->ns[s]);

@@ -470,6 +470,8 @@ void bk_run_free(bk_run *run)
 {
     if (!run)
         return;
+    for (int i = 0; i < BK_ARM_NAMES; i++) /* also what a failed read had filled */
+        bk_arm_free(&run->arms[i], run->plan.workload.nshapes, run->noutputs);
     bk_plan_free(&run->plan);
     free(run->hosts);
     free(run->quality.per);

@@ -128,6 +128,8 @@ json_t *bk_record_arm_json(const bk_run *run, const bk_score *sc, int idx);
 /* Read a record back for `bracket score`: the plan, arms (status, processes
  * and samples from samples.msgpack) and quality; enough to re-evaluate. */
 bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err);
+/* Frees what a run or a read holds (the arms too; also after a failed read); the struct
+ * itself is the caller's. */
 void bk_run_free(bk_run *run);
 
 #endif
