@@ -12,7 +12,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-run-as-root)
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps build demo test bench clean
+.PHONY: all deps build demo test test-sanitize bench clean
 
 all: build
 
@@ -40,6 +40,14 @@ test: build
 	@cd $(BUILD) && { ctest --output-on-failure --timeout 900; rc=$$?; \
 	  grep -ho "SKIP:.*" Testing/Temporary/LastTest.log | sort | uniq -c | sed 's/^/skipped: /'; \
 	  exit $$rc; }
+
+# The same suite (gpu tests left out) on a build of the C code with AddressSanitizer and
+# UndefinedBehaviorSanitizer, cpu backend only, in $(BUILD)-sanitize; CI runs it after `test`.
+test-sanitize: deps
+	@[ -f $(BUILD)-sanitize/CMakeCache.txt ] || cmake -S . -B $(BUILD)-sanitize $(GENERATOR) \
+	  -DBK_SANITIZE=ON -DBK_CUDA=OFF -DBK_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(BUILD)-sanitize -j $$(nproc)
+	@cd $(BUILD)-sanitize && ctest --output-on-failure --timeout 900 -LE gpu
 
 bench: build
 	@./tests/bench/run-all.sh $(BUILD)
