@@ -8,22 +8,7 @@
 # Skips (exit 77) with the reason where there is no GPU or no cuda build.
 . "$(dirname "$0")/../integration/lib.sh"
 set -e
-# a binary that cannot start (a library missing) is a failure, not a skip
-help=$("$BK_BRACKET" --help 2>&1) || fail "$BK_BRACKET --help: exit $?: $help"
-if ! grep -q "backends in this build: cpu cuda" <<<"$help"; then
-    echo "SKIP: this build has no cuda backend (no CUDA toolkit found at configure time)"; exit 77
-fi
-if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
-    echo "SKIP: no NVIDIA GPU visible (nvidia-smi -L failed)"; exit 77
-fi
-export NCCL_NVLS_ENABLE=0
-ngpu=$(nvidia-smi -L | grep -c '^GPU')
-plan=$BK_SOURCE_DIR/plans/demo-cuda.json
-if [ "$ngpu" -ge 2 ]; then
-    np=$(( ngpu / 2 * 2 )); sets=(--set "arena.tp=$(( ngpu / 2 ))")
-else
-    np=1; sets=(--set arena.tp=1 --set lanes.policy=shared)
-fi
+. "$(dirname "$0")/gpu_lib.sh"
 it_run cuda "$np" "$plan" "${sets[@]}"
 expect_verdict_from_record
 python3 - "$RECORD" "$ngpu" <<'PY' || fail "record"
