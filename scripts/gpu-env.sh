@@ -36,12 +36,12 @@ if ! ls /usr/local/cuda/include/nccl.h /usr/include/nccl.h >/dev/null 2>&1; then
   fi
 fi
 
-build_tree() { # build_tree SRC BUILD [TARGET...]
+build_tree() { # build_tree SRC BUILD [TARGET...]; BK_CMAKE_EXTRA: more cmake arguments
   local s=$1 b=$2; shift 2
   rm -f "$b/CMakeCache.txt" # pkg-config answers are cached: always ask again
   cmake -S "$s" -B "$b" -G Ninja -DBK_CUDA=ON -DBK_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" \
-    "${nccl_args[@]}" >"$out/cmake-$(basename "$b").log" 2>&1 || { tail -30 "$out/cmake-$(basename "$b").log"; return 1; }
+    "${nccl_args[@]}" ${BK_CMAKE_EXTRA:-} >"$out/cmake-$(basename "$b").log" 2>&1 || { tail -30 "$out/cmake-$(basename "$b").log"; return 1; }
   cmake --build "$b" -j "$(nproc)" ${1:+--target "$@"}
 }
 

@@ -2,7 +2,7 @@
 # gpu-run.sh - build, test and benchmark bracket's cuda backend on a GPU machine that has
 # CUDA, NCCL, Open MPI and hwloc but no ZeroMQ, msgpack-c, jansson or cmocka, in one call.
 #
-#   scripts/gpu-run.sh [STEP...]        STEP: build test break bench torch ipc sanitize
+#   scripts/gpu-run.sh [STEP...]        STEP: build test break bench torch ipc sanitize asan
 #                                       (default: build test break bench torch)
 #
 # Environment:
@@ -28,7 +28,8 @@
 # against the two IPC variants across GPUs at worlds 2, 4, 8 as far as the machine's GPUs go;
 # skipped on a one-GPU machine), sanitize (GPU test programs under compute-sanitizer: memcheck
 # with leak check, racecheck, synccheck, initcheck, forked children followed; a line per run
-# with the exit status and the tool's error summary, logs in $OUT/sanitize-TEST-TOOL.log).
+# with the exit status and the tool's error summary, logs in $OUT/sanitize-TEST-TOOL.log),
+# asan (the GPU tests on a build of the host code with AddressSanitizer and UBSan).
 set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$src/gpu-out}
@@ -107,6 +108,15 @@ for s in $steps; do
       echo "sanitize $t $tool: exit $r in $(( $(date +%s) - t0 )) s;" \
         "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY' "$log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
     done
+    ;;
+  asan)
+    # the host code (C) under AddressSanitizer and UBSan, the kernels as always: a build of
+    # its own ($build-asan), then the GPU tests; leaks are the unit tests' business (CI)
+    BK_CMAKE_EXTRA="-DBK_SANITIZE=ON -DBK_BENCH=OFF" build_tree "$src" "$build-asan" >"$out/asan-build.log" 2>&1 \
+      || { grep -E "error|FAILED" "$out/asan-build.log" | head -20; rc=1; continue; }
+    nm "$build-asan/bracket" | grep -q __asan_init || { echo "asan: the build is not instrumented"; rc=1; continue; }
+    (cd "$build-asan" && ctest -L gpu --output-on-failure --timeout 600 2>&1) | tee "$out/asan-test-gpu.log" | tail -25 || rc=1
+    grep -E "ERROR: AddressSanitizer|runtime error:" "$out/asan-test-gpu.log" | sort | uniq -c | head -20
     ;;
   *) echo "unknown step $s"; exit 2 ;;
   esac
