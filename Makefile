@@ -41,13 +41,14 @@ test: build
 	  grep -ho "SKIP:.*" Testing/Temporary/LastTest.log | sort | uniq -c | sed 's/^/skipped: /'; \
 	  exit $$rc; }
 
-# The same suite (gpu tests left out) on a build of the C code with AddressSanitizer and
-# UndefinedBehaviorSanitizer, cpu backend only, in $(BUILD)-sanitize; CI runs it after `test`.
+# The same suite (gpu tests left out, and the Slurm test: srun's plumbing, run again by CI's
+# real Slurm job) on a build of the C code with AddressSanitizer and UndefinedBehaviorSanitizer,
+# cpu backend only, in $(BUILD)-sanitize; CI runs it after `test`.
 test-sanitize: deps
 	@[ -f $(BUILD)-sanitize/CMakeCache.txt ] || cmake -S . -B $(BUILD)-sanitize $(GENERATOR) \
 	  -DBK_SANITIZE=ON -DBK_CUDA=OFF -DBK_BENCH=OFF $(CMAKE_FLAGS)
 	cmake --build $(BUILD)-sanitize -j $$(nproc)
-	@cd $(BUILD)-sanitize && ctest --output-on-failure --timeout 900 -LE gpu
+	@cd $(BUILD)-sanitize && ctest --output-on-failure --timeout 900 -LE gpu -E '^it_test_slurm$$'
 
 bench: build
 	@./tests/bench/run-all.sh $(BUILD)
