@@ -266,6 +266,12 @@ int bk_cmd_lanes(int argc, char **argv)
     bk_status st = get_topology(file, xml, 0, &t, &rank, &inited, &err);
     if (st == BK_OK)
         st = cpu ? cpu_places(t, cpu, &pl, &err) : bk_places_one_per_gpu(t, &pl, &nranks, &err);
+    if (st == BK_ERR_INPUT && !cpu && t && bk_topo_ngpus(t) == 0) { /* say what would work */
+        size_t len = strlen(err.msg);
+        snprintf(err.msg + len, sizeof err.msg - len, " (lanes of CPU slots, as the cpu backend "
+                 "runs them: --cpu-slots N%s)",
+                 file || xml ? "" : "; another machine's GPUs: --topology FILE");
+    }
     if (cpu)
         nranks = cpu;
     pick = calloc(1, sizeof *pick);

@@ -210,4 +210,14 @@ check_cmd score-dir "$IT_TMP: cannot read: Is a directory" score "$IT_TMP"
 many=()
 for i in $(seq 63); do many+=(--set "workload.seed=$i"); done
 check_cmd vf-sets "bracket verify: too many --set (at most 62)" verify "$IT_PLAN" "${many[@]}"
+# lanes on a topology without GPUs says what would work
+python3 - "$BK_SOURCE_DIR/tests/fixtures/topo/box6_nvlink.json" "$IT_TMP/nogpu.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+for h in t["hosts"]:
+    h["gpus"], h["links"], h["gpu_nic"] = [], [], []
+json.dump(t, open(sys.argv[2], "w"))
+PY
+check_cmd lanes-nogpu "nogpu.json: the topology has no GPU (lanes of CPU slots, as the cpu backend runs them: --cpu-slots N)" \
+    lanes --tp 2 --topology "$IT_TMP/nogpu.json"
 echo "PASS: bad input rejected with clear errors"
