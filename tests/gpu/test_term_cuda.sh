@@ -10,9 +10,10 @@
 . "$(dirname "$0")/../integration/fault_lib.sh"
 set -e
 . "$(dirname "$0")/gpu_lib.sh"
-# an A/A with many iterations: arm C runs for seconds
+# an A/A with many iterations, so that arm C still runs when the signal comes (at 20000 the
+# whole test took 11 s on one H200; 60000 leaves room for the faster steps of larger lanes)
 it_start term "$np" "$plan" "${sets[@]}" --set candidate.variant=nccl_then_rmsnorm \
-    --set workload.iters=20000 --set protocol.repeats=1
+    --set workload.iters=60000 --set protocol.repeats=1
 wait_engines C "$nc"
 sleep 1 # inside C's timed loop, past its start-up
 t0=$(date +%s.%N)
