@@ -325,17 +325,14 @@ int bk_cmd_run(int argc, char **argv)
     memset(&bind, 0, sizeof bind);
     bind.device = -1;
     char bus_id[64] = "";
+    /* local rank among the node's ranks that see the same GPUs (Slurm --gpus-per-task=k
+     * numbers each task's own k GPUs from 0); the cpu backend's ranks all share one key */
     int node_size = 0;
-    if (pm.backend != BK_BACKEND_CUDA) {
-        if (bk_topo_local_rank(&world, &local_rank, &local_size, &err) != BK_OK)
-            bad = 1;
-    } else { /* local rank among the node's ranks that see the same GPUs (Slurm
-              * --gpus-per-task=k numbers each task's own k GPUs from 0) */
-        char key[BK_VISIBLE_KEY_MAX];
+    char key[BK_VISIBLE_KEY_MAX] = "";
+    if (pm.backend == BK_BACKEND_CUDA)
         bk_cuda_visible_key(key, sizeof key);
-        if (bk_topo_gpu_group(&world, key, &local_rank, &local_size, &node_size, &err) != BK_OK)
-            bad = 1;
-    }
+    if (bk_topo_gpu_group(&world, key, &local_rank, &local_size, &node_size, &err) != BK_OK)
+        bad = 1;
     if (!bad && pm.backend == BK_BACKEND_CUDA) {
         bk_bind_env be;
         const int ndev = bk_cuda_device_count();

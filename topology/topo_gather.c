@@ -37,22 +37,6 @@ static bk_status mpi_fail(bk_err *err, int rc, const char *what)
         }                                                                                          \
     } while (0)
 
-bk_status bk_topo_local_rank(const void *comm, int *local_rank, int *local_size, bk_err *err)
-{
-    bk_status st = BK_OK;
-    MPI_Comm node = MPI_COMM_NULL;
-    int rank;
-    MPI_TRY(MPI_Comm_rank(*(const MPI_Comm *)comm, &rank));
-    MPI_TRY(MPI_Comm_split_type(*(const MPI_Comm *)comm, MPI_COMM_TYPE_SHARED, rank,
-                                MPI_INFO_NULL, &node));
-    MPI_TRY(MPI_Comm_rank(node, local_rank));
-    MPI_TRY(MPI_Comm_size(node, local_size));
-out:
-    if (node != MPI_COMM_NULL)
-        MPI_Comm_free(&node);
-    return st;
-}
-
 bk_status bk_topo_gpu_group(const void *comm, const char *key, int *group_rank,
                             int *group_size, int *node_size, bk_err *err)
 {
@@ -83,6 +67,12 @@ out:
     if (node != MPI_COMM_NULL)
         MPI_Comm_free(&node);
     return st;
+}
+
+bk_status bk_topo_local_rank(const void *comm, int *local_rank, int *local_size, bk_err *err)
+{
+    int node_size = 0; /* one key for all: the group is the node */
+    return bk_topo_gpu_group(comm, "", local_rank, local_size, &node_size, err);
 }
 
 /* NUMA index (into h->numa) whose cpus hold `cpu`, or -1. */

@@ -296,7 +296,8 @@ bk_status bk_topo_gather(const void *comm, const bk_topo *snapshot, const char *
 bk_status bk_topo_gpu_group(const void *comm, const char *key, int *group_rank,
                             int *group_size, int *node_size, bk_err *err);
 
-/* Local rank and size from MPI_Comm_split_type(SHARED) over `comm` (MPI_Comm*). */
+/* Local rank and size from MPI_Comm_split_type(SHARED) over `comm` (MPI_Comm*):
+ * bk_topo_gpu_group with one key for every rank. */
 bk_status bk_topo_local_rank(const void *comm, int *local_rank, int *local_size, bk_err *err);
 
 /* Hostname and boot id of this machine. */
