@@ -20,40 +20,21 @@
 #include "runner/coordinator.h"
 #include "runner/wire.h"
 
+#include "coord_fixture.h"
+
 #define RUN "test-coord-batches"
 #define ITERS 4
 #define NSHAPES 2
 #define BOUND_NS 10000000000ull /* every wait below is bounded by this */
 
-typedef struct fixture {
-    bk_coord *c;
-    bk_arm_run arm;
-    void *zctx;
-} fixture;
+typedef coord_fixture fixture;
 
 static void open_coord(fixture *f, int world, int audit)
 {
-    bk_err err = { 0 };
-    memset(f, 0, sizeof *f);
-    assert_int_equal(bk_coord_open(&f->c, RUN, NSHAPES, ITERS, 1, &err), BK_OK);
-    f->arm.idx = audit ? BK_ARM_IDX_A : BK_ARM_IDX_B;
-    f->arm.name = audit ? "A" : "B";
-    f->arm.audit = audit;
-    f->arm.world = world;
-    f->arm.r = calloc((size_t)world, sizeof *f->arm.r);
-    f->arm.lane = calloc((size_t)world, sizeof *f->arm.lane);
-    assert_non_null(f->arm.r);
-    assert_int_equal(bk_coord_begin_arm(f->c, &f->arm, &err), BK_OK);
-    f->zctx = zmq_ctx_new();
-    assert_non_null(f->zctx);
+    coord_fixture_open(f, RUN, NSHAPES, ITERS, NULL, world, audit);
 }
 
-static void close_coord(fixture *f)
-{
-    zmq_ctx_term(f->zctx);
-    bk_arm_free(&f->arm, NSHAPES, 1);
-    bk_coord_close(f->c);
-}
+static void close_coord(fixture *f) { coord_fixture_close(f); }
 
 static void *socket_to(fixture *f, int type, const char *ep)
 {

@@ -23,6 +23,8 @@
 #include "runner/transport.h"
 #include "runner/wire.h"
 
+#include "coord_fixture.h"
+
 #define RUN "test-transport-run"
 #define ITERS 4
 #define BOUND_NS 10000000000ull /* every wait below is bounded by this */
@@ -125,34 +127,14 @@ static void test_pick(void **state)
 
 /* ---- the coordinator ---- */
 
-typedef struct fixture {
-    bk_coord *c;
-    bk_arm_run arm;
-    void *zctx;
-} fixture;
+typedef coord_fixture fixture;
 
 static void open_coord(fixture *f, const bk_transport *t, int world)
 {
-    bk_err err = { 0 };
-    memset(f, 0, sizeof *f);
-    assert_int_equal(bk_coord_open_ex(&f->c, RUN, 1, ITERS, 1, t, &err), BK_OK);
-    f->arm.idx = BK_ARM_IDX_B;
-    f->arm.name = "B";
-    f->arm.world = world;
-    f->arm.r = calloc((size_t)world, sizeof *f->arm.r);
-    f->arm.lane = calloc((size_t)world, sizeof *f->arm.lane);
-    assert_non_null(f->arm.r);
-    assert_int_equal(bk_coord_begin_arm(f->c, &f->arm, &err), BK_OK);
-    f->zctx = zmq_ctx_new();
-    assert_non_null(f->zctx);
+    coord_fixture_open(f, RUN, 1, ITERS, t, world, 0);
 }
 
-static void close_coord(fixture *f)
-{
-    zmq_ctx_term(f->zctx);
-    bk_arm_free(&f->arm, 1, 1);
-    bk_coord_close(f->c);
-}
+static void close_coord(fixture *f) { coord_fixture_close(f); }
 
 static void *push_to(fixture *f, const char *ep, const bk_curve_keys *k)
 {
