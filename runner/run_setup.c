@@ -101,12 +101,66 @@ static bk_status check_lane_p2p(const bk_run *run, const bk_topo *topo,
     return BK_OK;
 }
 
+/* Where a lane's members may be. Peer memory is one host's: the cpu engines of a lane share
+ * POSIX memory, and a cuda variant that needs CUDA peer access maps its peers' memory, so
+ * such a lane stays on one host. A cuda lane whose variants need no peer memory (the NCCL
+ * incumbent, the MoE variants) may span hosts: NCCL joins them over the network, and the
+ * lane barrier is an NCCL allreduce there (bk_cuda_comm_barrier). A host is what the
+ * topology tells apart (hostname + boot id, places[].host), not the hostname alone: two
+ * containers or cloned nodes with one hostname are two hosts (their engines could neither
+ * share memory nor meet on an ipc:// endpoint). *remote: 1 when a member of either lane is
+ * on another host than rank 0 (the coordinator is then reached over tcp with CURVE); *span:
+ * 1 when a lane spans hosts. */
+static bk_status lanes_hosts(const bk_run *run, const bk_rank_place *places, int *remote,
+                             int *span, bk_err *err)
+{
+    const bk_plan *p = &run->plan;
+    const int L = run->lane_size;
+    const int cuda = run->backend == BK_BACKEND_CUDA;
+    const bk_variant_ref *needs = NULL; /* a variant that would map peer memory */
+    if (cuda && serves_with_p2p(p, &p->incumbent, run->backend))
+        needs = &p->incumbent;
+    else if (cuda && serves_with_p2p(p, &p->candidate, run->backend))
+        needs = &p->candidate;
+    *remote = *span = 0;
+    for (int k = 0; k < 2; k++) {
+        const int *lane = k ? run->candidate : run->baseline;
+        int a = lane[0], b = -1;
+        for (int i = 1; i < L && b < 0; i++)
+            if (places[lane[i]].host != places[a].host)
+                b = lane[i];
+        if (b >= 0 && (!cuda || needs)) {
+            char why[BK_WHY_LEN];
+            if (cuda)
+                snprintf(why, sizeof why, "the %s %s needs CUDA peer memory, which is one "
+                         "host's", needs == &p->incumbent ? "incumbent" : "candidate",
+                         needs->name);
+            else
+                bk_strlcpy(why, "the cpu engines of a lane share memory, which is one host's",
+                           sizeof why);
+            return BK_FAIL(err, BK_ERR_UNSUPPORTED,
+                           "the %s lane spans hosts (MPI rank %d on %s, rank %d on %s%s): %s, "
+                           "so place each lane's %d ranks on one host (e.g. srun "
+                           "--ntasks-per-node=%d)", k ? "candidate" : "baseline", a,
+                           run->hosts[a], b, run->hosts[b],
+                           strcmp(run->hosts[a], run->hosts[b]) ? ""
+                                                                : ", another host of that name",
+                           why, L, L);
+        }
+        *span |= b >= 0;
+        for (int i = 0; i < L; i++)
+            if (places[lane[i]].host != places[0].host)
+                *remote = 1;
+    }
+    return BK_OK;
+}
+
 /* Lanes from the gathered topology (topology/topology.h): a baseline lane and a
  * disjoint candidate lane of equal signature, or both the same ranks under
- * lanes.policy shared. A lane stays on one host; lanes on another host than
- * rank 0 meet it over tcp with CURVE (*remote). */
-static bk_status pick_lanes(bk_run *run, const bk_topo *topo, const bk_rank_place *places,
-                            int *remote, bk_err *err)
+ * lanes.policy shared, on hosts as lanes_hosts allows; lanes on another host than rank 0
+ * meet it over tcp with CURVE (*remote). */
+bk_status bk__pick_lanes(bk_run *run, const bk_topo *topo, const bk_rank_place *places,
+                         int *remote, bk_err *err)
 {
     const bk_plan *p = &run->plan;
     int L = p->arena.tp * p->arena.ep;
@@ -140,35 +194,16 @@ static bk_status pick_lanes(bk_run *run, const bk_topo *topo, const bk_rank_plac
                    ? "shared lanes: B and C ran on the same ranks (a rehearsal, not a bracket)"
                    : pick->why, sizeof run->lane_note);
     free(pick);
-    /* peer memory (POSIX shm, CUDA IPC) is one host's: a lane stays on one host, but a
-     * lane on another host than rank 0 is reached over tcp (*remote). A host is what the
-     * topology tells apart (hostname + boot id, places[].host), not the hostname alone: two
-     * containers or cloned nodes with one hostname are two hosts (their engines could
-     * neither share memory nor meet on an ipc:// endpoint). */
-    *remote = 0;
-    for (int k = 0; k < 2; k++) {
-        const int *lane = k ? run->candidate : run->baseline;
-        int a = -1, b = -1;
-        if (places ? !bk_lane_one_host(places, lane, L, &a, &b) : 0)
-            return BK_FAIL(err, BK_ERR_UNSUPPORTED,
-                           "the %s lane spans hosts (MPI rank %d on %s, rank %d on %s%s): "
-                           "peer memory is one host's, so place each lane's %d ranks on "
-                           "one host (e.g. srun --ntasks-per-node=%d)",
-                           k ? "candidate" : "baseline", a, run->hosts[a], b, run->hosts[b],
-                           strcmp(run->hosts[a], run->hosts[b]) ? ""
-                                                                : ", another host of that name",
-                           L, L);
-        for (int i = 0; i < L; i++) {
-            const char *h = run->hosts[lane[i]], *h0 = run->hosts[lane[0]];
-            if (!places && strcmp(h, h0) != 0)
-                return BK_FAIL(err, BK_ERR_UNSUPPORTED,
-                               "the %s lane spans hosts (MPI rank %d on %s, rank %d on %s): "
-                               "peer memory is one host's, so place each lane's %d ranks on "
-                               "one host (e.g. srun --ntasks-per-node=%d)",
-                               k ? "candidate" : "baseline", lane[0], h0, lane[i], h, L, L);
-            if (places ? places[lane[i]].host != places[0].host : strcmp(h, run->hosts[0]) != 0)
-                *remote = 1;
-        }
+    int span = 0;
+    if ((st = lanes_hosts(run, places, remote, &span, err)) != BK_OK)
+        return st;
+    if (span) { /* the finder's why says how many hosts a lane has */
+        size_t n = strlen(run->lane_note);
+        snprintf(run->lane_note + n, sizeof run->lane_note - n, "; each lane spans hosts: "
+                 "NCCL between them, tcp with CURVE to rank 0");
+    } else if (*remote) {
+        bk_strlcpy(run->lane_note, "disjoint lanes on two hosts (tcp with CURVE)",
+                   sizeof run->lane_note);
     }
     return check_lane_p2p(run, topo, places, err);
 }
@@ -248,7 +283,7 @@ int bk__setup_run(const bk__run_opts *o, bk_run *run, const bk_topo *topo,
 {
     bk_status st;
     int remote = 0;
-    if ((st = pick_lanes(run, topo, places, &remote, err)) != BK_OK)
+    if ((st = bk__pick_lanes(run, topo, places, &remote, err)) != BK_OK)
         return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     char nic[64] = "";
     const char *iface = o->iface;
@@ -256,9 +291,6 @@ int bk__setup_run(const bk__run_opts *o, bk_run *run, const bk_topo *topo,
         iface = nic;
     if ((st = bk_transport_pick(iface, o->port, remote, tr, err)) != BK_OK)
         return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
-    if (remote)
-        bk_strlcpy(run->lane_note, "disjoint lanes on two hosts (tcp with CURVE)",
-                   sizeof run->lane_note);
     if (topo)
         bk_strlcpy(run->topo_digest, topo->digest, sizeof run->topo_digest);
     make_run_id(&run->plan, run->run_id, sizeof run->run_id);

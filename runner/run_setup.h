@@ -30,6 +30,16 @@ typedef struct bk__run_opts {
  * message in err. */
 int bk__setup_plan(const bk__run_opts *o, bk_run *run, char **plan_text, bk_err *err);
 
+/* Rank 0's lanes (part of the second step; tests call it alone): the baseline and candidate
+ * lanes of run->plan on `places` (one per rank, from the gathered topology `topo`; host
+ * names from run->hosts), into run->baseline, run->candidate, run->lane_size,
+ * run->lane_signature and run->lane_note. A lane may span hosts only on the cuda backend when no variant the plan
+ * calls on it needs CUDA peer memory; else BK_ERR_UNSUPPORTED naming the lane, two of its
+ * ranks and their hosts, and why. *remote: 1 when a lane member is on another host than
+ * rank 0 (the coordinator's endpoints must then be tcp). */
+bk_status bk__pick_lanes(bk_run *run, const bk_topo *topo, const bk_rank_place *places,
+                         int *remote, bk_err *err);
+
 /* Rank 0's second step: lanes from the gathered topology, the transport (tcp with CURVE
  * when a lane is on another host or --iface says so), run id, output folder (checked for
  * room), the coordinator in *coord and topology.json. 0, else the exit status with the

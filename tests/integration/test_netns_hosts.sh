@@ -54,4 +54,11 @@ two_hosts split 1 3 "$IT_PLAN"
 grep -q "no two disjoint lanes of 2 CPU slots have equal signatures" "$OUT" ||
     fail "a lane across hosts: unclear error"
 grep -q "h2" "$OUT" || fail "a lane across hosts: the closest pair does not show the 2 hosts"
+# one lane over both hosts (shared, TP 4 on 2 + 2 ranks): the finder takes it, and the cpu
+# backend refuses it before any engine starts, saying why (its engines share memory)
+two_hosts span 2 2 "$IT_PLAN" --set arena.tp=4 --set lanes.policy=shared
+[ "$RC" = 2 ] || fail "a cpu lane spanning hosts: expected exit 2, got $RC"
+grep -q "the baseline lane spans hosts (MPI rank 0 on $(hostname), rank 2 on bk-node-b): the cpu engines of a lane share memory, which is one host's" "$OUT" ||
+    fail "a cpu lane spanning hosts: unclear error"
+[ -z "$(ls -A "$IT_TMP/out-span" 2>/dev/null)" ] || fail "a refused run left files in its --out"
 echo "PASS: a lane on another host runs over tcp+CURVE; a lane across hosts is refused"
