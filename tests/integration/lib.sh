@@ -13,6 +13,33 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# need_uts: skip (exit 77) unless this shell may give a process a hostname of its own
+need_uts() {
+    if [ "$(id -u)" != 0 ] || ! unshare --uts true 2>/dev/null; then
+        echo "SKIP: needs root and unshare --uts (a second host by its hostname)"
+        exit 77
+    fi
+}
+
+# two_hosts NAME NP_A NP_B [bracket run args...]: NP_A ranks here and NP_B ranks on
+# "another host", bk-node-b: a UTS namespace of that hostname (MPI still sees one machine,
+# bracket and NCCL see two hosts). Sets RC, OUT, RECORD as it_run (without --quiet).
+two_hosts() {
+    local name=$1 na=$2 nb=$3
+    shift 3
+    OUT=$IT_TMP/$name.log
+    set +e
+    timeout 600 mpirun "${MPIRUN_FLAGS[@]}" -np "$na" "$BK_BRACKET" run "$@" \
+        --out "$IT_TMP/out-$name" : -np "$nb" \
+        unshare --uts sh -c 'hostname bk-node-b && exec "$0" "$@"' "$BK_BRACKET" run "$@" \
+        --out "$IT_TMP/out-$name" >"$OUT" 2>&1
+    RC=$?
+    set -e
+    RECORD=$(ls -d "$IT_TMP/out-$name"/*/record.json 2>/dev/null | head -n 1 || true)
+    echo "---- $name: exit $RC"
+    cat "$OUT"
+}
+
 # it_run NAME NP [bracket run args...]: runs, sets RC, OUT (stdout+stderr file), RECORD
 it_run() {
     local name=$1 np=$2

@@ -6,25 +6,7 @@
 # across hosts is refused with a clear error. Needs root for unshare (skipped otherwise).
 . "$(dirname "$0")/fault_lib.sh"
 set -e
-if [ "$(id -u)" != 0 ] || ! unshare --uts true 2>/dev/null; then
-    echo "SKIP: needs root and unshare --uts"
-    exit 77
-fi
-AS_B=(unshare --uts sh -c 'hostname bk-node-b && exec "$0" "$@"')
-two_hosts() { # NAME NP_A NP_B [args]: NP_A ranks here, NP_B on "bk-node-b"
-    local name=$1 na=$2 nb=$3
-    shift 3
-    OUT=$IT_TMP/$name.log
-    set +e
-    timeout 600 mpirun "${MPIRUN_FLAGS[@]}" -np "$na" "$BK_BRACKET" run "$@" \
-        --out "$IT_TMP/out-$name" : -np "$nb" "${AS_B[@]}" "$BK_BRACKET" run "$@" \
-        --out "$IT_TMP/out-$name" >"$OUT" 2>&1
-    RC=$?
-    set -e
-    RECORD=$(ls -d "$IT_TMP/out-$name"/*/record.json 2>/dev/null | head -n 1 || true)
-    echo "---- $name: exit $RC"
-    cat "$OUT"
-}
+need_uts
 two_hosts lanes 2 2 "$IT_PLAN" --iface lo
 case $RC in 0|3|4) ;; *) fail "exit $RC is not a verdict" ;; esac
 grep -q "^bracket: transport tcp with CURVE on lo (127.0.0.1)" "$OUT" || fail "tcp not chosen"

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# A cuda lane over two hosts (label gpu): rank 1 runs in a UTS namespace named bk-node-b,
+# so bracket and NCCL take it for another host (NCCL's host hash is the hostname's) while
+# both ranks use this machine's GPU 0. A TP 2 A/A of nccl_then_rmsnorm on that one lane
+# (lanes shared: the lane finder's only lane of 2 spans the hosts) must run every arm:
+# the lane note says so, the engines map no peer memory, NCCL joins the two "hosts" over
+# its network transport (sockets on lo) and the lane barrier is an NCCL allreduce. The
+# same lane with the IPC candidate is refused before any engine starts.
+# Slow by nature, and no measure of speed: the two ranks' NCCL kernels take turns on the one
+# GPU (time slices), so each allreduce step waits for the peer's turn; an iteration took
+# about 110 ms on the H200 (the first try, 4 shapes x 550 iterations, hit the 120 s arm
+# time-out), hence one shape and 25 iterations an arm.
+# Needs root for unshare --uts; skips (exit 77) with the reason without it, a GPU or cuda.
+. "$(dirname "$0")/../integration/fault_lib.sh"
+set -e
+. "$(dirname "$0")/gpu_lib.sh"
+need_uts
+export NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
+common=(--set arena.tp=2 --set lanes.policy=shared --set workload.iters=20
+        --set workload.warmup_iters=5 --set protocol.repeats=1 --iface lo
+        --set 'workload.shapes=[{"tokens":8,"hidden":6144,"weight":1}]')
+two_hosts aa 1 1 "$plan" "${common[@]}" --set candidate.variant=nccl_then_rmsnorm
+case $RC in 0|3|4) ;; *) fail "exit $RC is not a verdict" ;; esac
+grep -q "NET/Socket" "$OUT" || fail "NCCL did not use its network transport between the hosts"
+python3 - "$RECORD" "$(hostname)" <<'PY' || fail "the record does not show a lane over two hosts"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["identity"]["hosts"] == [sys.argv[2], "bk-node-b"], r["identity"]["hosts"]
+assert "each lane spans hosts" in r["lanes"]["note"], r["lanes"]["note"]
+want = r["plan"]["workload"]["iters"] * len(r["plan"]["workload"]["shapes"])
+for a in r["arms"]:
+    if not a["ran"]:
+        continue
+    assert a["ok"], a
+    assert sorted(p["host"] for p in a["processes"]) == sorted([sys.argv[2], "bk-node-b"]), a
+    if not a["audit"]:
+        for p in a["processes"]:
+            assert p["samples_received"] == p["samples_sent"] == want, p
+assert r["verdict"] in ("PASS", "FAIL", "NO_DECISION"), r["verdict"]
+PY
+expect_rescore
+expect_no_leftovers
+expect_no_private_dirs
+# the demo's candidate maps peer memory: refused on that lane, nothing started
+two_hosts ipc 1 1 "$plan" "${common[@]}"
+[ "$RC" = 2 ] || fail "the IPC candidate on a lane over hosts: expected exit 2, got $RC"
+grep -q "the candidate ipc_oneshot_fused needs CUDA peer memory, which is one host's" "$OUT" ||
+    fail "the IPC candidate on a lane over hosts: unclear error"
+grep -q "NET/Socket" "$OUT" && fail "an engine started for a refused plan"
+echo "PASS: a cuda lane over two hosts runs NCCL between them; an IPC candidate there is refused"
