@@ -36,8 +36,8 @@ typedef struct bk__ipc_owner {
     void *opened[BK_IPC_MAX_WORLD];  /* peers' allocations we opened */
     int *fault_host;                 /* host side of dev.fault */
     unsigned char nccl_id[BK_NCCL_ID_BYTES];
-    char node[BK_IPC_MAX_WORLD][BK_NODE_LEN];
-    char bus[BK_IPC_MAX_WORLD][BK_BUS_LEN];
+    char node[BK_COMM_MAX_WORLD][BK_NODE_LEN];
+    char bus[BK_COMM_MAX_WORLD][BK_BUS_LEN];
     double timeout_s;
 } bk__ipc_owner;
 
@@ -80,9 +80,9 @@ extern "C" bk_status bk_cuda_comm_create(int rank, int world, int device, size_t
     bk__ipc_blob *b = (bk__ipc_blob *)blob;
     cudaDeviceProp prop;
     *out = NULL;
-    if (world < 1 || world > BK_IPC_MAX_WORLD || rank < 0 || rank >= world)
+    if (world < 1 || world > BK_COMM_MAX_WORLD || rank < 0 || rank >= world)
         return BK_FAIL(err, BK_ERR_INPUT, "cuda comm: rank %d of world %d (world must be 1..%d)",
-                       rank, world, BK_IPC_MAX_WORLD);
+                       rank, world, BK_COMM_MAX_WORLD);
     if (*blob_len < sizeof(*b))
         return BK_FAIL(err, BK_ERR_INTERNAL, "cuda comm: blob needs %zu bytes, have %zu",
                        sizeof(*b), *blob_len);
@@ -113,8 +113,10 @@ extern "C" bk_status bk_cuda_comm_create(int rank, int world, int device, size_t
     c->dev.rank = rank;
     c->dev.world = world;
     c->dev.bytes = peer_bytes;
-    c->dev.flags[rank] = (uint32_t *)o->base;
-    c->dev.data[rank] = (char *)o->base + BK_IPC_FLAG_BYTES;
+    if (world <= BK_IPC_MAX_WORLD) { /* else peer memory is never mapped: NCCL alone */
+        c->dev.flags[rank] = (uint32_t *)o->base;
+        c->dev.data[rank] = (char *)o->base + BK_IPC_FLAG_BYTES;
+    }
     bk_cuda_comm_set_timeout(c, 30.0);
 
     memset(b, 0, sizeof(*b));
@@ -168,7 +170,7 @@ extern "C" bk_status bk_cuda_comm_connect(bk_cuda_comm *c, const void *const *bl
 {
     bk_status st = BK_OK;
     bk__ipc_owner *o = (bk__ipc_owner *)c->owner;
-    int unmapped = -1;
+    int unmapped = -1, ipc = 0;
     char cuda_why[160] = "";
     bk_lane_where_t where;
     for (int r = 0; r < c->world; r++)
@@ -181,8 +183,10 @@ extern "C" bk_status bk_cuda_comm_connect(bk_cuda_comm *c, const void *const *bl
     }
     bk_lane_where((const char(*)[BK_NODE_LEN])o->node, (const char(*)[BK_BUS_LEN])o->bus,
                   c->world, c->rank, &where);
-    /* A handle from another node is never opened: it names memory there. */
-    for (int r = 0; where.other < 0 && r < c->world; r++) {
+    /* A handle from another node is never opened: it names memory there. Nor above
+     * BK_IPC_MAX_WORLD ranks, where no IPC kernel runs. */
+    ipc = where.other < 0 && c->world <= BK_IPC_MAX_WORLD;
+    for (int r = 0; ipc && r < c->world; r++) {
         if (r == c->rank)
             continue;
         const bk__ipc_blob *b = (const bk__ipc_blob *)blobs[r];
@@ -200,8 +204,11 @@ extern "C" bk_status bk_cuda_comm_connect(bk_cuda_comm *c, const void *const *bl
         c->dev.flags[r] = (uint32_t *)p;
         c->dev.data[r] = (char *)p + BK_IPC_FLAG_BYTES;
     }
-    c->have_p2p = where.other < 0 && unmapped < 0;
-    if (where.other >= 0)
+    c->have_p2p = ipc && unmapped < 0;
+    if (c->world > BK_IPC_MAX_WORLD)
+        snprintf(c->p2p_why, sizeof(c->p2p_why), "a lane of %d ranks (peer memory is mapped "
+                 "for lanes of up to %d)", c->world, BK_IPC_MAX_WORLD);
+    else if (where.other >= 0)
         snprintf(c->p2p_why, sizeof(c->p2p_why), "rank %d is on %s, rank %d on %s (CUDA IPC "
                  "needs the lane on one host)", c->rank, o->node[c->rank], where.other,
                  o->node[where.other]);
@@ -231,7 +238,8 @@ extern "C" bk_status bk_cuda_comm_barrier(bk_cuda_comm *c, void *stream, double 
     if (c->nccl) {
         /* One word of the flag page, ours alone (peers never touch slot 0's
          * unused tail): the sum's value is never read. */
-        uint16_t *word = (uint16_t *)((char *)c->dev.flags[c->rank] + BK_IPC_FLAG_BYTES - 64);
+        bk__ipc_owner *o = (bk__ipc_owner *)c->owner;
+        uint16_t *word = (uint16_t *)((char *)o->base + BK_IPC_FLAG_BYTES - 64);
         return bk_nccl_allreduce_bf16(c->nccl, word, word, 1, stream, timeout_s, err);
     }
     return BK_FAIL(err, BK_ERR_UNSUPPORTED, "cuda lane barrier: no peer access (%s) and no "

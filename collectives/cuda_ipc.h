@@ -12,7 +12,8 @@ extern "C" {
 
 #include "runner/status.h"
 
-#define BK_IPC_MAX_WORLD 8
+#define BK_IPC_MAX_WORLD 8 /* ranks whose peer memory a lane maps (the IPC variants') */
+#define BK_COMM_MAX_WORLD 256 /* ranks of a lane (BK_LANE_MAX): above 8, NCCL alone */
 /* Flag slots: one per block of a collective kernel (the grid of every IPC
  * kernel is the same, bk_cuda_comm.grid <= BK_IPC_MAX_BLOCKS), plus one for
  * the lane barrier. */

@@ -151,12 +151,25 @@ static bk_status cuda_comm_create(bk_backend_ctx *ctx, const char *run_id, const
 static bk_status cuda_comm_connect(bk_backend_ctx *ctx, unsigned char (*blobs)[BK_BLOB_MAX],
                                    const size_t *lens, double timeout_s, bk_err *err)
 {
-    const void *ptrs[BK_IPC_MAX_WORLD];
+    const void *ptrs[BK_COMM_MAX_WORLD];
     if (!ctx->comm)
         return BK_FAIL(err, BK_ERR_INTERNAL, "cuda engine: connect before comm_create");
-    for (int r = 0; r < ctx->world && r < BK_IPC_MAX_WORLD; r++)
+    if (ctx->world > BK_COMM_MAX_WORLD)
+        return BK_FAIL(err, BK_ERR_INTERNAL, "cuda engine: a lane of %d ranks (at most %d)",
+                       ctx->world, BK_COMM_MAX_WORLD);
+    for (int r = 0; r < ctx->world; r++)
         ptrs[r] = blobs[r];
-    return bk_cuda_comm_connect(ctx->comm, ptrs, lens, timeout_s, err);
+    bk_status st = bk_cuda_comm_connect(ctx->comm, ptrs, lens, timeout_s, err);
+    if (st != BK_OK)
+        return st;
+    /* The gate holds the stream while the host enqueues a batch; the lane barrier before
+     * each step is then an eager NCCL allreduce (no peer memory: a lane over hosts, or
+     * GPUs without P2P), whose enqueue can wait for the GPU (NCCL's network proxy), so
+     * every batch would wait out the gate's bound. Seen on the H200 with a lane over two
+     * (UTS namespace) hosts: 33 batches of 1 s an arm. No gate there. */
+    if (ctx->world > 1 && !ctx->comm->have_p2p)
+        ctx->gated = 0;
+    return BK_OK;
 }
 
 /* The rotated input sets of one shape, in one device allocation: each set's tensors

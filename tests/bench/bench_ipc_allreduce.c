@@ -164,9 +164,10 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (world < 1 || world > LANE_MAX || arg.hidden <= 0 || arg.hidden % 8 || arg.max_tokens < 1) {
+    if (world < 1 || world > BK_IPC_MAX_WORLD || arg.hidden <= 0 || arg.hidden % 8 ||
+        arg.max_tokens < 1) {
         fprintf(stderr, "bad --world (1..%d), --hidden (multiple of 8) or --max-tokens\n",
-                LANE_MAX);
+                BK_IPC_MAX_WORLD);
         return 2;
     }
     if (!lane_probe(why, sizeof(why))) {

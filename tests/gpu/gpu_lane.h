@@ -19,7 +19,7 @@
 #include "collectives/cuda_ipc.h"
 #include "runner/status.h"
 
-#define LANE_MAX 8
+#define LANE_MAX 16 /* processes a test lane may have: IPC lanes go to 8, NCCL-only ones past it */
 #define LANE_RESULTS 256
 
 /* What the lane's processes share. */

@@ -215,6 +215,77 @@ out:
     return st == BK_OK ? 0 : 1;
 }
 
+/* A lane of 16 (past the 8 whose peer memory is mapped; NCCL alone serves such a lane,
+ * e.g. TP 16 over two 8-GPU hosts): every rank creates and connects its side without
+ * opening a handle, says why it has no peer memory, and the IPC variants refuse it. Here
+ * the 16 share one GPU on one host, so NCCL is skipped too and the lane barrier says both
+ * reasons; across hosts the barrier is NCCL's (tests/gpu/test_hosts_cuda.sh). */
+static int wide_rank(int rank, int world, lane_shm *shm, void *argp)
+{
+    (void)argp;
+    bk_err e, *err = &e;
+    bk_status st = BK_OK;
+    bk_cuda_comm *comm = NULL;
+    unsigned char blob[BK_BLOB_MAX];
+    size_t len = sizeof(blob);
+    const void *ptrs[LANE_MAX];
+    lane_tensors lt;
+    memset(&lt, 0, sizeof(lt));
+    bk_err_clear(err);
+    BK_TRY(bk_cuda_comm_create(rank, world, 0, bk_ar_rmsnorm_cuda_peer_bytes(8, 4096), blob,
+                               &len, &comm, err));
+    BK_TRY(lane_exchange(shm, rank, blob, len, ptrs, g_timeout_s, err));
+    BK_TRY(bk_cuda_comm_connect(comm, ptrs, shm->lens, g_timeout_s, err));
+    char want[128];
+    snprintf(want, sizeof(want), "a lane of %d ranks (peer memory is mapped for lanes of up "
+             "to 8)", world);
+    if (comm->have_p2p || strcmp(comm->p2p_why, want) != 0 || comm->nccl ||
+        !strstr(comm->nccl_why, "share GPU")) {
+        st = BK_FAIL(err, BK_ERR_INTERNAL, "have_p2p %d (%s), nccl %p (%s)", comm->have_p2p,
+                     comm->p2p_why, comm->nccl, comm->nccl_why);
+        goto out;
+    }
+    for (int r = 0; r < BK_IPC_MAX_WORLD; r++)
+        if (comm->dev.data[r] || comm->dev.flags[r]) {
+            st = BK_FAIL(err, BK_ERR_INTERNAL, "peer memory of rank %d mapped", r);
+            goto out;
+        }
+    bk_status got = bk_cuda_comm_barrier(comm, NULL, 1.0, err);
+    if (got != BK_ERR_UNSUPPORTED || !strstr(err->msg, want) || !strstr(err->msg, "share GPU")) {
+        st = BK_FAIL(err, BK_ERR_INTERNAL, "barrier: %s: %s", bk_status_name(got), err->msg);
+        goto out;
+    }
+    bk_err_clear(err);
+    BK_TRY(lt_alloc(&lt, 8, 4096, err));
+    BK_TRY(lt_inputs(&lt, 7, rank, world, err));
+    got = lt_call(&lt, &bk_variant_ipc_oneshot_fused, comm, 0, 0, 1.0, err);
+    if (got == BK_OK) {
+        st = BK_FAIL(err, BK_ERR_INTERNAL, "ipc_oneshot_fused ran on a lane of %d", world);
+        goto out;
+    }
+    bk_err_clear(err);
+out:
+    lane_wait_done(shm, rank, 3 * g_timeout_s);
+    lt_free(&lt);
+    bk_cuda_comm_destroy(comm);
+    if (st != BK_OK && !shm->msg[rank][0])
+        rank_fail(shm, rank, err);
+    return st == BK_OK ? 0 : 1;
+}
+
+static void test_wide_lane_nccl_only(void **state)
+{
+    (void)state;
+    lane_shm *shm = lane_map();
+    assert_non_null(shm);
+    int failed = lane_run(shm, 16, wide_rank, NULL, 6 * g_timeout_s);
+    for (int r = 0; r < 16; r++)
+        if (shm->msg[r][0])
+            print_message("%s\n", shm->msg[r]);
+    assert_int_equal(failed, 0);
+    munmap(shm, sizeof(*shm));
+}
+
 static void test_hang_times_out(void **state)
 {
     (void)state;
@@ -254,6 +325,7 @@ int main(void)
         cmocka_unit_test(test_fused_world1), cmocka_unit_test(test_fused_world2),
         cmocka_unit_test(test_fused_world4), cmocka_unit_test(test_fused_world8),
         cmocka_unit_test(test_nccl_world1),  cmocka_unit_test(test_hang_times_out),
+        cmocka_unit_test(test_wide_lane_nccl_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,21 +7,25 @@
 # its network transport (sockets on lo) and the lane barrier is an NCCL allreduce. The
 # same lane with the IPC candidate is refused before any engine starts.
 # Slow by nature, and no measure of speed: the two ranks' NCCL kernels take turns on the one
-# GPU (time slices), so each allreduce step waits for the peer's turn; an iteration took
-# about 110 ms on the H200 (the first try, 4 shapes x 550 iterations, hit the 120 s arm
-# time-out), hence one shape and 25 iterations an arm.
+# GPU (time slices), so each allreduce step waits for the peer's turn (an eager step took
+# about 110 ms, a graph step 7 ms on the H200), hence one shape, 25 iterations an arm and
+# no settling batches (BK_CUDA_SETTLE=0; by default 32 x 64 untimed steps).
+# The engines must not gate their batches here: the lane barrier is an eager NCCL call,
+# whose enqueue waits for the GPU, so a gated batch waited out the gate's 1 s bound (found
+# by this test: 33 such batches an arm, warned as "batches waited").
 # Needs root for unshare --uts; skips (exit 77) with the reason without it, a GPU or cuda.
 . "$(dirname "$0")/../integration/fault_lib.sh"
 set -e
 . "$(dirname "$0")/gpu_lib.sh"
 need_uts
-export NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
+export BK_CUDA_SETTLE=0 NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
 common=(--set arena.tp=2 --set lanes.policy=shared --set workload.iters=20
         --set workload.warmup_iters=5 --set protocol.repeats=1 --iface lo
         --set 'workload.shapes=[{"tokens":8,"hidden":6144,"weight":1}]')
 two_hosts aa 1 1 "$plan" "${common[@]}" --set candidate.variant=nccl_then_rmsnorm
 case $RC in 0|3|4) ;; *) fail "exit $RC is not a verdict" ;; esac
 grep -q "NET/Socket" "$OUT" || fail "NCCL did not use its network transport between the hosts"
+grep -q "batches waited" "$OUT" && fail "batches waited for a gate on a lane whose barrier is NCCL's"
 python3 - "$RECORD" "$(hostname)" <<'PY' || fail "the record does not show a lane over two hosts"
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -33,6 +37,8 @@ for a in r["arms"]:
         continue
     assert a["ok"], a
     assert sorted(p["host"] for p in a["processes"]) == sorted([sys.argv[2], "bk-node-b"]), a
+    for p in a["processes"]:
+        assert p["engine_settings"].startswith("gate=0 "), p["engine_settings"]
     if not a["audit"]:
         for p in a["processes"]:
             assert p["samples_received"] == p["samples_sent"] == want, p
