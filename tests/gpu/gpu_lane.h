@@ -5,7 +5,9 @@
 #define BK_GPU_LANE_H
 
 #include <cuda_runtime.h>
+#include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +23,14 @@
 
 #define LANE_MAX 16 /* processes a test lane may have: IPC lanes go to 8, NCCL-only ones past it */
 #define LANE_RESULTS 256
+
+/* Set: each rank of the next lane_run takes a host of its own before it runs (a UTS
+ * namespace named "bk-lane-<rank>", needs root; lane_hosts_probe says whether it can), so
+ * that bracket (bk_node_self) and NCCL (its host hash is the hostname's) see `world` hosts
+ * although every rank uses this machine's GPU 0: no peer memory is mapped, and NCCL, which
+ * refuses two ranks of one host on one GPU, joins them over its network transport
+ * (NCCL_SOCKET_IFNAME=lo). Their kernels take turns on the GPU: correctness, never speed. */
+static int g_lane_hosts;
 
 /* What the lane's processes share. */
 typedef struct lane_shm {
@@ -71,6 +81,26 @@ static inline int lane_probe(char *why, size_t len)
     return strcmp(why, "OK") == 0;
 }
 
+/* 1 when a child may take a host of its own (unshare(CLONE_NEWUTS) and sethostname);
+ * otherwise 0 and `why` says why. */
+static inline int lane_hosts_probe(char *why, size_t len)
+{
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(unshare(CLONE_NEWUTS) == 0 && sethostname("bk-probe", 8) == 0 ? 0 : errno);
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
+        snprintf(why, len, "the probe process failed");
+        return 0;
+    }
+    if (WEXITSTATUS(status) != 0) {
+        snprintf(why, len, "unshare(CLONE_NEWUTS) or sethostname: %s (needs root)",
+                 strerror(WEXITSTATUS(status)));
+        return 0;
+    }
+    return 1;
+}
+
 static inline lane_shm *lane_map(void)
 {
     void *p = mmap(NULL, sizeof(lane_shm), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
@@ -90,6 +120,14 @@ static inline int lane_run(lane_shm *shm, int world, lane_fn fn, void *arg, doub
     for (int r = 0; r < world; r++) {
         pids[r] = fork();
         if (pids[r] == 0) {
+            char host[32];
+            snprintf(host, sizeof(host), "bk-lane-%d", r);
+            if (g_lane_hosts && (unshare(CLONE_NEWUTS) != 0 ||
+                                 sethostname(host, strlen(host)) != 0)) {
+                snprintf(shm->msg[r], sizeof(shm->msg[r]), "rank %d: a host of its own: %s",
+                         r, strerror(errno));
+                _exit(1);
+            }
             int rc = fn(r, world, shm, arg);
             _exit(rc);
         }

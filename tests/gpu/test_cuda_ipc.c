@@ -172,6 +172,37 @@ static void test_nccl_world1(void **state)
     run_lane(1, &a);
 }
 
+/* NCCL at worlds 2 and 4 on the one GPU: each rank on a host of its own (g_lane_hosts), so
+ * NCCL joins them over sockets; nccl_then_rmsnorm must match the float64 reference, eager and
+ * graph, bitwise equal across ranks and between eager and graph, as the fused variants. */
+static void nccl_hosts(int world)
+{
+    char why[256];
+    if (!lane_hosts_probe(why, sizeof(why))) {
+        print_message("SKIPPED: NCCL at world %d needs a host per rank: %s\n", world, why);
+        skip();
+    }
+    lane_arg a = {.variants = {&bk_variant_nccl_then_rmsnorm}, .nvariants = 1,
+                  .rtol = RTOL_NCCL, .atol = ATOL_NCCL};
+    setenv("NCCL_SOCKET_IFNAME", "lo", 0); /* the hosts are one machine's namespaces */
+    setenv("NCCL_IB_DISABLE", "1", 0);
+    g_lane_hosts = 1;
+    run_lane(world, &a);
+    g_lane_hosts = 0;
+}
+
+static void test_nccl_hosts_world2(void **state)
+{
+    (void)state;
+    nccl_hosts(2);
+}
+
+static void test_nccl_hosts_world4(void **state)
+{
+    (void)state;
+    nccl_hosts(4);
+}
+
 /* Rank 1 maps the lane and stays alive but never calls: rank 0 must fail
  * with a time-out naming rank 1, within the bound, for each fused variant. */
 static int hang_rank(int rank, int world, lane_shm *shm, void *argp)
@@ -325,7 +356,8 @@ int main(void)
         cmocka_unit_test(test_fused_world1), cmocka_unit_test(test_fused_world2),
         cmocka_unit_test(test_fused_world4), cmocka_unit_test(test_fused_world8),
         cmocka_unit_test(test_nccl_world1),  cmocka_unit_test(test_hang_times_out),
-        cmocka_unit_test(test_wide_lane_nccl_only),
+        cmocka_unit_test(test_wide_lane_nccl_only), cmocka_unit_test(test_nccl_hosts_world2),
+        cmocka_unit_test(test_nccl_hosts_world4),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

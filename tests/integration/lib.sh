@@ -40,6 +40,26 @@ two_hosts() {
     cat "$OUT"
 }
 
+# uts_hosts NAME N [bracket run args...]: N ranks, each on a host of its own: rank 0 here,
+# rank i (1..N-1) in a UTS namespace named bk-node-<i>. Sets RC, OUT, RECORD as two_hosts.
+uts_hosts() {
+    local name=$1 n=$2 i
+    shift 2
+    local apps=(-np 1 "$BK_BRACKET" run "$@" --out "$IT_TMP/out-$name")
+    for i in $(seq 1 $((n - 1))); do
+        apps+=(: -np 1 unshare --uts sh -c "hostname bk-node-$i && exec \"\$0\" \"\$@\""
+               "$BK_BRACKET" run "$@" --out "$IT_TMP/out-$name")
+    done
+    OUT=$IT_TMP/$name.log
+    set +e
+    timeout 600 mpirun "${MPIRUN_FLAGS[@]}" "${apps[@]}" >"$OUT" 2>&1
+    RC=$?
+    set -e
+    RECORD=$(ls -d "$IT_TMP/out-$name"/*/record.json 2>/dev/null | head -n 1 || true)
+    echo "---- $name: exit $RC"
+    cat "$OUT"
+}
+
 # it_run NAME NP [bracket run args...]: runs, sets RC, OUT (stdout+stderr file), RECORD
 it_run() {
     local name=$1 np=$2

@@ -43,4 +43,9 @@ two_hosts span 2 2 "$IT_PLAN" --set arena.tp=4 --set lanes.policy=shared
 grep -q "the baseline lane spans hosts (MPI rank 0 on $(hostname), rank 2 on bk-node-b): the cpu engines of a lane share memory, which is one host's" "$OUT" ||
     fail "a cpu lane spanning hosts: unclear error"
 [ -z "$(ls -A "$IT_TMP/out-span" 2>/dev/null)" ] || fail "a refused run left files in its --out"
+# four hosts of one rank each (disjoint TP 2): both lanes would span hosts; refused alike
+uts_hosts four 4 "$IT_PLAN" --iface lo
+[ "$RC" = 2 ] || fail "cpu lanes over four hosts: expected exit 2, got $RC"
+grep -q "the baseline lane spans hosts (MPI rank 0 on $(hostname), rank 1 on bk-node-1): the cpu engines of a lane share memory" "$OUT" ||
+    fail "cpu lanes over four hosts: unclear error"
 echo "PASS: a lane on another host runs over tcp+CURVE; a lane across hosts is refused"
