@@ -1,7 +1,8 @@
 /* test_cuda_ipc.c - the cuda variants on real GPUs: 1, 2, 4 and 8 processes meeting through
  * CUDA IPC (all on one GPU when only one exists) match the float64 reference for both
- * fused variants, eager and graph, bitwise equal across ranks and modes; NCCL at world 1;
- * a peer that never arrives ends in a time-out error, not a hang. */
+ * fused variants, eager and graph, bitwise equal across ranks and modes; NCCL at world 1,
+ * and at worlds 2, 4 and 8 with each rank a host of its own (root only); a lane of 16 with
+ * NCCL alone; a peer that never arrives ends in a time-out error, not a hang. */
 
 #ifndef BK_HAVE_CUDA
 /* Built without the CUDA toolkit: nothing to run. */
@@ -172,7 +173,7 @@ static void test_nccl_world1(void **state)
     run_lane(1, &a);
 }
 
-/* NCCL at worlds 2 and 4 on the one GPU: each rank on a host of its own (g_lane_hosts), so
+/* NCCL at worlds 2, 4 and 8 on the one GPU: each rank on a host of its own (g_lane_hosts), so
  * NCCL joins them over sockets; nccl_then_rmsnorm must match the float64 reference, eager and
  * graph, bitwise equal across ranks and between eager and graph, as the fused variants. */
 static void nccl_hosts(int world)
@@ -201,6 +202,12 @@ static void test_nccl_hosts_world4(void **state)
 {
     (void)state;
     nccl_hosts(4);
+}
+
+static void test_nccl_hosts_world8(void **state)
+{
+    (void)state;
+    nccl_hosts(8);
 }
 
 /* Rank 1 maps the lane and stays alive but never calls: rank 0 must fail
@@ -357,7 +364,7 @@ int main(void)
         cmocka_unit_test(test_fused_world4), cmocka_unit_test(test_fused_world8),
         cmocka_unit_test(test_nccl_world1),  cmocka_unit_test(test_hang_times_out),
         cmocka_unit_test(test_wide_lane_nccl_only), cmocka_unit_test(test_nccl_hosts_world2),
-        cmocka_unit_test(test_nccl_hosts_world4),
+        cmocka_unit_test(test_nccl_hosts_world4), cmocka_unit_test(test_nccl_hosts_world8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
