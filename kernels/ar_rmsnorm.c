@@ -174,6 +174,53 @@ bk_status bk__ar_check_call(const bk_call *call, bk_err *err)
     return BK_OK;
 }
 
+/* bk_target.bf16_sum_excess: residual_out = bf16(s + residual), s the ranks' x summed in
+ * bf16 one rank after another (a ring: world - 1 roundings of partial sums; each of up to 8
+ * starting ranks replayed), against the exact sum, over a prefix of the shape's elements
+ * (the same bits as init_inputs: element i of a stream depends on i alone) of at most about
+ * 2^22 / (world x orders) elements. */
+static double ar_bf16_sum_excess(const bk_shape *s, uint64_t seed, int shape_index, int world,
+                                 double rtol, double atol)
+{
+    if (world < 2)
+        return 0.0;
+    const int orders = world < 8 ? world : 8;
+    size_t n = (size_t)s->tokens * (size_t)s->hidden;
+    size_t m = ((size_t)1 << 22) / ((size_t)world * (size_t)orders);
+    if (m < 1024)
+        m = 1024;
+    if (m > n)
+        m = n;
+    uint16_t *x = malloc(m * (size_t)world * sizeof *x), *res = malloc(m * sizeof *res);
+    double worst = 0.0;
+    if (!x || !res)
+        goto out;
+    for (int r = 0; r < world; r++)
+        fill_x_like(x + (size_t)r * m, m, bk__stream_key(seed, shape_index, r, BK_AR_X));
+    fill_x_like(res, m, bk__stream_key(seed, shape_index, 0, BK_AR_RESIDUAL));
+    for (size_t i = 0; i < m; i++) {
+        double exact = bk_bf16_to_f32(res[i]);
+        for (int r = 0; r < world; r++)
+            exact += bk_bf16_to_f32(x[(size_t)r * m + i]);
+        const double bound = atol + rtol * fabs(exact);
+        for (int o = 0; o < orders; o++) {
+            const int first = o * world / orders;
+            float sum = bk_bf16_to_f32(x[(size_t)first * m + i]);
+            for (int k = 1; k < world; k++)
+                sum = bk_bf16_to_f32(bk_bf16_from_f32(
+                    sum + bk_bf16_to_f32(x[(size_t)((first + k) % world) * m + i])));
+            const double got = bk_bf16_to_f32(bk_bf16_from_f32(sum + bk_bf16_to_f32(res[i])));
+            const double e = fabs(got - exact) / bound;
+            if (e > worst)
+                worst = e;
+        }
+    }
+out:
+    free(x);
+    free(res);
+    return worst;
+}
+
 const bk_target bk__ar_rmsnorm_target = {
     .name = BK_AR_TARGET,
     .summary = "residual_out = allreduce_sum(x) + residual; out = rmsnorm(residual_out) * "
@@ -189,4 +236,5 @@ const bk_target bk__ar_rmsnorm_target = {
     .busbw_factor = bk__allreduce_busbw_factor,
     .peer_bytes = ar_peer_bytes,
     .check_shape = ar_check_shape,
+    .bf16_sum_excess = ar_bf16_sum_excess,
 };

@@ -197,6 +197,7 @@ const bk_variant bk_variant_nccl_then_rmsnorm = {
     .run = nccl_run,
     .destroy = no_destroy,
     .peer_bytes = cuda_peer_bytes,
+    .bf16_sum = 1,
 };
 
 const bk_variant bk_variant_ipc_oneshot_fused = {

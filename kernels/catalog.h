@@ -86,6 +86,13 @@ typedef struct bk_target {
     size_t (*peer_bytes)(const bk_shape *s, int world);
     /* Shape check beyond the domain (e.g. hidden > 0 and required MoE fields). */
     bk_status (*check_shape)(const bk_shape *s, int world, char *why, size_t why_len);
+    /* Optional (NULL: none): how far a variant that sums the ranks' contributions in bf16
+     * (bk_variant.bf16_sum: NCCL's allreduce rounds each partial sum) strays from the
+     * float64 reference at this shape and world, as the worst of |err| / (atol + rtol |ref|)
+     * over a replay on the CPU of every ring order on (a prefix of) the target's own inputs.
+     * > 1: the plan's tolerance is below that variant's own rounding. */
+    double (*bf16_sum_excess)(const bk_shape *s, uint64_t seed, int shape_index, int world,
+                              double rtol, double atol);
 } bk_target;
 
 typedef struct bk_variant {
@@ -105,6 +112,10 @@ typedef struct bk_variant {
     /* Peer memory one rank needs for this variant at this shape, when it needs
      * more than the target's peer_bytes (NULL: the target's is enough). */
     size_t (*peer_bytes)(const bk_shape *s, int world);
+    /* 1: sums the ranks' contributions in bf16 across the lane (a bf16 allreduce, as NCCL
+     * does: world - 1 roundings of partial sums per element), so its own error grows with
+     * the world (bk_catalog_bf16_sum_note). */
+    int bf16_sum;
 } bk_variant;
 
 const bk_target *bk_catalog_target(const char *name);
@@ -175,5 +186,14 @@ double bk_target_algbw(const bk_target *t, const bk_shape *s, int world, double 
 /* Workload weight of the shapes the candidate serves (0..1): those bk_catalog_served_by
  * gives a variant for (a diagnostic wrapper's follow its base's domain). */
 double bk_routing_share(const bk_plan *plan, bk_backend backend, int have_p2p);
+
+/* When the plan's incumbent or candidate sums in bf16 across a lane of tp x ep >= 2 ranks
+ * (bk_variant.bf16_sum) and its target can replay that (bf16_sum_excess): the worst excess
+ * over the plan's shapes, and in `note` one line saying which variant, how far past
+ * quality.rtol/atol its own rounding goes, and what that means for the A/T comparison, when
+ * the excess is 0.75 or more; else `note` empty. Returns the excess (0 when not
+ * applicable). */
+double bk_catalog_bf16_sum_note(const bk_plan *plan, bk_backend backend, char *note,
+                                size_t len);
 
 #endif

@@ -243,6 +243,9 @@ int bk_cmd_plan(int argc, char **argv)
     note_fallbacks(&plan, b);
     if (plan.source_digest_note[0])
         printf("  %s\n", plan.source_digest_note);
+    char sum_note[1024];
+    if (bk_catalog_bf16_sum_note(&plan, b, sum_note, sizeof sum_note) > 0 && sum_note[0])
+        printf("  warning: %s\n", sum_note);
     if (too_big) {
         bk_rank0_too_big_text(&plan, have, big, sizeof big);
         fprintf(stderr, "bracket plan check: %s: %s\n", argv[optind], big);

@@ -57,6 +57,8 @@ void bk_report_header(FILE *f, const bk_run *run)
             p->candidate.source_digest);
     if (p->source_digest_note[0])
         fprintf(f, "  note       %s\n", p->source_digest_note);
+    if (run->sum_note[0])
+        fprintf(f, "  warning    %s\n", run->sum_note);
     fprintf(f, "  backend    %s%s\n", bk_backend_name(run->backend),
             run->backend == BK_BACKEND_CPU ? "  (cpu backend: a rehearsal, never a GPU result)" : "");
     fprintf(f, "  lanes      baseline [");

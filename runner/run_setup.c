@@ -225,6 +225,7 @@ int bk__setup_plan(const bk__run_opts *o, bk_run *run, char **plan_text, bk_err 
     }
     bk_sha256_hex(*plan_text, strlen(*plan_text), run->plan_digest);
     run->routing_share = bk_routing_share(&run->plan, run->backend, 1);
+    (void)bk_catalog_bf16_sum_note(&run->plan, run->backend, run->sum_note, sizeof run->sum_note);
     const bk_target *tg = bk_catalog_target(run->plan.target);
     /* refused here, before any engine starts, rather than killed for memory mid-run */
     uint64_t need = bk_rank0_peak_bytes(&run->plan), have = 0;

@@ -235,21 +235,33 @@ static inline void lane_fill(uint16_t *dst, size_t n, uint64_t seed, int which, 
 
 /* Reference outputs (double) for seed/world: ro = sum_r x_r + residual
  * (exact), out = b / sqrt(mean(b^2) + eps) * gamma with b = bf16(ro), the
- * residual_out a kernel stores (the target's definition). */
-static inline void lane_reference(uint64_t seed, int world, int64_t tokens, int64_t hidden,
-                           double *ro, double *out)
+ * residual_out a kernel stores (the target's definition). slack_ro / slack_out (either may be
+ * NULL): what a sum of the ranks' x in bf16 may add to each element's error, in any order
+ * (NCCL's bf16 allreduce rounds each of its world - 1 partial sums, |partial| <= sum_r |x_r|):
+ * (world - 1) x 2^-8 x sum_r |x_r|, and that carried through the normalisation to out
+ * (x the row's 1 / rms x gamma). A CPU replay of a ring's order with the test's inputs gave
+ * 1.44 of the world-1 tolerance at 37 x 6144, world 8 (the H200 measured 1.44), and at most
+ * 0.31 of it with this slack, in each of the 8 ring orders. */
+static inline void lane_reference_slack(uint64_t seed, int world, int64_t tokens,
+                                        int64_t hidden, double *ro, double *out,
+                                        double *slack_ro, double *slack_out)
 {
     const size_t n = (size_t)tokens * hidden;
     uint16_t *b = malloc(n * 2);
     uint16_t *g = malloc(hidden * 2);
+    double *abs_sum = malloc(n * sizeof(double));
     memset(ro, 0, n * sizeof(double));
+    memset(abs_sum, 0, n * sizeof(double));
     for (int r = 0; r < world; r++) {
         lane_fill(b, n, seed, 0, r);
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
             ro[i] += bf16_to_f(b[i]);
+            abs_sum[i] += fabs(bf16_to_f(b[i]));
+        }
     }
     lane_fill(b, n, seed, 1, 0);
     lane_fill(g, hidden, seed, 2, 0);
+    const double unit = (world - 1) * 0x1p-8;
     for (int64_t t = 0; t < tokens; t++) {
         double ss = 0;
         for (int64_t h = 0; h < hidden; h++) {
@@ -258,29 +270,47 @@ static inline void lane_reference(uint64_t seed, int world, int64_t tokens, int6
             ss += r * r;
         }
         const double inv = 1.0 / sqrt(ss / hidden + 1e-6);
-        for (int64_t h = 0; h < hidden; h++)
-            out[t * hidden + h] =
-                bf16_to_f(f_to_bf16((float)ro[t * hidden + h])) * inv * bf16_to_f(g[h]);
+        for (int64_t h = 0; h < hidden; h++) {
+            const size_t i = (size_t)(t * hidden + h);
+            out[i] = bf16_to_f(f_to_bf16((float)ro[i])) * inv * bf16_to_f(g[h]);
+            if (slack_ro)
+                slack_ro[i] = unit * abs_sum[i];
+            if (slack_out)
+                slack_out[i] = unit * abs_sum[i] * inv * bf16_to_f(g[h]);
+        }
     }
+    free(abs_sum);
     free(b);
     free(g);
 }
 
-/* Worst |got - ref| / (atol + rtol |ref|) over n bf16 values (> 1 fails;
- * NaN, e.g. an unwritten poisoned element, gives INFINITY). */
-static inline double lane_err(const uint16_t *got, const double *ref, size_t n, double rtol,
-                       double atol)
+static inline void lane_reference(uint64_t seed, int world, int64_t tokens, int64_t hidden,
+                                  double *ro, double *out)
+{
+    lane_reference_slack(seed, world, tokens, hidden, ro, out, NULL, NULL);
+}
+
+/* Worst |got - ref| over its bound atol + rtol |ref| (+ slack[i] where slack is not NULL);
+ * > 1 is a failure, INFINITY a non-finite output. */
+static inline double lane_err_slack(const uint16_t *got, const double *ref, const double *slack,
+                                    size_t n, double rtol, double atol)
 {
     double worst = 0;
     for (size_t i = 0; i < n; i++) {
         double g = bf16_to_f(got[i]);
         if (!isfinite(g))
             return INFINITY;
-        double e = fabs(g - ref[i]) / (atol + rtol * fabs(ref[i]));
+        double e = fabs(g - ref[i]) / (atol + rtol * fabs(ref[i]) + (slack ? slack[i] : 0.0));
         if (e > worst)
             worst = e;
     }
     return worst;
+}
+
+static inline double lane_err(const uint16_t *got, const double *ref, size_t n, double rtol,
+                       double atol)
+{
+    return lane_err_slack(got, ref, NULL, n, rtol, atol);
 }
 
 static inline uint64_t lane_hash(const void *p, size_t n)

@@ -13,6 +13,7 @@ typedef struct lane_tensors {
     bk_tensor t[5];
     uint16_t *host; /* tokens x hidden */
     double *ref_ro, *ref_out;
+    double *slack_ro, *slack_out; /* a bf16 sum's roundings (lane_reference_slack) */
     cudaStream_t stream;
     cudaGraphExec_t exec;
 } lane_tensors;
@@ -44,7 +45,9 @@ static inline bk_status lt_alloc(lane_tensors *lt, int64_t tokens, int64_t hidde
     lt->host = malloc(n * 2);
     lt->ref_ro = malloc(n * sizeof(double));
     lt->ref_out = malloc(n * sizeof(double));
-    if (!lt->host || !lt->ref_ro || !lt->ref_out)
+    lt->slack_ro = malloc(n * sizeof(double));
+    lt->slack_out = malloc(n * sizeof(double));
+    if (!lt->host || !lt->ref_ro || !lt->ref_out || !lt->slack_ro || !lt->slack_out)
         return BK_FAIL(err, BK_ERR_SYSTEM, "out of host memory");
     LT_CUDA(cudaStreamCreateWithFlags(&lt->stream, cudaStreamNonBlocking), "stream");
     return BK_OK;
@@ -62,6 +65,8 @@ static inline void lt_free(lane_tensors *lt)
     free(lt->host);
     free(lt->ref_ro);
     free(lt->ref_out);
+    free(lt->slack_ro);
+    free(lt->slack_out);
 }
 
 /* Upload this rank's inputs for `seed`, poison the outputs, compute the reference. */
@@ -78,7 +83,8 @@ static inline bk_status lt_inputs(lane_tensors *lt, uint64_t seed, int rank, int
     /* cudaMemcpy/cudaMemset above ran on the legacy stream, which does not
      * order our non-blocking stream: finish them before any call. */
     LT_CUDA(cudaDeviceSynchronize(), "sync");
-    lane_reference(seed, world, lt->tokens, lt->hidden, lt->ref_ro, lt->ref_out);
+    lane_reference_slack(seed, world, lt->tokens, lt->hidden, lt->ref_ro, lt->ref_out,
+                         lt->slack_ro, lt->slack_out);
     return BK_OK;
 }
 
@@ -116,15 +122,19 @@ static inline bk_status lt_call(lane_tensors *lt, const bk_variant *v, bk_cuda_c
     return st;
 }
 
-/* Compare both outputs with the reference; *hash gets their digest. */
+/* Compare both outputs with the reference; *hash gets their digest. bf16_sum: the variant
+ * sums the ranks' x in bf16 (NCCL's allreduce), so each element may also carry that sum's
+ * roundings (lane_reference_slack); the fused variants sum in fp32 and get no such slack. */
 static inline bk_status lt_check(lane_tensors *lt, const char *what, double rtol, double atol,
-                          uint64_t *hash, bk_err *err)
+                          int bf16_sum, uint64_t *hash, bk_err *err)
 {
     const size_t n = (size_t)lt->tokens * lt->hidden;
     uint64_t h = 0;
     for (int i = 3; i < 5; i++) {
         LT_CUDA(cudaMemcpy(lt->host, lt->t[i].data, n * 2, cudaMemcpyDeviceToHost), "download");
-        double e = lane_err(lt->host, i == 3 ? lt->ref_ro : lt->ref_out, n, rtol, atol);
+        const double *slack = !bf16_sum ? NULL : i == 3 ? lt->slack_ro : lt->slack_out;
+        double e = lane_err_slack(lt->host, i == 3 ? lt->ref_ro : lt->ref_out, slack, n, rtol,
+                                  atol);
         if (e > 1.0)
             return BK_FAIL(err, BK_ERR_INTERNAL, "%s: %s off the float64 reference (worst "
                            "error %.3g of tolerance) at %lld x %lld", what, lt->t[i].name, e,

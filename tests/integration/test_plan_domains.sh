@@ -6,7 +6,7 @@
 # refused); crash's default at_iter is checked; the lane size, not the shapes, is named when
 # it is what a candidate's domain excludes; the memory refusal says what holds the memory;
 # a shape's size past 2^31 elements is said without overflow; a missing digest states its
-# rule.
+# rule; a quality tolerance below the NCCL incumbent's own rounding is warned of.
 . "$(dirname "$0")/lib.sh"
 set -e
 CPU=$BK_SOURCE_DIR/plans/demo-cpu.json
@@ -72,6 +72,13 @@ if "$BK_BRACKET" plan variants | grep -q "^  ipc_oneshot_fused$"; then
     # the cuda incumbent's domain too (hidden 8..16384)
     pc inc-cuda 2 "$CUDA" --set 'workload.shapes[0].hidden=16392'
     has inc-cuda "workload.shapes[0]: outside the domain of the incumbent nccl_then_rmsnorm (hidden 16392 > max 16384)"
+    # a tolerance below the NCCL incumbent's own bf16 rounding at TP 8 is warned of; the
+    # plan stays valid (the validator owns the tolerance); at TP 2 it is not
+    pc sum-tp8 0 "$CUDA" --set arena.tp=8
+    has sum-tp8 "valid"
+    has sum-tp8 "warning: the incumbent nccl_then_rmsnorm sums the ranks' x in bf16 (a bf16 allreduce); replayed on the CPU with this plan's inputs at 8 ranks, its residual_out strays from the exact sum by up to 2.71 x the quality tolerance (rtol 0.01, atol 0.01; shape 2, 32 x 6144)"
+    pc sum-tp2 0 "$CUDA"
+    lacks sum-tp2 "warning"
 else
     echo "cuda: skipped, this build has no cuda variants"
 fi
