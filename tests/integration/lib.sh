@@ -21,18 +21,15 @@ need_uts() {
     fi
 }
 
-# two_hosts NAME NP_A NP_B [bracket run args...]: NP_A ranks here and NP_B ranks on
-# "another host", bk-node-b: a UTS namespace of that hostname (MPI still sees one machine,
-# bracket and NCCL see two hosts). Sets RC, OUT, RECORD as it_run (without --quiet).
-two_hosts() {
-    local name=$1 na=$2 nb=$3
-    shift 3
+# run_apps NAME APP...: mpirun with these app contexts (`-np K PROGRAM ARGS` joined by
+# `:`), bounded by 600 s; sets RC, OUT (stdout+stderr file) and RECORD (the run's
+# $IT_TMP/out-NAME/*/record.json, or empty), then prints the exit and the output
+run_apps() {
+    local name=$1
+    shift
     OUT=$IT_TMP/$name.log
     set +e
-    timeout 600 mpirun "${MPIRUN_FLAGS[@]}" -np "$na" "$BK_BRACKET" run "$@" \
-        --out "$IT_TMP/out-$name" : -np "$nb" \
-        unshare --uts sh -c 'hostname bk-node-b && exec "$0" "$@"' "$BK_BRACKET" run "$@" \
-        --out "$IT_TMP/out-$name" >"$OUT" 2>&1
+    timeout 600 mpirun "${MPIRUN_FLAGS[@]}" "$@" >"$OUT" 2>&1
     RC=$?
     set -e
     RECORD=$(ls -d "$IT_TMP/out-$name"/*/record.json 2>/dev/null | head -n 1 || true)
@@ -40,39 +37,40 @@ two_hosts() {
     cat "$OUT"
 }
 
+# as_host HOST: the command prefix that runs a program on "another host", HOST: a UTS
+# namespace of that hostname (MPI still sees one machine, bracket and NCCL see two hosts)
+as_host() {
+    AS_HOST=(unshare --uts sh -c "hostname $1 && exec \"\$0\" \"\$@\"")
+}
+
+# two_hosts NAME NP_A NP_B [bracket run args...]: NP_A ranks here and NP_B ranks on
+# bk-node-b (as_host). Sets RC, OUT, RECORD as run_apps (bracket run without --quiet).
+two_hosts() {
+    local name=$1 na=$2 nb=$3
+    shift 3
+    as_host bk-node-b
+    run_apps "$name" -np "$na" "$BK_BRACKET" run "$@" --out "$IT_TMP/out-$name" \
+        : -np "$nb" "${AS_HOST[@]}" "$BK_BRACKET" run "$@" --out "$IT_TMP/out-$name"
+}
+
 # uts_hosts NAME N [bracket run args...]: N ranks, each on a host of its own: rank 0 here,
-# rank i (1..N-1) in a UTS namespace named bk-node-<i>. Sets RC, OUT, RECORD as two_hosts.
+# rank i (1..N-1) on bk-node-<i> (as_host). Sets RC, OUT, RECORD as run_apps.
 uts_hosts() {
     local name=$1 n=$2 i
     shift 2
     local apps=(-np 1 "$BK_BRACKET" run "$@" --out "$IT_TMP/out-$name")
     for i in $(seq 1 $((n - 1))); do
-        apps+=(: -np 1 unshare --uts sh -c "hostname bk-node-$i && exec \"\$0\" \"\$@\""
-               "$BK_BRACKET" run "$@" --out "$IT_TMP/out-$name")
+        as_host "bk-node-$i"
+        apps+=(: -np 1 "${AS_HOST[@]}" "$BK_BRACKET" run "$@" --out "$IT_TMP/out-$name")
     done
-    OUT=$IT_TMP/$name.log
-    set +e
-    timeout 600 mpirun "${MPIRUN_FLAGS[@]}" "${apps[@]}" >"$OUT" 2>&1
-    RC=$?
-    set -e
-    RECORD=$(ls -d "$IT_TMP/out-$name"/*/record.json 2>/dev/null | head -n 1 || true)
-    echo "---- $name: exit $RC"
-    cat "$OUT"
+    run_apps "$name" "${apps[@]}"
 }
 
 # it_run NAME NP [bracket run args...]: runs, sets RC, OUT (stdout+stderr file), RECORD
 it_run() {
     local name=$1 np=$2
     shift 2
-    OUT=$IT_TMP/$name.log
-    set +e
-    timeout 600 mpirun "${MPIRUN_FLAGS[@]}" -np "$np" "$BK_BRACKET" run "$@" --out "$IT_TMP/out-$name" \
-        --quiet >"$OUT" 2>&1
-    RC=$?
-    set -e
-    RECORD=$(ls -d "$IT_TMP/out-$name"/*/record.json 2>/dev/null | head -n 1 || true)
-    echo "---- $name: exit $RC"
-    cat "$OUT"
+    run_apps "$name" -np "$np" "$BK_BRACKET" run "$@" --out "$IT_TMP/out-$name" --quiet
 }
 
 # it_run_settled NAME NP [args...]: it_run, repeated (at most 5 times) while the run's own
