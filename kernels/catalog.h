@@ -196,4 +196,10 @@ double bk_routing_share(const bk_plan *plan, bk_backend backend, int have_p2p);
 double bk_catalog_bf16_sum_note(const bk_plan *plan, bk_backend backend, char *note,
                                 size_t len);
 
+/* The worst bf16_sum_excess of the plan's target over the shapes s whose by[s] sums in bf16
+ * (bk_variant.bf16_sum; by[s] NULL: none) at `world` ranks, inputs from `seed`, tolerance
+ * quality.rtol/atol; *at the shape (-1 when none). 0 at world 1 or without the hook. */
+double bk_catalog_bf16_sum_worst(const bk_plan *plan, const bk_variant *const *by, int world,
+                                 uint64_t seed, int *at);
+
 #endif

@@ -320,19 +320,36 @@ double bk_target_algbw(const bk_target *t, const bk_shape *s, int world, double 
     return t && ns > 0 ? t->algo_bytes(s, world) / ns : 0;
 }
 
-double bk_catalog_bf16_sum_note(const bk_plan *plan, bk_backend backend, char *note, size_t len)
+double bk_catalog_bf16_sum_worst(const bk_plan *plan, const bk_variant *const *by, int world,
+                                 uint64_t seed, int *at)
 {
     const bk_target *t = bk_catalog_target(plan->target);
-    const int world = plan->arena.tp * plan->arena.ep;
     double worst = 0.0;
-    int at = -1;
-    const bk_variant *who = NULL;
-    char why[256];
-    if (len)
-        note[0] = '\0';
+    *at = -1;
     if (!t || !t->bf16_sum_excess || world < 2)
         return 0.0;
     for (int i = 0; i < plan->workload.nshapes; i++) {
+        if (!by[i] || !by[i]->bf16_sum)
+            continue;
+        const double e = t->bf16_sum_excess(&plan->workload.shapes[i], seed, i, world,
+                                            plan->quality.rtol, plan->quality.atol);
+        if (e > worst || *at < 0) {
+            worst = e;
+            *at = i;
+        }
+    }
+    return worst;
+}
+
+double bk_catalog_bf16_sum_note(const bk_plan *plan, bk_backend backend, char *note, size_t len)
+{
+    const int world = plan->arena.tp * plan->arena.ep;
+    const bk_variant *by[BK_MAX_SHAPES] = { NULL };
+    int is_inc[BK_MAX_SHAPES] = { 0 }, at = -1;
+    char why[256];
+    if (len)
+        note[0] = '\0';
+    for (int i = 0; i < plan->workload.nshapes && i < BK_MAX_SHAPES; i++) {
         const bk_variant *inc = bk_catalog_served_by(plan, &plan->incumbent, i, backend, 1, why,
                                                      sizeof why);
         const bk_variant *cand = bk_catalog_served_by(plan, &plan->candidate, i, backend, 1,
@@ -341,31 +358,20 @@ double bk_catalog_bf16_sum_note(const bk_plan *plan, bk_backend backend, char *n
             cand = inc; /* routed to the incumbent: A is the incumbent's call there */
         /* A against T: only one of them summing in bf16 puts that sum's rounding between
          * them (two of the same variant round alike) */
-        const bk_variant *bf = inc && inc->bf16_sum && !(cand && cand->bf16_sum) ? inc
-                             : cand && cand->bf16_sum && !(inc && inc->bf16_sum) ? cand
-                                                                               : NULL;
-        if (!bf)
-            continue;
-        const double e = t->bf16_sum_excess(&plan->workload.shapes[i], plan->workload.seed, i,
-                                            world, plan->quality.rtol, plan->quality.atol);
-        if (e > worst) {
-            worst = e;
-            at = i;
-            who = bf;
-        }
+        const int ib = inc && inc->bf16_sum, cb = cand && cand->bf16_sum;
+        by[i] = ib && !cb ? inc : cb && !ib ? cand : NULL;
+        is_inc[i] = ib && !cb;
     }
-    if (who && worst >= 0.75 && len) {
-        const int is_inc = who == bk_catalog_served_by(plan, &plan->incumbent, at, backend, 1,
-                                                       why, sizeof why);
+    const double worst = bk_catalog_bf16_sum_worst(plan, by, world, plan->workload.seed, &at);
+    if (at >= 0 && worst >= 0.75 && len)
         snprintf(note, len, "the %s %s sums the ranks' x in bf16 (a bf16 allreduce); "
                  "replayed on the CPU with this plan's inputs at %d ranks, its residual_out "
                  "strays from the exact sum by up to %.2f x the quality tolerance (rtol %g, "
                  "atol %g; shape %d, %lld x %lld), so A against T may fail a %s that is right "
-                 "to one rounding", is_inc ? "incumbent" : "candidate", who->name, world, worst,
-                 plan->quality.rtol, plan->quality.atol, at,
+                 "to one rounding", is_inc[at] ? "incumbent" : "candidate", by[at]->name,
+                 world, worst, plan->quality.rtol, plan->quality.atol, at,
                  (long long)plan->workload.shapes[at].tokens,
                  (long long)plan->workload.shapes[at].hidden,
-                 is_inc ? "candidate" : "incumbent");
-    }
+                 is_inc[at] ? "candidate" : "incumbent");
     return worst;
 }

@@ -456,6 +456,19 @@ int bk_cmd_verify(int argc, char **argv)
            v->name, p.target, bk_backend_name(backend), world, o.checks, p.quality.rtol,
            p.quality.atol);
     fputs(pr.notes, stdout);
+    /* a variant that sums the ranks' x in bf16 (NCCL) errs by its own roundings, which grow
+     * with the lane: said before the float64 checks that may fail it (bk_variant.bf16_sum) */
+    const bk_variant *by[BK_MAX_SHAPES];
+    for (int s = 0; s < p.workload.nshapes; s++)
+        by[s] = inside[s] ? v : inc;
+    int at = -1;
+    const double e = bk_catalog_bf16_sum_worst(&p, by, world, (uint64_t)seed, &at);
+    if (at >= 0 && e >= 0.75)
+        printf("warning: %s sums the ranks' x in bf16 (a bf16 allreduce); replayed on the CPU "
+               "at %d ranks its residual_out strays from the exact sum by up to %.2f x this "
+               "tolerance (shape %d, %lld x %lld): the checks below may fail it by its own "
+               "rounding\n", by[at]->name, world, e, at, (long long)p.workload.shapes[at].tokens,
+               (long long)p.workload.shapes[at].hidden);
     int moe = 0; /* MoE targets: their shapes differ in experts, topk, intermediate too */
     for (int s = 0; s < p.workload.nshapes; s++)
         moe |= p.workload.shapes[s].experts || p.workload.shapes[s].topk ||

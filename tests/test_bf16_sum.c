@@ -42,6 +42,36 @@ static void test_excess_grows_with_the_world(void **state)
     assert_true(t->bf16_sum_excess(&s, 1, 2, 256, 1e-2, 1e-2) > w8);
 }
 
+/* The worst excess over the shapes a bf16-summing variant serves (what `bracket verify`
+ * says before its float64 checks): only those shapes count; none, or world 1, gives 0. */
+static void test_worst_over_served_shapes(void **state)
+{
+    (void)state;
+    static const bk_variant sums = { .name = "sums_in_bf16", .bf16_sum = 1 };
+    static const bk_variant exact = { .name = "sums_in_fp32", .bf16_sum = 0 };
+    char path[1024];
+    bk_err err = { 0 };
+    bk_plan p;
+    snprintf(path, sizeof path, "%s/plans/demo-cpu.json", BK_SOURCE_DIR);
+    assert_int_equal(bk_plan_load(path, NULL, 0, &p, &err), BK_OK);
+    assert_true(p.workload.nshapes >= 2);
+    const bk_variant *by[BK_MAX_SHAPES] = { NULL };
+    int at = 7;
+    assert_true(bk_catalog_bf16_sum_worst(&p, by, 8, 1, &at) == 0.0);
+    assert_int_equal(at, -1);
+    by[0] = &exact;
+    by[1] = &sums;
+    const double e = bk_catalog_bf16_sum_worst(&p, by, 8, 1, &at);
+    assert_int_equal(at, 1);
+    const bk_target *t = bk_catalog_target(AR);
+    assert_true(e == t->bf16_sum_excess(&p.workload.shapes[1], 1, 1, 8, p.quality.rtol,
+                                        p.quality.atol));
+    assert_true(e > 0.0);
+    assert_true(bk_catalog_bf16_sum_worst(&p, by, 1, 1, &at) == 0.0);
+    assert_int_equal(at, -1);
+    bk_plan_free(&p);
+}
+
 /* The plan-level note: on cuda only nccl_then_rmsnorm sums in bf16. */
 static void test_plan_note(void **state)
 {
@@ -88,6 +118,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_excess_grows_with_the_world),
+        cmocka_unit_test(test_worst_over_served_shapes),
         cmocka_unit_test(test_plan_note),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
