@@ -290,6 +290,12 @@ int bk_cmd_lanes(int argc, char **argv)
                        pick->candidate_sig);
         }
         printf("%s: %s\n", st == BK_OK ? "chosen" : "refused", pick->why[0] ? pick->why : err.msg);
+        int a = -1, b = -1;
+        if (st == BK_OK && !bk_lane_one_host(pl, pick->baseline, pick->size, &a, &b))
+            printf("note: each lane spans hosts; `bracket run` takes such lanes only on the cuda "
+                   "backend with variants that need no peer memory (NCCL: nccl_then_rmsnorm, "
+                   "the MoE variants); the cpu backend and the IPC variants need each lane on "
+                   "one host\n");
         if (pick->nalts > 0)
             printf("\nother signatures among %d natural lanes:\n", pick->nlanes);
         for (int i = 0; i < pick->nalts; i++) {
