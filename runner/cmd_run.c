@@ -214,20 +214,6 @@ static void run_arms(bk_run *run, bk_coord *coord, const bk_agent_env *env, int 
     }
 }
 
-/* This rank's private files (its agent's plan copy, key file and folder; on rank 0 the
- * coordinator's ipc sockets and folder too), given to its janitor (started before MPI_Init)
- * to remove should the rank end without removing them itself (janitor.h). */
-static void janitor_paths(int rank, const setup_msg *sm, const char *plan_path,
-                          const char *keys_path, const char *agent_dir)
-{
-    bk_janitor_add(plan_path);
-    if (keys_path[0])
-        bk_janitor_add(keys_path);
-    bk_janitor_add(agent_dir);
-    if (rank == 0 && !sm->tcp)
-        bk_janitor_add_coord(sm->ep_rv, sm->ep_samples);
-}
-
 static int verdict_exit(bk_verdict v)
 {
     return v == BK_VERDICT_PASS ? BK_EXIT_PASS
@@ -398,8 +384,11 @@ int bk_cmd_run(int argc, char **argv)
         rc = sm.status;
         goto out;
     }
-    if (bk_write_private_plan("agent", plan_text, agent_dir, sizeof agent_dir, plan_path,
-                              sizeof plan_path) != 0) {
+    /* the plan copy, the key file (tcp) and their folder go to this rank's janitor before
+     * either file is written (bk_write_private_plan) */
+    static const char *const with_keys[] = { "keys", NULL };
+    if (bk_write_private_plan("agent", plan_text, sm.tcp ? with_keys : NULL, agent_dir,
+                              sizeof agent_dir, plan_path, sizeof plan_path) != 0) {
         fprintf(stderr, "bracket [%s rank %d]: cannot write the plan to a private folder: %s\n",
                 host, rank, strerror(errno));
         MPI_Abort(MPI_COMM_WORLD, BK_EXIT_INTERNAL);
@@ -428,8 +417,6 @@ int bk_cmd_run(int argc, char **argv)
         fprintf(stderr, "bracket run [%s rank %d]: warning: no janitor for its private files "
                 "(%s): a rank killed outright leaves them in $TMPDIR\n", host, rank,
                 strerror(janitor_errno));
-    else
-        janitor_paths(rank, &sm, plan_path, keys_path, agent_dir);
     char exe[1024];
     if (bk_self_exe(exe, sizeof exe, &err) != BK_OK) {
         fprintf(stderr, "bracket [%s rank %d]: %s\n", host, rank, err.msg);

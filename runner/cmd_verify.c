@@ -435,13 +435,12 @@ int bk_cmd_verify(int argc, char **argv)
     }
     text = bk_plan_dump(&p);
     if (!text || bk_self_exe(exe, sizeof exe, &err) != BK_OK ||
-        bk_write_private_plan("verify", text, dir, sizeof dir, plan_path, sizeof plan_path) != 0) {
+        bk_write_private_plan("verify", text, NULL, dir, sizeof dir, plan_path,
+                              sizeof plan_path) != 0) {
         fprintf(stderr, "bracket verify: cannot write the plan to a private folder: %s\n",
                 err.msg[0] ? err.msg : strerror(errno));
         goto out;
     }
-    bk_janitor_add(plan_path);
-    bk_janitor_add(dir);
     for (int t = 0; t < tg->ntensors; t++)
         if (tg->tensor_is_output[t])
             outs[nout++] = t;

@@ -554,8 +554,8 @@ bk_backend bk_resolve_backend(bk_backend want)
     return BK_BACKEND_CPU;
 }
 
-int bk_write_private_plan(const char *what, const char *text, char *dir, size_t dlen,
-                          char *path, size_t plen)
+int bk_write_private_plan(const char *what, const char *text, const char *const *also,
+                          char *dir, size_t dlen, char *path, size_t plen)
 {
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, dlen, "%s/bracket-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", what);
@@ -565,6 +565,14 @@ int bk_write_private_plan(const char *what, const char *text, char *dir, size_t 
         return -1;
     }
     snprintf(path, plen, "%s/plan.json", dir);
+    /* the folder's files first, the folder last: the janitor removes them in this order */
+    bk_janitor_add(path);
+    for (int i = 0; also && also[i]; i++) {
+        char other[1024];
+        snprintf(other, sizeof other, "%s/%s", dir, also[i]);
+        bk_janitor_add(other);
+    }
+    bk_janitor_add(dir);
     FILE *f = fopen(path, "w");
     int ok = f && fputs(text, f) >= 0;
     if (f)
