@@ -126,11 +126,9 @@ static bk_status lanes_hosts(const bk_run *run, const bk_rank_place *places, int
     *remote = *span = 0;
     for (int k = 0; k < 2; k++) {
         const int *lane = k ? run->candidate : run->baseline;
-        int a = lane[0], b = -1;
-        for (int i = 1; i < L && b < 0; i++)
-            if (places[lane[i]].host != places[a].host)
-                b = lane[i];
-        if (b >= 0 && (!cuda || needs)) {
+        int a = -1, b = -1;
+        const int spans = !bk_lane_one_host(places, lane, L, &a, &b);
+        if (spans && (!cuda || needs)) {
             char why[BK_WHY_LEN];
             if (cuda)
                 snprintf(why, sizeof why, "the %s %s needs CUDA peer memory, which is one "
@@ -148,7 +146,7 @@ static bk_status lanes_hosts(const bk_run *run, const bk_rank_place *places, int
                                                                 : ", another host of that name",
                            why, L, L);
         }
-        *span |= b >= 0;
+        *span |= spans;
         for (int i = 0; i < L; i++)
             if (places[lane[i]].host != places[0].host)
                 *remote = 1;
