@@ -43,8 +43,9 @@ static int teardown(void **state)
     return 0;
 }
 
-/* A run of the demo cuda plan with `sets`, on `n` ranks: those of hosts[0..] (each
- * `per_host` GPUs of it, from GPU 0), named as the fixture names the hosts. */
+/* A run of the demo cuda plan with `sets` (its backend as the plan says: cuda, or cpu by a
+ * set), on the ranks of the first `nhosts` hosts (each `per_host` GPUs of it, from GPU 0),
+ * named as the fixture names the hosts. */
 typedef struct {
     bk_run run;
     bk_rank_place pl[64];
@@ -52,7 +53,7 @@ typedef struct {
 } ranks;
 
 static void make_run(const fixture *f, ranks *r, const char *const *sets, int nsets,
-                     int nhosts, int per_host, int cpu)
+                     int nhosts, int per_host)
 {
     char path[1024];
     bk_err err = { 0 };
@@ -60,7 +61,8 @@ static void make_run(const fixture *f, ranks *r, const char *const *sets, int ns
     snprintf(path, sizeof path, "%s/plans/demo-cuda.json", BK_SOURCE_DIR);
     if (bk_plan_load(path, sets, nsets, &r->run.plan, &err) != BK_OK)
         fail_msg("%s: %s", path, err.msg);
-    r->run.backend = cpu ? BK_BACKEND_CPU : BK_BACKEND_CUDA;
+    r->run.backend = r->run.plan.backend;
+    assert_true(r->run.backend == BK_BACKEND_CPU || r->run.backend == BK_BACKEND_CUDA);
     int n = 0;
     for (int h = 0; h < nhosts; h++)
         for (int g = 0; g < per_host; g++) {
@@ -83,6 +85,21 @@ static int hosts_of(const ranks *r, const int *lane, int L)
     return k;
 }
 
+/* Two whole hosts of 8 with `sets`: each lane is one host's, and the one on node001 makes
+ * the run remote. */
+static void expect_one_host_lanes(const fixture *f, ranks *r, const char *const *sets,
+                                  int nsets)
+{
+    bk_err err = { 0 };
+    int remote = -1;
+    make_run(f, r, sets, nsets, 2, 8);
+    if (bk__pick_lanes(&r->run, f->topo, r->pl, &remote, &err) != BK_OK)
+        fail_msg("refused: %s", err.msg);
+    assert_int_equal(hosts_of(r, r->run.baseline, 8), 1);
+    assert_int_equal(hosts_of(r, r->run.candidate, 8), 1);
+    assert_int_equal(remote, 1);
+}
+
 static int have_cuda_variants(void)
 {
     if (bk_catalog_variant("collective.allreduce_residual_rmsnorm", "nccl_then_rmsnorm"))
@@ -102,7 +119,7 @@ static void test_nccl_lane_spans_hosts(void **state)
     ranks *r = calloc(1, sizeof *r);
     bk_err err = { 0 };
     int remote = -1;
-    make_run(f, r, sets, 2, 4, 8, 0);
+    make_run(f, r, sets, 2, 4, 8);
     if (bk__pick_lanes(&r->run, f->topo, r->pl, &remote, &err) != BK_OK)
         fail_msg("refused: %s", err.msg);
     assert_int_equal(r->run.lane_size, 16);
@@ -131,7 +148,7 @@ static void test_peer_memory_stays_on_one_host(void **state)
     ranks *r = calloc(1, sizeof *r);
     bk_err err = { 0 };
     int remote = -1;
-    make_run(f, r, sets, 1, 4, 4, 0); /* four hosts, four ranks on each */
+    make_run(f, r, sets, 1, 4, 4); /* four hosts, four ranks on each */
     assert_int_equal(bk__pick_lanes(&r->run, f->topo, r->pl, &remote, &err),
                      BK_ERR_UNSUPPORTED);
     assert_string_equal(err.msg, "the baseline lane spans hosts (MPI rank 0 on node000, rank 4 "
@@ -142,19 +159,14 @@ static void test_peer_memory_stays_on_one_host(void **state)
     /* the incumbent named when it is the one that maps peers */
     static const char *const inc[] = { "arena.tp=8", "incumbent.variant=ipc_twoshot_fused",
                                        "candidate.variant=nccl_then_rmsnorm" };
-    make_run(f, r, inc, 3, 4, 4, 0);
+    make_run(f, r, inc, 3, 4, 4);
     memset(&err, 0, sizeof err);
     assert_int_equal(bk__pick_lanes(&r->run, f->topo, r->pl, &remote, &err),
                      BK_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, ": the incumbent ipc_twoshot_fused needs CUDA peer memory"));
     bk_plan_free(&r->run.plan);
     /* two whole hosts: each lane is one host's, and the one on node001 is remote */
-    make_run(f, r, sets, 1, 2, 8, 0);
-    if (bk__pick_lanes(&r->run, f->topo, r->pl, &remote, &err) != BK_OK)
-        fail_msg("refused: %s", err.msg);
-    assert_int_equal(hosts_of(r, r->run.baseline, 8), 1);
-    assert_int_equal(hosts_of(r, r->run.candidate, 8), 1);
-    assert_int_equal(remote, 1);
+    expect_one_host_lanes(f, r, sets, 1);
     assert_string_equal(r->run.lane_note, "disjoint lanes on two hosts (tcp with CURVE)");
     bk_plan_free(&r->run.plan);
     free(r);
@@ -170,7 +182,7 @@ static void test_cpu_lane_stays_on_one_host(void **state)
     ranks *r = calloc(1, sizeof *r);
     bk_err err = { 0 };
     int remote = -1;
-    make_run(f, r, sets, 4, 4, 4, 1);
+    make_run(f, r, sets, 4, 4, 4);
     assert_int_equal(bk__pick_lanes(&r->run, f->topo, r->pl, &remote, &err),
                      BK_ERR_UNSUPPORTED);
     bk_plan_free(&r->run.plan);
@@ -179,12 +191,7 @@ static void test_cpu_lane_stays_on_one_host(void **state)
                                  "one host's, so place each lane's 8 ranks on one host (e.g. "
                                  "srun --ntasks-per-node=8)");
     /* lanes of one host each run there */
-    make_run(f, r, sets, 4, 2, 8, 1);
-    if (bk__pick_lanes(&r->run, f->topo, r->pl, &remote, &err) != BK_OK)
-        fail_msg("refused: %s", err.msg);
-    assert_int_equal(hosts_of(r, r->run.baseline, 8), 1);
-    assert_int_equal(hosts_of(r, r->run.candidate, 8), 1);
-    assert_int_equal(remote, 1);
+    expect_one_host_lanes(f, r, sets, 4);
     bk_plan_free(&r->run.plan);
     free(r);
 }
@@ -199,7 +206,7 @@ static void test_same_name_two_hosts(void **state)
     ranks *r = calloc(1, sizeof *r);
     bk_err err = { 0 };
     int remote = -1;
-    make_run(f, r, sets, 4, 4, 4, 1);
+    make_run(f, r, sets, 4, 4, 4);
     for (int i = 0; i < r->run.world_size; i++)
         bk_strlcpy(r->hosts[i], "clone", BK_HOST_LEN);
     assert_int_equal(bk__pick_lanes(&r->run, f->topo, r->pl, &remote, &err),
