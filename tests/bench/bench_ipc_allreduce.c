@@ -100,16 +100,11 @@ static int bench_rank(int rank, int world, lane_shm *shm, void *argp)
     bk_err e, *err = &e;
     bk_status st = BK_OK;
     bk_cuda_comm *comm = NULL;
-    unsigned char blob[BK_BLOB_MAX];
-    size_t len = sizeof(blob);
-    const void *ptrs[LANE_MAX];
     int row = 0;
     bk_err_clear(err);
-    BK_TRY(bk_cuda_comm_create(rank, world, arg->shared_gpu ? 0 : rank,
-                               bk_ar_rmsnorm_cuda_peer_bytes(arg->max_tokens, arg->hidden), blob,
-                               &len, &comm, err));
-    BK_TRY(lane_exchange(shm, rank, blob, len, ptrs, 60, err));
-    BK_TRY(bk_cuda_comm_connect(comm, ptrs, shm->lens, 60, err));
+    BK_TRY(lane_comm_up(shm, rank, world, arg->shared_gpu ? 0 : rank,
+                        bk_ar_rmsnorm_cuda_peer_bytes(arg->max_tokens, arg->hidden), 60, &comm,
+                        err));
     for (int64_t T = 1; T <= arg->max_tokens && row < MAX_ROWS; T *= 2, row++) {
         lane_tensors lt[2];
         memset(lt, 0, sizeof(lt));

@@ -185,6 +185,24 @@ static inline bk_status lane_exchange(lane_shm *shm, int rank, const void *blob,
     return BK_OK;
 }
 
+/* This rank's side of the lane communicator on `device` with `peer_bytes` of peer memory:
+ * created, its blob exchanged with the lane's (lane_exchange), connected; every wait bounded
+ * by timeout_s. *comm is set from creation on, so the caller destroys it on any failure. */
+static inline bk_status lane_comm_up(lane_shm *shm, int rank, int world, int device,
+                                     size_t peer_bytes, double timeout_s, bk_cuda_comm **comm,
+                                     bk_err *err)
+{
+    unsigned char blob[BK_BLOB_MAX];
+    size_t len = sizeof(blob);
+    const void *ptrs[LANE_MAX];
+    bk_status st = bk_cuda_comm_create(rank, world, device, peer_bytes, blob, &len, comm, err);
+    if (st == BK_OK)
+        st = lane_exchange(shm, rank, blob, len, ptrs, timeout_s, err);
+    if (st == BK_OK)
+        st = bk_cuda_comm_connect(*comm, ptrs, shm->lens, timeout_s, err);
+    return st;
+}
+
 /* Wait (bounded) until every rank has set done[]. */
 static inline void lane_wait_done(lane_shm *shm, int rank, double timeout_s)
 {

@@ -56,15 +56,10 @@ static int variants_rank(int rank, int world, lane_shm *shm, void *argp)
     bk_err e, *err = &e;
     bk_status st = BK_OK;
     bk_cuda_comm *comm = NULL;
-    unsigned char blob[BK_BLOB_MAX];
-    size_t len = sizeof(blob);
-    const void *ptrs[LANE_MAX];
     int check = 0;
     bk_err_clear(err);
-    BK_TRY(bk_cuda_comm_create(rank, world, 0, bk_ar_rmsnorm_cuda_peer_bytes(512, 16384), blob,
-                               &len, &comm, err));
-    BK_TRY(lane_exchange(shm, rank, blob, len, ptrs, g_timeout_s, err));
-    BK_TRY(bk_cuda_comm_connect(comm, ptrs, shm->lens, g_timeout_s, err));
+    BK_TRY(lane_comm_up(shm, rank, world, 0, bk_ar_rmsnorm_cuda_peer_bytes(512, 16384),
+                        g_timeout_s, &comm, err));
     for (int vi = 0; vi < arg->nvariants; vi++) {
         const bk_variant *v = arg->variants[vi];
         for (int s = 0; s < NSHAPES; s++) {
@@ -219,16 +214,11 @@ static int hang_rank(int rank, int world, lane_shm *shm, void *argp)
     bk_err e, *err = &e;
     bk_status st = BK_OK;
     bk_cuda_comm *comm = NULL;
-    unsigned char blob[BK_BLOB_MAX];
-    size_t len = sizeof(blob);
-    const void *ptrs[LANE_MAX];
     lane_tensors lt;
     memset(&lt, 0, sizeof(lt));
     bk_err_clear(err);
-    BK_TRY(bk_cuda_comm_create(rank, world, 0, bk_ar_rmsnorm_cuda_peer_bytes(8, 4096), blob,
-                               &len, &comm, err));
-    BK_TRY(lane_exchange(shm, rank, blob, len, ptrs, g_timeout_s, err));
-    BK_TRY(bk_cuda_comm_connect(comm, ptrs, shm->lens, g_timeout_s, err));
+    BK_TRY(lane_comm_up(shm, rank, world, 0, bk_ar_rmsnorm_cuda_peer_bytes(8, 4096),
+                        g_timeout_s, &comm, err));
     if (rank == 0) {
         BK_TRY(lt_alloc(&lt, 8, 4096, err));
         BK_TRY(lt_inputs(&lt, 7, rank, world, err));
@@ -265,16 +255,11 @@ static int wide_rank(int rank, int world, lane_shm *shm, void *argp)
     bk_err e, *err = &e;
     bk_status st = BK_OK;
     bk_cuda_comm *comm = NULL;
-    unsigned char blob[BK_BLOB_MAX];
-    size_t len = sizeof(blob);
-    const void *ptrs[LANE_MAX];
     lane_tensors lt;
     memset(&lt, 0, sizeof(lt));
     bk_err_clear(err);
-    BK_TRY(bk_cuda_comm_create(rank, world, 0, bk_ar_rmsnorm_cuda_peer_bytes(8, 4096), blob,
-                               &len, &comm, err));
-    BK_TRY(lane_exchange(shm, rank, blob, len, ptrs, g_timeout_s, err));
-    BK_TRY(bk_cuda_comm_connect(comm, ptrs, shm->lens, g_timeout_s, err));
+    BK_TRY(lane_comm_up(shm, rank, world, 0, bk_ar_rmsnorm_cuda_peer_bytes(8, 4096),
+                        g_timeout_s, &comm, err));
     char want[128];
     snprintf(want, sizeof(want), "a lane of %d ranks (peer memory is mapped for lanes of up "
              "to 8)", world);

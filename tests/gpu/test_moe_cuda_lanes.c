@@ -238,19 +238,14 @@ static int moe_lane_rank(int rank, int world, lane_shm *shm, void *arg)
     bk_err e, *err = &e;
     bk_status st = BK_OK;
     bk_cuda_comm *comm = NULL;
-    unsigned char blob[BK_BLOB_MAX];
-    size_t len = sizeof blob;
-    const void *ptrs[LANE_MAX];
     cudaStream_t stream = NULL;
     cudaEvent_t ev = NULL;
     int check = 0;
     bk_err_clear(err);
     /* the cuda variants use no peer memory: the communicator's flag page is enough; ranks
      * on hosts of their own (g_lane_hosts) all use GPU 0 */
-    BK_TRY(bk_cuda_comm_create(rank, world, g_lane_hosts ? 0 : rank, 0, blob, &len, &comm,
-                               err));
-    BK_TRY(lane_exchange(shm, rank, blob, len, ptrs, LANE_TIMEOUT_S, err));
-    BK_TRY(bk_cuda_comm_connect(comm, ptrs, shm->lens, LANE_TIMEOUT_S, err));
+    BK_TRY(lane_comm_up(shm, rank, world, g_lane_hosts ? 0 : rank, 0, LANE_TIMEOUT_S, &comm,
+                        err));
     if (!comm->nccl) {
         st = BK_FAIL(err, BK_ERR_UNSUPPORTED, "no NCCL on a lane of one GPU per rank: %s",
                      comm->nccl_why);
