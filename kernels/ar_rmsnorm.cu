@@ -61,6 +61,8 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_residual_rmsnorm_kernel
     (void)split; /* one block per row (bk__check_split) */
     const int nvec = hidden / 8;
     const float rh = bk__inv_hidden(hidden);
+    bk__pdl_wait();
+    bk__pdl_launch();
     uint4 gv[VPT];
     bk__load_gamma(gv, gamma, nvec);
     const size_t off = (size_t)blockIdx.x * nvec;
@@ -97,6 +99,8 @@ __global__ void __launch_bounds__(MAXT, MINB) bk_residual_rmsnorm_lean_kernel(
     const float rh = bk__inv_hidden(hidden);
     uint4 r[VPT], gv[VPT]; /* gv: EARLY only */
     float ss = 0.f;
+    bk__pdl_wait();
+    bk__pdl_launch();
     {
         uint4 a[VPT], b[VPT];
 #pragma unroll
@@ -267,7 +271,12 @@ static int bk__default_threads(int64_t hidden)
  * and from 1024, and 512 threads without gamma early at 256-1023 (hidden above 8192 was
  * not in the sweep: the older rule). Evict-first hints from 64 tokens (from 16 at hidden
  * >= 8192). The pipelined kernel (BK_RMSNORM_PIPE) measured 2-9% slower than the lean one
- * at every shape it served and is not picked. This is the one place to switch. */
+ * at every shape it served and is not picked. Programmatic dependent launch (cfg->pdl; H200,
+ * 2026-12-04, bench_rmsnorm with and without it, three runs): 0.3-0.5 us less a call at 1-128 tokens,
+ * 0.2-0.6 us less from 512, but 6-13% more at 256 tokens x hidden 7168 and 8192 (the
+ * 512-thread launch of 2 vectors a thread; 4096 and 6144 x 256 gained): off at hidden
+ * above 6144 from 256 to 511 tokens (only 256 measured in that range). This is the one
+ * place to switch. */
 static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *cfg)
 {
     cfg->kernel = BK_RMSNORM_LEAN;
@@ -276,6 +285,7 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *c
     cfg->stream_hint = tokens >= (hidden >= 8192 ? 16 : 64);
     cfg->gamma_early = 1;
     cfg->split = 1;
+    cfg->pdl = !(hidden > 6144 && tokens >= 256 && tokens < 512);
     if (hidden <= 4096) {
         cfg->threads = 512; /* one vector per thread from hidden 8 to 4096 */
         if (tokens >= 1024 && tokens <= 4096) {
@@ -317,12 +327,13 @@ typedef void (*bk__row_kernel)(const uint4 *, const uint4 *, const uint4 *, uint
 static bk_status bk__launch_rows(bk__row_kernel kernel, const char *name, const void *sum,
                                  const void *residual, const void *gamma, void *residual_out,
                                  void *out, int64_t tokens, int64_t hidden, float eps,
-                                 int threads, int split, cudaStream_t stream, bk_err *err)
+                                 int threads, int split, int pdl, cudaStream_t stream,
+                                 bk_err *err)
 {
-    kernel<<<(unsigned)(tokens * split), threads, 0, stream>>>(
-        (const uint4 *)sum, (const uint4 *)residual, (const uint4 *)gamma,
-        (uint4 *)residual_out, (uint4 *)out, (int)hidden, eps, split);
-    return bk__launched(name, err);
+    return bk__launch(name, kernel, (unsigned)(tokens * split), (unsigned)threads, 0, stream,
+                      pdl, err, (const uint4 *)sum, (const uint4 *)residual,
+                      (const uint4 *)gamma, (uint4 *)residual_out, (uint4 *)out, (int)hidden,
+                      eps, split);
 }
 
 /* The row kernel. */
@@ -342,7 +353,8 @@ static bk_status bk__rmsnorm_row(const void *sum, const void *residual, const vo
     BK_VPT_SWITCH(vpt, L);
 #undef L
     return bk__launch_rows(kernel, "bk_residual_rmsnorm_kernel", sum, residual, gamma,
-                           residual_out, out, tokens, hidden, eps, threads, 1, stream, err);
+                           residual_out, out, tokens, hidden, eps, threads, 1, cfg->pdl,
+                           stream, err);
 }
 
 /* The lean kernel: as the row kernel, up to 1024 threads (2 vectors each above 512;
@@ -392,7 +404,7 @@ static bk_status bk__rmsnorm_lean(const void *sum, const void *residual, const v
 #undef LA
     return bk__launch_rows(kernel, "bk_residual_rmsnorm_lean_kernel", sum, residual, gamma,
                            residual_out, out, tokens, hidden, eps, threads,
-                           cfg->split > 1 ? cfg->split : 1, stream, err);
+                           cfg->split > 1 ? cfg->split : 1, cfg->pdl, stream, err);
 }
 
 extern "C" bk_status bk_residual_rmsnorm_config(const void *sum, const void *residual,

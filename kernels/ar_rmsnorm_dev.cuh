@@ -43,6 +43,29 @@ __device__ __forceinline__ float bk__block_sum(float v, int call)
     return bk__warp_sum(lane < (int)(blockDim.x >> 5) ? part[call & 1][lane] : 0.f);
 }
 
+/* Programmatic dependent launch (sm_90, cfg->pdl): a kernel launched with
+ * cudaLaunchAttributeProgrammaticStreamSerialization may be scheduled while the kernel before
+ * it on the stream is still running. bk__pdl_wait() returns once that kernel has completed
+ * and its writes are visible (at once when the kernel was launched without the attribute),
+ * so it comes before the first load of any input: the kernel before may have written any of
+ * them, gamma included. bk__pdl_launch() lets the kernel after this one be scheduled once
+ * every block of this grid has called it (or exited); that kernel waits in its own
+ * bk__pdl_wait() for this grid to complete, so calling it first thing is safe: it only
+ * moves the next kernel's launch earlier. */
+__device__ __forceinline__ void bk__pdl_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void bk__pdl_launch(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 /* 1 / hidden, correctly rounded: the mean of squares is their sum times this (a
  * multiply after the reduction instead of a division; the same bits when hidden is a
  * power of two, at most 1 ulp apart otherwise). Compute it before the row's loads
@@ -278,6 +301,31 @@ static inline bk_status bk__launched(const char *what, bk_err *err)
     if (e != cudaSuccess)
         return BK_FAIL(err, BK_ERR_SYSTEM, "%s launch: %s", what, cudaGetErrorString(e));
     return BK_OK;
+}
+
+/* kernel<<<grid, threads, smem, stream>>>(args...), with programmatic stream serialization
+ * when pdl (bk__pdl_wait); the launch's error, or the last one, named by what. */
+template <typename... P, typename... A>
+static inline bk_status bk__launch(const char *what, void (*kernel)(P...), unsigned grid,
+                                   unsigned threads, size_t smem, cudaStream_t stream, int pdl,
+                                   bk_err *err, A... args)
+{
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t c = {};
+    c.gridDim = dim3(grid);
+    c.blockDim = dim3(threads);
+    c.dynamicSmemBytes = smem;
+    c.stream = stream;
+    c.attrs = at;
+    c.numAttrs = pdl ? 1 : 0;
+    const cudaError_t e = cudaLaunchKernelEx(&c, kernel, args...);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); /* a launch error is not sticky: clear it */
+        return BK_FAIL(err, BK_ERR_SYSTEM, "%s launch: %s", what, cudaGetErrorString(e));
+    }
+    return bk__launched(what, err);
 }
 
 #define BK_VPT_SWITCH(vpt, LAUNCH) \

@@ -118,6 +118,8 @@ __global__ void __launch_bounds__(MAXT) bk_residual_rmsnorm_pipe_kernel(
     const uint32_t row_bytes = (uint32_t)nvec * 16u;
     const int grid = (int)gridDim.x;
     const int rows = (int)blockIdx.x < tokens ? (tokens - 1 - (int)blockIdx.x) / grid + 1 : 0;
+    bk__pdl_wait();
+    bk__pdl_launch();
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < stages; s++)
@@ -341,8 +343,8 @@ bk_status bk__rmsnorm_pipe(const void *sum, const void *residual, const void *ga
     }
     const int64_t cap = (int64_t)per_sm * sms;
     const int grid = (int)(tokens < cap ? tokens : cap);
-    fn<<<grid, threads, smem, stream>>>((const uint4 *)sum, (const uint4 *)residual,
-                                        (const uint4 *)gamma, (uint4 *)residual_out, (uint4 *)out,
-                                        (int)tokens, (int)hidden, stages, eps);
-    return bk__launched("bk_residual_rmsnorm_pipe_kernel", err);
+    return bk__launch("bk_residual_rmsnorm_pipe_kernel", fn, (unsigned)grid, (unsigned)threads,
+                      smem, stream, cfg->pdl, err, (const uint4 *)sum, (const uint4 *)residual,
+                      (const uint4 *)gamma, (uint4 *)residual_out, (uint4 *)out, (int)tokens,
+                      (int)hidden, stages, eps);
 }

@@ -85,6 +85,10 @@ typedef struct bk_rmsnorm_cfg {
                         * fewer than the SMs, the row read split times from L2. Refused in
                         * place (sum overlapping an output): a block would read what
                         * another has already written. */
+    int pdl;           /* 1: programmatic dependent launch (sm_90): the kernel may be
+                        * scheduled while the kernel before it on the stream finishes, and
+                        * waits for it (its completion and writes) before its first load;
+                        * in a CUDA graph, a programmatic edge. 0: an ordinary launch */
 } bk_rmsnorm_cfg;
 
 /* The same with the launch configuration open. Errors (BK_ERR_INPUT) for a

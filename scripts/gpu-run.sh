@@ -22,9 +22,11 @@
 #
 # Steps: build (cmake + ninja, all cores), test (ctest -L gpu, then the unit tests),
 # break (a copy of the tree with the one-shot kernel's residual add removed must FAIL the
-# GPU test: proves the test can fail), bench (bench_rmsnorm table + CSV), torch (the same
+# IPC GPU test, and one whose rmsnorm kernels skip their programmatic-launch wait must FAIL
+# the rmsnorm GPU test: proves the tests can fail), bench (bench_rmsnorm table + CSV), torch (the same
 # shapes through torch.compile and eager, our kernel timed beside them on the same tensors
-# through libbk_rmsnorm_shim.so, bench's CSV for the copy kernel), ipc (nccl_then_rmsnorm
+# through libbk_rmsnorm_shim.so, its default launch and the same without programmatic
+# dependent launch; bench's CSV for the copy kernel), ipc (nccl_then_rmsnorm
 # against the two IPC variants across GPUs at worlds 2, 4, 8 as far as the machine's GPUs go;
 # skipped on a one-GPU machine), sanitize (GPU test programs under compute-sanitizer: memcheck
 # with leak check, racecheck, synccheck, initcheck, forked children followed; a line per run
@@ -63,6 +65,15 @@ for s in $steps; do
     else
       rc=1
     fi
+    # programmatic dependent launch: the row and lean kernels load before they wait for the
+    # kernel before them (test_pdl's late writer)
+    if sabotage_tree /tmp/bk-broken kernels/ar_rmsnorm.cu 's/bk__pdl_wait();//'; then
+      build_tree /tmp/bk-broken /tmp/bk-broken/build gpu_test_rmsnorm_cuda >"$out/break-pdl-build.log" 2>&1
+      sabotage_caught /tmp/bk-broken/build/tests/gpu_test_rmsnorm_cuda "$out/break-pdl-test.log" \
+        "pdl wait" "pdl|FAILED|PASSED" || rc=1
+    else
+      rc=1
+    fi
     ;;
   bench)
     "$build/tests/bench_rmsnorm" --step "$step" ${BK_SWEEP:+--sweep} --csv "$out/bench_rmsnorm.csv" 2>&1 | tee "$out/bench_rmsnorm.txt" || rc=1
@@ -70,7 +81,7 @@ for s in $steps; do
   torch)
     PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=$(nproc) python3 "$src/tests/bench/torch_rmsnorm.py" \
       --ours "$out/bench_rmsnorm.csv" --lib "$build/tests/libbk_rmsnorm_shim.so" \
-      --csv "$out/torch_rmsnorm.csv" --step "$step" 2>&1 | tee "$out/torch_rmsnorm.txt" || rc=1
+      --csv "$out/torch_rmsnorm.csv" --step "$step" --nopdl 2>&1 | tee "$out/torch_rmsnorm.txt" || rc=1
     ;;
   ipc)
     # whole GPUs only: `nvidia-smi -L` also lists MIG instances (indented lines), which are

@@ -63,7 +63,7 @@ static void test_block_shapes(void **st)
     (void)st;
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
         const cfg_case *c = &k_cases[i];
-        const bk_rmsnorm_cfg cfg = {c->kernel, c->threads, 0, 0, 0, c->early, 0};
+        const bk_rmsnorm_cfg cfg = {c->kernel, c->threads, 0, 0, 0, c->early, 0, 0};
         const int got = bk_rmsnorm_cfg_threads(&cfg, c->hidden);
         if (got != c->want)
             fail_msg("kernel %d, %d threads per row, hidden %lld, gamma early %d: %d threads "
@@ -81,7 +81,7 @@ static void test_launcher_agrees(void **st)
         const cfg_case *c = &k_cases[i];
         if (c->want != 0 || c->hidden > 16384)
             continue; /* accepted shapes would launch; hidden over 16384 fails earlier */
-        const bk_rmsnorm_cfg cfg = {c->kernel, c->threads, 0, 0, 0, c->early, 0};
+        const bk_rmsnorm_cfg cfg = {c->kernel, c->threads, 0, 0, 0, c->early, 0, 0};
         bk_err err;
         bk_err_clear(&err);
         assert_int_equal(bk_residual_rmsnorm_config(NULL, NULL, NULL, NULL, NULL, 4, c->hidden,
@@ -99,7 +99,7 @@ static void test_default_rule_runs(void **st)
     (void)st;
     static const int64_t tokens[] = {1, 15, 16, 63, 64, 255, 256, 1023, 1024, 4096, 4097,
                                      16383, 16384, 1 << 20};
-    int early = 0, late = 0, split = 0;
+    int early = 0, late = 0, split = 0, pdl = 0;
     for (int64_t h = 8; h <= 16384; h += 8)
         for (size_t t = 0; t < sizeof tokens / sizeof tokens[0]; t++)
             for (int in_place = 0; in_place < 2; in_place++) {
@@ -121,12 +121,38 @@ static void test_default_rule_runs(void **st)
                 if (cfg.stream_hint != 0 && cfg.stream_hint != 1)
                     fail_msg("default rule at %lld x %lld: stream_hint %d", (long long)tokens[t],
                              (long long)h, cfg.stream_hint);
+                if (cfg.pdl != 0 && cfg.pdl != 1)
+                    fail_msg("default rule at %lld x %lld: pdl %d", (long long)tokens[t],
+                             (long long)h, cfg.pdl);
+                pdl += cfg.pdl;
                 early += cfg.gamma_early == 1;
                 late += cfg.gamma_early == 0;
             }
     assert_int_equal(early + late, 2 * 2048 * (int)(sizeof tokens / sizeof tokens[0]));
     assert_true(early > 0 && late > 0);
     assert_true(split > 0); /* out of place at few tokens */
+    assert_true(pdl > 0 && pdl < early + late);
+}
+
+/* Programmatic dependent launch where it measured faster (docs/bench/cuda.md): everywhere
+ * but 256-511 tokens at hidden above 6144. */
+static void test_default_rule_pdl(void **st)
+{
+    (void)st;
+    static const struct { int64_t tokens, hidden; int pdl; } k[] = {
+        {1, 4096, 1},    {1, 8192, 1},   {128, 8192, 1}, {255, 7168, 1}, {256, 7168, 0},
+        {256, 8192, 0},  {511, 8192, 0}, {512, 8192, 1}, {256, 6144, 1}, {256, 4096, 1},
+        {1024, 6144, 1}, {300, 16384, 0}, {16384, 8192, 1},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        for (int in_place = 0; in_place < 2; in_place++) {
+            bk_rmsnorm_cfg cfg;
+            bk_rmsnorm_default_cfg(k[i].tokens, k[i].hidden, in_place, &cfg);
+            if (cfg.pdl != k[i].pdl)
+                fail_msg("default rule at %lld x %lld%s: pdl %d, want %d",
+                         (long long)k[i].tokens, (long long)k[i].hidden,
+                         in_place ? " in place" : "", cfg.pdl, k[i].pdl);
+        }
 }
 
 /* cfg.split's refusals, made before anything is launched (the pointers are never read):
@@ -159,7 +185,7 @@ static void test_split_refusals(void **st)
         {BK_RMSNORM_LEAN, 2, T, buf[0], buf[2], buf[3], "gamma early", 0},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        bk_rmsnorm_cfg cfg = {k[i].kernel, 512, 0, 0, 0, k[i].early, k[i].split};
+        bk_rmsnorm_cfg cfg = {k[i].kernel, 512, 0, 0, 0, k[i].early, k[i].split, 0};
         bk_err err = {0};
         const bk_status s = bk_residual_rmsnorm_config(k[i].sum, buf[1], buf[1] + 2048,
                                                        (void *)k[i].ro, (void *)k[i].out,
@@ -177,6 +203,7 @@ int main(void)
         cmocka_unit_test(test_block_shapes),
         cmocka_unit_test(test_launcher_agrees),
         cmocka_unit_test(test_default_rule_runs),
+        cmocka_unit_test(test_default_rule_pdl),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,9 @@
  *                before it is timed. A kernel name after --sweep times that kernel's
  *                configurations only.
  *     --each     with --sweep: also print every configuration's time (a line each)
+ *   Every shape also times the default launch without programmatic dependent launch (column
+ *   "no-pdl us"; cfg.pdl, which the default sets at most shapes: each call may be scheduled
+ *   while the one before it finishes).
  *     --hot      one input set (L2-resident inputs, like the epilogue right after the
  *                allreduce wrote x) instead of the rotated cold sets
  *
@@ -98,6 +101,14 @@ static void fill(uint16_t *h, size_t n, unsigned seed, float lo, float hi)
 
 /* A graph node that does nothing: the floor under every per-call time here. */
 __global__ void empty_kernel(void) {}
+
+/* The same launched with programmatic dependent launch: it waits for the call before it
+ * (as our kernels do) and lets the next be scheduled at once. */
+__global__ void pdl_empty_kernel(void)
+{
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
 
 /* Time a graph of CALLS captured launches; returns microseconds per call. */
 template <typename F>
@@ -203,20 +214,20 @@ static double check(const float *ref_ro, const float *ref_out, const void *d_ro,
  * (named with a trailing g; refused, so skipped, above 2 vectors per thread), 5 of those
  * with 2, 4 or 8 blocks per row (cfg.split, a trailing s2/s4/s8). */
 static const bk_rmsnorm_cfg k_sweep[] = {
-    {BK_RMSNORM_ROW, 256, 0, 0, 0, 0, 0},   {BK_RMSNORM_ROW, 256, 1, 0, 0, 0, 0},
-    {BK_RMSNORM_ROW, 512, 0, 0, 0, 0, 0},   {BK_RMSNORM_ROW, 512, 1, 0, 0, 0, 0},
-    {BK_RMSNORM_PIPE, 256, 0, 0, 0, 0, 0},  {BK_RMSNORM_PIPE, 256, 1, 0, 0, 0, 0},
-    {BK_RMSNORM_PIPE, 512, 0, 0, 0, 0, 0},  {BK_RMSNORM_PIPE, 512, 1, 0, 0, 0, 0},
-    {BK_RMSNORM_PIPE, 1024, 0, 0, 0, 0, 0}, {BK_RMSNORM_PIPE, 1024, 1, 0, 0, 0, 0},
-    {BK_RMSNORM_LEAN, 256, 0, 0, 0, 0, 0},  {BK_RMSNORM_LEAN, 256, 1, 0, 0, 0, 0},
-    {BK_RMSNORM_LEAN, 512, 0, 0, 0, 0, 0},  {BK_RMSNORM_LEAN, 512, 1, 0, 0, 0, 0},
-    {BK_RMSNORM_LEAN, 1024, 0, 0, 0, 0, 0}, {BK_RMSNORM_LEAN, 1024, 1, 0, 0, 0, 0},
-    {BK_RMSNORM_LEAN, 128, 0, 0, 0, 0, 0},
-    {BK_RMSNORM_LEAN, 512, 0, 0, 0, 1, 0},  {BK_RMSNORM_LEAN, 512, 1, 0, 0, 1, 0},
-    {BK_RMSNORM_LEAN, 1024, 0, 0, 0, 1, 0}, {BK_RMSNORM_LEAN, 1024, 1, 0, 0, 1, 0},
-    {BK_RMSNORM_LEAN, 512, 0, 0, 0, 1, 2},  {BK_RMSNORM_LEAN, 512, 0, 0, 0, 1, 4},
-    {BK_RMSNORM_LEAN, 512, 0, 0, 0, 1, 8},  {BK_RMSNORM_LEAN, 1024, 0, 0, 0, 1, 2},
-    {BK_RMSNORM_LEAN, 1024, 0, 0, 0, 1, 4},
+    {BK_RMSNORM_ROW, 256, 0, 0, 0, 0, 0, 0},   {BK_RMSNORM_ROW, 256, 1, 0, 0, 0, 0, 0},
+    {BK_RMSNORM_ROW, 512, 0, 0, 0, 0, 0, 0},   {BK_RMSNORM_ROW, 512, 1, 0, 0, 0, 0, 0},
+    {BK_RMSNORM_PIPE, 256, 0, 0, 0, 0, 0, 0},  {BK_RMSNORM_PIPE, 256, 1, 0, 0, 0, 0, 0},
+    {BK_RMSNORM_PIPE, 512, 0, 0, 0, 0, 0, 0},  {BK_RMSNORM_PIPE, 512, 1, 0, 0, 0, 0, 0},
+    {BK_RMSNORM_PIPE, 1024, 0, 0, 0, 0, 0, 0}, {BK_RMSNORM_PIPE, 1024, 1, 0, 0, 0, 0, 0},
+    {BK_RMSNORM_LEAN, 256, 0, 0, 0, 0, 0, 0},  {BK_RMSNORM_LEAN, 256, 1, 0, 0, 0, 0, 0},
+    {BK_RMSNORM_LEAN, 512, 0, 0, 0, 0, 0, 0},  {BK_RMSNORM_LEAN, 512, 1, 0, 0, 0, 0, 0},
+    {BK_RMSNORM_LEAN, 1024, 0, 0, 0, 0, 0, 0}, {BK_RMSNORM_LEAN, 1024, 1, 0, 0, 0, 0, 0},
+    {BK_RMSNORM_LEAN, 128, 0, 0, 0, 0, 0, 0},
+    {BK_RMSNORM_LEAN, 512, 0, 0, 0, 1, 0, 0},  {BK_RMSNORM_LEAN, 512, 1, 0, 0, 1, 0, 0},
+    {BK_RMSNORM_LEAN, 1024, 0, 0, 0, 1, 0, 0}, {BK_RMSNORM_LEAN, 1024, 1, 0, 0, 1, 0, 0},
+    {BK_RMSNORM_LEAN, 512, 0, 0, 0, 1, 2, 0},  {BK_RMSNORM_LEAN, 512, 0, 0, 0, 1, 4, 0},
+    {BK_RMSNORM_LEAN, 512, 0, 0, 0, 1, 8, 0},  {BK_RMSNORM_LEAN, 1024, 0, 0, 0, 1, 2, 0},
+    {BK_RMSNORM_LEAN, 1024, 0, 0, 0, 1, 4, 0},
 };
 #define NSWEEP (int)(sizeof k_sweep / sizeof k_sweep[0])
 
@@ -284,14 +295,29 @@ int main(int argc, char **argv)
             });
         printf("graph node floor: an empty kernel of one block takes %.2f / %.2f / %.2f us per "
                "call at 32 / 512 / 1024 threads\n", floor_us[0], floor_us[1], floor_us[2]);
+        cudaLaunchAttribute at;
+        at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at.val.programmaticStreamSerializationAllowed = 1;
+        for (int i = 0; i < 3; i++)
+            floor_us[i] = time_graph(st, [&](int) {
+                cudaLaunchConfig_t c = {};
+                c.gridDim = dim3(1);
+                c.blockDim = dim3(floor_threads[i]);
+                c.stream = st;
+                c.attrs = &at;
+                c.numAttrs = 1;
+                CK(cudaLaunchKernelEx(&c, pdl_empty_kernel));
+            });
+        printf("with programmatic dependent launch (pdl): %.2f / %.2f / %.2f us per call\n",
+               floor_us[0], floor_us[1], floor_us[2]);
     }
     printf("mode: %s\n", hot ? "hot (one input set, L2-resident)"
                              : "cold (rotated input sets, over 3 x L2)");
     if (csv)
         fprintf(csv, "hidden,tokens,bytes,us,gbps,copy_share,copy_gbps,best_us,best_cfg,"
-                     "pipe_us,pipe_cfg,mode\n");
-    printf("%6s %6s %12s %9s %8s %7s %9s %9s %9s %9s  [%s]\n", "hidden", "tokens", "bytes",
-           "us", "GB/s", "%copy", "best us", "best cfg", "pipe us", "pipe cfg",
+                     "pipe_us,pipe_cfg,mode,nopdl_us\n");
+    printf("%6s %6s %12s %9s %8s %7s %9s %9s %9s %9s %9s  [%s]\n", "hidden", "tokens", "bytes",
+           "us", "GB/s", "%copy", "no-pdl us", "best us", "best cfg", "pipe us", "pipe cfg",
            hot ? "hot" : "cold");
     const int64_t hiddens[] = {4096, 6144, 7168, 8192};
     for (int hi = 0; hi < 4; hi++) {
@@ -339,11 +365,37 @@ int main(int argc, char **argv)
                 BK(bk_residual_rmsnorm(x[s], res[s], g, ro[s], out[s], T, H, BK_RMSNORM_EPS, st,
                                        &e_));
             });
+            /* the default launch again, without programmatic dependent launch (cfg.pdl) */
+            bk_rmsnorm_cfg pdl_cfg;
+            bk_rmsnorm_default_cfg(T, H, 0, &pdl_cfg);
+            const int def_pdl = pdl_cfg.pdl;
+            pdl_cfg.pdl = 0;
+            {
+                const int last = sets - 1; /* ref_ro, ref_out hold its reference */
+                CK(cudaMemsetAsync(ro[last], 0xFF, tn * 2, st));
+                CK(cudaMemsetAsync(out[last], 0xFF, tn * 2, st));
+                BK(bk_residual_rmsnorm_config(x[last], res[last], g, ro[last], out[last], T, H,
+                                              BK_RMSNORM_EPS, &pdl_cfg, st, &e_));
+                CK(cudaStreamSynchronize(st));
+                if (check(ref_ro, ref_out, ro[last], out[last], T, H) > 1.0) {
+                    fprintf(stderr, "WRONG: %lld x %lld, default without pdl, off the reference\n",
+                            (long long)T, (long long)H);
+                    return 1;
+                }
+            }
+            const double nopdl_us = time_graph(st, [&](int i) {
+                const int s = i % sets;
+                BK(bk_residual_rmsnorm_config(x[s], res[s], g, ro[s], out[s], T, H,
+                                              BK_RMSNORM_EPS, &pdl_cfg, st, &e_));
+            });
             double best = us, pbest = INFINITY;
             char best_cfg[32] = "default", pbest_cfg[32] = "-";
             int seen[NSWEEP] = {0}; /* threads each configuration ran with */
             for (int c = 0; sweep && c < NSWEEP; c++) {
-                const bk_rmsnorm_cfg *cfg = &k_sweep[c];
+                /* launched as the default is at this shape: with pdl or without */
+                bk_rmsnorm_cfg sweep_cfg = k_sweep[c];
+                sweep_cfg.pdl = def_pdl;
+                const bk_rmsnorm_cfg *cfg = &sweep_cfg;
                 const int pipe = cfg->kernel == BK_RMSNORM_PIPE;
                 char name[32];
                 int dup = 0;
@@ -392,14 +444,14 @@ int main(int argc, char **argv)
                 snprintf(pbest_us, sizeof pbest_us, "%.2f", pbest);
                 snprintf(pbest_csv, sizeof pbest_csv, "%.3f", pbest);
             }
-            printf("%6lld %6lld %12.0f %9.2f %8.0f %6.1f%% %9.2f %9s %9.9s %9s\n",
-                   (long long)H, (long long)T, bytes, us, bw / 1e9, 100 * bw / copy_bw, best,
-                   best_cfg, pbest_us, pbest_cfg);
+            printf("%6lld %6lld %12.0f %9.2f %8.0f %6.1f%% %9.2f %9.2f %9s %9.9s %9s\n",
+                   (long long)H, (long long)T, bytes, us, bw / 1e9, 100 * bw / copy_bw, nopdl_us,
+                   best, best_cfg, pbest_us, pbest_cfg);
             if (csv)
-                fprintf(csv, "%lld,%lld,%.0f,%.3f,%.1f,%.4f,%.1f,%.3f,%s,%s,%s,%s\n",
+                fprintf(csv, "%lld,%lld,%.0f,%.3f,%.1f,%.4f,%.1f,%.3f,%s,%s,%s,%s,%.3f\n",
                         (long long)H, (long long)T, bytes, us, bw / 1e9, bw / copy_bw,
                         copy_bw / 1e9, best, best_cfg, pbest_csv,
-                        pbest < INFINITY ? pbest_cfg : "", hot ? "hot" : "cold");
+                        pbest < INFINITY ? pbest_cfg : "", hot ? "hot" : "cold", nopdl_us);
             for (int s = 0; s < sets; s++) {
                 CK(cudaFree(x[s]));
                 CK(cudaFree(res[s]));

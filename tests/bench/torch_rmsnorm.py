@@ -4,7 +4,7 @@ timed exactly like tests/bench/bench_rmsnorm.cu (rotated input sets, CALLS launc
 captured in one CUDA graph, median of REPLAYS replays / CALLS), so both sit side by side.
 
   python3 torch_rmsnorm.py [--ours bench_rmsnorm.csv] [--lib libbk_rmsnorm_shim.so]
-                           [--csv FILE] [--step N] [--hot]
+                           [--csv FILE] [--step N] [--hot] [--nopdl]
 
 Prints one table: our kernel, torch.compile, eager, each in us and as a share of the copy
 kernel's bandwidth (the one bench_rmsnorm measured in the same run when --ours is given,
@@ -13,7 +13,9 @@ else torch's copy_). Our kernel's time comes from --lib when given: our default 
 torch.compile gets, its outputs checked against eager PyTorch first, timed in alternation
 with torch.compile (ours, compile, ours, compile: the median of both rounds' replays), so
 that neither side gains from where its buffers sit in memory; the --ours CSV's time is then
-printed beside it ("bench us"). Without --lib, "ours" is the CSV's time.
+printed beside it ("bench us"). Without --lib, "ours" is the CSV's time. --nopdl (with
+--lib) also times our launch without programmatic dependent launch, which the default rule
+turns on at most shapes, in the same alternation ("no-pdl us").
 """
 import argparse
 import collections
@@ -89,11 +91,12 @@ def median(v):
     return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
 
 
-def load_ours(path):
+def load_ours(path, nopdl=False):
     """Our default launch through libbk_rmsnorm_shim.so: fn(x, residual, gamma, ro, out)
-    on the current stream (inside a capture: captured)."""
+    on the current stream (inside a capture: captured); nopdl: the same launch without
+    programmatic dependent launch."""
     lib = ctypes.CDLL(path)
-    f = lib.bk_shim_residual_rmsnorm
+    f = lib.bk_shim_residual_rmsnorm_nopdl if nopdl else lib.bk_shim_residual_rmsnorm
     f.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64, ctypes.c_int64, ctypes.c_float,
                                           ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
     f.restype = ctypes.c_int
@@ -103,7 +106,8 @@ def load_ours(path):
         if f(x.data_ptr(), residual.data_ptr(), gamma.data_ptr(), ro.data_ptr(), out.data_ptr(),
              x.shape[0], x.shape[1], EPS, torch.cuda.current_stream().cuda_stream, msg,
              len(msg)):
-            raise RuntimeError(f"bk_residual_rmsnorm: {msg.value.decode()}")
+            raise RuntimeError(f"bk_residual_rmsnorm{' (no pdl)' if nopdl else ''}: "
+                               f"{msg.value.decode()}")
         return ro, out
     return run
 
@@ -147,10 +151,17 @@ def main():
     ap.add_argument("--step", type=int, default=2, help="token multiplier between rows")
     ap.add_argument("--hot", action="store_true",
                     help="one input set, L2-resident where it fits (bench_rmsnorm --hot)")
+    ap.add_argument("--nopdl", action="store_true",
+                    help="with --lib: also time our launch without programmatic dependent "
+                    "launch (bk_rmsnorm_cfg.pdl 0), in the same alternation (column "
+                    "'no-pdl us')")
     args = ap.parse_args()
+    if args.nopdl and not args.lib:
+        ap.error("--nopdl needs --lib")
     torch._dynamo.config.cache_size_limit = 256
     compiled = torch.compile(residual_rmsnorm, dynamic=False)
     run_ours = load_ours(args.lib) if args.lib else None
+    run_nopdl = load_ours(args.lib, nopdl=True) if args.nopdl else None
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     torch_copy = copy_bandwidth()
     ours = {}
@@ -168,6 +179,8 @@ def main():
           f"torch copy_ {torch_copy / 1e9:.0f} GB/s, reference copy {copy_bw / 1e9:.0f} GB/s")
     rows = []
     hdr = f"{'hidden':>6} {'tokens':>6} {'ours us':>8} {'%copy':>6} {'compile us':>10} {'%copy':>6} {'eager us':>9} {'%copy':>6} {'ours/compile':>12}"
+    if run_nopdl:
+        hdr += f" {'no-pdl us':>9} {'no-pdl/compile':>14}"
     if run_ours and ours:
         hdr += f" {'bench us':>8}"
     print(hdr)
@@ -178,14 +191,21 @@ def main():
             sets = make_sets(t, h, 1 if args.hot else cold_sets(t, h, l2), t * 7 + h)
             nbytes = (4 * t * h + h) * 2
             us_b = ours.get((h, t), float("nan"))
+            us_n = float("nan")
             if run_ours:
                 check_ours(run_ours, *sets[0])
+                if run_nopdl:
+                    check_ours(run_nopdl, *sets[0])
                 osets = [(x, r, g, torch.empty_like(x), torch.empty_like(x)) for x, r, g in sets]
-                to, tc = [], []
+                to, tn, tc = [], [], []
                 for _ in range(2):
                     to += time_graph(run_ours, osets)
+                    if run_nopdl:
+                        tn += time_graph(run_nopdl, osets)
                     tc += time_graph(compiled, sets)
                 us_o, us_c = median(to), median(tc)
+                if run_nopdl:
+                    us_n = median(tn)
                 del osets
             else:
                 us_o, us_c = us_b, median(time_graph(compiled, sets))
@@ -193,19 +213,25 @@ def main():
             share = lambda us: 100 * nbytes / (us * 1e-6) / copy_bw
             line = (f"{h:>6} {t:>6} {us_o:>8.2f} {share(us_o):>5.1f}% {us_c:>10.2f} {share(us_c):>5.1f}% "
                     f"{us_e:>9.2f} {share(us_e):>5.1f}% {us_c / us_o if us_o == us_o else float('nan'):>11.2f}x")
+            if run_nopdl:
+                line += f" {us_n:>9.2f} {us_c / us_n:>13.2f}x"
             if run_ours and ours:
                 line += f" {us_b:>8.2f}"
             print(line, flush=True)
-            rows.append((h, t, nbytes, us_o, us_c, us_e))
+            rows.append((h, t, nbytes, us_o, us_c, us_e, us_n))
             del sets
             t *= step
     if args.csv:
         with open(args.csv, "w") as f:
-            f.write("hidden,tokens,bytes,ours_us,compile_us,eager_us\n")
+            f.write("hidden,tokens,bytes,ours_us,compile_us,eager_us,nopdl_us\n")
             for r in rows:
                 f.write(",".join(str(v) for v in r) + "\n")
-    slower = [(h, t) for h, t, _, o, c, _ in rows if not (o < c)]
+    slower = [(h, t) for h, t, _, o, c, _, _ in rows if not (o < c)]
     print(f"shapes where ours is not faster than torch.compile: {slower if slower else 'none'}")
+    if run_nopdl:
+        slower = [(h, t) for h, t, _, _, c, _, p in rows if not (p < c)]
+        print(f"shapes where ours without pdl is not faster than torch.compile: "
+              f"{slower if slower else 'none'}")
 
 
 if __name__ == "__main__":

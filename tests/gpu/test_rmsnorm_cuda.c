@@ -6,8 +6,9 @@
  * squares fails, inputs unchanged afterwards, residual_out bitwise equal across all
  * configurations, the pipelined kernel bitwise equal to the row kernel at the same threads
  * per block, in place (sum == residual_out, how the incumbent calls it) and as a captured
- * graph; configurations a shape cannot take are refused with BK_ERR_INPUT. Exit 77 (skipped)
- * without a usable GPU. */
+ * graph; configurations a shape cannot take are refused with BK_ERR_INPUT; with programmatic
+ * dependent launch (cfg.pdl), every kernel waits for a kernel before it that writes the
+ * inputs late. Exit 77 (skipped) without a usable GPU. */
 #ifndef BK_HAVE_CUDA
 #include <stdio.h>
 int main(void)
@@ -63,23 +64,24 @@ static int make_cfgs(bk_rmsnorm_cfg *c, int64_t tokens, int64_t hidden)
     int n = 0;
     for (int t = 0; t < 4; t++)
         for (int h = 0; h < 2; h++)
-            c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_ROW, row_threads[t], h, 0, 0, 0, 0 };
+            c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_ROW, row_threads[t], h, 0, 0, 0, 0, 0 };
     for (int t = 0; t < 3; t++) {
         for (int s = 0; s <= 4; s++) {
             if (big && s != 0 && s != 2)
                 continue;
             for (int b = 0; b < 2; b++)
-                c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, pipe_threads[t], 0, s, b, 0, 0 };
+                c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, pipe_threads[t], 0, s, b, 0, 0, 0 };
         }
-        c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, pipe_threads[t], 1, 0, 0, 0, 0 };
+        c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, pipe_threads[t], 1, 0, 0, 0, 0, 0 };
     }
     for (int t = 0; t < 5; t++)
         for (int h = 0; h < 2; h++)
             for (int e = 0; e < 2; e++)
                 c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_LEAN,
-                                           (int[]){ 32, 128, 256, 512, 1024 }[t], h, 0, 0, e, 0 };
-    c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, 32, 0, 2, 1, 0, 0 };
-    c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, 128, 1, 3, 2, 0, 0 };
+                                           (int[]){ 32, 128, 256, 512, 1024 }[t], h, 0, 0, e, 0,
+                                           0 };
+    c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, 32, 0, 2, 1, 0, 0, 0 };
+    c[n++] = (bk_rmsnorm_cfg){ BK_RMSNORM_PIPE, 128, 1, 3, 2, 0, 0, 0 };
     assert_true(n <= MAX_CFGS);
     return n;
 }
@@ -305,7 +307,7 @@ static void split_rows(shape_data *d)
     assert_non_null(out1);
     for (int t = 0; t < 2; t++)
         for (int e = 0; e < 2; e++) {
-            bk_rmsnorm_cfg c = { BK_RMSNORM_LEAN, t ? 1024 : 512, e, 0, 0, 1, 1 };
+            bk_rmsnorm_cfg c = { BK_RMSNORM_LEAN, t ? 1024 : 512, e, 0, 0, 1, 1, 0 };
             bk_err err = { 0 };
             if (expect_threads(&c, d->hidden) == 0)
                 continue;
@@ -377,11 +379,11 @@ static void run_shape(int64_t tokens, int64_t hidden, uint64_t seed)
     }
     inputs_unchanged(&d);
     /* in place, as the incumbent calls it: sum is residual_out */
-    const bk_rmsnorm_cfg inplace[] = { { BK_RMSNORM_ROW, 512, 1, 0, 0, 0, 0 },
-                                       { BK_RMSNORM_LEAN, 512, 1, 0, 0, 0, 0 },
-                                       { BK_RMSNORM_LEAN, 1024, 0, 0, 0, 0, 0 },
-                                       { BK_RMSNORM_PIPE, 512, 0, 2, 1, 0, 0 },
-                                       { BK_RMSNORM_PIPE, 256, 1, 0, 0, 0, 0 } };
+    const bk_rmsnorm_cfg inplace[] = { { BK_RMSNORM_ROW, 512, 1, 0, 0, 0, 0, 0 },
+                                       { BK_RMSNORM_LEAN, 512, 1, 0, 0, 0, 0, 0 },
+                                       { BK_RMSNORM_LEAN, 1024, 0, 0, 0, 0, 0, 0 },
+                                       { BK_RMSNORM_PIPE, 512, 0, 2, 1, 0, 0, 0 },
+                                       { BK_RMSNORM_PIPE, 256, 1, 0, 0, 0, 0, 0 } };
     for (int i = 0; i < 5; i++) {
         if (inplace[i].kernel == BK_RMSNORM_PIPE && !g_sm90)
             continue;
@@ -437,7 +439,7 @@ static void test_graph_first_call(void **st)
     if (!g_sm90)
         skip();
     shape_data d;
-    const bk_rmsnorm_cfg c = { BK_RMSNORM_PIPE, 1024, 1, 3, 0, 0, 0 };
+    const bk_rmsnorm_cfg c = { BK_RMSNORM_PIPE, 1024, 1, 3, 0, 0, 0, 0 };
     bk_err err = { 0 };
     cudaGraph_t g = NULL;
     cudaGraphExec_t ex = NULL;
@@ -458,6 +460,91 @@ static void test_graph_first_call(void **st)
     (void)cudaGraphExecDestroy(ex);
     (void)cudaGraphDestroy(g);
     shape_free(&d);
+}
+
+int bk_test_pdl_writer(const void *const src[3], void *const dst[3], const size_t bytes[3],
+                       uint64_t ns, void *stream); /* tests/gpu/pdl_writer.cu */
+
+#define PDL_WRITER_NS 200000 /* the writer's head start: 200 us */
+
+/* cfg.pdl at one shape: the launch without pdl first (the outputs to match), then twice,
+ * eagerly and captured in a graph, right after a kernel that lets it be scheduled at once
+ * and only 200 us later writes x, residual and gamma over their poisoned (NaN) buffers:
+ * each launch must wait for that kernel before its first load (bk__pdl_wait), or it
+ * reads NaN and fails the float64 check. */
+static void pdl_shape(int64_t tokens, int64_t hidden, const bk_rmsnorm_cfg *cfg, uint64_t seed)
+{
+    shape_data d;
+    bk_err err = { 0 };
+    char what[96];
+    bk_rmsnorm_cfg c = *cfg;
+    shape_make(&d, tokens, hidden, seed);
+    const int threads = expect_threads(&c, hidden);
+    assert_true(threads > 0);
+    c.pdl = 0;
+    poison(&d);
+    if (run_cfg(&d, d.dx, &c, &err) != BK_OK)
+        fail_msg("T %lld H %lld without pdl: %s", (long long)tokens, (long long)hidden, err.msg);
+    fetch(&d);
+    judge(&d, threads, "without pdl");
+    const size_t bytes[3] = { d.n * 2, d.n * 2, (size_t)hidden * 2 };
+    void *saved[3] = { NULL, NULL, NULL }, *const dst[3] = { d.dx, d.dres, d.dgamma };
+    for (int k = 0; k < 3; k++) {
+        CK(cudaMalloc(&saved[k], bytes[k]));
+        CK(cudaMemcpy(saved[k], dst[k], bytes[k], cudaMemcpyDeviceToDevice));
+    }
+    c.pdl = 1;
+    for (int graph = 0; graph < 2; graph++) {
+        cudaGraph_t g = NULL;
+        cudaGraphExec_t ex = NULL;
+        snprintf(what, sizeof what, "pdl %s after a late writer", graph ? "graph" : "eager");
+        for (int k = 0; k < 3; k++)
+            CK(cudaMemsetAsync(dst[k], 0xFF, bytes[k], g_stream));
+        poison(&d);
+        if (graph)
+            CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
+        CK(bk_test_pdl_writer((const void *const *)saved, dst, bytes, PDL_WRITER_NS, g_stream));
+        const bk_status rs = run_cfg(&d, d.dx, &c, &err);
+        if (graph) {
+            CK(cudaStreamEndCapture(g_stream, &g));
+            if (rs == BK_OK) {
+                CK(cudaGraphInstantiate(&ex, g, 0));
+                CK(cudaGraphLaunch(ex, g_stream));
+            }
+        }
+        if (rs != BK_OK)
+            fail_msg("%s: T %lld H %lld: %s", what, (long long)tokens, (long long)hidden,
+                     err.msg);
+        fetch(&d);
+        judge(&d, threads, what);
+        if (ex)
+            (void)cudaGraphExecDestroy(ex);
+        if (g)
+            (void)cudaGraphDestroy(g);
+    }
+    for (int k = 0; k < 3; k++)
+        (void)cudaFree(saved[k]);
+    shape_free(&d);
+}
+
+/* cfg.pdl with every kernel the default rule picks (the lean kernel over several blocks a row,
+ * one block a row, the row kernel) and the pipelined kernel on sm_90. */
+static void test_pdl(void **st)
+{
+    (void)st;
+    static const int64_t shapes[][2] = { { 3, 8192 }, { 131, 6144 }, { 1024, 4096 } };
+    bk_rmsnorm_cfg c;
+    int kinds = 0;
+    for (int i = 0; i < 3; i++) {
+        bk_rmsnorm_default_cfg(shapes[i][0], shapes[i][1], 0, &c);
+        kinds |= 1 << (c.kernel == BK_RMSNORM_ROW ? 0 : c.split > 1 ? 1 : 2);
+        pdl_shape(shapes[i][0], shapes[i][1], &c, g_seed + 100 + (uint64_t)i);
+    }
+    assert_int_equal(kinds, 7); /* the rule still picks all three here */
+    if (g_sm90) {
+        const bk_rmsnorm_cfg pipe = { BK_RMSNORM_PIPE, 512, 1, 2, 0, 0, 0, 1 };
+        pdl_shape(1000, 4104, &pipe, g_seed + 103);
+    }
 }
 
 /* BK_TEST_MAX_TOKENS=N (scripts/gpu-run.sh's racecheck, which is too slow for the 1000- and
@@ -491,7 +578,7 @@ static void test_refusals(void **st)
     shape_data d;
     bk_err err = { 0 };
     shape_make(&d, 4, 16384, g_seed);
-    bk_rmsnorm_cfg c = { BK_RMSNORM_PIPE, 512, 0, 2, 0, 0, 0 };
+    bk_rmsnorm_cfg c = { BK_RMSNORM_PIPE, 512, 0, 2, 0, 0, 0, 0 };
     assert_int_equal(bk_residual_rmsnorm_config((const char *)d.dx + 8, d.dres, d.dgamma, d.dro,
                                                 d.dout, 2, 8, BK_RMSNORM_EPS, &c, g_stream,
                                                 &err), BK_ERR_INPUT);
@@ -532,6 +619,7 @@ int main(void)
         cmocka_unit_test(test_graph_first_call),
         cmocka_unit_test(test_all_configs),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_pdl),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
