@@ -158,6 +158,8 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_oneshot_kernel(
 {
     const int nvec = hidden / 8;
     const float rh = bk__inv_hidden(hidden);
+    bk__pdl_wait(); /* before the epoch and every load: BK_IPC_PDL */
+    bk__pdl_launch();
     const size_t base = (bk_ipc_epoch(v, blockIdx.x) & 1u) ? half : 0;
     uint4 *mine = (uint4 *)((char *)v.data[v.rank] + base);
     uint4 gv[VPT];
@@ -186,6 +188,8 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_twoshot_kernel(
 {
     const int nvec = hidden / 8;
     const size_t plane = (size_t)tokens * nvec; /* vectors of one [tokens x hidden] */
+    bk__pdl_wait(); /* before the epoch and every load: BK_IPC_PDL */
+    bk__pdl_launch();
     const size_t base = (bk_ipc_epoch(v, blockIdx.x) & 1u) ? half : 0;
     const int seg = (tokens + v.world - 1) / v.world;
     const float rh = bk__inv_hidden(hidden);
@@ -251,6 +255,11 @@ __global__ void bk_copy_kernel_impl(const uint4 *__restrict__ src, uint4 *__rest
 }
 
 /* ---------------------------------------------------------------- launchers */
+
+/* The IPC kernels are launched with programmatic dependent launch (bk__pdl_wait): each may
+ * be scheduled while the kernel before it on the stream finishes, and waits for it before it
+ * touches its epoch, the peer memory or any input. 0 here launches them plainly. */
+#define BK_IPC_PDL 1
 
 /* Threads per row of the IPC kernels: 256, or 512 above hidden 8192 so that
  * no thread holds more than 4 vectors (8 would spill under the 128-register
@@ -490,12 +499,13 @@ extern "C" bk_status bk_ipc_oneshot_rmsnorm(bk_cuda_comm *c, const void *x, cons
         return st;
     bk__row_config(hidden, bk__default_threads(hidden), &vpt, &threads);
 #define L(K)                                                                               \
-    bk_oneshot_kernel<K><<<c->grid, threads, 0, (cudaStream_t)stream>>>(                  \
-        c->dev, (const uint4 *)x, (const uint4 *)residual, (const uint4 *)gamma,           \
-        (uint4 *)residual_out, (uint4 *)out, (int)tokens, (int)hidden, half, eps)
+    st = bk__launch("bk_oneshot_kernel", bk_oneshot_kernel<K>, (unsigned)c->grid,             \
+                    (unsigned)threads, 0, (cudaStream_t)stream, BK_IPC_PDL, err, c->dev,    \
+                    (const uint4 *)x, (const uint4 *)residual, (const uint4 *)gamma,        \
+                    (uint4 *)residual_out, (uint4 *)out, (int)tokens, (int)hidden, half, eps)
     BK_VPT_SWITCH(vpt, L);
 #undef L
-    return bk__launched("bk_oneshot_kernel", err);
+    return st;
 }
 
 extern "C" bk_status bk_ipc_twoshot_rmsnorm(bk_cuda_comm *c, const void *x, const void *residual,
@@ -512,12 +522,13 @@ extern "C" bk_status bk_ipc_twoshot_rmsnorm(bk_cuda_comm *c, const void *x, cons
         return st;
     bk__row_config(hidden, bk__default_threads(hidden), &vpt, &threads);
 #define L(K)                                                                               \
-    bk_twoshot_kernel<K><<<c->grid, threads, 0, (cudaStream_t)stream>>>(                  \
-        c->dev, (const uint4 *)x, (const uint4 *)residual, (const uint4 *)gamma,           \
-        (uint4 *)residual_out, (uint4 *)out, (int)tokens, (int)hidden, half, eps)
+    st = bk__launch("bk_twoshot_kernel", bk_twoshot_kernel<K>, (unsigned)c->grid,             \
+                    (unsigned)threads, 0, (cudaStream_t)stream, BK_IPC_PDL, err, c->dev,    \
+                    (const uint4 *)x, (const uint4 *)residual, (const uint4 *)gamma,        \
+                    (uint4 *)residual_out, (uint4 *)out, (int)tokens, (int)hidden, half, eps)
     BK_VPT_SWITCH(vpt, L);
 #undef L
-    return bk__launched("bk_twoshot_kernel", err);
+    return st;
 }
 
 extern "C" bk_status bk_copy_kernel(const void *src, void *dst, size_t bytes, void *stream,
