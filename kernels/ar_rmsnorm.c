@@ -177,16 +177,16 @@ bk_status bk__ar_check_call(const bk_call *call, bk_err *err)
 /* bk_target.bf16_sum_excess: residual_out = bf16(s + residual), s the ranks' x summed in
  * bf16 one rank after another (a ring: world - 1 roundings of partial sums; each of up to 8
  * starting ranks replayed), against the exact sum, over a prefix of the shape's elements
- * (the same bits as init_inputs: element i of a stream depends on i alone) of at most about
- * 2^22 / (world x orders) elements. */
+ * (the same bits as init_inputs: element i of a stream depends on i alone) of about
+ * budget / (world x orders) elements, at least 1024. */
 static double ar_bf16_sum_excess(const bk_shape *s, uint64_t seed, int shape_index, int world,
-                                 double rtol, double atol)
+                                 double rtol, double atol, size_t budget)
 {
     if (world < 2)
         return 0.0;
     const int orders = world < 8 ? world : 8;
     size_t n = (size_t)s->tokens * (size_t)s->hidden;
-    size_t m = ((size_t)1 << 22) / ((size_t)world * (size_t)orders);
+    size_t m = budget / ((size_t)world * (size_t)orders);
     if (m < 1024)
         m = 1024;
     if (m > n)

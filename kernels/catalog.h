@@ -89,10 +89,11 @@ typedef struct bk_target {
     /* Optional (NULL: none): how far a variant that sums the ranks' contributions in bf16
      * (bk_variant.bf16_sum: NCCL's allreduce rounds each partial sum) strays from the
      * float64 reference at this shape and world, as the worst of |err| / (atol + rtol |ref|)
-     * over a replay on the CPU of every ring order on (a prefix of) the target's own inputs.
-     * > 1: the plan's tolerance is below that variant's own rounding. */
+     * over a replay on the CPU of every ring order on (a prefix of) the target's own inputs:
+     * about budget / (world x orders) elements of it (bk_catalog_bf16_sum_budget; at least
+     * 1024). > 1: the plan's tolerance is below that variant's own rounding. */
     double (*bf16_sum_excess)(const bk_shape *s, uint64_t seed, int shape_index, int world,
-                              double rtol, double atol);
+                              double rtol, double atol, size_t budget);
 } bk_target;
 
 typedef struct bk_variant {
@@ -198,8 +199,18 @@ double bk_catalog_bf16_sum_note(const bk_plan *plan, bk_backend backend, char *n
 
 /* The worst bf16_sum_excess of the plan's target over the shapes s whose by[s] sums in bf16
  * (bk_variant.bf16_sum; by[s] NULL: none) at `world` ranks, inputs from `seed`, tolerance
- * quality.rtol/atol; *at the shape (-1 when none). 0 at world 1 or without the hook. */
+ * quality.rtol/atol, each shape replayed within bk_catalog_bf16_sum_budget of their count;
+ * *at the shape (-1 when none). 0 at world 1 or without the hook. */
 double bk_catalog_bf16_sum_worst(const bk_plan *plan, const bk_variant *const *by, int world,
                                  uint64_t seed, int *at);
+
+/* The same for target t (bk_catalog_bf16_sum_worst passes the plan's; exported for tests). */
+double bk__bf16_sum_worst(const bk_target *t, const bk_plan *plan, const bk_variant *const *by,
+                          int world, uint64_t seed, int *at);
+
+/* The replay budget of each of n shapes (bf16_sum_excess's budget): 2^22 element-orders a
+ * shape up to 4 shapes, 2^24 shared beyond that, never under 2^16 a shape; the replay
+ * costs about 0.07 s of one core per 2^22. */
+size_t bk_catalog_bf16_sum_budget(int n);
 
 #endif

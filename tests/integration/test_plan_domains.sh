@@ -76,7 +76,7 @@ if "$BK_BRACKET" plan variants | grep -q "^  ipc_oneshot_fused$"; then
     # plan stays valid (the validator owns the tolerance); at TP 2 it is not
     pc sum-tp8 0 "$CUDA" --set arena.tp=8
     has sum-tp8 "valid"
-    has sum-tp8 "warning: the incumbent nccl_then_rmsnorm sums the ranks' x in bf16 (a bf16 allreduce); replayed on the CPU with this plan's inputs at 8 ranks, its residual_out strays from the exact sum by up to 2.71 x the quality tolerance (rtol 0.01, atol 0.01; shape 2, 32 x 6144)"
+    has sum-tp8 "warning: the incumbent nccl_then_rmsnorm sums the ranks' x in bf16 (a bf16 allreduce); replayed on the CPU on a sample of this plan's inputs at 8 ranks, its residual_out strays from the exact sum by 2.71 x the quality tolerance or more (rtol 0.01, atol 0.01; the worst sampled element in shape 2, 32 x 6144)"
     pc sum-tp2 0 "$CUDA"
     lacks sum-tp2 "warning"
 else
