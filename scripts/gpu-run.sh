@@ -43,6 +43,15 @@ export NCCL_NVLS_ENABLE=0
 
 . "$src/scripts/gpu-env.sh"
 
+# break_one NAME SED_EXPR TEST WHAT PATTERN: a copy of the tree with SED_EXPR applied to
+# kernels/ar_rmsnorm.cu must fail the GPU test TEST (logs $out/break-NAME-*.log).
+break_one() {
+  local name=$1 expr=$2 test=$3 what=$4 pat=$5
+  sabotage_tree /tmp/bk-broken kernels/ar_rmsnorm.cu "$expr" || return 1
+  build_tree /tmp/bk-broken /tmp/bk-broken/build "$test" >"$out/break-$name-build.log" 2>&1
+  sabotage_caught "/tmp/bk-broken/build/tests/$test" "$out/break-$name-test.log" "$what" "$pat"
+}
+
 rc=0
 for s in $steps; do
   echo "=== $s ($(date -u +%H:%M:%S))"
@@ -58,22 +67,11 @@ for s in $steps; do
     ;;
   break)
     # the IPC kernels' peer reduction: every row gets residual row 0 instead of its own
-    if sabotage_tree /tmp/bk-broken kernels/ar_rmsnorm.cu 's/residual + off}/residual}/'; then
-      build_tree /tmp/bk-broken /tmp/bk-broken/build gpu_test_cuda_ipc >"$out/break-build.log" 2>&1
-      sabotage_caught /tmp/bk-broken/build/tests/gpu_test_cuda_ipc "$out/break-test.log" \
-        "IPC kernel" "off the float64|FAILED|PASSED" || rc=1
-    else
-      rc=1
-    fi
-    # programmatic dependent launch: the row and lean kernels load before they wait for the
-    # kernel before them (test_pdl's late writer)
-    if sabotage_tree /tmp/bk-broken kernels/ar_rmsnorm.cu 's/bk__pdl_wait();//'; then
-      build_tree /tmp/bk-broken /tmp/bk-broken/build gpu_test_rmsnorm_cuda >"$out/break-pdl-build.log" 2>&1
-      sabotage_caught /tmp/bk-broken/build/tests/gpu_test_rmsnorm_cuda "$out/break-pdl-test.log" \
-        "pdl wait" "pdl|FAILED|PASSED" || rc=1
-    else
-      rc=1
-    fi
+    break_one ipc 's/residual + off}/residual}/' gpu_test_cuda_ipc "IPC kernel" \
+      "off the float64|FAILED|PASSED" || rc=1
+    # programmatic dependent launch: the kernels load before they wait for the kernel before
+    # them (test_pdl's late writer)
+    break_one pdl 's/bk__pdl_wait();//' gpu_test_rmsnorm_cuda "pdl wait" "pdl|FAILED|PASSED" || rc=1
     ;;
   bench)
     "$build/tests/bench_rmsnorm" --step "$step" ${BK_SWEEP:+--sweep} --csv "$out/bench_rmsnorm.csv" 2>&1 | tee "$out/bench_rmsnorm.txt" || rc=1
