@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_oneshot_kernel(
 {
     const int nvec = hidden / 8;
     const float rh = bk__inv_hidden(hidden);
-    bk__pdl_wait(); /* before the epoch and every load: BK_IPC_PDL */
+    bk__pdl_wait(); /* before the epoch and every load: g_pdl */
     bk__pdl_launch();
     const size_t base = (bk_ipc_epoch(v, blockIdx.x) & 1u) ? half : 0;
     uint4 *mine = (uint4 *)((char *)v.data[v.rank] + base);
@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(BK_MAX_ROW_THREADS) bk_twoshot_kernel(
 {
     const int nvec = hidden / 8;
     const size_t plane = (size_t)tokens * nvec; /* vectors of one [tokens x hidden] */
-    bk__pdl_wait(); /* before the epoch and every load: BK_IPC_PDL */
+    bk__pdl_wait(); /* before the epoch and every load: g_pdl */
     bk__pdl_launch();
     const size_t base = (bk_ipc_epoch(v, blockIdx.x) & 1u) ? half : 0;
     const int seg = (tokens + v.world - 1) / v.world;
@@ -256,10 +256,21 @@ __global__ void bk_copy_kernel_impl(const uint4 *__restrict__ src, uint4 *__rest
 
 /* ---------------------------------------------------------------- launchers */
 
-/* The IPC kernels are launched with programmatic dependent launch (bk__pdl_wait): each may
- * be scheduled while the kernel before it on the stream finishes, and waits for it before it
- * touches its epoch, the peer memory or any input. 0 here launches them plainly. */
-#define BK_IPC_PDL 1
+/* Programmatic dependent launch of the default rule and the IPC kernels (bk_cuda_pdl_set).
+ * The IPC kernels, so launched, may each be scheduled while the kernel before it on the
+ * stream finishes, and wait for it (bk__pdl_wait) before they touch their epoch, the peer
+ * memory or any input. */
+static int g_pdl = 1;
+
+extern "C" void bk_cuda_pdl_set(int on)
+{
+    g_pdl = on != 0;
+}
+
+extern "C" int bk_cuda_pdl(void)
+{
+    return g_pdl;
+}
 
 /* Threads per row of the IPC kernels: 256, or 512 above hidden 8192 so that
  * no thread holds more than 4 vectors (8 would spill under the 128-register
@@ -294,7 +305,7 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *c
     cfg->stream_hint = tokens >= (hidden >= 8192 ? 16 : 64);
     cfg->gamma_early = 1;
     cfg->split = 1;
-    cfg->pdl = !(hidden > 6144 && tokens >= 256 && tokens < 512);
+    cfg->pdl = g_pdl && !(hidden > 6144 && tokens >= 256 && tokens < 512);
     if (hidden <= 4096) {
         cfg->threads = 512; /* one vector per thread from hidden 8 to 4096 */
         if (tokens >= 1024 && tokens <= 4096) {
@@ -500,7 +511,7 @@ extern "C" bk_status bk_ipc_oneshot_rmsnorm(bk_cuda_comm *c, const void *x, cons
     bk__row_config(hidden, bk__default_threads(hidden), &vpt, &threads);
 #define L(K)                                                                               \
     st = bk__launch("bk_oneshot_kernel", bk_oneshot_kernel<K>, (unsigned)c->grid,             \
-                    (unsigned)threads, 0, (cudaStream_t)stream, BK_IPC_PDL, err, c->dev,    \
+                    (unsigned)threads, 0, (cudaStream_t)stream, g_pdl, err, c->dev,         \
                     (const uint4 *)x, (const uint4 *)residual, (const uint4 *)gamma,        \
                     (uint4 *)residual_out, (uint4 *)out, (int)tokens, (int)hidden, half, eps)
     BK_VPT_SWITCH(vpt, L);
@@ -523,7 +534,7 @@ extern "C" bk_status bk_ipc_twoshot_rmsnorm(bk_cuda_comm *c, const void *x, cons
     bk__row_config(hidden, bk__default_threads(hidden), &vpt, &threads);
 #define L(K)                                                                               \
     st = bk__launch("bk_twoshot_kernel", bk_twoshot_kernel<K>, (unsigned)c->grid,             \
-                    (unsigned)threads, 0, (cudaStream_t)stream, BK_IPC_PDL, err, c->dev,    \
+                    (unsigned)threads, 0, (cudaStream_t)stream, g_pdl, err, c->dev,         \
                     (const uint4 *)x, (const uint4 *)residual, (const uint4 *)gamma,        \
                     (uint4 *)residual_out, (uint4 *)out, (int)tokens, (int)hidden, half, eps)
     BK_VPT_SWITCH(vpt, L);

@@ -124,6 +124,13 @@ bk_status bk_ipc_twoshot_rmsnorm(bk_cuda_comm *comm, const void *x, const void *
  * yardstick of the benchmarks. bytes % 16 == 0. */
 bk_status bk_copy_kernel(const void *src, void *dst, size_t bytes, void *stream, bk_err *err);
 
+/* Programmatic dependent launch for the kernels this library launches by its own choice:
+ * bk_residual_rmsnorm's rule (bk_rmsnorm_default_cfg) and the one-shot and two-shot IPC
+ * kernels. On unless turned off for the process (a cuda engine: BK_CUDA_PDL=0); a
+ * bk_rmsnorm_cfg given to bk_residual_rmsnorm_config launches as its pdl field says. */
+void bk_cuda_pdl_set(int on);
+int bk_cuda_pdl(void);
+
 /* A one-thread kernel on stream that runs for ns nanoseconds of the GPU's clock
  * (%globaltimer): the `slowed` diagnostic's device-side wait (kernels/spin.cu). */
 bk_status bk_cuda_spin_ns(uint64_t ns, void *stream, bk_err *err);

@@ -9,6 +9,7 @@
 
 #include "collectives/cuda_gate.h"
 #include "collectives/cuda_ipc.h"
+#include "kernels/cuda_variants.h"
 #include "runner/engine.h"
 #include "runner/engine_cuda_priv.h"
 
@@ -124,6 +125,9 @@ static bk_status cuda_open(bk_backend_ctx **out, int rank, int world, int device
     BK_TRY(env_flag("BK_CUDA_SPREAD", rank, &ctx->spread, err));
     BK_TRY(env_flag("BK_CUDA_FLUSH", rank, &flush, err));
     BK_TRY(env_flag("BK_CUDA_FRESH_GRAPHS", rank, &ctx->fresh_graphs, err));
+    int pdl = 1;
+    BK_TRY(env_flag("BK_CUDA_PDL", rank, &pdl, err));
+    bk_cuda_pdl_set(pdl); /* the process's kernels: this engine's alone */
     if (flush) {
         int l2 = 0;
         CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
@@ -545,8 +549,8 @@ static void cuda_close(bk_backend_ctx *ctx)
 static void cuda_describe(const bk_backend_ctx *ctx, char *buf, size_t len)
 {
     snprintf(buf, len, "gate=%d warmup_s=%g sets_max=%d spread=%d flush=%d fresh_graphs=%d "
-             "settle=%d", ctx->gated, ctx->warm_s, ctx->max_sets, ctx->spread,
-             ctx->flush != NULL, ctx->fresh_graphs, ctx->settle);
+             "settle=%d pdl=%d", ctx->gated, ctx->warm_s, ctx->max_sets, ctx->spread,
+             ctx->flush != NULL, ctx->fresh_graphs, ctx->settle, bk_cuda_pdl());
     (void)bk_env_words("NCCL_", buf, len);
 }
 

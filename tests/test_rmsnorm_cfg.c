@@ -135,7 +135,7 @@ static void test_default_rule_runs(void **st)
 }
 
 /* Programmatic dependent launch where it measured faster (docs/bench/cuda.md): everywhere
- * but 256-511 tokens at hidden above 6144. */
+ * but 256-511 tokens at hidden above 6144; nowhere once the process turns it off. */
 static void test_default_rule_pdl(void **st)
 {
     (void)st;
@@ -144,15 +144,20 @@ static void test_default_rule_pdl(void **st)
         {256, 8192, 0},  {511, 8192, 0}, {512, 8192, 1}, {256, 6144, 1}, {256, 4096, 1},
         {1024, 6144, 1}, {300, 16384, 0}, {16384, 8192, 1},
     };
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
-        for (int in_place = 0; in_place < 2; in_place++) {
-            bk_rmsnorm_cfg cfg;
-            bk_rmsnorm_default_cfg(k[i].tokens, k[i].hidden, in_place, &cfg);
-            if (cfg.pdl != k[i].pdl)
-                fail_msg("default rule at %lld x %lld%s: pdl %d, want %d",
-                         (long long)k[i].tokens, (long long)k[i].hidden,
-                         in_place ? " in place" : "", cfg.pdl, k[i].pdl);
-        }
+    assert_int_equal(bk_cuda_pdl(), 1); /* on unless turned off */
+    for (int on = 1; on >= 0; on--) {
+        bk_cuda_pdl_set(on); /* BK_CUDA_PDL=0 in an engine: off at every shape */
+        for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+            for (int in_place = 0; in_place < 2; in_place++) {
+                bk_rmsnorm_cfg cfg;
+                bk_rmsnorm_default_cfg(k[i].tokens, k[i].hidden, in_place, &cfg);
+                if (cfg.pdl != (on && k[i].pdl))
+                    fail_msg("default rule at %lld x %lld%s, process pdl %d: pdl %d, want %d",
+                             (long long)k[i].tokens, (long long)k[i].hidden,
+                             in_place ? " in place" : "", on, cfg.pdl, on && k[i].pdl);
+            }
+    }
+    bk_cuda_pdl_set(1);
 }
 
 /* cfg.split's refusals, made before anything is launched (the pointers are never read):

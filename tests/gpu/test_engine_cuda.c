@@ -90,7 +90,8 @@ typedef struct engine_arg {
 } engine_arg;
 
 /* What the engine's describe() says with no BK_CUDA_* variable set. */
-#define DEFAULT_SETTINGS "gate=1 warmup_s=0.5 sets_max=1024 spread=1 flush=0 fresh_graphs=1 settle=32"
+#define DEFAULT_SETTINGS                                                                  \
+    "gate=1 warmup_s=0.5 sets_max=1024 spread=1 flush=0 fresh_graphs=1 settle=32 pdl=1"
 
 static int engine_rank(int rank, int world, lane_shm *shm, void *argp)
 {
@@ -237,7 +238,8 @@ static void test_engine_env_refused(void **state)
         {"BK_CUDA_SPREAD", "2"},    {"BK_CUDA_SPREAD", ""},   {"BK_CUDA_WARMUP_S", "-1"},
         {"BK_CUDA_WARMUP_S", "61"}, {"BK_CUDA_FLUSH", "2"},   {"BK_CUDA_FLUSH", "yes"},
         {"BK_CUDA_FRESH_GRAPHS", "on"}, {"BK_CUDA_SETTLE", "-1"}, {"BK_CUDA_SETTLE", "257"},
-        {"BK_CUDA_SETTLE", "8 "},   {"BK_CUDA_SETTLE", ""},
+        {"BK_CUDA_SETTLE", "8 "},   {"BK_CUDA_SETTLE", ""},     {"BK_CUDA_PDL", "2"},
+        {"BK_CUDA_PDL", "off"},
     };
     fflush(stdout);
     pid_t pid = fork();
@@ -271,7 +273,7 @@ static void test_engine_env_refused(void **state)
         if (st == BK_OK)
             bk_engine_cuda.describe(ctx, got, sizeof got);
         if (st != BK_OK || !strstr(got, "gate=0 ") || !strstr(got, " settle=0") ||
-            !strstr(got, " NCCL_NVLS_ENABLE=0")) {
+            !strstr(got, " pdl=1") || !strstr(got, " NCCL_NVLS_ENABLE=0")) {
             printf("BK_CUDA_SETTLE=0 BK_CUDA_GATE=0: status %d, \"%s\", settings \"%s\"\n",
                    (int)st, err.msg, got);
             failed = 1;
@@ -300,6 +302,19 @@ static void test_engine_packed_sets_flushed(void **state)
                     .rtol = 8e-3, .atol = 1e-3, .settings = "sets_max=8 spread=0 flush=1"};
     static const char *const env[] = {"BK_CUDA_SETS", "8", "BK_CUDA_SPREAD", "0",
                                       "BK_CUDA_FLUSH", "1", NULL};
+    run_engine_env(2, &a, env);
+}
+
+/* The other tests launch the IPC kernels and the norm with programmatic dependent launch
+ * (the default); this one, two ranks of the IPC one-shot in graph mode, without it
+ * (BK_CUDA_PDL=0): every sample, the audit within tolerance, and the settings say pdl=0. */
+static void test_engine_no_pdl_world2(void **state)
+{
+    (void)state;
+    engine_arg a = {.variant = &bk_variant_ipc_oneshot_fused,
+                    .shape = {.tokens = 8, .hidden = 6144, .weight = 1},
+                    .rtol = 8e-3, .atol = 1e-3, .settings = "pdl=0"};
+    static const char *const env[] = {"BK_CUDA_PDL", "0", NULL};
     run_engine_env(2, &a, env);
 }
 
@@ -332,6 +347,7 @@ int main(void)
         cmocka_unit_test(test_engine_twoshot_world4),
         cmocka_unit_test(test_engine_packed_sets_flushed),
         cmocka_unit_test(test_engine_same_graphs_world2),
+        cmocka_unit_test(test_engine_no_pdl_world2),
         cmocka_unit_test(test_engine_env_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
