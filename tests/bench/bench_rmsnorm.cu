@@ -2,6 +2,7 @@
  * mode over tokens x hidden, as a share of an SM copy kernel's bandwidth on the same card.
  *
  *   bench_rmsnorm [--csv FILE] [--step N] [--sweep [row|pipe|lean]] [--hot] [--each]
+ *                 [--rounds N]
  *     --step N   tokens 1, N, N^2, ... 16384 (default N = 2)
  *     --sweep    also time every launch configuration and print the best beside the default:
  *                the row kernel at 256/512 threads per row, with and without evict-first
@@ -15,7 +16,8 @@
  *     --each     with --sweep: also print every configuration's time (a line each)
  *   Every shape also times the default launch without programmatic dependent launch (column
  *   "no-pdl us"; cfg.pdl, which the default sets at most shapes: each call may be scheduled
- *   while the one before it finishes).
+ *   while the one before it finishes), in alternation with the default: --rounds N graphs
+ *   of each (default 2, at most 8), each column the median of all its rounds' replays.
  *     --hot      one input set (L2-resident inputs, like the epilogue right after the
  *                allreduce wrote x) instead of the rotated cold sets
  *
@@ -39,6 +41,7 @@
 #define CALLS 64
 #define REPLAYS 20
 #define MAX_SETS 32
+#define MAX_ROUNDS 8 /* --rounds */
 #define PIPE_MIN_TOKENS 64 /* the sweep times the pipelined kernel from here */
 
 #define CK(call)                                                                          \
@@ -110,9 +113,10 @@ __global__ void pdl_empty_kernel(void)
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
-/* Time a graph of CALLS captured launches; returns microseconds per call. */
+/* Time a graph of CALLS captured launches: its REPLAYS replays' microseconds per call into
+ * us[0..REPLAYS). */
 template <typename F>
-static double time_graph(cudaStream_t st, F launch)
+static void time_graph_into(cudaStream_t st, F launch, float *us)
 {
     cudaGraph_t g;
     cudaGraphExec_t ex;
@@ -137,7 +141,17 @@ static double time_graph(cudaStream_t st, F launch)
     CK(cudaEventDestroy(b));
     CK(cudaGraphExecDestroy(ex));
     CK(cudaGraphDestroy(g));
-    return median(t, REPLAYS) * 1e3 / CALLS;
+    for (int r = 0; r < REPLAYS; r++)
+        us[r] = t[r] * 1e3f / CALLS;
+}
+
+/* The same, the median: microseconds per call. */
+template <typename F>
+static double time_graph(cudaStream_t st, F launch)
+{
+    float us[REPLAYS];
+    time_graph_into(st, launch, us);
+    return median(us, REPLAYS);
 }
 
 static double copy_bandwidth(cudaStream_t st)
@@ -245,6 +259,7 @@ int main(int argc, char **argv)
 {
     const char *csv_path = NULL;
     int step = 2, sweep = 0, hot = 0, each = 0, only = -1; /* only: a kernel, -1 all */
+    int rounds = 2;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--csv") && i + 1 < argc)
             csv_path = argv[++i];
@@ -262,13 +277,16 @@ int main(int argc, char **argv)
                 }
             }
         }
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
+                 atoi(argv[i + 1]) <= MAX_ROUNDS)
+            rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--hot"))
             hot = 1;
         else if (!strcmp(argv[i], "--each"))
             each = 1;
         else {
             fprintf(stderr, "usage: %s [--csv FILE] [--step N] [--sweep [row|pipe|lean]] "
-                    "[--hot] [--each]\n", argv[0]);
+                    "[--hot] [--each] [--rounds N (1..%d)]\n", argv[0], MAX_ROUNDS);
             return 2;
         }
     }
@@ -360,12 +378,10 @@ int main(int argc, char **argv)
                     }
                 }
             }
-            double us = time_graph(st, [&](int i) {
-                const int s = i % sets;
-                BK(bk_residual_rmsnorm(x[s], res[s], g, ro[s], out[s], T, H, BK_RMSNORM_EPS, st,
-                                       &e_));
-            });
-            /* the default launch again, without programmatic dependent launch (cfg.pdl) */
+            /* the default launch, and the same without programmatic dependent launch
+             * (cfg.pdl): timed in alternation, `rounds` graphs each (a graph's own
+             * instantiation moves it by up to 0.2 us at some shapes), each the median of all
+             * its rounds' replays */
             bk_rmsnorm_cfg pdl_cfg;
             bk_rmsnorm_default_cfg(T, H, 0, &pdl_cfg);
             const int def_pdl = pdl_cfg.pdl;
@@ -383,11 +399,21 @@ int main(int argc, char **argv)
                     return 1;
                 }
             }
-            const double nopdl_us = time_graph(st, [&](int i) {
-                const int s = i % sets;
-                BK(bk_residual_rmsnorm_config(x[s], res[s], g, ro[s], out[s], T, H,
-                                              BK_RMSNORM_EPS, &pdl_cfg, st, &e_));
-            });
+            float def_t[MAX_ROUNDS * REPLAYS], nopdl_t[MAX_ROUNDS * REPLAYS];
+            for (int r = 0; r < rounds; r++) {
+                time_graph_into(st, [&](int i) {
+                    const int s = i % sets;
+                    BK(bk_residual_rmsnorm(x[s], res[s], g, ro[s], out[s], T, H,
+                                           BK_RMSNORM_EPS, st, &e_));
+                }, def_t + r * REPLAYS);
+                time_graph_into(st, [&](int i) {
+                    const int s = i % sets;
+                    BK(bk_residual_rmsnorm_config(x[s], res[s], g, ro[s], out[s], T, H,
+                                                  BK_RMSNORM_EPS, &pdl_cfg, st, &e_));
+                }, nopdl_t + r * REPLAYS);
+            }
+            const double us = median(def_t, rounds * REPLAYS);
+            const double nopdl_us = median(nopdl_t, rounds * REPLAYS);
             double best = us, pbest = INFINITY;
             char best_cfg[32] = "default", pbest_cfg[32] = "-";
             int seen[NSWEEP] = {0}; /* threads each configuration ran with */
