@@ -88,7 +88,7 @@ for s in $steps; do
     ngpu=$(nvidia-smi -L | grep -c '^GPU ')
     for w in 2 4 8; do
       [ "$w" -le "$ngpu" ] || { echo "ipc: world $w needs $w GPUs, have $ngpu: skipped"; continue; }
-      for h in 4096 8192; do
+      for h in 4096 6144 8192; do # 6144: the TP 8 goal's shape (8 x 6144)
         "$build/tests/bench_ipc_allreduce" --world "$w" --hidden "$h" --max-tokens 8192 2>&1 \
           | tee -a "$out/bench_ipc_allreduce.txt"
         r=${PIPESTATUS[0]}

@@ -9,7 +9,8 @@
  * CUDA graph of CALLS back-to-back calls, timed with events; median of REPLAYS replays /
  * CALLS per rank; the table shows the slowest rank (the critical path). Every variant's
  * outputs are checked against float64 once per shape before timing. Bytes and bandwidth as
- * nccl-tests: algbw = T x H x 2 bytes / time, busbw = algbw x 2(n-1)/n.
+ * nccl-tests: algbw = T x H x 2 bytes / time, busbw = algbw x 2(n-1)/n. At world 2 and up
+ * on GPUs of their own, a summary against the goals follows the table (ipc_summary.h).
  * Not yet run on several GPUs (only one-GPU machines were lent when it was written). */
 
 #ifndef BK_HAVE_CUDA
@@ -26,10 +27,12 @@ int main(void)
 #include <jansson.h>
 
 #include "../gpu/lane_call.h"
+#include "ipc_summary.h"
 
 #define CALLS 32
 #define REPLAYS 10
-#define NVAR 3
+#define NVAR 3 /* nccl_then_rmsnorm, ipc_oneshot_fused, ipc_twoshot_fused: ipc_summary.h */
+_Static_assert(NVAR == IPC_NVAR, "the summary reads the table in its variants' order");
 #define MAX_ROWS 32
 
 typedef struct bench_arg {
@@ -208,6 +211,7 @@ int main(int argc, char **argv)
            "meaningless)" : "one GPU per rank", REPLAYS, CALLS);
     printf("%6s %10s | %9s %7s %7s | %9s %7s %7s | %9s %7s %7s\n", "tokens", "bytes", "nccl us",
            "algbw", "busbw", "1shot us", "algbw", "busbw", "2shot us", "algbw", "busbw");
+    double table[MAX_ROWS * NVAR]; /* the slowest rank's us, for the summary */
     int64_t T = 1;
     for (int row = 0; row < shm->nhash; row++, T *= 2) {
         const double bytes = (double)T * arg.hidden * 2;
@@ -217,12 +221,18 @@ int main(int argc, char **argv)
             for (int r = 0; r < world; r++)
                 if (US(shm, row, v, r) > us)
                     us = US(shm, row, v, r);
+            table[row * NVAR + v] = us;
             if (us <= 0)
                 printf(" | %9s %7s %7s", "-", "-", "-");
             else
                 printf(" | %9.2f %7.1f %7.1f", us, bytes / us / 1e3, bytes / us / 1e3 * bus);
         }
         printf("\n");
+    }
+    if (world > 1 && !arg.shared_gpu) { /* at world 1 or on a shared GPU: nothing to judge */
+        ipc_summary sum;
+        ipc_summarize(table, shm->nhash, &sum);
+        ipc_summary_print(stdout, &sum, world, (long long)arg.hidden);
     }
     return 0;
 }
