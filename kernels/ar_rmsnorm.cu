@@ -292,11 +292,11 @@ static int bk__default_threads(int64_t hidden)
  * not in the sweep: the older rule). Evict-first hints from 64 tokens (from 16 at hidden
  * >= 8192). The pipelined kernel (BK_RMSNORM_PIPE) measured 2-9% slower than the lean one
  * at every shape it served and is not picked. Programmatic dependent launch (cfg->pdl; H200,
- * 2026-12-04, bench_rmsnorm with and without it, three runs): 0.3-0.5 us less a call at 1-128 tokens,
- * 0.2-0.6 us less from 512, but 6-13% more at 256 tokens x hidden 7168 and 8192 (the
- * 512-thread launch of 2 vectors a thread; 4096 and 6144 x 256 gained): off at hidden
- * above 6144 from 256 to 511 tokens (only 256 measured in that range). This is the one
- * place to switch. */
+ * 2026-12-04, bench_rmsnorm with and without it, three runs): 0.3-0.5 us less a call at
+ * 1-128 tokens, 0.2-0.6 us less from 512, but 6-13% more at 256 tokens x hidden 7168 and
+ * 8192 (the 512-thread launch of 2 vectors a thread; 4096 and 6144 x 256 gained): off at
+ * hidden above 6144 from 256 to 511 tokens (only 256 measured in that range). This is the
+ * one place to switch. */
 static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *cfg)
 {
     cfg->kernel = BK_RMSNORM_LEAN;

@@ -386,7 +386,8 @@ double bk_catalog_bf16_sum_note(const bk_plan *plan, bk_backend backend, char *n
                  "replayed on the CPU on a sample of this plan's inputs at %d ranks, its "
                  "residual_out strays from the exact sum by %.2f x the quality tolerance or "
                  "more (rtol %g, atol %g; the worst sampled element in shape %d, %lld x %lld), "
-                 "so A against T may fail a %s that is right to one rounding", is_inc[at] ? "incumbent" : "candidate", by[at]->name,
+                 "so A against T may fail a %s that is right to one rounding",
+                 is_inc[at] ? "incumbent" : "candidate", by[at]->name,
                  world, worst, plan->quality.rtol, plan->quality.atol, at,
                  (long long)plan->workload.shapes[at].tokens,
                  (long long)plan->workload.shapes[at].hidden,

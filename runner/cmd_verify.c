@@ -466,7 +466,8 @@ int bk_cmd_verify(int argc, char **argv)
         printf("warning: %s sums the ranks' x in bf16 (a bf16 allreduce); replayed on the CPU "
                "on a sample at %d ranks its residual_out strays from the exact sum by %.2f x "
                "this tolerance or more (the worst sampled element in shape %d, %lld x %lld): "
-               "the checks below may fail it by its own rounding\n", by[at]->name, world, e, at, (long long)p.workload.shapes[at].tokens,
+               "the checks below may fail it by its own rounding\n", by[at]->name, world, e,
+               at, (long long)p.workload.shapes[at].tokens,
                (long long)p.workload.shapes[at].hidden);
     int moe = 0; /* MoE targets: their shapes differ in experts, topk, intermediate too */
     for (int s = 0; s < p.workload.nshapes; s++)
