@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/ar_rmsnorm_dev.cuh"
 #include "kernels/cuda_variants.h"
 
 #define CALLS 64
@@ -109,8 +110,8 @@ __global__ void empty_kernel(void) {}
  * (as our kernels do) and lets the next be scheduled at once. */
 __global__ void pdl_empty_kernel(void)
 {
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    bk__pdl_wait();
+    bk__pdl_launch();
 }
 
 /* Time a graph of CALLS captured launches: its REPLAYS replays' microseconds per call into
@@ -313,18 +314,10 @@ int main(int argc, char **argv)
             });
         printf("graph node floor: an empty kernel of one block takes %.2f / %.2f / %.2f us per "
                "call at 32 / 512 / 1024 threads\n", floor_us[0], floor_us[1], floor_us[2]);
-        cudaLaunchAttribute at;
-        at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at.val.programmaticStreamSerializationAllowed = 1;
         for (int i = 0; i < 3; i++)
             floor_us[i] = time_graph(st, [&](int) {
-                cudaLaunchConfig_t c = {};
-                c.gridDim = dim3(1);
-                c.blockDim = dim3(floor_threads[i]);
-                c.stream = st;
-                c.attrs = &at;
-                c.numAttrs = 1;
-                CK(cudaLaunchKernelEx(&c, pdl_empty_kernel));
+                BK(bk__launch("pdl_empty_kernel", pdl_empty_kernel, 1, floor_threads[i], 0, st,
+                              1, &e_));
             });
         printf("with programmatic dependent launch (pdl): %.2f / %.2f / %.2f us per call\n",
                floor_us[0], floor_us[1], floor_us[2]);

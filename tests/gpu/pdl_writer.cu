@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/ar_rmsnorm_dev.cuh"
+
 typedef struct pdl_copies {
     const uint4 *src[3];
     uint4 *dst[3];
@@ -16,9 +18,7 @@ typedef struct pdl_copies {
 
 __global__ void pdl_writer_kernel(pdl_copies c, uint64_t ns)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+    bk__pdl_launch();
     if (threadIdx.x == 0) {
         uint64_t t0, t;
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
