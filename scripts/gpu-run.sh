@@ -22,8 +22,9 @@
 #
 # Steps: build (cmake + ninja, all cores), test (ctest -L gpu, then the unit tests),
 # break (a copy of the tree with the one-shot kernel's residual add removed must FAIL the
-# IPC GPU test, and one whose rmsnorm kernels skip their programmatic-launch wait must FAIL
-# the rmsnorm GPU test: proves the tests can fail), bench (bench_rmsnorm table + CSV), torch (the same
+# IPC GPU test, one whose rmsnorm kernels skip their programmatic-launch wait must FAIL the
+# rmsnorm GPU test's test_pdl, one whose IPC kernels skip it must FAIL the IPC GPU test's
+# test_pdl_world1/2: proves the tests can fail), bench (bench_rmsnorm table + CSV), torch (the same
 # shapes through torch.compile and eager, our kernel timed beside them on the same tensors
 # through libbk_rmsnorm_shim.so, its default launch and the same without programmatic
 # dependent launch; bench's CSV for the copy kernel), ipc (nccl_then_rmsnorm
@@ -43,13 +44,15 @@ export NCCL_NVLS_ENABLE=0
 
 . "$src/scripts/gpu-env.sh"
 
-# break_one NAME SED_EXPR TEST WHAT PATTERN: a copy of the tree with SED_EXPR applied to
-# kernels/ar_rmsnorm.cu must fail the GPU test TEST (logs $out/break-NAME-*.log).
+# break_one NAME SED_EXPR TEST WHAT PATTERN [NEED]: a copy of the tree with SED_EXPR applied to
+# kernels/ar_rmsnorm.cu must fail the GPU test TEST, as NEED when given (sabotage_caught; logs
+# $out/break-NAME-*.log).
 break_one() {
-  local name=$1 expr=$2 test=$3 what=$4 pat=$5
+  local name=$1 expr=$2 test=$3 what=$4 pat=$5 need=${6:-}
   sabotage_tree /tmp/bk-broken kernels/ar_rmsnorm.cu "$expr" || return 1
   build_tree /tmp/bk-broken /tmp/bk-broken/build "$test" >"$out/break-$name-build.log" 2>&1
-  sabotage_caught "/tmp/bk-broken/build/tests/$test" "$out/break-$name-test.log" "$what" "$pat"
+  sabotage_caught "/tmp/bk-broken/build/tests/$test" "$out/break-$name-test.log" "$what" "$pat" \
+    "$need"
 }
 
 rc=0
@@ -68,10 +71,15 @@ for s in $steps; do
   break)
     # the IPC kernels' peer reduction: every row gets residual row 0 instead of its own
     break_one ipc 's/residual + off}/residual}/' gpu_test_cuda_ipc "IPC kernel" \
-      "off the float64|FAILED|PASSED" || rc=1
+      "off the float64|FAILED|PASSED" 'FAILED  \] test_fused_world1' || rc=1
     # programmatic dependent launch: the kernels load before they wait for the kernel before
     # them (test_pdl's late writer)
-    break_one pdl 's/bk__pdl_wait();//' gpu_test_rmsnorm_cuda "pdl wait" "pdl|FAILED|PASSED" || rc=1
+    break_one pdl 's/bk__pdl_wait();//' gpu_test_rmsnorm_cuda "pdl wait" "pdl|FAILED|PASSED" \
+      'FAILED  \] test_pdl' || rc=1
+    # the same in the IPC kernels alone (their wait carries this comment): test_pdl_world1/2
+    break_one ipc-pdl 's|bk__pdl_wait(); /\* before the epoch|/* before the epoch|' \
+      gpu_test_cuda_ipc "IPC kernels' pdl wait" "pdl|FAILED|PASSED" \
+      'FAILED  \] test_pdl_world' || rc=1
     ;;
   bench)
     "$build/tests/bench_rmsnorm" --step "$step" ${BK_SWEEP:+--sweep} --csv "$out/bench_rmsnorm.csv" 2>&1 | tee "$out/bench_rmsnorm.txt" || rc=1

@@ -88,10 +88,14 @@ static inline bk_status lt_inputs(lane_tensors *lt, uint64_t seed, int rank, int
     return BK_OK;
 }
 
-/* One call: lane barrier (unless barrier == 0), then the variant eagerly, or (graph) capture once
- * and replay; waits with a bound. */
-static inline bk_status lt_call(lane_tensors *lt, const bk_variant *v, bk_cuda_comm *comm, int graph,
-                         int barrier, double timeout_s, bk_err *err)
+/* Work queued on lt->stream right before the variant (in its graph too): lt_call_pre. */
+typedef bk_status (*lt_pre_fn)(lane_tensors *lt, void *arg, bk_err *err);
+
+/* One call: lane barrier (unless barrier == 0), then pre (when not NULL) and the variant
+ * eagerly, or (graph) both captured once and replayed; waits with a bound. */
+static inline bk_status lt_call_pre(lane_tensors *lt, const bk_variant *v, bk_cuda_comm *comm,
+                                    int graph, int barrier, double timeout_s, lt_pre_fn pre,
+                                    void *pre_arg, bk_err *err)
 {
     bk_status st;
     cudaEvent_t ev;
@@ -101,10 +105,15 @@ static inline bk_status lt_call(lane_tensors *lt, const bk_variant *v, bk_cuda_c
     if (graph && !lt->exec) {
         cudaGraph_t g;
         LT_CUDA(cudaStreamBeginCapture(lt->stream, cudaStreamCaptureModeThreadLocal), "capture");
-        st = v->run(NULL, &call, err);
+        st = pre ? pre(lt, pre_arg, err) : BK_OK;
+        if (st == BK_OK)
+            st = v->run(NULL, &call, err);
         cudaError_t e = cudaStreamEndCapture(lt->stream, &g);
-        if (st != BK_OK)
+        if (st != BK_OK) {
+            if (e == cudaSuccess)
+                cudaGraphDestroy(g);
             return st;
+        }
         LT_CUDA(e, "end capture");
         LT_CUDA(cudaGraphInstantiate(&lt->exec, g, 0), "instantiate");
         cudaGraphDestroy(g);
@@ -113,13 +122,20 @@ static inline bk_status lt_call(lane_tensors *lt, const bk_variant *v, bk_cuda_c
         return st;
     if (graph)
         LT_CUDA(cudaGraphLaunch(lt->exec, lt->stream), "graph launch");
-    else if ((st = v->run(NULL, &call, err)) != BK_OK)
+    else if ((pre && (st = pre(lt, pre_arg, err)) != BK_OK) ||
+             (st = v->run(NULL, &call, err)) != BK_OK)
         return st;
     LT_CUDA(cudaEventCreate(&ev), "event");
     LT_CUDA(cudaEventRecord(ev, lt->stream), "record");
     st = bk_cuda_comm_wait(comm, ev, 3 * timeout_s + 1, err);
     cudaEventDestroy(ev);
     return st;
+}
+
+static inline bk_status lt_call(lane_tensors *lt, const bk_variant *v, bk_cuda_comm *comm,
+                                int graph, int barrier, double timeout_s, bk_err *err)
+{
+    return lt_call_pre(lt, v, comm, graph, barrier, timeout_s, NULL, NULL, err);
 }
 
 /* Compare both outputs with the reference; *hash gets their digest. bf16_sum: the variant

@@ -1,6 +1,7 @@
 /* test_cuda_ipc.c - the cuda variants on real GPUs: 1, 2, 4 and 8 processes meeting through
  * CUDA IPC (all on one GPU when only one exists) match the float64 reference for both
- * fused variants, eager and graph, bitwise equal across ranks and modes; NCCL at world 1,
+ * fused variants, eager and graph, bitwise equal across ranks and modes; their kernels wait
+ * for the kernel before them (programmatic dependent launch) before any load; NCCL at world 1,
  * and at worlds 2, 4 and 8 with each rank a host of its own (root only); a lane of 16 with
  * NCCL alone; a peer that never arrives ends in a time-out error, not a hang. */
 
@@ -206,6 +207,134 @@ static void test_nccl_hosts_world8(void **state)
     nccl_hosts(8);
 }
 
+int bk_test_pdl_writer(const void *const src[3], void *const dst[3], const size_t bytes[3],
+                       uint64_t ns, void *stream); /* tests/gpu/pdl_writer.cu */
+
+#define PDL_WRITER_NS 200000 /* the writer's head start: 200 us */
+
+/* What the kernel before the variant copies over x, residual and gamma. */
+typedef struct pdl_inputs {
+    void *saved[3];
+    size_t bytes[3];
+} pdl_inputs;
+
+static bk_status pdl_pre(lane_tensors *lt, void *argp, bk_err *err)
+{
+    pdl_inputs *p = argp;
+    void *const dst[3] = {lt->t[0].data, lt->t[1].data, lt->t[2].data};
+    LT_CUDA((cudaError_t)bk_test_pdl_writer((const void *const *)p->saved, dst, p->bytes,
+                                            PDL_WRITER_NS, lt->stream), "pdl writer launch");
+    return BK_OK;
+}
+
+static const int64_t k_pdl_shapes[][2] = {{37, 6144}, {3, 16384}};
+#define NPDL ((int)(sizeof(k_pdl_shapes) / sizeof(k_pdl_shapes[0])))
+
+/* The IPC kernels' programmatic dependent launch (bk_cuda_pdl, on unless BK_CUDA_PDL=0): every
+ * rank calls the variant once plainly, then twice (eager, then captured in a graph) right
+ * after a kernel that lets it be scheduled at once and only 200 us later writes x, residual
+ * and gamma over their NaN-poisoned buffers. A kernel that loads an input (or sends a row to
+ * its peers) before its bk__pdl_wait reads NaN: the results must match the plain call's
+ * bitwise and the float64 reference. */
+static int pdl_rank(int rank, int world, lane_shm *shm, void *argp)
+{
+    const lane_arg *arg = argp;
+    bk_err e, *err = &e;
+    bk_status st = BK_OK;
+    bk_cuda_comm *comm = NULL;
+    lane_tensors lt;
+    pdl_inputs p = {{NULL, NULL, NULL}, {0, 0, 0}};
+    int check = 0;
+    memset(&lt, 0, sizeof(lt));
+    bk_err_clear(err);
+    if (!bk_cuda_pdl()) {
+        st = BK_FAIL(err, BK_ERR_INTERNAL, "programmatic dependent launch is off (BK_CUDA_PDL?)");
+        goto out;
+    }
+    BK_TRY(lane_comm_up(shm, rank, world, 0, bk_ar_rmsnorm_cuda_peer_bytes(64, 16384),
+                        g_timeout_s, &comm, err));
+    for (int vi = 0; vi < arg->nvariants; vi++) {
+        const bk_variant *v = arg->variants[vi];
+        for (int s = 0; s < NPDL; s++) {
+            uint64_t h0 = 0, h = 0;
+            char what[160];
+            const uint64_t seed = 5000 + 10 * (uint64_t)s;
+            BK_TRY(lt_alloc(&lt, k_pdl_shapes[s][0], k_pdl_shapes[s][1], err));
+            snprintf(what, sizeof(what), "%s world %d without a writer", v->name, world);
+            BK_TRY(lt_inputs(&lt, seed, rank, world, err));
+            BK_TRY(lt_call(&lt, v, comm, 0, 1, g_timeout_s, err));
+            BK_TRY(lt_check(&lt, what, arg->rtol, arg->atol, 0, &h0, err));
+            for (int k = 0; k < 3; k++) {
+                p.bytes[k] = lt.t[k].elems * 2;
+                LT_CUDA(cudaMalloc(&p.saved[k], p.bytes[k]), "cudaMalloc");
+                LT_CUDA(cudaMemcpy(p.saved[k], lt.t[k].data, p.bytes[k],
+                                   cudaMemcpyDeviceToDevice), "save inputs");
+            }
+            for (int graph = 0; graph < 2; graph++) {
+                snprintf(what, sizeof(what), "%s world %d, pdl %s after a late writer",
+                         v->name, world, graph ? "graph" : "eager");
+                for (int k = 0; k < 5; k++)
+                    LT_CUDA(cudaMemset(lt.t[k].data, 0xFF, lt.t[k].elems * 2), "poison");
+                LT_CUDA(cudaDeviceSynchronize(), "sync");
+                BK_TRY(lt_call_pre(&lt, v, comm, graph, 1, g_timeout_s, pdl_pre, &p, err));
+                BK_TRY(lt_check(&lt, what, arg->rtol, arg->atol, 0, &h, err));
+                if (h != h0) {
+                    st = BK_FAIL(err, BK_ERR_INTERNAL, "%s: differs bitwise from the call "
+                                 "without it at %lld x %lld", what, (long long)lt.tokens,
+                                 (long long)lt.hidden);
+                    goto out;
+                }
+            }
+            shm->hash[check++][rank] = h0;
+            for (int k = 0; k < 3; k++) {
+                cudaFree(p.saved[k]);
+                p.saved[k] = NULL;
+            }
+            lt_free(&lt);
+            memset(&lt, 0, sizeof(lt));
+        }
+    }
+    shm->nhash = check;
+out:
+    lane_wait_done(shm, rank, 3 * g_timeout_s);
+    for (int k = 0; k < 3; k++)
+        if (p.saved[k])
+            cudaFree(p.saved[k]);
+    lt_free(&lt);
+    bk_cuda_comm_destroy(comm);
+    return st == BK_OK ? 0 : rank_fail(shm, rank, err);
+}
+
+static void pdl_lane(int world)
+{
+    lane_arg a = fused_arg();
+    lane_shm *shm = lane_map();
+    assert_non_null(shm);
+    int failed = lane_run(shm, world, pdl_rank, &a, 12 * g_timeout_s);
+    for (int r = 0; r < world; r++)
+        if (shm->msg[r][0])
+            print_message("%s\n", shm->msg[r]);
+    assert_int_equal(failed, 0);
+    assert_int_equal(shm->nhash, a.nvariants * NPDL);
+    for (int c = 0; c < shm->nhash; c++)
+        for (int r = 1; r < world; r++)
+            if (shm->hash[c][r] != shm->hash[c][0])
+                fail_msg("pdl check %d: rank %d's outputs differ bitwise from rank 0's", c, r);
+    munmap(shm, sizeof(*shm));
+}
+
+static void test_pdl_world1(void **state)
+{
+    (void)state;
+    pdl_lane(1);
+}
+
+static void test_pdl_world2(void **state)
+{
+    (void)state;
+    pdl_lane(2);
+}
+
 /* Rank 1 maps the lane and stays alive but never calls: rank 0 must fail
  * with a time-out naming rank 1, within the bound, for each fused variant. */
 static int hang_rank(int rank, int world, lane_shm *shm, void *argp)
@@ -348,6 +477,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fused_world1), cmocka_unit_test(test_fused_world2),
         cmocka_unit_test(test_fused_world4), cmocka_unit_test(test_fused_world8),
+        cmocka_unit_test(test_pdl_world1),  cmocka_unit_test(test_pdl_world2),
         cmocka_unit_test(test_nccl_world1),  cmocka_unit_test(test_hang_times_out),
         cmocka_unit_test(test_wide_lane_nccl_only), cmocka_unit_test(test_nccl_hosts_world2),
         cmocka_unit_test(test_nccl_hosts_world4), cmocka_unit_test(test_nccl_hosts_world8),
