@@ -1,9 +1,12 @@
 /* bench_rmsnorm.cu - times the residual + RMSNorm kernel (the incumbent's epilogue) in graph
  * mode over tokens x hidden, as a share of an SM copy kernel's bandwidth on the same card.
  *
- *   bench_rmsnorm [--csv FILE] [--step N] [--sweep [row|pipe|lean]] [--hot] [--each]
- *                 [--rounds N]
+ *   bench_rmsnorm [--csv FILE] [--step N | --tokens LIST] [--hidden LIST]
+ *                 [--sweep [row|pipe|lean]] [--hot] [--each] [--rounds N]
  *     --step N   tokens 1, N, N^2, ... 16384 (default N = 2)
+ *     --tokens LIST  these token counts instead (comma-separated, 1 to 16384, at most 32)
+ *     --hidden LIST  these hidden sizes (comma-separated multiples of 8 up to 16384, at most
+ *                8; default 4096,6144,7168,8192)
  *     --sweep    also time every launch configuration and print the best beside the default:
  *                the row kernel at 256/512 threads per row, with and without evict-first
  *                hints; the lean row kernel at about 128/256/512/1024, and at 512/1024 with
@@ -17,7 +20,9 @@
  *   Every shape also times the default launch without programmatic dependent launch (column
  *   "no-pdl us"; cfg.pdl, which the default sets at most shapes: each call may be scheduled
  *   while the one before it finishes), in alternation with the default: --rounds N graphs
- *   of each (default 2, at most 8), each column the median of all its rounds' replays.
+ *   of each (default 2, at most 8), each column the median of all its rounds' replays. Where
+ *   the default leaves pdl off, the same launch with it is timed in that alternation too
+ *   (column "pdl us"; "-" where the default has it).
  *     --hot      one input set (L2-resident inputs, like the epilogue right after the
  *                allreduce wrote x) instead of the rotated cold sets
  *
@@ -74,6 +79,33 @@ static float median(float *v, int n)
 {
     qsort(v, n, sizeof(float), cmp_float);
     return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* --tokens / --hidden: a comma-separated list of at most max integers in [lo, hi], each a
+ * multiple of mult; the count, or -1 after saying what is wrong. */
+static int parse_list(const char *opt, const char *arg, int64_t lo, int64_t hi, int64_t mult,
+                      int64_t *out, int max)
+{
+    int n = 0;
+    const char *p = arg;
+    for (;;) {
+        char *end = NULL;
+        const long long v = strtoll(p, &end, 10);
+        if (end == p || (*end != ',' && *end != '\0') || v < lo || v > hi || v % mult != 0) {
+            fprintf(stderr, "%s %s: item %d: want integers from %lld to %lld%s, comma-separated\n",
+                    opt, arg, n + 1, (long long)lo, (long long)hi,
+                    mult > 1 ? ", multiples of 8" : "");
+            return -1;
+        }
+        if (n == max) {
+            fprintf(stderr, "%s %s: more than %d items\n", opt, arg, max);
+            return -1;
+        }
+        out[n++] = v;
+        if (*end == '\0')
+            return n;
+        p = end + 1;
+    }
 }
 
 static uint16_t to_bf16(float f)
@@ -261,11 +293,24 @@ int main(int argc, char **argv)
     const char *csv_path = NULL;
     int step = 2, sweep = 0, hot = 0, each = 0, only = -1; /* only: a kernel, -1 all */
     int rounds = 2;
+    int64_t tokens[32], hiddens[8] = {4096, 6144, 7168, 8192};
+    int ntokens = 0, nhidden = 4; /* ntokens 0: from --step */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--csv") && i + 1 < argc)
             csv_path = argv[++i];
         else if (!strcmp(argv[i], "--step") && i + 1 < argc && atoi(argv[i + 1]) > 1)
             step = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) {
+            ntokens = parse_list("--tokens", argv[i + 1], 1, 16384, 1, tokens, 32);
+            if (ntokens < 0)
+                return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--hidden") && i + 1 < argc) {
+            nhidden = parse_list("--hidden", argv[i + 1], 8, 16384, 8, hiddens, 8);
+            if (nhidden < 0)
+                return 2;
+            i++;
+        }
         else if (!strcmp(argv[i], "--sweep")) {
             sweep = 1;
             if (i + 1 < argc && argv[i + 1][0] != '-') {
@@ -286,11 +331,15 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--each"))
             each = 1;
         else {
-            fprintf(stderr, "usage: %s [--csv FILE] [--step N] [--sweep [row|pipe|lean]] "
-                    "[--hot] [--each] [--rounds N (1..%d)]\n", argv[0], MAX_ROUNDS);
+            fprintf(stderr, "usage: %s [--csv FILE] [--step N | --tokens LIST] [--hidden LIST] "
+                    "[--sweep [row|pipe|lean]] [--hot] [--each] [--rounds N (1..%d)]\n",
+                    argv[0], MAX_ROUNDS);
             return 2;
         }
     }
+    if (ntokens == 0)
+        for (int64_t T = 1; T <= 16384; T *= step)
+            tokens[ntokens++] = T;
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
         printf("SKIP: no CUDA device\n");
@@ -326,14 +375,13 @@ int main(int argc, char **argv)
                              : "cold (rotated input sets, over 3 x L2)");
     if (csv)
         fprintf(csv, "hidden,tokens,bytes,us,gbps,copy_share,copy_gbps,best_us,best_cfg,"
-                     "pipe_us,pipe_cfg,mode,nopdl_us\n");
-    printf("%6s %6s %12s %9s %8s %7s %9s %9s %9s %9s %9s  [%s]\n", "hidden", "tokens", "bytes",
-           "us", "GB/s", "%copy", "no-pdl us", "best us", "best cfg", "pipe us", "pipe cfg",
-           hot ? "hot" : "cold");
-    const int64_t hiddens[] = {4096, 6144, 7168, 8192};
-    for (int hi = 0; hi < 4; hi++) {
-        for (int64_t T = 1; T <= 16384; T *= step) {
-            const int64_t H = hiddens[hi];
+                     "pipe_us,pipe_cfg,mode,nopdl_us,pdl_us\n");
+    printf("%6s %6s %12s %9s %8s %7s %9s %9s %9s %9s %9s %9s  [%s]\n", "hidden", "tokens",
+           "bytes", "us", "GB/s", "%copy", "no-pdl us", "pdl us", "best us", "best cfg",
+           "pipe us", "pipe cfg", hot ? "hot" : "cold");
+    for (int hi = 0; hi < nhidden; hi++) {
+        for (int ti = 0; ti < ntokens; ti++) {
+            const int64_t H = hiddens[hi], T = tokens[ti];
             const size_t tn = (size_t)T * H, in_bytes = 2 * tn * 2;
             int sets = (int)((3.0 * prop.l2CacheSize + in_bytes - 1) / in_bytes);
             sets = sets < 2 ? 2 : sets > MAX_SETS ? MAX_SETS : sets;
@@ -390,14 +438,24 @@ int main(int argc, char **argv)
                         (long long)H, name);
                 return false;
             };
-            bk_rmsnorm_cfg nopdl_cfg;
+            bk_rmsnorm_cfg nopdl_cfg, pdl_cfg;
             bk_rmsnorm_default_cfg(T, H, 0, &nopdl_cfg);
             const int def_pdl = nopdl_cfg.pdl;
             nopdl_cfg.pdl = 0;
-            if (!right(&nopdl_cfg, "default without pdl"))
+            pdl_cfg = nopdl_cfg;
+            pdl_cfg.pdl = 1;
+            if (!right(&nopdl_cfg, "default without pdl") ||
+                (!def_pdl && !right(&pdl_cfg, "default with pdl")))
                 return 1;
             float def_t[MAX_ROUNDS * REPLAYS], nopdl_t[MAX_ROUNDS * REPLAYS];
+            float pdl_t[MAX_ROUNDS * REPLAYS];
             for (int r = 0; r < rounds; r++) {
+                if (!def_pdl) /* the rule left pdl off here: what it would give */
+                    time_graph_into(st, [&](int i) {
+                        const int s = i % sets;
+                        BK(bk_residual_rmsnorm_config(x[s], res[s], g, ro[s], out[s], T, H,
+                                                      BK_RMSNORM_EPS, &pdl_cfg, st, &e_));
+                    }, pdl_t + r * REPLAYS);
                 time_graph_into(st, [&](int i) {
                     const int s = i % sets;
                     BK(bk_residual_rmsnorm(x[s], res[s], g, ro[s], out[s], T, H,
@@ -411,6 +469,12 @@ int main(int argc, char **argv)
             }
             const double us = median(def_t, rounds * REPLAYS);
             const double nopdl_us = median(nopdl_t, rounds * REPLAYS);
+            const double pdl_us = def_pdl ? NAN : median(pdl_t, rounds * REPLAYS);
+            char pdl_col[32] = "-", pdl_csv[32] = "";
+            if (!def_pdl) {
+                snprintf(pdl_col, sizeof pdl_col, "%.2f", pdl_us);
+                snprintf(pdl_csv, sizeof pdl_csv, "%.3f", pdl_us);
+            }
             double best = us, pbest = INFINITY;
             char best_cfg[32] = "default", pbest_cfg[32] = "-";
             int seen[NSWEEP] = {0}; /* threads each configuration ran with */
@@ -458,14 +522,15 @@ int main(int argc, char **argv)
                 snprintf(pbest_us, sizeof pbest_us, "%.2f", pbest);
                 snprintf(pbest_csv, sizeof pbest_csv, "%.3f", pbest);
             }
-            printf("%6lld %6lld %12.0f %9.2f %8.0f %6.1f%% %9.2f %9.2f %9s %9.9s %9s\n",
+            printf("%6lld %6lld %12.0f %9.2f %8.0f %6.1f%% %9.2f %9s %9.2f %9s %9.9s %9s\n",
                    (long long)H, (long long)T, bytes, us, bw / 1e9, 100 * bw / copy_bw, nopdl_us,
-                   best, best_cfg, pbest_us, pbest_cfg);
+                   pdl_col, best, best_cfg, pbest_us, pbest_cfg);
             if (csv)
-                fprintf(csv, "%lld,%lld,%.0f,%.3f,%.1f,%.4f,%.1f,%.3f,%s,%s,%s,%s,%.3f\n",
+                fprintf(csv, "%lld,%lld,%.0f,%.3f,%.1f,%.4f,%.1f,%.3f,%s,%s,%s,%s,%.3f,%s\n",
                         (long long)H, (long long)T, bytes, us, bw / 1e9, bw / copy_bw,
                         copy_bw / 1e9, best, best_cfg, pbest_csv,
-                        pbest < INFINITY ? pbest_cfg : "", hot ? "hot" : "cold", nopdl_us);
+                        pbest < INFINITY ? pbest_cfg : "", hot ? "hot" : "cold", nopdl_us,
+                        pdl_csv);
             for (int s = 0; s < sets; s++) {
                 CK(cudaFree(x[s]));
                 CK(cudaFree(res[s]));
