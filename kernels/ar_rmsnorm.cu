@@ -272,6 +272,27 @@ extern "C" int bk_cuda_pdl(void)
     return g_pdl;
 }
 
+/* Programmatic dependent launch (cfg->pdl) in the default rule. H200, bench_rmsnorm's
+ * alternated no-pdl and pdl columns (docs/bench/cuda.md, 2026-12-04): 0.3-0.5 us less a call
+ * at 1-255 tokens and 0.2-0.6 us less from 512, but up to 13% more at some shapes of
+ * 256-447 tokens, where the 512-thread launch (above hidden 4096) fills about 0.55-0.9 of
+ * one wave of resident blocks (4 an SM up to hidden 6144, 3 up to 12288, 2 above: waves of
+ * 528 / 396 / 264 rows on 132 SMs). Off there: hidden 4097-6144 at 272-463 tokens (measured
+ * slower at 5120 x 288-416 and 6144 x 288-448, faster at 256 and 480), 6145-8192 at 256-351
+ * (slower at 256-320, a tie or faster at 352), 8193-12288 at 256-383 (slower at 10240 and
+ * 12288 x 256-352, a tie at 384). Hidden 4096 and 16384 gained everywhere. Left on although
+ * 0.1-0.15 us slower: 12288 x 192-224 (10240 there: a tie and a gain). */
+static int bk__rmsnorm_pdl(int64_t tokens, int64_t hidden)
+{
+    if (hidden <= 4096 || hidden > 12288)
+        return 1;
+    if (hidden <= 6144)
+        return tokens < 272 || tokens >= 464;
+    if (hidden <= 8192)
+        return tokens < 256 || tokens >= 352;
+    return tokens < 256 || tokens >= 384;
+}
+
 /* Threads per row of the IPC kernels: 256, or 512 above hidden 8192 so that
  * no thread holds more than 4 vectors (8 would spill under the 128-register
  * cap). */
@@ -291,12 +312,8 @@ static int bk__default_threads(int64_t hidden)
  * and from 1024, and 512 threads without gamma early at 256-1023 (hidden above 8192 was
  * not in the sweep: the older rule). Evict-first hints from 64 tokens (from 16 at hidden
  * >= 8192). The pipelined kernel (BK_RMSNORM_PIPE) measured 2-9% slower than the lean one
- * at every shape it served and is not picked. Programmatic dependent launch (cfg->pdl; H200,
- * 2026-12-04, bench_rmsnorm with and without it, three runs): 0.3-0.5 us less a call at
- * 1-128 tokens, 0.2-0.6 us less from 512, but 6-13% more at 256 tokens x hidden 7168 and
- * 8192 (the 512-thread launch of 2 vectors a thread; 4096 and 6144 x 256 gained): off at
- * hidden above 6144 from 256 to 511 tokens (only 256 measured in that range). This is the
- * one place to switch. */
+ * at every shape it served and is not picked. Programmatic dependent launch: bk__rmsnorm_pdl.
+ * This is the one place to switch. */
 static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *cfg)
 {
     cfg->kernel = BK_RMSNORM_LEAN;
@@ -305,7 +322,7 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *c
     cfg->stream_hint = tokens >= (hidden >= 8192 ? 16 : 64);
     cfg->gamma_early = 1;
     cfg->split = 1;
-    cfg->pdl = g_pdl && !(hidden > 6144 && tokens >= 256 && tokens < 512);
+    cfg->pdl = g_pdl && bk__rmsnorm_pdl(tokens, hidden);
     if (hidden <= 4096) {
         cfg->threads = 512; /* one vector per thread from hidden 8 to 4096 */
         if (tokens >= 1024 && tokens <= 4096) {

@@ -135,14 +135,18 @@ static void test_default_rule_runs(void **st)
 }
 
 /* Programmatic dependent launch where it measured faster (docs/bench/cuda.md): everywhere
- * but 256-511 tokens at hidden above 6144; nowhere once the process turns it off. */
+ * but hidden 4097-6144 at 272-463 tokens, 6145-8192 at 256-351 and 8193-12288 at 256-383;
+ * nowhere once the process turns it off. Each band's edges on both sides. */
 static void test_default_rule_pdl(void **st)
 {
     (void)st;
     static const struct { int64_t tokens, hidden; int pdl; } k[] = {
-        {1, 4096, 1},    {1, 8192, 1},   {128, 8192, 1}, {255, 7168, 1}, {256, 7168, 0},
-        {256, 8192, 0},  {511, 8192, 0}, {512, 8192, 1}, {256, 6144, 1}, {256, 4096, 1},
-        {1024, 6144, 1}, {300, 16384, 0}, {16384, 8192, 1},
+        {1, 4096, 1},     {1, 8192, 1},      {128, 8192, 1},   {255, 7168, 1},
+        {256, 7168, 0},   {351, 8192, 0},    {352, 8192, 1},   {511, 8192, 1},
+        {384, 4096, 1},   {271, 6144, 1},    {272, 4104, 0},   {463, 6144, 0},
+        {464, 5120, 1},   {1024, 6144, 1},   {255, 12288, 1},  {256, 8200, 0},
+        {383, 12288, 0},  {384, 10240, 1},   {300, 12296, 1},  {300, 16384, 1},
+        {16384, 8192, 1},
     };
     assert_int_equal(bk_cuda_pdl(), 1); /* on unless turned off */
     for (int on = 1; on >= 0; on--) {
