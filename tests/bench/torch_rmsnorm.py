@@ -4,7 +4,8 @@ timed exactly like tests/bench/bench_rmsnorm.cu (rotated input sets, CALLS launc
 captured in one CUDA graph, median of REPLAYS replays / CALLS), so both sit side by side.
 
   python3 torch_rmsnorm.py [--ours bench_rmsnorm.csv] [--lib libbk_rmsnorm_shim.so]
-                           [--csv FILE] [--step N] [--hot] [--nopdl]
+                           [--csv FILE] [--step N | --tokens LIST] [--hidden LIST]
+                           [--hot] [--nopdl]
 
 Prints one table: our kernel, torch.compile, eager, each in us and as a share of the copy
 kernel's bandwidth (the one bench_rmsnorm measured in the same run when --ours is given,
@@ -15,7 +16,9 @@ with torch.compile (ours, compile, ours, compile: the median of both rounds' rep
 that neither side gains from where its buffers sit in memory; the --ours CSV's time is then
 printed beside it ("bench us"). Without --lib, "ours" is the CSV's time. --nopdl (with
 --lib) also times our launch without programmatic dependent launch, which the default rule
-turns on at most shapes, in the same alternation ("no-pdl us").
+turns on at most shapes, in the same alternation ("no-pdl us"). --tokens and --hidden take
+comma-separated lists instead of the powers of --step and the four hidden sizes (as
+bench_rmsnorm's).
 """
 import argparse
 import collections
@@ -142,6 +145,22 @@ def copy_bandwidth():
     return 2 * src.numel() * 2 / (times[10] * 1e-3)
 
 
+def int_list(lo, hi, mult):
+    """argparse type: comma-separated integers in [lo, hi], multiples of mult."""
+    def parse(text):
+        try:
+            vals = [int(v) for v in text.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: want comma-separated integers")
+        bad = [v for v in vals if not (lo <= v <= hi and v % mult == 0)]
+        if bad:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: {bad[0]} is not in {lo}..{hi}"
+                + (f" or not a multiple of {mult}" if mult > 1 else ""))
+        return vals
+    return parse
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ours", help="bench_rmsnorm --csv output of the same run")
@@ -149,6 +168,11 @@ def main():
                     "tensors as torch.compile")
     ap.add_argument("--csv", help="write our rows here")
     ap.add_argument("--step", type=int, default=2, help="token multiplier between rows")
+    ap.add_argument("--tokens", type=int_list(1, 16384, 1),
+                    help="these token counts instead (comma-separated, 1 to 16384)")
+    ap.add_argument("--hidden", type=int_list(8, 16384, 8),
+                    help="these hidden sizes instead (comma-separated multiples of 8 up to "
+                    "16384; default 4096,6144,7168,8192)")
     ap.add_argument("--hot", action="store_true",
                     help="one input set, L2-resident where it fits (bench_rmsnorm --hot)")
     ap.add_argument("--nopdl", action="store_true",
@@ -158,6 +182,8 @@ def main():
     args = ap.parse_args()
     if args.nopdl and not args.lib:
         ap.error("--nopdl needs --lib")
+    if args.step < 2 and not args.tokens:
+        ap.error(f"--step {args.step}: want 2 or more")
     torch._dynamo.config.cache_size_limit = 256
     compiled = torch.compile(residual_rmsnorm, dynamic=False)
     run_ours = load_ours(args.lib) if args.lib else None
@@ -184,10 +210,10 @@ def main():
     if run_ours and ours:
         hdr += f" {'bench us':>8}"
     print(hdr)
-    step = args.step
-    for h in HIDDENS:
-        t = 1
-        while t <= 16384:
+    token_list = args.tokens or [args.step ** k for k in range(15)
+                                 if args.step ** k <= 16384]
+    for h in args.hidden or HIDDENS:
+        for t in token_list:
             sets = make_sets(t, h, 1 if args.hot else cold_sets(t, h, l2), t * 7 + h)
             nbytes = (4 * t * h + h) * 2
             us_b = ours.get((h, t), float("nan"))
@@ -220,7 +246,6 @@ def main():
             print(line, flush=True)
             rows.append((h, t, nbytes, us_o, us_c, us_e, us_n))
             del sets
-            t *= step
     if args.csv:
         with open(args.csv, "w") as f:
             f.write("hidden,tokens,bytes,ours_us,compile_us,eager_us,nopdl_us\n")
