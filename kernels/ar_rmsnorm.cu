@@ -306,11 +306,11 @@ static int bk__default_threads(int64_t hidden)
  * 2026-12-02 22:21 UTC, hints from the full sweep of 15:25 UTC): the lean row kernel with
  * gamma early. Hidden <= 4096: 512 threads per row (one vector each; the row kernel at
  * 1024-4096 tokens, where it measured best). Above 4096: 512 threads of 2 vectors below
- * 64 tokens and at 256-1023 tokens, else 1024 of one (below 64 tokens 2 vectors a thread
- * beat 1; from 1024 tokens 1024 threads beat 512 by 0.5-1.6% at hidden 6144-8192). Above
- * 8192, where 512 threads would hold more than 2 vectors, 1024 threads below 256 tokens
- * and from 1024, and 512 threads without gamma early at 256-1023 (hidden above 8192 was
- * not in the sweep: the older rule). Evict-first hints from 64 tokens (from 16 at hidden
+ * 64 tokens and at 256-1023 tokens (but not 397-511 above 6144), else 1024 of one (below
+ * 64 tokens 2 vectors a thread beat 1; from 1024 tokens 1024 threads beat 512 by 0.5-1.6%
+ * at hidden 6144-8192). Above 8192, where 512 threads would hold more than 2 vectors,
+ * 1024 threads below 256 tokens and from 1024, and 512 threads without gamma early at
+ * 256-1023 (hidden above 8192 was not in the sweep: the older rule). Evict-first hints from 64 tokens (from 16 at hidden
  * >= 8192). The pipelined kernel (BK_RMSNORM_PIPE) measured 2-9% slower than the lean one
  * at every shape it served and is not picked. Programmatic dependent launch: bk__rmsnorm_pdl.
  * This is the one place to switch. */
@@ -337,7 +337,13 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *c
         cfg->gamma_early = !mid;
         return;
     }
-    cfg->threads = tokens < 64 || mid ? 512 : 1024;
+    /* 6145-8192 at 397-511 tokens: past one wave of the 512-thread launch (3 blocks an SM on
+     * 132 SMs, 396 rows) its second wave costs a row's whole time; 1024 threads of one vector
+     * measured 0.33-0.50 us faster at 416, 448, 480 and 511 tokens (bench_rmsnorm --sweep lean
+     * --tokens, H200, 2026-12-04 18:47 UTC, one graph a configuration; at 384 the default's
+     * launch was the best; 512 not swept) */
+    const int past_wave = hidden > 6144 && tokens > 396 && tokens < 512;
+    cfg->threads = tokens < 64 || (mid && !past_wave) ? 512 : 1024;
 }
 
 /* Rule v5: below 64 tokens, out of place, a row over several blocks (cfg->split): each

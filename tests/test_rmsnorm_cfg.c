@@ -97,8 +97,9 @@ static void test_launcher_agrees(void **st)
 static void test_default_rule_runs(void **st)
 {
     (void)st;
-    static const int64_t tokens[] = {1, 15, 16, 63, 64, 255, 256, 1023, 1024, 4096, 4097,
-                                     16383, 16384, 1 << 20};
+    static const int64_t tokens[] = {1,   15,   16,   63,   64,    255,   256,    396,
+                                     397, 511,  512,  1023, 1024,  4096,  4097,   16383,
+                                     16384, 1 << 20};
     int early = 0, late = 0, split = 0, pdl = 0;
     for (int64_t h = 8; h <= 16384; h += 8)
         for (size_t t = 0; t < sizeof tokens / sizeof tokens[0]; t++)
@@ -132,6 +133,27 @@ static void test_default_rule_runs(void **st)
     assert_true(early > 0 && late > 0);
     assert_true(split > 0); /* out of place at few tokens */
     assert_true(pdl > 0 && pdl < early + late);
+}
+
+/* Threads per row where the rule switches: 512 of 2 vectors at 256-1023 tokens above hidden
+ * 4096, but 1024 of one at 397-511 tokens at hidden 6145-8192 (past one wave of the
+ * 512-thread launch; docs/bench/cuda.md), 1024 below 256 and from 1024 tokens. */
+static void test_default_rule_threads(void **st)
+{
+    (void)st;
+    static const struct { int64_t tokens, hidden; int threads; } k[] = {
+        {255, 7168, 1024}, {256, 7168, 512},  {396, 7168, 512},  {397, 7168, 1024},
+        {511, 8192, 1024}, {512, 8192, 512},  {448, 6144, 512},  {448, 6152, 1024},
+        {448, 8200, 512},  {1023, 8192, 512}, {1024, 8192, 1024}, {448, 4096, 512},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        bk_rmsnorm_cfg cfg;
+        bk_rmsnorm_default_cfg(k[i].tokens, k[i].hidden, 0, &cfg);
+        if (cfg.threads != k[i].threads)
+            fail_msg("default rule at %lld x %lld: %d threads per row, want %d",
+                     (long long)k[i].tokens, (long long)k[i].hidden, cfg.threads,
+                     k[i].threads);
+    }
 }
 
 /* Programmatic dependent launch where it measured faster (docs/bench/cuda.md): everywhere
@@ -212,6 +234,7 @@ int main(void)
         cmocka_unit_test(test_block_shapes),
         cmocka_unit_test(test_launcher_agrees),
         cmocka_unit_test(test_default_rule_runs),
+        cmocka_unit_test(test_default_rule_threads),
         cmocka_unit_test(test_default_rule_pdl),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
