@@ -110,21 +110,28 @@ out:
     return st == BK_OK ? 0 : rank_fail(shm, rank, err);
 }
 
-static void run_lane(int world, lane_arg *arg)
+/* A lane of `world` ranks running fn: every rank succeeds with `checks` digests, each equal
+ * across ranks. */
+static void lane_checks(int world, lane_fn fn, lane_arg *arg, int checks)
 {
     lane_shm *shm = lane_map();
     assert_non_null(shm);
-    int failed = lane_run(shm, world, variants_rank, arg, 12 * g_timeout_s);
+    int failed = lane_run(shm, world, fn, arg, 12 * g_timeout_s);
     for (int r = 0; r < world; r++)
         if (shm->msg[r][0])
             print_message("%s\n", shm->msg[r]);
     assert_int_equal(failed, 0);
-    assert_int_equal(shm->nhash, arg->nvariants * NSHAPES);
+    assert_int_equal(shm->nhash, checks);
     for (int c = 0; c < shm->nhash; c++)
         for (int r = 1; r < world; r++)
             if (shm->hash[c][r] != shm->hash[c][0])
                 fail_msg("check %d: rank %d's outputs differ bitwise from rank 0's", c, r);
     munmap(shm, sizeof(*shm));
+}
+
+static void run_lane(int world, lane_arg *arg)
+{
+    lane_checks(world, variants_rank, arg, arg->nvariants * NSHAPES);
 }
 
 static lane_arg fused_arg(void)
@@ -308,19 +315,7 @@ out:
 static void pdl_lane(int world)
 {
     lane_arg a = fused_arg();
-    lane_shm *shm = lane_map();
-    assert_non_null(shm);
-    int failed = lane_run(shm, world, pdl_rank, &a, 12 * g_timeout_s);
-    for (int r = 0; r < world; r++)
-        if (shm->msg[r][0])
-            print_message("%s\n", shm->msg[r]);
-    assert_int_equal(failed, 0);
-    assert_int_equal(shm->nhash, a.nvariants * NPDL);
-    for (int c = 0; c < shm->nhash; c++)
-        for (int r = 1; r < world; r++)
-            if (shm->hash[c][r] != shm->hash[c][0])
-                fail_msg("pdl check %d: rank %d's outputs differ bitwise from rank 0's", c, r);
-    munmap(shm, sizeof(*shm));
+    lane_checks(world, pdl_rank, &a, a.nvariants * NPDL);
 }
 
 static void test_pdl_world1(void **state)
