@@ -77,6 +77,23 @@ static int norm_bus(const char *in, char *out, size_t n)
     return 0;
 }
 
+/* Device `ordinal`'s PCI bus id, normalised, into bus: 0; else 1 (the CUDA call failed) or 2
+ * (it answered in a form we do not know), with why saying so. */
+static int bus_of(const cuda_api *a, int ordinal, char *bus, size_t n, char *why, size_t wn)
+{
+    char raw[64];
+    const int r = a->bus_id(raw, (int)sizeof raw, ordinal);
+    if (r != 0) {
+        snprintf(why, wn, "cudaDeviceGetPCIBusId(%d): %s", ordinal, cerr(a, r));
+        return 1;
+    }
+    if (norm_bus(raw, bus, n) != 0) {
+        snprintf(why, wn, "cudaDeviceGetPCIBusId(%d): unexpected \"%.63s\"", ordinal, raw);
+        return 2;
+    }
+    return 0;
+}
+
 int bk_cuda_device_count(void)
 {
     cuda_api a;
@@ -101,8 +118,8 @@ void bk_cuda_visible_key(char *buf, size_t n)
     if (a.count(&count) != 0)
         count = 0;
     for (int i = 0; i < count; i++) {
-        char raw[64], bus[64];
-        if (a.bus_id(raw, (int)sizeof raw, i) != 0 || norm_bus(raw, bus, sizeof bus) != 0)
+        char bus[64], why[160];
+        if (bus_of(&a, i, bus, sizeof bus, why, sizeof why) != 0)
             snprintf(bus, sizeof bus, "?%d", i);
         int w = snprintf(buf + len, n - len, "%s%s", i ? "," : "", bus);
         if (w < 0 || (size_t)w >= n - len)
@@ -115,17 +132,14 @@ void bk_cuda_visible_key(char *buf, size_t n)
 bk_status bk_cuda_bus_id(int ordinal, char *buf, size_t n, bk_err *err)
 {
     cuda_api a;
-    char raw[64];
+    char why[160];
     bk_status st = BK_OK;
     if (load_api(&a) != 0)
         return BK_FAIL(err, BK_ERR_UNSUPPORTED, "CUDA runtime not available: no bus id for "
                        "device %d", ordinal);
-    int r = a.bus_id(raw, (int)sizeof raw, ordinal);
+    const int r = bus_of(&a, ordinal, buf, n, why, sizeof why);
     if (r != 0)
-        st = BK_FAIL(err, BK_ERR_SYSTEM, "cudaDeviceGetPCIBusId(%d): %s", ordinal, cerr(&a, r));
-    else if (norm_bus(raw, buf, n) != 0)
-        st = BK_FAIL(err, BK_ERR_INTERNAL, "cudaDeviceGetPCIBusId(%d): unexpected \"%s\"",
-                     ordinal, raw);
+        st = BK_FAIL(err, r == 1 ? BK_ERR_SYSTEM : BK_ERR_INTERNAL, "%s", why);
     unload_api(&a);
     return st;
 }
@@ -147,10 +161,9 @@ bk_status bk_topo_probe_cuda(bk_topo_host *h, bk_err *err)
     for (int g = 0; g < h->ngpus; g++)
         ord_of[g] = -1;
     for (int d = 0; d < n; d++) {
-        char raw[64], bus[32];
-        r = a.bus_id(raw, (int)sizeof raw, d);
-        if (r != 0 || norm_bus(raw, bus, sizeof bus) != 0) {
-            bk_topo_note(h, "CUDA: device %d: no bus id (%s)", d, r ? cerr(&a, r) : raw);
+        char bus[32], why[160];
+        if (bus_of(&a, d, bus, sizeof bus, why, sizeof why) != 0) {
+            bk_topo_note(h, "CUDA: device %d: no bus id (%s)", d, why);
             continue;
         }
         for (int g = 0; g < h->ngpus; g++)
