@@ -488,15 +488,20 @@ extern "C" void bk_rmsnorm_default_cfg(int64_t tokens, int64_t hidden, int in_pl
     bk__rmsnorm_split(tokens, hidden, in_place, cfg);
 }
 
+extern "C" void bk_rmsnorm_call_cfg(const void *sum, const void *residual_out, const void *out,
+                                    int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *cfg)
+{
+    bk_rmsnorm_default_cfg(tokens, hidden, bk__in_place(sum, residual_out, out, tokens, hidden),
+                           cfg);
+}
+
 extern "C" bk_status bk_residual_rmsnorm(const void *sum, const void *residual,
                                          const void *gamma, void *residual_out, void *out,
                                          int64_t tokens, int64_t hidden, float eps,
                                          void *stream, bk_err *err)
 {
     bk_rmsnorm_cfg cfg;
-    bk__rmsnorm_launch(tokens, hidden, &cfg);
-    bk__rmsnorm_split(tokens, hidden, bk__in_place(sum, residual_out, out, tokens, hidden),
-                      &cfg);
+    bk_rmsnorm_call_cfg(sum, residual_out, out, tokens, hidden, &cfg);
     return bk_residual_rmsnorm_config(sum, residual, gamma, residual_out, out, tokens, hidden,
                                       eps, &cfg, stream, err);
 }

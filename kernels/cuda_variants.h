@@ -108,6 +108,11 @@ int bk_rmsnorm_cfg_threads(const bk_rmsnorm_cfg *cfg, int64_t hidden);
  * overlapping an output: one block per row) or not. */
 void bk_rmsnorm_default_cfg(int64_t tokens, int64_t hidden, int in_place, bk_rmsnorm_cfg *cfg);
 
+/* The configuration bk_residual_rmsnorm launches for this call: in place when sum overlaps
+ * residual_out or out (the pointers are compared, never read). */
+void bk_rmsnorm_call_cfg(const void *sum, const void *residual_out, const void *out,
+                         int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *cfg);
+
 /* One-shot and two-shot fused allreduce + residual + RMSNorm over the lane's
  * peer memory (comm->have_p2p required; x, residual, gamma, outputs are this
  * rank's device tensors). Errors when the peer memory is too small. */

@@ -156,6 +156,31 @@ static void test_default_rule_threads(void **st)
     }
 }
 
+/* bk_rmsnorm_call_cfg: in place (one block a row) when the sum overlaps either output, even
+ * in part; a row over several blocks when all three are apart (4 tokens x 4096). The
+ * pointers are only compared. */
+static void test_call_cfg_in_place(void **st)
+{
+    (void)st;
+    static char buf[4 * 4096 * 2 * 4];
+    const size_t row = 4096 * 2, plane = 4 * row;
+    char *sum = buf, *ro = buf + plane, *out = buf + 2 * plane;
+    const struct { const void *sum, *ro, *out; int split_one; } k[] = {
+        {sum, ro, out, 0},              /* apart */
+        {sum, sum, out, 1},             /* x == residual_out: the incumbent's call */
+        {sum, ro, sum, 1},              /* out over the sum */
+        {sum + row, sum, out, 1},       /* residual_out overlaps the sum's first 3 rows */
+        {sum, ro, sum + plane - 2, 1},  /* out starts on the sum's last element */
+        {sum, sum + plane, out, 0},     /* residual_out starts right after the sum */
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        bk_rmsnorm_cfg cfg;
+        bk_rmsnorm_call_cfg(k[i].sum, k[i].ro, k[i].out, 4, 4096, &cfg);
+        if ((cfg.split == 1) != k[i].split_one)
+            fail_msg("case %zu: split %d, want %s", i, cfg.split, k[i].split_one ? "1" : "> 1");
+    }
+}
+
 /* Programmatic dependent launch where it measured faster (docs/bench/cuda.md): everywhere
  * but hidden 4097-6144 at 272-463 tokens, 6145-8192 at 256-351 and 8193-12288 at 256-383;
  * nowhere once the process turns it off. Each band's edges on both sides. */
@@ -235,6 +260,7 @@ int main(void)
         cmocka_unit_test(test_launcher_agrees),
         cmocka_unit_test(test_default_rule_runs),
         cmocka_unit_test(test_default_rule_threads),
+        cmocka_unit_test(test_call_cfg_in_place),
         cmocka_unit_test(test_default_rule_pdl),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

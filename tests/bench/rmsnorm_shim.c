@@ -31,7 +31,7 @@ int bk_shim_residual_rmsnorm_nopdl(const void *x, const void *residual, const vo
     bk_err err;
     bk_rmsnorm_cfg cfg;
     bk_err_clear(&err);
-    bk_rmsnorm_default_cfg(tokens, hidden, x == residual_out, &cfg);
+    bk_rmsnorm_call_cfg(x, residual_out, out, tokens, hidden, &cfg);
     cfg.pdl = 0;
     bk_status st = bk_residual_rmsnorm_config(x, residual, gamma, residual_out, out, tokens,
                                               hidden, eps, &cfg, stream, &err);
