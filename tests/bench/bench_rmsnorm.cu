@@ -15,7 +15,8 @@
  *                per row (duplicates skipped), with and without hints, automatic stages and
  *                blocks per SM. Each configuration's outputs are checked against float64
  *                before it is timed. A kernel name after --sweep times that kernel's
- *                configurations only.
+ *                configurations only. Each configuration is timed in --rounds graphs, as
+ *                the default is (its time the median of all their replays).
  *     --each     with --sweep: also print every configuration's time (a line each)
  *   Every shape also times the default launch without programmatic dependent launch (column
  *   "no-pdl us"; cfg.pdl, which the default sets at most shapes: each call may be scheduled
@@ -500,11 +501,14 @@ int main(int argc, char **argv)
                 cfg_name(cfg, name, sizeof name);
                 if (!right(cfg, name))
                     return 1;
-                double u = time_graph(st, [&](int i) {
-                    const int s = i % sets;
-                    BK(bk_residual_rmsnorm_config(x[s], res[s], g, ro[s], out[s], T, H,
-                                                  BK_RMSNORM_EPS, cfg, st, &e_));
-                });
+                float sweep_t[MAX_ROUNDS * REPLAYS]; /* `rounds` graphs, as the default */
+                for (int r = 0; r < rounds; r++)
+                    time_graph_into(st, [&](int i) {
+                        const int s = i % sets;
+                        BK(bk_residual_rmsnorm_config(x[s], res[s], g, ro[s], out[s], T, H,
+                                                      BK_RMSNORM_EPS, cfg, st, &e_));
+                    }, sweep_t + r * REPLAYS);
+                const double u = median(sweep_t, rounds * REPLAYS);
                 if (each)
                     printf("%6lld %6lld   %-9s %9.2f us\n", (long long)H, (long long)T, name, u);
                 if (!pipe && u < best) {
