@@ -234,6 +234,16 @@ static bk_status pdl_pre(lane_tensors *lt, void *argp, bk_err *err)
     return BK_OK;
 }
 
+/* LT_CUDA for a rank function: the failure goes to out (the lane's end, the message). */
+#define RANK_CUDA(call, what)                                                              \
+    do {                                                                                   \
+        cudaError_t e_ = (call);                                                           \
+        if (e_ != cudaSuccess) {                                                           \
+            st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: %s", what, cudaGetErrorString(e_));      \
+            goto out;                                                                      \
+        }                                                                                  \
+    } while (0)
+
 static const int64_t k_pdl_shapes[][2] = {{37, 6144}, {3, 16384}};
 #define NPDL ((int)(sizeof(k_pdl_shapes) / sizeof(k_pdl_shapes[0])))
 
@@ -273,16 +283,16 @@ static int pdl_rank(int rank, int world, lane_shm *shm, void *argp)
             BK_TRY(lt_check(&lt, what, arg->rtol, arg->atol, 0, &h0, err));
             for (int k = 0; k < 3; k++) {
                 p.bytes[k] = lt.t[k].elems * 2;
-                LT_CUDA(cudaMalloc(&p.saved[k], p.bytes[k]), "cudaMalloc");
-                LT_CUDA(cudaMemcpy(p.saved[k], lt.t[k].data, p.bytes[k],
+                RANK_CUDA(cudaMalloc(&p.saved[k], p.bytes[k]), "cudaMalloc");
+                RANK_CUDA(cudaMemcpy(p.saved[k], lt.t[k].data, p.bytes[k],
                                    cudaMemcpyDeviceToDevice), "save inputs");
             }
             for (int graph = 0; graph < 2; graph++) {
                 snprintf(what, sizeof(what), "%s world %d, pdl %s after a late writer",
                          v->name, world, graph ? "graph" : "eager");
                 for (int k = 0; k < 5; k++)
-                    LT_CUDA(cudaMemset(lt.t[k].data, 0xFF, lt.t[k].elems * 2), "poison");
-                LT_CUDA(cudaDeviceSynchronize(), "sync");
+                    RANK_CUDA(cudaMemset(lt.t[k].data, 0xFF, lt.t[k].elems * 2), "poison");
+                RANK_CUDA(cudaDeviceSynchronize(), "sync");
                 BK_TRY(lt_call_pre(&lt, v, comm, graph, 1, g_timeout_s, pdl_pre, &p, err));
                 BK_TRY(lt_check(&lt, what, arg->rtol, arg->atol, 0, &h, err));
                 if (h != h0) {
