@@ -274,14 +274,15 @@ extern "C" int bk_cuda_pdl(void)
 
 /* Programmatic dependent launch (cfg->pdl) in the default rule. H200, bench_rmsnorm's
  * alternated no-pdl and pdl columns (docs/bench/cuda.md, 2026-12-04): 0.3-0.5 us less a call
- * at 1-255 tokens and 0.2-0.6 us less from 512, but up to 13% more at some shapes of
- * 256-447 tokens, where the 512-thread launch (above hidden 4096) fills about 0.55-0.9 of
- * one wave of resident blocks (4 an SM up to hidden 6144, 3 up to 12288, 2 above: waves of
- * 528 / 396 / 264 rows on 132 SMs). Off there: hidden 4097-6144 at 272-463 tokens (measured
- * slower at 5120 x 288-416 and 6144 x 288-448, faster at 256 and 480), 6145-8192 at 256-351
- * (slower at 256-320, a tie or faster at 352), 8193-12288 at 256-383 (slower at 10240 and
- * 12288 x 256-352, a tie at 384). Hidden 4096 and 16384 gained everywhere. Left on although
- * 0.1-0.15 us slower: 12288 x 192-224 (10240 there: a tie and a gain). */
+ * at 1-255 tokens and 0.2-0.6 us less from 512, but more at some shapes of 256-448 tokens (up
+ * to 13% at hidden 5120-8192, 25% at 10240-12288), where the 512-thread launch (above hidden
+ * 4096) fills about 0.55-0.9 of one wave of resident blocks (4 an SM up to hidden 6144, 3 up
+ * to 12288, 2 above: waves of 528 / 396 / 264 rows on 132 SMs). Off there: hidden 4097-6144
+ * at 272-463 tokens (measured slower at 5120 x 288-416 and 6144 x 288-448, faster at 256 and
+ * 480), 6145-8192 at 256-351 (slower at 256-320, a tie or faster at 352), 8193-12288 at
+ * 256-383 (slower at 10240 and 12288 x 256-352, a tie at 384). Hidden 4096 and 16384 gained
+ * everywhere. Left on although 0.1-0.15 us slower: 12288 x 192-224 (10240 there: a tie and a
+ * gain). */
 static int bk__rmsnorm_pdl(int64_t tokens, int64_t hidden)
 {
     if (hidden <= 4096 || hidden > 12288)
@@ -310,10 +311,10 @@ static int bk__default_threads(int64_t hidden)
  * 64 tokens 2 vectors a thread beat 1; from 1024 tokens 1024 threads beat 512 by 0.5-1.6%
  * at hidden 6144-8192). Above 8192, where 512 threads would hold more than 2 vectors,
  * 1024 threads below 256 tokens and from 1024, and 512 threads without gamma early at
- * 256-1023 (hidden above 8192 was not in the sweep: the older rule). Evict-first hints from 64 tokens (from 16 at hidden
- * >= 8192). The pipelined kernel (BK_RMSNORM_PIPE) measured 2-9% slower than the lean one
- * at every shape it served and is not picked. Programmatic dependent launch: bk__rmsnorm_pdl.
- * This is the one place to switch. */
+ * 256-1023 (hidden above 8192 was not in the sweep: the older rule). Evict-first hints from
+ * 64 tokens (from 16 at hidden >= 8192). The pipelined kernel (BK_RMSNORM_PIPE) measured
+ * 2-9% slower than the lean one at every shape it served and is not picked. Programmatic
+ * dependent launch: bk__rmsnorm_pdl. This is the one place to switch. */
 static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *cfg)
 {
     cfg->kernel = BK_RMSNORM_LEAN;
