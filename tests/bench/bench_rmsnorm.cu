@@ -295,12 +295,14 @@ int main(int argc, char **argv)
     int step = 2, sweep = 0, hot = 0, each = 0, only = -1; /* only: a kernel, -1 all */
     int rounds = 2;
     int64_t tokens[32], hiddens[8] = {4096, 6144, 7168, 8192};
-    int ntokens = 0, nhidden = 4; /* ntokens 0: from --step */
+    int ntokens = 0, nhidden = 4, step_given = 0; /* ntokens 0: from --step */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--csv") && i + 1 < argc)
             csv_path = argv[++i];
-        else if (!strcmp(argv[i], "--step") && i + 1 < argc && atoi(argv[i + 1]) > 1)
+        else if (!strcmp(argv[i], "--step") && i + 1 < argc && atoi(argv[i + 1]) > 1) {
             step = atoi(argv[++i]);
+            step_given = 1;
+        }
         else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) {
             ntokens = parse_list("--tokens", argv[i + 1], 1, 16384, 1, tokens, 32);
             if (ntokens < 0)
@@ -337,6 +339,10 @@ int main(int argc, char **argv)
                     argv[0], MAX_ROUNDS);
             return 2;
         }
+    }
+    if (ntokens > 0 && step_given) {
+        fprintf(stderr, "--step and --tokens: give one of them\n");
+        return 2;
     }
     if (ntokens == 0)
         for (int64_t T = 1; T <= 16384; T *= step)

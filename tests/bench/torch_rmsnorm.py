@@ -167,7 +167,7 @@ def main():
     ap.add_argument("--lib", help="libbk_rmsnorm_shim.so: time our kernel here, on the same "
                     "tensors as torch.compile")
     ap.add_argument("--csv", help="write our rows here")
-    ap.add_argument("--step", type=int, default=2, help="token multiplier between rows")
+    ap.add_argument("--step", type=int, help="token multiplier between rows (default 2)")
     ap.add_argument("--tokens", type=int_list(1, 16384, 1),
                     help="these token counts instead (comma-separated, 1 to 16384)")
     ap.add_argument("--hidden", type=int_list(8, 16384, 8),
@@ -182,7 +182,11 @@ def main():
     args = ap.parse_args()
     if args.nopdl and not args.lib:
         ap.error("--nopdl needs --lib")
-    if args.step < 2 and not args.tokens:
+    if args.step is not None and args.tokens:
+        ap.error("--step and --tokens: give one of them")
+    if args.step is None:
+        args.step = 2
+    if args.step < 2:
         ap.error(f"--step {args.step}: want 2 or more")
     torch._dynamo.config.cache_size_limit = 256
     compiled = torch.compile(residual_rmsnorm, dynamic=False)
