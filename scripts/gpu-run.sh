@@ -2,7 +2,7 @@
 # gpu-run.sh - build, test and benchmark bracket's cuda backend on a GPU machine that has
 # CUDA, NCCL, Open MPI and hwloc but no ZeroMQ, msgpack-c, jansson or cmocka, in one call.
 #
-#   scripts/gpu-run.sh [STEP...]        STEP: build test break bench torch ipc sanitize asan
+#   scripts/gpu-run.sh [STEP...]        STEP: build test break bench torch band ipc sanitize asan
 #                                       (default: build test break bench torch)
 #
 # Environment:
@@ -14,6 +14,8 @@
 #   OUT        where logs and tables go (default ./gpu-out)
 #   BK_STEP    token multiplier of the benchmark tables (default 2: 1, 2, 4 ... 16384)
 #   BK_SWEEP   set: bench_rmsnorm also sweeps launch configurations (--sweep)
+#   BK_BAND_TOKENS, BK_BAND_HIDDEN, BK_BAND_TORCH_TOKENS, BK_BAND_TORCH_HIDDEN  the band step's
+#              shapes (defaults below)
 #   BK_SANITIZE  the sanitize step's runs, TEST:TOOL ... (default below); BK_SANITIZE_S the
 #              seconds each may take (default 150); BK_RACECHECK_MAX_TOKENS the rmsnorm
 #              test's largest shape under racecheck (default 131; the test says what it left out);
@@ -27,7 +29,9 @@
 # test_pdl_world1/2: proves the tests can fail), bench (bench_rmsnorm table + CSV), torch (the same
 # shapes through torch.compile and eager, our kernel timed beside them on the same tensors
 # through libbk_rmsnorm_shim.so, its default launch and the same without programmatic
-# dependent launch; bench's CSV for the copy kernel), ipc (nccl_then_rmsnorm
+# dependent launch; bench's CSV for the copy kernel), band (shapes between the powers of two,
+# where the rule switches: bench_rmsnorm's default, no-pdl and pdl columns, 3 rounds, then
+# torch.compile beside ours on the same tensors), ipc (nccl_then_rmsnorm
 # against the two IPC variants across GPUs at worlds 2, 4, 8 as far as the machine's GPUs go;
 # skipped on a one-GPU machine), sanitize (GPU test programs under compute-sanitizer: memcheck
 # with leak check, racecheck, synccheck, initcheck, forked children followed; a line per run
@@ -88,6 +92,18 @@ for s in $steps; do
     PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=$(nproc) python3 "$src/tests/bench/torch_rmsnorm.py" \
       --ours "$out/bench_rmsnorm.csv" --lib "$build/tests/libbk_rmsnorm_shim.so" \
       --csv "$out/torch_rmsnorm.csv" --step "$step" --nopdl 2>&1 | tee "$out/torch_rmsnorm.txt" || rc=1
+    ;;
+  band)
+    # the default rule's switches between the powers of two (docs/bench/cuda.md, twenty-second
+    # session): pdl's bands at 256-463 tokens, the 1024-thread launch at 397-511
+    "$build/tests/bench_rmsnorm" --rounds 3 \
+      --tokens "${BK_BAND_TOKENS:-192,256,288,320,352,384,397,416,448,480,511,512,544,640}" \
+      --hidden "${BK_BAND_HIDDEN:-4096,5120,6144,7168,8192,10240,12288,16384}" \
+      --csv "$out/band_rmsnorm.csv" 2>&1 | tee "$out/band_rmsnorm.txt" || rc=1
+    PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=$(nproc) python3 "$src/tests/bench/torch_rmsnorm.py" \
+      --lib "$build/tests/libbk_rmsnorm_shim.so" --nopdl --csv "$out/band_torch.csv" \
+      --tokens "${BK_BAND_TORCH_TOKENS:-288,320,384,416,448,480,511,544}" \
+      --hidden "${BK_BAND_TORCH_HIDDEN:-5120,6144,7168,8192}" 2>&1 | tee "$out/band_torch.txt" || rc=1
     ;;
   ipc)
     # whole GPUs only: `nvidia-smi -L` also lists MIG instances (indented lines), which are
