@@ -445,6 +445,14 @@ int main(int argc, char **argv)
                         (long long)H, name);
                 return false;
             };
+            /* one graph of configuration c over the rotated sets: its replays into `into` */
+            auto graph_cfg = [&](const bk_rmsnorm_cfg *c, float *into) {
+                time_graph_into(st, [&](int i) {
+                    const int s = i % sets;
+                    BK(bk_residual_rmsnorm_config(x[s], res[s], g, ro[s], out[s], T, H,
+                                                  BK_RMSNORM_EPS, c, st, &e_));
+                }, into);
+            };
             bk_rmsnorm_cfg nopdl_cfg, pdl_cfg;
             bk_rmsnorm_default_cfg(T, H, 0, &nopdl_cfg);
             const int def_pdl = nopdl_cfg.pdl;
@@ -458,21 +466,13 @@ int main(int argc, char **argv)
             float pdl_t[MAX_ROUNDS * REPLAYS];
             for (int r = 0; r < rounds; r++) {
                 if (!def_pdl) /* the rule left pdl off here: what it would give */
-                    time_graph_into(st, [&](int i) {
-                        const int s = i % sets;
-                        BK(bk_residual_rmsnorm_config(x[s], res[s], g, ro[s], out[s], T, H,
-                                                      BK_RMSNORM_EPS, &pdl_cfg, st, &e_));
-                    }, pdl_t + r * REPLAYS);
+                    graph_cfg(&pdl_cfg, pdl_t + r * REPLAYS);
                 time_graph_into(st, [&](int i) {
                     const int s = i % sets;
                     BK(bk_residual_rmsnorm(x[s], res[s], g, ro[s], out[s], T, H,
                                            BK_RMSNORM_EPS, st, &e_));
                 }, def_t + r * REPLAYS);
-                time_graph_into(st, [&](int i) {
-                    const int s = i % sets;
-                    BK(bk_residual_rmsnorm_config(x[s], res[s], g, ro[s], out[s], T, H,
-                                                  BK_RMSNORM_EPS, &nopdl_cfg, st, &e_));
-                }, nopdl_t + r * REPLAYS);
+                graph_cfg(&nopdl_cfg, nopdl_t + r * REPLAYS);
             }
             const double us = median(def_t, rounds * REPLAYS);
             const double nopdl_us = median(nopdl_t, rounds * REPLAYS);
@@ -509,11 +509,7 @@ int main(int argc, char **argv)
                     return 1;
                 float sweep_t[MAX_ROUNDS * REPLAYS]; /* `rounds` graphs, as the default */
                 for (int r = 0; r < rounds; r++)
-                    time_graph_into(st, [&](int i) {
-                        const int s = i % sets;
-                        BK(bk_residual_rmsnorm_config(x[s], res[s], g, ro[s], out[s], T, H,
-                                                      BK_RMSNORM_EPS, cfg, st, &e_));
-                    }, sweep_t + r * REPLAYS);
+                    graph_cfg(cfg, sweep_t + r * REPLAYS);
                 const double u = median(sweep_t, rounds * REPLAYS);
                 if (each)
                     printf("%6lld %6lld   %-9s %9.2f us\n", (long long)H, (long long)T, name, u);
