@@ -1,14 +1,15 @@
-/* pdl_writer.cu - the kernel before the one under test in test_rmsnorm_cuda's test_pdl: it
- * lets the next kernel on the stream be scheduled at once (griddepcontrol.launch_dependents
- * first thing, in every block), spins ns nanoseconds of the GPU clock, and only then copies
- * its sources over the destinations. A kernel launched after it with programmatic dependent
- * launch that loads an input before its griddepcontrol.wait reads the destination's old
- * contents. */
+/* pdl_writer.cu - the kernel before the one under test in test_rmsnorm_cuda's test_pdl and
+ * test_cuda_ipc's test_pdl_world1/2 (pdl_writer.h): it lets the next kernel on the stream be
+ * scheduled at once (griddepcontrol.launch_dependents first thing, in every block), spins ns
+ * nanoseconds of the GPU clock, and only then copies its sources over the destinations. A
+ * kernel launched after it with programmatic dependent launch that loads an input before its
+ * griddepcontrol.wait reads the destination's old contents. */
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "kernels/ar_rmsnorm_dev.cuh"
+#include "pdl_writer.h"
 
 typedef struct pdl_copies {
     const uint4 *src[3];
@@ -33,9 +34,7 @@ __global__ void pdl_writer_kernel(pdl_copies c, uint64_t ns)
             c.dst[k][i] = c.src[k][i];
 }
 
-/* Copies bytes[k] (a multiple of 16) from src[k] to dst[k], k < 3, after ns nanoseconds, on
- * stream; returns the launch's cudaError_t. */
-extern "C" int bk_test_pdl_writer(const void *const src[3], void *const dst[3],
+int bk_test_pdl_writer(const void *const src[3], void *const dst[3],
                                   const size_t bytes[3], uint64_t ns, void *stream)
 {
     pdl_copies c;

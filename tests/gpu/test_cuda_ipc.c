@@ -23,6 +23,7 @@ int main(void)
 #include <jansson.h>
 
 #include "lane_call.h"
+#include "pdl_writer.h"
 
 static const int64_t k_shapes[][2] = {{1, 4096}, {5, 8}, {37, 6144}, {300, 1024}, {3, 16384}};
 #define NSHAPES ((int)(sizeof(k_shapes) / sizeof(k_shapes[0])))
@@ -213,11 +214,6 @@ static void test_nccl_hosts_world8(void **state)
     (void)state;
     nccl_hosts(8);
 }
-
-int bk_test_pdl_writer(const void *const src[3], void *const dst[3], const size_t bytes[3],
-                       uint64_t ns, void *stream); /* tests/gpu/pdl_writer.cu */
-
-#define PDL_WRITER_NS 200000 /* the writer's head start: 200 us */
 
 /* What the kernel before the variant copies over x, residual and gamma. */
 typedef struct pdl_inputs {

@@ -32,6 +32,7 @@ int main(void)
 
 #include "kernels/bf16.h"
 #include "kernels/cuda_variants.h"
+#include "pdl_writer.h"
 
 #define CK(call) assert_int_equal((int)(call), (int)cudaSuccess)
 #define ATOL 1e-3
@@ -461,11 +462,6 @@ static void test_graph_first_call(void **st)
     (void)cudaGraphDestroy(g);
     shape_free(&d);
 }
-
-int bk_test_pdl_writer(const void *const src[3], void *const dst[3], const size_t bytes[3],
-                       uint64_t ns, void *stream); /* tests/gpu/pdl_writer.cu */
-
-#define PDL_WRITER_NS 200000 /* the writer's head start: 200 us */
 
 /* cfg.pdl at one shape: the launch without pdl first (the outputs to match), then twice,
  * eagerly and captured in a graph, right after a kernel that lets it be scheduled at once
