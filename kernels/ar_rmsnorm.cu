@@ -380,53 +380,41 @@ static bk_status bk__launch_rows(bk__row_kernel kernel, const char *name, const 
                       eps, split);
 }
 
-/* The row kernel. */
-static bk_status bk__rmsnorm_row(const void *sum, const void *residual, const void *gamma,
-                                 void *residual_out, void *out, int64_t tokens, int64_t hidden,
-                                 float eps, const bk_rmsnorm_cfg *cfg, cudaStream_t stream,
-                                 bk_err *err)
+/* The row or lean kernel a configuration launches and its threads per row (the pipelined
+ * kernel has its own launcher: *kernel stays NULL). */
+static bk_status bk__row_kernel_of(const bk_rmsnorm_cfg *cfg, int64_t hidden,
+                                   bk__row_kernel *kernel, int *threads, bk_err *err)
 {
-    int vpt = 0, threads = 0;
-    bk__row_kernel kernel = NULL;
-    const bk_status st = bk__rmsnorm_shape(cfg, hidden, &vpt, &threads, err);
-    if (st != BK_OK)
+    int vpt = 0;
+    *kernel = NULL;
+    const bk_status st = bk__rmsnorm_shape(cfg, hidden, &vpt, threads, err);
+    if (st != BK_OK || cfg->kernel == BK_RMSNORM_PIPE)
         return st;
+    if (cfg->kernel == BK_RMSNORM_ROW) {
 #define L(K)                                                                               \
-    kernel = cfg->stream_hint ? bk_residual_rmsnorm_kernel<K, true>                        \
-                              : bk_residual_rmsnorm_kernel<K, false>
-    BK_VPT_SWITCH(vpt, L);
+    *kernel = cfg->stream_hint ? bk_residual_rmsnorm_kernel<K, true>                       \
+                               : bk_residual_rmsnorm_kernel<K, false>
+        BK_VPT_SWITCH(vpt, L);
 #undef L
-    return bk__launch_rows(kernel, "bk_residual_rmsnorm_kernel", sum, residual, gamma,
-                           residual_out, out, tokens, hidden, eps, threads, 1, cfg->pdl,
-                           stream, err);
-}
-
-/* The lean kernel: as the row kernel, up to 1024 threads (2 vectors each above 512;
- * with gamma early, at most 2 at any width). */
-static bk_status bk__rmsnorm_lean(const void *sum, const void *residual, const void *gamma,
-                                  void *residual_out, void *out, int64_t tokens, int64_t hidden,
-                                  float eps, const bk_rmsnorm_cfg *cfg, cudaStream_t stream,
-                                  bk_err *err)
-{
-    int vpt = 0, threads = 0;
-    bk__row_kernel kernel = NULL;
-    const bk_status st = bk__rmsnorm_shape(cfg, hidden, &vpt, &threads, err);
-    if (st != BK_OK)
-        return st;
+        return BK_OK;
+    }
+    /* the lean kernel: as the row kernel, up to 1024 threads (2 vectors each above 512;
+     * with gamma early, at most 2 at any width) */
     const bool split = cfg->split > 1; /* gamma early only (bk__check_split) */
 #define LA(K, E, M, B)                                                                     \
-    kernel = cfg->stream_hint                                                              \
-                 ? (E && split ? bk_residual_rmsnorm_lean_kernel<K, true, E, M, B, E>      \
-                               : bk_residual_rmsnorm_lean_kernel<K, true, E, M, B>)        \
-                 : (E && split ? bk_residual_rmsnorm_lean_kernel<K, false, E, M, B, E>     \
-                               : bk_residual_rmsnorm_lean_kernel<K, false, E, M, B>)
+    *kernel = cfg->stream_hint                                                             \
+                  ? (E && split ? bk_residual_rmsnorm_lean_kernel<K, true, E, M, B, E>     \
+                                : bk_residual_rmsnorm_lean_kernel<K, true, E, M, B>)       \
+                  : (E && split ? bk_residual_rmsnorm_lean_kernel<K, false, E, M, B, E>    \
+                                : bk_residual_rmsnorm_lean_kernel<K, false, E, M, B>)
     /* blocks per SM the register cap asks for. 512 threads: 4 at one vector per thread
      * (32 registers), 3 at two (42), 2 at three (64), else 1 (no spills); gamma early
      * (at most 2 vectors, bk__rmsnorm_shape): one step down (its 4 registers a vector).
-     * 1024 threads: 2 at one vector (32), else 1; gamma early: 1. */
+     * 1024 threads: 2 at one vector (32), else 1; gamma early: 1. bk_rmsnorm_cfg_blocks_per_sm
+     * says what the compiled kernel reaches. */
 #define L(K) LA(K, false, BK_MAX_ROW_THREADS, (K) == 1 ? 4 : (K) == 2 ? 3 : (K) == 3 ? 2 : 1)
     if (cfg->gamma_early) {
-        if (threads > BK_MAX_ROW_THREADS) {
+        if (*threads > BK_MAX_ROW_THREADS) {
             if (vpt == 1)
                 LA(1, true, 1024, 1);
             else
@@ -436,7 +424,7 @@ static bk_status bk__rmsnorm_lean(const void *sum, const void *residual, const v
         } else {
             LA(2, true, BK_MAX_ROW_THREADS, 2);
         }
-    } else if (threads > BK_MAX_ROW_THREADS) {
+    } else if (*threads > BK_MAX_ROW_THREADS) {
         if (vpt == 1)
             LA(1, false, 1024, 2);
         else
@@ -446,9 +434,25 @@ static bk_status bk__rmsnorm_lean(const void *sum, const void *residual, const v
     }
 #undef L
 #undef LA
-    return bk__launch_rows(kernel, "bk_residual_rmsnorm_lean_kernel", sum, residual, gamma,
-                           residual_out, out, tokens, hidden, eps, threads,
-                           cfg->split > 1 ? cfg->split : 1, cfg->pdl, stream, err);
+    return BK_OK;
+}
+
+/* The row and lean kernels' launch. */
+static bk_status bk__rmsnorm_rows(const void *sum, const void *residual, const void *gamma,
+                                  void *residual_out, void *out, int64_t tokens, int64_t hidden,
+                                  float eps, const bk_rmsnorm_cfg *cfg, cudaStream_t stream,
+                                  bk_err *err)
+{
+    int threads = 0;
+    bk__row_kernel kernel = NULL;
+    const bk_status st = bk__row_kernel_of(cfg, hidden, &kernel, &threads, err);
+    if (st != BK_OK)
+        return st;
+    const int lean = cfg->kernel == BK_RMSNORM_LEAN;
+    return bk__launch_rows(kernel,
+                           lean ? "bk_residual_rmsnorm_lean_kernel" : "bk_residual_rmsnorm_kernel",
+                           sum, residual, gamma, residual_out, out, tokens, hidden, eps, threads,
+                           lean && cfg->split > 1 ? cfg->split : 1, cfg->pdl, stream, err);
 }
 
 extern "C" bk_status bk_residual_rmsnorm_config(const void *sum, const void *residual,
@@ -464,10 +468,8 @@ extern "C" bk_status bk_residual_rmsnorm_config(const void *sum, const void *res
         return st;
     switch (cfg->kernel) {
     case BK_RMSNORM_ROW:
-        return bk__rmsnorm_row(sum, residual, gamma, residual_out, out, tokens, hidden, eps,
-                               cfg, (cudaStream_t)stream, err);
     case BK_RMSNORM_LEAN:
-        return bk__rmsnorm_lean(sum, residual, gamma, residual_out, out, tokens, hidden, eps,
+        return bk__rmsnorm_rows(sum, residual, gamma, residual_out, out, tokens, hidden, eps,
                                 cfg, (cudaStream_t)stream, err);
     case BK_RMSNORM_PIPE:
         return bk__rmsnorm_pipe(sum, residual, gamma, residual_out, out, tokens, hidden, eps,
@@ -480,6 +482,18 @@ extern "C" int bk_rmsnorm_cfg_threads(const bk_rmsnorm_cfg *cfg, int64_t hidden)
 {
     int vpt = 0, threads = 0;
     return bk__rmsnorm_shape(cfg, hidden, &vpt, &threads, NULL) == BK_OK ? threads : 0;
+}
+
+extern "C" int bk_rmsnorm_cfg_blocks_per_sm(const bk_rmsnorm_cfg *cfg, int64_t hidden)
+{
+    int threads = 0, n = 0;
+    bk__row_kernel kernel = NULL;
+    if (bk__row_kernel_of(cfg, hidden, &kernel, &threads, NULL) != BK_OK || !kernel ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, 0) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not sticky: leave no error for the caller's next check */
+        return 0;
+    }
+    return n;
 }
 
 extern "C" void bk_rmsnorm_default_cfg(int64_t tokens, int64_t hidden, int in_place,

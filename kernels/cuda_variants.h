@@ -104,6 +104,12 @@ bk_status bk_residual_rmsnorm_config(const void *sum, const void *residual, cons
  * memory are checked at the call). */
 int bk_rmsnorm_cfg_threads(const bk_rmsnorm_cfg *cfg, int64_t hidden);
 
+/* Blocks of cfg's kernel resident at once on one SM of the current device at hidden
+ * (cudaOccupancyMaxActiveBlocksPerMultiprocessor on the compiled kernel), or 0 when
+ * unknown: the pipelined kernel, a shape cfg refuses, no device. Rows a wave: this times
+ * the SMs (split 1). */
+int bk_rmsnorm_cfg_blocks_per_sm(const bk_rmsnorm_cfg *cfg, int64_t hidden);
+
 /* The configuration bk_residual_rmsnorm launches at tokens x hidden, in place (sum
  * overlapping an output: one block per row) or not. */
 void bk_rmsnorm_default_cfg(int64_t tokens, int64_t hidden, int in_place, bk_rmsnorm_cfg *cfg);

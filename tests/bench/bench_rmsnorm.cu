@@ -289,6 +289,20 @@ static void cfg_name(const bk_rmsnorm_cfg *c, char *buf, size_t n)
              c->stream_hint ? "cs" : "", c->gamma_early ? "g" : "", split);
 }
 
+/* --each: a configuration's time, its blocks resident an SM (0: unknown) and the waves of
+ * them its rows take on this device's SMs. */
+static void print_each(long long H, long long T, const char *name, double us,
+                       const bk_rmsnorm_cfg *cfg, int sms)
+{
+    const int bps = bk_rmsnorm_cfg_blocks_per_sm(cfg, H);
+    const long long blocks = T * (cfg->split > 1 ? cfg->split : 1);
+    if (bps > 0)
+        printf("%6lld %6lld   %-12s %9.2f us  %d blocks/SM  %.2f waves\n", H, T, name, us, bps,
+               (double)blocks / ((double)bps * sms));
+    else
+        printf("%6lld %6lld   %-12s %9.2f us\n", H, T, name, us);
+}
+
 int main(int argc, char **argv)
 {
     const char *csv_path = NULL;
@@ -484,6 +498,12 @@ int main(int argc, char **argv)
             }
             double best = us, pbest = INFINITY;
             char best_cfg[32] = "default", pbest_cfg[32] = "-";
+            if (sweep && each) {
+                char dname[40];
+                cfg_name(&nopdl_cfg, dname, sizeof dname - 8);
+                strcat(dname, "=def");
+                print_each(H, T, dname, us, &nopdl_cfg, prop.multiProcessorCount);
+            }
             int seen[NSWEEP] = {0}; /* threads each configuration ran with */
             for (int c = 0; sweep && c < NSWEEP; c++) {
                 /* launched as the default is at this shape: with pdl or without */
@@ -512,7 +532,7 @@ int main(int argc, char **argv)
                     graph_cfg(cfg, sweep_t + r * REPLAYS);
                 const double u = median(sweep_t, rounds * REPLAYS);
                 if (each)
-                    printf("%6lld %6lld   %-9s %9.2f us\n", (long long)H, (long long)T, name, u);
+                    print_each(H, T, name, u, cfg, prop.multiProcessorCount);
                 if (!pipe && u < best) {
                     best = u;
                     snprintf(best_cfg, sizeof(best_cfg), "%s", name);
