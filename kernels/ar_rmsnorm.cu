@@ -302,16 +302,37 @@ static int bk__default_threads(int64_t hidden)
     return hidden > 8192 ? 2 * BK_ROW_THREADS : BK_ROW_THREADS;
 }
 
+/* Rows in one wave of the 512-thread launch the default rule picks at 256-1023 tokens above
+ * hidden 4096, on 132 SMs, where its blocks per SM were measured (bench_rmsnorm --each,
+ * bk_rmsnorm_cfg_blocks_per_sm, H200, 2026-12-04): a row's block has threads = vectors /
+ * vectors per thread rounded up to a warp (bk__row_config), and more threads never fit more
+ * blocks, so a count measured at two hiddens of one kernel holds between them. Gamma early, 2
+ * vectors: 4 at 320 and 384 threads (5120, 6144), so hidden 4616-6144; 3 at 448 and 512
+ * (7168, 8192), so 6664-8192. 3 vectors: 3 at 448 and 512 (10240, 12288), so 9992-12288.
+ * 4 vectors: 2 at 512 (16384), so 15368-16384. 0 elsewhere: not measured (4097-4615 and
+ * 6145-6656 may fit more blocks, so a longer wave). On another SM count the waves move;
+ * the rule does not scale them. */
+static int64_t bk__mid_wave(int64_t hidden)
+{
+    if (hidden >= 4616 && hidden <= 6144)
+        return 4 * 132;
+    if ((hidden >= 6664 && hidden <= 8192) || (hidden >= 9992 && hidden <= 12288))
+        return 3 * 132;
+    if (hidden >= 15368 && hidden <= 16384)
+        return 2 * 132;
+    return 0;
+}
+
 /* The residual + RMSNorm kernel's launch, from bench_rmsnorm --sweep on an H200
  * (cold inputs, docs/bench/cuda.md, hidden 4096-8192 x tokens 1-16384; the lean sweep of
  * 2026-12-02 22:21 UTC, hints from the full sweep of 15:25 UTC): the lean row kernel with
  * gamma early. Hidden <= 4096: 512 threads per row (one vector each; the row kernel at
  * 1024-4096 tokens, where it measured best). Above 4096: 512 threads of 2 vectors below
- * 64 tokens and at 256-1023 tokens (but not 397-511 above 6144), else 1024 of one (below
- * 64 tokens 2 vectors a thread beat 1; from 1024 tokens 1024 threads beat 512 by 0.5-1.6%
- * at hidden 6144-8192). Above 8192, where 512 threads would hold more than 2 vectors,
- * 1024 threads below 256 tokens and from 1024, and 512 threads without gamma early at
- * 256-1023 (hidden above 8192 was not in the sweep: the older rule). Evict-first hints from
+ * 64 tokens and from 256 tokens up to one wave of them (bk__mid_wave), else 1024 of one
+ * (below 64 tokens 2 vectors a thread beat 1; from 1024 tokens 1024 threads beat 512 by
+ * 0.5-1.6% at hidden 6144-8192; past the wave, see below). Above 8192, where 512 threads
+ * would hold more than 2 vectors, 1024 threads, but 512 without gamma early from 256 tokens
+ * to the wave (at hidden 15368-16384 also 352-1023). Evict-first hints from
  * 64 tokens (from 16 at hidden >= 8192). The pipelined kernel (BK_RMSNORM_PIPE) measured
  * 2-9% slower than the lean one at every shape it served and is not picked. Programmatic
  * dependent launch: bk__rmsnorm_pdl. This is the one place to switch. */
@@ -332,19 +353,29 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *c
         }
         return;
     }
-    const int mid = tokens >= 256 && tokens < 1024;
+    /* 256-1023 tokens, but past one wave of the 512-thread launch (bk__mid_wave) its last,
+     * partly filled wave costs a row's whole time: 1024 threads of one vector (two above
+     * 8192), gamma early, measured faster from there to 1023 tokens (bench_rmsnorm --sweep
+     * lean --each --tokens, H200, 2026-12-04 19:58 UTC, 2 graphs a configuration;
+     * docs/bench/cuda.md): by 0.29-0.46 us at 544-704 x 5120/6144 and 0.01-0.14 at 768-1000
+     * (6144 x 960/1000: -0.01/-0.03), 0-0.26 at 544-1000 x 7168/8192 (the 397-511 step of
+     * the twenty-second session), 0.16-1.65 us at 416-1000 x 10240/12288. Below one wave
+     * (288, 416 at 5120-6144) 512 threads were 0.16-0.74 us faster; one row past it (529,
+     * 397) still 0.05-0.31 us faster, four (400 at 7168-12288) slower. At hidden 16384 (2
+     * blocks an SM, 264 rows; 20:10 UTC) 1024 threads gamma early 0.29-0.88 us faster at
+     * 265-320 tokens, 0.09 slower at 384 (the switch back at 352 is between the two, not
+     * measured). Where the wave is not known (bk__mid_wave 0) the older rule: 512 threads
+     * at 256-1023. */
+    const int64_t wave = bk__mid_wave(hidden);
+    const int64_t end = hidden <= 12288 ? 1024 : 352; /* the 1024-thread launch up to here */
+    const int mid =
+        tokens >= 256 && tokens < 1024 && (wave == 0 || tokens <= wave || tokens >= end);
     if (hidden > 8192) { /* 512 threads would hold more than 2 vectors each */
         cfg->threads = mid ? 512 : 1024;
         cfg->gamma_early = !mid;
         return;
     }
-    /* 6145-8192 at 397-511 tokens: past one wave of the 512-thread launch (3 blocks an SM on
-     * 132 SMs, 396 rows) its second wave costs a row's whole time; 1024 threads of one vector
-     * measured 0.33-0.50 us faster at 416, 448, 480 and 511 tokens (bench_rmsnorm --sweep lean
-     * --tokens, H200, 2026-12-04 18:47 UTC, one graph a configuration; at 384 the default's
-     * launch was the best; 512 not swept) */
-    const int past_wave = hidden > 6144 && tokens > 396 && tokens < 512;
-    cfg->threads = tokens < 64 || (mid && !past_wave) ? 512 : 1024;
+    cfg->threads = tokens < 64 || mid ? 512 : 1024;
 }
 
 /* Rule v5: below 64 tokens, out of place, a row over several blocks (cfg->split): each

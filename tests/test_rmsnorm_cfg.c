@@ -97,9 +97,9 @@ static void test_launcher_agrees(void **st)
 static void test_default_rule_runs(void **st)
 {
     (void)st;
-    static const int64_t tokens[] = {1,   15,   16,   63,   64,    255,   256,    396,
-                                     397, 511,  512,  1023, 1024,  4096,  4097,   16383,
-                                     16384, 1 << 20};
+    static const int64_t tokens[] = {1,   15,  16,  63,  64,   255,  256,  264,   265,   351,
+                                     352, 396, 397, 511, 512,  528,  529,  1023,  1024,  4096,
+                                     4097, 16383, 16384, 1 << 20};
     int early = 0, late = 0, split = 0, pdl = 0;
     for (int64_t h = 8; h <= 16384; h += 8)
         for (size_t t = 0; t < sizeof tokens / sizeof tokens[0]; t++)
@@ -135,24 +135,35 @@ static void test_default_rule_runs(void **st)
     assert_true(pdl > 0 && pdl < early + late);
 }
 
-/* Threads per row where the rule switches: 512 of 2 vectors at 256-1023 tokens above hidden
- * 4096, but 1024 of one at 397-511 tokens at hidden 6145-8192 (past one wave of the
- * 512-thread launch; docs/bench/cuda.md), 1024 below 256 and from 1024 tokens. */
+/* Threads per row (and gamma early) where the rule switches: 512 of 2 vectors from 256
+ * tokens to one wave of the 512-thread launch above hidden 4096 (528 rows at 4616-6144, 396
+ * at 6664-8192 and 9992-12288, 264 at 15368-16384), 1024 past it, below 256 and from 1024
+ * tokens (docs/bench/cuda.md); above 8192 the 512 are without gamma early, and at 15368-16384
+ * back at 352-1023; where the wave is not known (4097-4615, 6145-6656, 8193-9991,
+ * 12289-15367) 512 at 256-1023. */
 static void test_default_rule_threads(void **st)
 {
     (void)st;
-    static const struct { int64_t tokens, hidden; int threads; } k[] = {
-        {255, 7168, 1024}, {256, 7168, 512},  {396, 7168, 512},  {397, 7168, 1024},
-        {511, 8192, 1024}, {512, 8192, 512},  {448, 6144, 512},  {448, 6152, 1024},
-        {448, 8200, 512},  {1023, 8192, 512}, {1024, 8192, 1024}, {448, 4096, 512},
+    static const struct { int64_t tokens, hidden; int threads, early; } k[] = {
+        {255, 7168, 1024, 1},  {256, 7168, 512, 1},   {396, 7168, 512, 1},
+        {397, 7168, 1024, 1},  {511, 8192, 1024, 1},  {512, 8192, 1024, 1},
+        {1023, 8192, 1024, 1}, {528, 6144, 512, 1},   {529, 6144, 1024, 1},
+        {448, 6144, 512, 1},   {529, 4616, 1024, 1},  {529, 4608, 512, 1},
+        {1023, 5120, 1024, 1}, {1024, 8192, 1024, 1}, {448, 4096, 512, 1},
+        {600, 4096, 512, 1},   {397, 6152, 512, 1},   {1023, 6656, 512, 1},
+        {397, 6664, 1024, 1},  {255, 8200, 1024, 1},  {256, 8200, 512, 0},
+        {1023, 9984, 512, 0},  {396, 12288, 512, 0},  {397, 9992, 1024, 1},
+        {1023, 12288, 1024, 1}, {300, 12296, 512, 0}, {300, 15360, 512, 0},
+        {264, 15368, 512, 0},  {265, 16384, 1024, 1}, {351, 16384, 1024, 1},
+        {352, 16384, 512, 0},  {1023, 16384, 512, 0}, {1024, 16384, 1024, 1},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         bk_rmsnorm_cfg cfg;
         bk_rmsnorm_default_cfg(k[i].tokens, k[i].hidden, 0, &cfg);
-        if (cfg.threads != k[i].threads)
-            fail_msg("default rule at %lld x %lld: %d threads per row, want %d",
-                     (long long)k[i].tokens, (long long)k[i].hidden, cfg.threads,
-                     k[i].threads);
+        if (cfg.threads != k[i].threads || cfg.gamma_early != k[i].early)
+            fail_msg("default rule at %lld x %lld: %d threads per row, gamma early %d; want "
+                     "%d, %d", (long long)k[i].tokens, (long long)k[i].hidden, cfg.threads,
+                     cfg.gamma_early, k[i].threads, k[i].early);
     }
 }
 

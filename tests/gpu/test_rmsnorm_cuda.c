@@ -564,6 +564,46 @@ static void test_all_configs(void **st)
                "tokens): this run does not cover them\n", max, left_out, NT * NH);
 }
 
+/* The default rule's waves (kernels/ar_rmsnorm.cu, bk__mid_wave) assume the blocks per SM
+ * its 512-thread launch at 256 tokens measured on an H200: 4 at hidden 4616-6144, 3 at
+ * 6664-8192 and 9992-12288, 2 at 15368-16384 (each range's ends). A compiler or kernel
+ * change that moves them makes those waves wrong: this says so. On 132 SMs the rule must
+ * also switch to 1024 threads one row past the wave; on another SM count the waves are
+ * not this device's, which is said and not checked. */
+static void test_rule_waves(void **st)
+{
+    (void)st;
+    static const struct { int64_t hidden; int bps; } k[] = {
+        {4616, 4}, {5120, 4}, {6144, 4}, {6664, 3}, {8192, 3},
+        {9992, 3}, {12288, 3}, {15368, 2}, {16384, 2},
+    };
+    int sms = 0;
+    assert_int_equal(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0),
+                     cudaSuccess);
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        bk_rmsnorm_cfg cfg;
+        bk_rmsnorm_default_cfg(256, k[i].hidden, 0, &cfg);
+        assert_int_equal(cfg.threads, 512);
+        const int bps = bk_rmsnorm_cfg_blocks_per_sm(&cfg, k[i].hidden);
+        if (bps != k[i].bps)
+            fail_msg("hidden %lld: the default's 512-thread launch fits %d blocks an SM; the "
+                     "rule's wave (bk__mid_wave) assumes %d", (long long)k[i].hidden, bps,
+                     k[i].bps);
+        if (sms != 132)
+            continue;
+        const int64_t wave = (int64_t)bps * sms;
+        bk_rmsnorm_cfg at, past;
+        bk_rmsnorm_default_cfg(wave, k[i].hidden, 0, &at);
+        bk_rmsnorm_default_cfg(wave + 1, k[i].hidden, 0, &past);
+        if (at.threads != 512 || past.threads != 1024)
+            fail_msg("hidden %lld: %d threads at one wave (%lld rows), %d one row past it",
+                     (long long)k[i].hidden, at.threads, (long long)wave, past.threads);
+    }
+    if (sms != 132)
+        printf("test_rule_waves: this GPU has %d SMs; the rule's waves are for 132: blocks "
+               "per SM checked, the switch rows NOT checked\n", sms);
+}
+
 /* Misaligned pointers, bad stage counts and too much shared memory are refused clearly;
  * zero tokens is a no-op. */
 static void test_refusals(void **st)
@@ -616,6 +656,7 @@ int main(void)
         cmocka_unit_test(test_all_configs),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_pdl),
+        cmocka_unit_test(test_rule_waves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
