@@ -17,7 +17,9 @@
  *                before it is timed. A kernel name after --sweep times that kernel's
  *                configurations only. Each configuration is timed in --rounds graphs, as
  *                the default is (its time the median of all their replays).
- *     --each     with --sweep: also print every configuration's time (a line each)
+ *     --each     with --sweep: also print every configuration's time (a line each), the
+ *                blocks of it one SM holds (the occupancy API on the compiled kernel) and
+ *                the waves its rows take on this device's SMs; the default first (=def)
  *   Every shape also times the default launch without programmatic dependent launch (column
  *   "no-pdl us"; cfg.pdl, which the default sets at most shapes: each call may be scheduled
  *   while the one before it finishes), in alternation with the default: --rounds N graphs
@@ -353,6 +355,10 @@ int main(int argc, char **argv)
                     argv[0], MAX_ROUNDS);
             return 2;
         }
+    }
+    if (each && !sweep) {
+        fprintf(stderr, "--each prints the sweep's configurations: give --sweep too\n");
+        return 2;
     }
     if (ntokens > 0 && step_given) {
         fprintf(stderr, "--step and --tokens: give one of them\n");
