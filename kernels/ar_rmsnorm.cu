@@ -309,9 +309,10 @@ static int bk__default_threads(int64_t hidden)
  * blocks, so a count measured at two hiddens of one kernel holds between them. Gamma early, 2
  * vectors: 4 at 320 and 384 threads (5120, 6144), so hidden 4616-6144; 3 at 448 and 512
  * (7168, 8192), so 6664-8192. 3 vectors: 3 at 448 and 512 (10240, 12288), so 9992-12288.
- * 4 vectors: 2 at 512 (16384), so 15368-16384. 0 elsewhere: not measured (4097-4615 and
- * 6145-6656 may fit more blocks, so a longer wave). On another SM count the waves move;
- * the rule does not scale them. */
+ * 4 vectors: 2 at 512 (16384), so 15368-16384. 0 elsewhere: not measured (4097-4615,
+ * 6145-6663, 8193-9991 and 12289-15367 have fewer threads a block, may fit more blocks and
+ * so have a longer wave). On another SM count the waves move; the rule does not scale them
+ * (gpu test_rule_waves checks the counts and, on 132 SMs, the switch). */
 static int64_t bk__mid_wave(int64_t hidden)
 {
     if (hidden >= 4616 && hidden <= 6144)
@@ -328,7 +329,8 @@ static int64_t bk__mid_wave(int64_t hidden)
  * 2026-12-02 22:21 UTC, hints from the full sweep of 15:25 UTC): the lean row kernel with
  * gamma early. Hidden <= 4096: 512 threads per row (one vector each; the row kernel at
  * 1024-4096 tokens, where it measured best). Above 4096: 512 threads of 2 vectors below
- * 64 tokens and from 256 tokens up to one wave of them (bk__mid_wave), else 1024 of one
+ * 64 tokens and from 256 tokens up to one wave of them (bk__mid_wave; to 1023 where the
+ * wave is not known), else 1024 of one
  * (below 64 tokens 2 vectors a thread beat 1; from 1024 tokens 1024 threads beat 512 by
  * 0.5-1.6% at hidden 6144-8192; past the wave, see below). Above 8192, where 512 threads
  * would hold more than 2 vectors, 1024 threads, but 512 without gamma early from 256 tokens
