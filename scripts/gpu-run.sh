@@ -95,15 +95,16 @@ for s in $steps; do
     ;;
   band)
     # the default rule's switches between the powers of two (docs/bench/cuda.md, twenty-second
-    # session): pdl's bands at 256-463 tokens, the 1024-thread launch at 397-511
+    # and twenty-third sessions): pdl's bands at 256-463 tokens; the 1024-thread launch one
+    # row past a wave of the 512-thread one (265, 397, 529) up to 1023 (351 at 16384)
     "$build/tests/bench_rmsnorm" --rounds 3 \
-      --tokens "${BK_BAND_TOKENS:-192,256,288,320,352,384,397,416,448,480,511,512,544,640}" \
+      --tokens "${BK_BAND_TOKENS:-192,256,264,265,288,320,352,384,396,397,400,416,448,480,511,512,528,529,544,640,768,1000}" \
       --hidden "${BK_BAND_HIDDEN:-4096,5120,6144,7168,8192,10240,12288,16384}" \
       --csv "$out/band_rmsnorm.csv" 2>&1 | tee "$out/band_rmsnorm.txt" || rc=1
     PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=$(nproc) python3 "$src/tests/bench/torch_rmsnorm.py" \
       --lib "$build/tests/libbk_rmsnorm_shim.so" --nopdl --csv "$out/band_torch.csv" \
-      --tokens "${BK_BAND_TORCH_TOKENS:-288,320,384,416,448,480,511,544}" \
-      --hidden "${BK_BAND_TORCH_HIDDEN:-5120,6144,7168,8192}" 2>&1 | tee "$out/band_torch.txt" || rc=1
+      --tokens "${BK_BAND_TORCH_TOKENS:-288,384,416,448,480,511,544,640,768,1000}" \
+      --hidden "${BK_BAND_TORCH_HIDDEN:-5120,6144,7168,8192,10240,12288}" 2>&1 | tee "$out/band_torch.txt" || rc=1
     ;;
   ipc)
     # whole GPUs only: `nvidia-smi -L` also lists MIG instances (indented lines), which are
