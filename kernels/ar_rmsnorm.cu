@@ -334,7 +334,8 @@ static int64_t bk__mid_wave(int64_t hidden)
  * (below 64 tokens 2 vectors a thread beat 1; from 1024 tokens 1024 threads beat 512 by
  * 0.5-1.6% at hidden 6144-8192; past the wave, see below). Above 8192, where 512 threads
  * would hold more than 2 vectors, 1024 threads, but 512 without gamma early from 256 tokens
- * to the wave (at hidden 15368-16384 also 352-1023). Evict-first hints from
+ * to the wave (at hidden 15368-16384 also 352-1023). At 6664-8192 x 497-528, 512 threads
+ * without gamma early or hints (one nearly full wave of 4 blocks an SM). Evict-first hints from
  * 64 tokens (from 16 at hidden >= 8192). The pipelined kernel (BK_RMSNORM_PIPE) measured
  * 2-9% slower than the lean one at every shape it served and is not picked. Programmatic
  * dependent launch: bk__rmsnorm_pdl. This is the one place to switch. */
@@ -375,6 +376,18 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *c
     if (hidden > 8192) { /* 512 threads would hold more than 2 vectors each */
         cfg->threads = mid ? 512 : 1024;
         cfg->gamma_early = !mid;
+        return;
+    }
+    /* 6664-8192 at 497-528 tokens: 512 threads without gamma early fit 4 blocks an SM there
+     * (448-512 threads; bench_rmsnorm --each at 7168 and 8192), so one wave of 528 rows holds
+     * the rows nearly full: 0.15-0.22 us faster than 1024 threads at 511 tokens, without the
+     * evict-first hint (l512; 8.57 / 9.55 us at 7168 / 8192, torch.compile 8.70 at 7168), a
+     * tie or slower at 480 (one sweep, 2026-12-04 18:47 UTC, one graph a configuration; 497
+     * is between the two, not measured; not yet timed as the default) */
+    if (hidden >= 6664 && tokens > 496 && tokens <= 528) { /* hidden <= 8192 here */
+        cfg->threads = 512;
+        cfg->gamma_early = 0;
+        cfg->stream_hint = 0;
         return;
     }
     cfg->threads = tokens < 64 || mid ? 512 : 1024;

@@ -96,9 +96,10 @@ for s in $steps; do
   band)
     # the default rule's switches between the powers of two (docs/bench/cuda.md, twenty-second
     # and twenty-third sessions): pdl's bands at 256-463 tokens; the 1024-thread launch one
-    # row past a wave of the 512-thread one (265, 397, 529) up to 1023 (351 at 16384)
+    # row past a wave of the 512-thread one (265, 397, 529) up to 1023 (351 at 16384), but
+    # 512 threads without gamma early at 6664-8192 x 497-528
     "$build/tests/bench_rmsnorm" --rounds 3 \
-      --tokens "${BK_BAND_TOKENS:-192,256,264,265,288,320,352,384,396,397,400,416,448,480,511,512,528,529,544,640,768,1000}" \
+      --tokens "${BK_BAND_TOKENS:-192,256,264,265,288,320,352,384,396,397,400,416,448,480,496,497,511,512,528,529,544,640,768,1000}" \
       --hidden "${BK_BAND_HIDDEN:-4096,5120,6144,7168,8192,10240,12288,16384}" \
       --csv "$out/band_rmsnorm.csv" 2>&1 | tee "$out/band_rmsnorm.txt" || rc=1
     PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=$(nproc) python3 "$src/tests/bench/torch_rmsnorm.py" \

@@ -97,9 +97,10 @@ static void test_launcher_agrees(void **st)
 static void test_default_rule_runs(void **st)
 {
     (void)st;
-    static const int64_t tokens[] = {1,   15,  16,  63,  64,   255,  256,  264,   265,   351,
-                                     352, 396, 397, 511, 512,  528,  529,  1023,  1024,  4096,
-                                     4097, 16383, 16384, 1 << 20};
+    static const int64_t tokens[] = {1,    15,   16,   63,   64,   255,   256,   264,
+                                     265,  351,  352,  396,  397,  496,   497,   511,
+                                     512,  528,  529,  1023, 1024, 4096,  4097,  16383,
+                                     16384, 1 << 20};
     int early = 0, late = 0, split = 0, pdl = 0;
     for (int64_t h = 8; h <= 16384; h += 8)
         for (size_t t = 0; t < sizeof tokens / sizeof tokens[0]; t++)
@@ -139,14 +140,17 @@ static void test_default_rule_runs(void **st)
  * tokens to one wave of the 512-thread launch above hidden 4096 (528 rows at 4616-6144, 396
  * at 6664-8192 and 9992-12288, 264 at 15368-16384), 1024 past it, below 256 and from 1024
  * tokens (docs/bench/cuda.md); above 8192 the 512 are without gamma early, and at 15368-16384
- * back at 352-1023; where the wave is not known (4097-4615, 6145-6656, 8193-9991,
- * 12289-15367) 512 at 256-1023. */
+ * back at 352-1023; at 6664-8192 x 497-528 512 without gamma early (one wave of 4 blocks an
+ * SM); where the wave is not known (4097-4615, 6145-6663, 8193-9991, 12289-15367) 512 at
+ * 256-1023. */
 static void test_default_rule_threads(void **st)
 {
     (void)st;
     static const struct { int64_t tokens, hidden; int threads, early; } k[] = {
         {255, 7168, 1024, 1},  {256, 7168, 512, 1},   {396, 7168, 512, 1},
-        {397, 7168, 1024, 1},  {511, 8192, 1024, 1},  {512, 8192, 1024, 1},
+        {397, 7168, 1024, 1},  {496, 8192, 1024, 1},  {497, 6664, 512, 0},
+        {511, 7168, 512, 0},   {528, 8192, 512, 0},   {529, 8192, 1024, 1},
+        {511, 6656, 512, 1},   {511, 9992, 1024, 1},
         {1023, 8192, 1024, 1}, {528, 6144, 512, 1},   {529, 6144, 1024, 1},
         {448, 6144, 512, 1},   {529, 4616, 1024, 1},  {529, 4608, 512, 1},
         {1023, 5120, 1024, 1}, {1024, 8192, 1024, 1}, {448, 4096, 512, 1},
