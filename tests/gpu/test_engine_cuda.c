@@ -199,6 +199,16 @@ static void run_engine(int world, engine_arg *a)
     run_engine_env(world, a, NULL);
 }
 
+/* Two ranks of the IPC one-shot, 8 x 6144, graph then eager mode, under the engine settings env
+ * (run_engine_env); the settings the engines report must hold `settings`. */
+static void oneshot_env_world2(const char *settings, const char *const *env)
+{
+    engine_arg a = {.variant = &bk_variant_ipc_oneshot_fused,
+                    .shape = {.tokens = 8, .hidden = 6144, .weight = 1},
+                    .rtol = 8e-3, .atol = 1e-3, .settings = settings};
+    run_engine_env(2, &a, env);
+}
+
 static void test_engine_oneshot_world2(void **state)
 {
     (void)state;
@@ -297,12 +307,9 @@ static void test_engine_env_refused(void **state)
 static void test_engine_packed_sets_flushed(void **state)
 {
     (void)state;
-    engine_arg a = {.variant = &bk_variant_ipc_oneshot_fused,
-                    .shape = {.tokens = 8, .hidden = 6144, .weight = 1},
-                    .rtol = 8e-3, .atol = 1e-3, .settings = "sets_max=8 spread=0 flush=1"};
     static const char *const env[] = {"BK_CUDA_SETS", "8", "BK_CUDA_SPREAD", "0",
                                       "BK_CUDA_FLUSH", "1", NULL};
-    run_engine_env(2, &a, env);
+    oneshot_env_world2("sets_max=8 spread=0 flush=1", env);
 }
 
 /* The other tests launch the IPC kernels and the norm with programmatic dependent launch
@@ -311,11 +318,8 @@ static void test_engine_packed_sets_flushed(void **state)
 static void test_engine_no_pdl_world2(void **state)
 {
     (void)state;
-    engine_arg a = {.variant = &bk_variant_ipc_oneshot_fused,
-                    .shape = {.tokens = 8, .hidden = 6144, .weight = 1},
-                    .rtol = 8e-3, .atol = 1e-3, .settings = "pdl=0"};
     static const char *const env[] = {"BK_CUDA_PDL", "0", NULL};
-    run_engine_env(2, &a, env);
+    oneshot_env_world2("pdl=0", env);
 }
 
 /* The other graph-mode tests run the default: 32 untimed settle batches of 64 steps, then
@@ -326,11 +330,8 @@ static void test_engine_no_pdl_world2(void **state)
 static void test_engine_same_graphs_world2(void **state)
 {
     (void)state;
-    engine_arg a = {.variant = &bk_variant_ipc_oneshot_fused,
-                    .shape = {.tokens = 8, .hidden = 6144, .weight = 1},
-                    .rtol = 8e-3, .atol = 1e-3, .settings = "fresh_graphs=0"};
     static const char *const env[] = {"BK_CUDA_FRESH_GRAPHS", "0", NULL};
-    run_engine_env(2, &a, env);
+    oneshot_env_world2("fresh_graphs=0", env);
 }
 
 int main(void)
