@@ -567,7 +567,8 @@ static void test_all_configs(void **st)
 /* The default rule's waves (kernels/ar_rmsnorm.cu, bk__mid_wave) assume the blocks per SM
  * its 512-thread launch at 256 tokens measured on an H200: 4 at hidden 4616-6144, 3 at
  * 6664-8192 and 9992-12288, 2 at 15368-16384 (each range's ends). A compiler or kernel
- * change that moves them makes those waves wrong: this says so. On 132 SMs the rule must
+ * change that moves them makes those waves wrong: this says so; so does the one-wave launch
+ * at 6664-8192 x 497-528 (4 blocks an SM, 7168 and 8192 measured). On 132 SMs the rule must
  * also switch to 1024 threads one row past the wave; on another SM count the waves are
  * not this device's, which is said and not checked. */
 static void test_rule_waves(void **st)
@@ -598,6 +599,20 @@ static void test_rule_waves(void **st)
         if (at.threads != 512 || past.threads != 1024)
             fail_msg("hidden %lld: %d threads at one wave (%lld rows), %d one row past it",
                      (long long)k[i].hidden, at.threads, (long long)wave, past.threads);
+    }
+    /* the one-wave launch at 6664-8192 x 497-528 (512 threads without gamma early): 4 blocks
+     * an SM, 528 rows */
+    static const int64_t one_wave[] = {6664, 7168, 8192};
+    for (size_t i = 0; i < sizeof one_wave / sizeof one_wave[0]; i++) {
+        bk_rmsnorm_cfg cfg;
+        bk_rmsnorm_default_cfg(511, one_wave[i], 0, &cfg);
+        assert_int_equal(cfg.threads, 512);
+        assert_int_equal(cfg.gamma_early, 0);
+        const int bps = bk_rmsnorm_cfg_blocks_per_sm(&cfg, one_wave[i]);
+        if (bps != 4)
+            fail_msg("hidden %lld x 511: the default's 512-thread launch without gamma early "
+                     "fits %d blocks an SM; the rule's one wave of 528 rows assumes 4",
+                     (long long)one_wave[i], bps);
     }
     if (sms != 132)
         printf("test_rule_waves: this GPU has %d SMs; the rule's waves are for 132: blocks "
