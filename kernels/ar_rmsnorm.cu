@@ -3,6 +3,7 @@
  * the copy kernel the benchmarks measure bandwidth against. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <pthread.h>
 
 #include "collectives/cuda_ipc_dev.cuh"
 #include "kernels/ar_rmsnorm_dev.cuh"
@@ -302,26 +303,31 @@ static int bk__default_threads(int64_t hidden)
     return hidden > 8192 ? 2 * BK_ROW_THREADS : BK_ROW_THREADS;
 }
 
-/* Rows in one wave of the 512-thread launch the default rule picks at 256-1023 tokens above
- * hidden 4096, on 132 SMs, where its blocks per SM were measured (bench_rmsnorm --each,
- * bk_rmsnorm_cfg_blocks_per_sm, H200, 2026-12-04): a row's block has threads = vectors /
- * vectors per thread rounded up to a warp (bk__row_config), and more threads never fit more
- * blocks, so a count measured at two hiddens of one kernel holds between them. Gamma early, 2
- * vectors: 4 at 320 and 384 threads (5120, 6144), so hidden 4616-6144; 3 at 448 and 512
- * (7168, 8192), so 6664-8192. 3 vectors: 3 at 448 and 512 (10240, 12288), so 9992-12288.
- * 4 vectors: 2 at 512 (16384), so 15368-16384. 0 elsewhere: not measured (4097-4615,
- * 6145-6663, 8193-9991 and 12289-15367 have fewer threads a block, may fit more blocks and
- * so have a longer wave). On another SM count the waves move; the rule does not scale them
- * (gpu test_rule_waves checks the counts and, on 132 SMs, the switch). */
-static int64_t bk__mid_wave(int64_t hidden)
+/* The blocks per SM the default rule's launches at 256-1023 tokens above hidden 4096 fit on an
+ * H200 (132 SMs), measured by bench_rmsnorm --sweep lean --each (bk_rmsnorm_cfg_blocks_per_sm,
+ * 2026-12-04): the fallback where no device answers (the rule's CPU tests run on it), and
+ * what test_rule_waves checks the compiled kernels against. A row's block has threads =
+ * vectors / vectors per thread rounded up to a warp (bk__row_config), and more threads never
+ * fit more blocks, so a count measured at two hiddens of one kernel (one count of vectors a thread)
+ * holds between them, and one measured at a thread count holds wherever the block has it.
+ * mid, 2 vectors with gamma early: 4 at 320 and 384 threads (5120, 6144), so hidden
+ * 4616-6144; 3 at 448 and 512 (7168, 8192), so 6664-8192; without gamma early, 3 vectors:
+ * 3 at 448 and 512 (10240, 12288), so 9992-12288; 4 vectors: 2 at 512 (16384), so
+ * 15368-16384. l512, 2 vectors: 6 at 320 threads (5120: 4616-5120), 5 at 384 (6144:
+ * 5640-6144), 4 at 448 and 512 (6664-8192). l256: 3 vectors, 6 at 224 and 256 threads (5120,
+ * 6144: 4616-6144); 4 vectors, 5 at 224 and 256 (7168, 8192: 6152-8192). 0 elsewhere. */
+extern "C" void bk_rmsnorm_occ_h200(int64_t hidden, bk_rmsnorm_occ *occ)
 {
-    if (hidden >= 4616 && hidden <= 6144)
-        return 4 * 132;
-    if ((hidden >= 6664 && hidden <= 8192) || (hidden >= 9992 && hidden <= 12288))
-        return 3 * 132;
-    if (hidden >= 15368 && hidden <= 16384)
-        return 2 * 132;
-    return 0;
+    occ->sms = 132;
+    occ->mid = hidden >= 4616 && hidden <= 6144                                    ? 4
+               : (hidden >= 6664 && hidden <= 8192) || (hidden >= 9992 && hidden <= 12288) ? 3
+               : hidden >= 15368 && hidden <= 16384                                ? 2
+                                                                                   : 0;
+    occ->l512 = hidden >= 4616 && hidden <= 5120   ? 6
+                : hidden >= 5640 && hidden <= 6144 ? 5
+                : hidden >= 6664 && hidden <= 8192 ? 4
+                                                   : 0;
+    occ->l256 = hidden >= 4616 && hidden <= 6144 ? 6 : hidden >= 6152 && hidden <= 8192 ? 5 : 0;
 }
 
 /* The residual + RMSNorm kernel's launch, from bench_rmsnorm --sweep on an H200
@@ -329,17 +335,21 @@ static int64_t bk__mid_wave(int64_t hidden)
  * 2026-12-02 22:21 UTC, hints from the full sweep of 15:25 UTC): the lean row kernel with
  * gamma early. Hidden <= 4096: 512 threads per row (one vector each; the row kernel at
  * 1024-4096 tokens, where it measured best). Above 4096: 512 threads of 2 vectors below
- * 64 tokens and from 256 tokens up to one wave of them (bk__mid_wave; to 1023 where the
- * wave is not known), else 1024 of one
+ * 64 tokens and from 256 tokens up to one wave of them (occ->mid blocks an SM x occ->sms;
+ * to 1023 where the wave is not known), else 1024 of one
  * (below 64 tokens 2 vectors a thread beat 1; from 1024 tokens 1024 threads beat 512 by
  * 0.5-1.6% at hidden 6144-8192; past the wave, see below). Above 8192, where 512 threads
  * would hold more than 2 vectors, 1024 threads, but 512 without gamma early from 256 tokens
- * to the wave (at hidden 15368-16384 also 352-1023). At 6664-8192 x 497-528, 512 threads
- * without gamma early or hints (one nearly full wave of 4 blocks an SM). Evict-first hints from
+ * to the wave (at hidden 15368-16384 also 352-1023). Up to hidden 8192, past the wave, 512 or
+ * 256 threads without gamma early or hints where the rows fill one wave of them to 15/16 or
+ * more (occ->l512, occ->l256). The waves come from the device the call runs on
+ * (bk_rmsnorm_occ_device: its SMs and the compiled kernels' occupancy), so they move with
+ * the SM count and cover every hidden size; without a device, the H200's. Evict-first hints from
  * 64 tokens (from 16 at hidden >= 8192). The pipelined kernel (BK_RMSNORM_PIPE) measured
  * 2-9% slower than the lean one at every shape it served and is not picked. Programmatic
  * dependent launch: bk__rmsnorm_pdl. This is the one place to switch. */
-static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *cfg)
+static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, const bk_rmsnorm_occ *occ,
+                               bk_rmsnorm_cfg *cfg)
 {
     cfg->kernel = BK_RMSNORM_LEAN;
     cfg->stages = 0;
@@ -356,7 +366,7 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *c
         }
         return;
     }
-    /* 256-1023 tokens, but past one wave of the 512-thread launch (bk__mid_wave) its last,
+    /* 256-1023 tokens, but past one wave of the 512-thread launch (occ->mid) its last,
      * partly filled wave costs a row's whole time: 1024 threads of one vector (two above
      * 8192), gamma early, measured faster from there to 1023 tokens (bench_rmsnorm --sweep
      * lean --each --tokens, H200, 2026-12-04 19:58 UTC, 2 graphs a configuration;
@@ -367,9 +377,9 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *c
      * 397) still 0.05-0.31 us faster, four (400 at 7168-12288) slower. At hidden 16384 (2
      * blocks an SM, 264 rows; 20:10 UTC) 1024 threads gamma early 0.29-0.88 us faster at
      * 265-320 tokens, 0.09 slower at 384 (the switch back at 352 is between the two, not
-     * measured). Where the wave is not known (bk__mid_wave 0) the older rule: 512 threads
-     * at 256-1023. */
-    const int64_t wave = bk__mid_wave(hidden);
+     * measured). Where the wave is not known (occ->mid 0: no device, and a hidden size the
+     * H200 table does not cover) the older rule: 512 threads at 256-1023. */
+    const int64_t wave = (int64_t)occ->sms * occ->mid;
     const int64_t end = hidden <= 12288 ? 1024 : 352; /* the 1024-thread launch up to here */
     const int mid =
         tokens >= 256 && tokens < 1024 && (wave == 0 || tokens <= wave || tokens >= end);
@@ -378,17 +388,25 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, bk_rmsnorm_cfg *c
         cfg->gamma_early = !mid;
         return;
     }
-    /* 6664-8192 at 497-528 tokens: 512 threads without gamma early fit 4 blocks an SM there
-     * (448-512 threads; bench_rmsnorm --each at 7168 and 8192), so one wave of 528 rows holds
-     * the rows nearly full: 0.15-0.22 us faster than 1024 threads at 511 tokens, without the
-     * evict-first hint (l512; 8.57 / 9.55 us at 7168 / 8192, torch.compile 8.70 at 7168), a
-     * tie or slower at 480 (one sweep, 2026-12-04 18:47 UTC, one graph a configuration; 497
-     * is between the two, not measured; not yet timed as the default) */
-    if (hidden >= 6664 && tokens > 496 && tokens <= 528) { /* hidden <= 8192 here */
-        cfg->threads = 512;
-        cfg->gamma_early = 0;
-        cfg->stream_hint = 0;
-        return;
+    /* Past that wave, a launch whose rows fill one wave of its own to 15/16 or more: 512
+     * threads, else 256, without gamma early or hints (they fit more blocks an SM than the
+     * 512-thread launch with gamma early). bench_rmsnorm --sweep lean --each, H200: 4 blocks
+     * an SM of 512 at 7168 / 8192 (528 rows) 0.11-0.34 us faster than 1024 threads at 496-528
+     * tokens (0.94-1.0 of the wave), a tie at 480 (0.91; 2026-12-04 21:08 UTC); 6 of 512 at
+     * 5120 x 768 (792 rows) 0.21 faster, 5 at 6144 x 640 (660) 0.33, 6 of 256 at 6144 x 768
+     * 0.36, 5 of 256 at 8192 x 640 0.26, 7168 x 640 a tie; at 0.89 of a wave (704 tokens)
+     * 0.09-0.41 slower (19:58 UTC). */
+    if (tokens >= 256 && tokens < 1024 && !mid) {
+        const int per_sm[2] = {occ->l512, occ->l256}, threads[2] = {512, 256};
+        for (int k = 0; k < 2; k++) {
+            const int64_t rows = (int64_t)occ->sms * per_sm[k];
+            if (rows > 0 && tokens <= rows && 16 * tokens >= 15 * rows) {
+                cfg->threads = threads[k];
+                cfg->gamma_early = 0;
+                cfg->stream_hint = 0;
+                return;
+            }
+        }
     }
     cfg->threads = tokens < 64 || mid ? 512 : 1024;
 }
@@ -542,11 +560,86 @@ extern "C" int bk_rmsnorm_cfg_blocks_per_sm(const bk_rmsnorm_cfg *cfg, int64_t h
     return n;
 }
 
+extern "C" void bk_rmsnorm_rule_cfg(int64_t tokens, int64_t hidden, int in_place,
+                                    const bk_rmsnorm_occ *occ, bk_rmsnorm_cfg *cfg)
+{
+    bk_rmsnorm_occ h200;
+    if (!occ) {
+        bk_rmsnorm_occ_h200(hidden, &h200);
+        occ = &h200;
+    }
+    bk__rmsnorm_launch(tokens, hidden, occ, cfg);
+    bk__rmsnorm_split(tokens, hidden, in_place, cfg);
+}
+
+/* The blocks per SM of the default rule's launches on the current device, kept per device
+ * and hidden size in a small table (direct-mapped: a process calls with few hiddens). */
+#define BK_OCC_SLOTS 64
+static struct {
+    int device; /* -1: empty */
+    int64_t hidden;
+    bk_rmsnorm_occ occ;
+} g_occ[BK_OCC_SLOTS];
+static pthread_mutex_t g_occ_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_occ_init;
+
+extern "C" int bk_rmsnorm_occ_device(int64_t hidden, bk_rmsnorm_occ *occ)
+{
+    int device = -1, sms = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        sms < 1) {
+        (void)cudaGetLastError(); /* not sticky: leave no error for the caller's next check */
+        bk_rmsnorm_occ_h200(hidden, occ);
+        return 0;
+    }
+    const int slot = (int)((hidden / 8) % BK_OCC_SLOTS);
+    pthread_mutex_lock(&g_occ_mu);
+    if (!g_occ_init) {
+        for (int i = 0; i < BK_OCC_SLOTS; i++)
+            g_occ[i].device = -1;
+        g_occ_init = 1;
+    }
+    if (g_occ[slot].device == device && g_occ[slot].hidden == hidden) {
+        *occ = g_occ[slot].occ;
+        pthread_mutex_unlock(&g_occ_mu);
+        return 1;
+    }
+    pthread_mutex_unlock(&g_occ_mu);
+    /* {kernel, threads, stream_hint, stages, blocks_per_sm, gamma_early, split, pdl} */
+    const bk_rmsnorm_cfg mid = {BK_RMSNORM_LEAN, 512, 1, 0, 0, hidden <= 8192, 1, 0};
+    const bk_rmsnorm_cfg l512 = {BK_RMSNORM_LEAN, 512, 0, 0, 0, 0, 1, 0};
+    const bk_rmsnorm_cfg l256 = {BK_RMSNORM_LEAN, 256, 0, 0, 0, 0, 1, 0};
+    /* only what the rule weighs: mid above hidden 4096, the one-wave launches up to 8192. The
+     * first call at a hidden may come while this thread captures a graph (the launch being
+     * captured asks for its configuration): the queries enqueue nothing, and the relaxed
+     * capture mode keeps a stricter one from counting them against the capture. */
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    const int swapped = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+    occ->sms = sms;
+    occ->mid = hidden > 4096 ? bk_rmsnorm_cfg_blocks_per_sm(&mid, hidden) : 0;
+    occ->l512 = hidden > 4096 && hidden <= 8192 ? bk_rmsnorm_cfg_blocks_per_sm(&l512, hidden) : 0;
+    occ->l256 = hidden > 4096 && hidden <= 8192 ? bk_rmsnorm_cfg_blocks_per_sm(&l256, hidden) : 0;
+    if (swapped)
+        (void)cudaThreadExchangeStreamCaptureMode(&mode); /* back to the thread's own */
+    const int known = hidden <= 4096 || (occ->mid > 0 && (hidden > 8192 ||
+                                                           (occ->l512 > 0 && occ->l256 > 0)));
+    if (!known)
+        return 1; /* a query failed: asked again next time, not kept */
+    pthread_mutex_lock(&g_occ_mu);
+    g_occ[slot].device = device;
+    g_occ[slot].hidden = hidden;
+    g_occ[slot].occ = *occ;
+    pthread_mutex_unlock(&g_occ_mu);
+    return 1;
+}
+
 extern "C" void bk_rmsnorm_default_cfg(int64_t tokens, int64_t hidden, int in_place,
                                        bk_rmsnorm_cfg *cfg)
 {
-    bk__rmsnorm_launch(tokens, hidden, cfg);
-    bk__rmsnorm_split(tokens, hidden, in_place, cfg);
+    bk_rmsnorm_occ occ;
+    (void)bk_rmsnorm_occ_device(hidden, &occ);
+    bk_rmsnorm_rule_cfg(tokens, hidden, in_place, &occ, cfg);
 }
 
 extern "C" void bk_rmsnorm_call_cfg(const void *sum, const void *residual_out, const void *out,

@@ -110,8 +110,35 @@ int bk_rmsnorm_cfg_threads(const bk_rmsnorm_cfg *cfg, int64_t hidden);
  * the SMs (split 1). */
 int bk_rmsnorm_cfg_blocks_per_sm(const bk_rmsnorm_cfg *cfg, int64_t hidden);
 
-/* The configuration bk_residual_rmsnorm launches at tokens x hidden, in place (sum
- * overlapping an output: one block per row) or not. */
+/* What the default rule knows of the machine at one hidden size: the SMs, and the blocks
+ * per SM of the lean launches it weighs at 256-1023 tokens above hidden 4096 (0: unknown):
+ * mid, its 512-thread launch there (gamma early and evict-first hints up to hidden 8192,
+ * without gamma early above); l512 and l256, 512 and 256 threads without gamma early or
+ * hints (its one-wave launches, up to hidden 8192). Rows in one wave: sms x blocks per SM. */
+typedef struct bk_rmsnorm_occ {
+    int sms;
+    int mid;
+    int l512;
+    int l256;
+} bk_rmsnorm_occ;
+
+/* The counts measured on an H200 (132 SMs, bench_rmsnorm --sweep --each, 2026-12-04), where
+ * they were measured or follow from two measurements of one kernel (kernels/ar_rmsnorm.cu);
+ * 0 elsewhere. */
+void bk_rmsnorm_occ_h200(int64_t hidden, bk_rmsnorm_occ *occ);
+
+/* The current device's (its SM count, cudaOccupancyMaxActiveBlocksPerMultiprocessor on the
+ * compiled kernels; kept per device and hidden): 1. Without a device: the H200's, 0. */
+int bk_rmsnorm_occ_device(int64_t hidden, bk_rmsnorm_occ *occ);
+
+/* The default rule on the machine occ describes (bk_rmsnorm_occ_h200's when occ is NULL):
+ * the configuration at tokens x hidden, in place (sum overlapping an output: one block per
+ * row) or not. A pure function: the rule's tests give it the machine. */
+void bk_rmsnorm_rule_cfg(int64_t tokens, int64_t hidden, int in_place,
+                         const bk_rmsnorm_occ *occ, bk_rmsnorm_cfg *cfg);
+
+/* The configuration bk_residual_rmsnorm launches at tokens x hidden on the current device
+ * (bk_rmsnorm_rule_cfg with bk_rmsnorm_occ_device), in place or not. */
 void bk_rmsnorm_default_cfg(int64_t tokens, int64_t hidden, int in_place, bk_rmsnorm_cfg *cfg);
 
 /* The configuration bk_residual_rmsnorm launches for this call: in place when sum overlaps

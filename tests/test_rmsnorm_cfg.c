@@ -93,13 +93,45 @@ static void test_launcher_agrees(void **st)
 
 /* The default launch rule never picks a configuration its own launcher refuses: every
  * hidden the target takes (multiples of 8 up to 16384) at token counts on both sides of
- * the rule's switches. */
+ * the rule's switches, on this machine (bk_rmsnorm_default_cfg) and on any other the rule
+ * may be given (its blocks per SM come from the device at run time): few or many SMs, few
+ * or many blocks, unknown counts. */
+static const bk_rmsnorm_occ k_machines[] = {
+    {114, 4, 5, 6}, {78, 2, 3, 4}, {132, 9, 9, 9}, {1, 1, 1, 1}, {200, 0, 8, 8}, {16, 32, 32, 32},
+};
+
+static void test_rule_runs_anywhere(void **st)
+{
+    (void)st;
+    static const int64_t tokens[] = {1, 63, 64, 255, 256, 300, 457, 535, 600, 642, 700, 1023,
+                                     1024, 5000};
+    int one_wave = 0;
+    for (size_t m = 0; m < sizeof k_machines / sizeof k_machines[0]; m++)
+        for (int64_t h = 8; h <= 16384; h += 8)
+            for (size_t t = 0; t < sizeof tokens / sizeof tokens[0]; t++) {
+                bk_rmsnorm_cfg cfg;
+                memset(&cfg, 0xA5, sizeof cfg);
+                bk_rmsnorm_rule_cfg(tokens[t], h, 0, &k_machines[m], &cfg);
+                if (bk_rmsnorm_cfg_threads(&cfg, h) == 0 || cfg.split < 1 || cfg.split > 8 ||
+                    (cfg.stream_hint != 0 && cfg.stream_hint != 1) ||
+                    (cfg.pdl != 0 && cfg.pdl != 1) ||
+                    (cfg.gamma_early != 0 && cfg.gamma_early != 1))
+                    fail_msg("rule on machine %zu at %lld x %lld: kernel %d, %d threads, gamma "
+                             "early %d, split %d, hint %d, pdl %d: not a launch it can make", m,
+                             (long long)tokens[t], (long long)h, (int)cfg.kernel, cfg.threads,
+                             cfg.gamma_early, cfg.split, cfg.stream_hint, cfg.pdl);
+                one_wave += !cfg.gamma_early && cfg.kernel == BK_RMSNORM_LEAN && h <= 8192;
+            }
+    assert_true(one_wave > 0);
+}
+
 static void test_default_rule_runs(void **st)
 {
     (void)st;
     static const int64_t tokens[] = {1,    15,   16,   63,   64,   255,   256,   264,
-                                     265,  351,  352,  396,  397,  496,   497,   511,
-                                     512,  528,  529,  1023, 1024, 4096,  4097,  16383,
+                                     265,  351,  352,  396,  397,  494,   495,   511,
+                                     512,  528,  529,  618,  619,  660,   661,   742,
+                                     743,  792,  793,  1023, 1024, 4096,  4097,  16383,
                                      16384, 1 << 20};
     int early = 0, late = 0, split = 0, pdl = 0;
     for (int64_t h = 8; h <= 16384; h += 8)
@@ -136,19 +168,22 @@ static void test_default_rule_runs(void **st)
     assert_true(pdl > 0 && pdl < early + late);
 }
 
-/* Threads per row (and gamma early) where the rule switches: 512 of 2 vectors from 256
- * tokens to one wave of the 512-thread launch above hidden 4096 (528 rows at 4616-6144, 396
- * at 6664-8192 and 9992-12288, 264 at 15368-16384), 1024 past it, below 256 and from 1024
- * tokens (docs/bench/cuda.md); above 8192 the 512 are without gamma early, and at 15368-16384
- * back at 352-1023; at 6664-8192 x 497-528 512 without gamma early (one wave of 4 blocks an
- * SM); where the wave is not known (4097-4615, 6145-6663, 8193-9991, 12289-15367) 512 at
- * 256-1023. */
+/* Threads per row (and gamma early) where the rule switches, on the H200 (132 SMs, the
+ * blocks per SM of bk_rmsnorm_occ_h200): 512 of 2 vectors from 256 tokens to one wave of the
+ * 512-thread launch above hidden 4096 (528 rows at 4616-6144, 396 at 6664-8192 and
+ * 9992-12288, 264 at 15368-16384), 1024 past it, below 256 and from 1024 tokens
+ * (docs/bench/cuda.md); above 8192 the 512 are without gamma early, and at 15368-16384 back
+ * at 352-1023; up to 8192, 512 or else 256 without gamma early where the rows fill one wave
+ * of them to 15/16 or more (512: 528 rows at 6664-8192, so 495-528; 660 at 5640-6144, so
+ * 619-660; 792 at 4616-5120; 256: 792 at 4616-6144, 660 at 6152-8192), past the 512-thread
+ * launch's wave; where that wave is not known (4097-4615, 6145-6663, 8193-9991 and
+ * 12289-15367) 512 at 256-1023. */
 static void test_default_rule_threads(void **st)
 {
     (void)st;
     static const struct { int64_t tokens, hidden; int threads, early; } k[] = {
         {255, 7168, 1024, 1},  {256, 7168, 512, 1},   {396, 7168, 512, 1},
-        {397, 7168, 1024, 1},  {496, 8192, 1024, 1},  {497, 6664, 512, 0},
+        {397, 7168, 1024, 1},  {494, 8192, 1024, 1},  {495, 6664, 512, 0},
         {511, 7168, 512, 0},   {528, 8192, 512, 0},   {529, 8192, 1024, 1},
         {511, 6656, 512, 1},   {511, 9992, 1024, 1},
         {1023, 8192, 1024, 1}, {528, 6144, 512, 1},   {529, 6144, 1024, 1},
@@ -160,15 +195,85 @@ static void test_default_rule_threads(void **st)
         {1023, 12288, 1024, 1}, {300, 12296, 512, 0}, {300, 15360, 512, 0},
         {264, 15368, 512, 0},  {265, 16384, 1024, 1}, {351, 16384, 1024, 1},
         {352, 16384, 512, 0},  {1023, 16384, 512, 0}, {1024, 16384, 1024, 1},
+        /* the one-wave launches */
+        {742, 5120, 1024, 1},  {743, 5120, 512, 0},   {792, 4616, 512, 0},
+        {793, 5120, 1024, 1},  {618, 6144, 1024, 1},  {619, 6144, 512, 0},
+        {660, 5640, 512, 0},   {661, 6144, 1024, 1},  {742, 6144, 1024, 1},
+        {743, 6144, 256, 0},   {792, 6144, 256, 0},   {793, 6144, 1024, 1},
+        {660, 5632, 1024, 1},  {618, 7168, 1024, 1},  {619, 6664, 256, 0},
+        {660, 8192, 256, 0},   {661, 8192, 1024, 1},  {743, 4608, 512, 1},
+        {640, 8200, 512, 0},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         bk_rmsnorm_cfg cfg;
-        bk_rmsnorm_default_cfg(k[i].tokens, k[i].hidden, 0, &cfg);
+        bk_rmsnorm_rule_cfg(k[i].tokens, k[i].hidden, 0, NULL, &cfg);
         if (cfg.threads != k[i].threads || cfg.gamma_early != k[i].early)
-            fail_msg("default rule at %lld x %lld: %d threads per row, gamma early %d; want "
+            fail_msg("rule on the H200 at %lld x %lld: %d threads per row, gamma early %d; want "
                      "%d, %d", (long long)k[i].tokens, (long long)k[i].hidden, cfg.threads,
                      cfg.gamma_early, k[i].threads, k[i].early);
+        /* the one-wave launches go without hints; the rest from 64 tokens */
+        if (cfg.stream_hint != (cfg.gamma_early || k[i].hidden > 8192))
+            fail_msg("rule on the H200 at %lld x %lld: stream_hint %d", (long long)k[i].tokens,
+                     (long long)k[i].hidden, cfg.stream_hint);
     }
+}
+
+/* The waves move with the machine the rule is given: 114 SMs with 4, 5 and 6 blocks an SM
+ * (mid, l512, l256) at hidden 6144 put the switches at 456 / 457 rows (1024 threads), 535-570
+ * (512 without gamma early), 642-684 (256); unknown counts give the older rule (512 with
+ * gamma early at 256-1023); above 8192 the one-wave launches are not weighed. */
+static void test_rule_other_machines(void **st)
+{
+    (void)st;
+    const bk_rmsnorm_occ m114 = {114, 4, 5, 6}, unknown = {132, 0, 0, 0}, big = {114, 3, 9, 9};
+    static const struct { int m; int64_t tokens, hidden; int threads, early; } k[] = {
+        {0, 456, 6144, 512, 1}, {0, 457, 6144, 1024, 1}, {0, 534, 6144, 1024, 1},
+        {0, 535, 6144, 512, 0}, {0, 570, 6144, 512, 0},  {0, 571, 6144, 1024, 1},
+        {0, 641, 6144, 1024, 1}, {0, 642, 6144, 256, 0}, {0, 684, 6144, 256, 0},
+        {0, 685, 6144, 1024, 1}, {0, 1024, 6144, 1024, 1}, {0, 255, 6144, 1024, 1},
+        {1, 700, 7168, 512, 1},  {1, 1023, 5120, 512, 1}, {1, 397, 10240, 512, 0},
+        {2, 343, 12288, 1024, 1}, {2, 342, 12288, 512, 0}, {2, 1000, 10240, 1024, 1},
+    };
+    const bk_rmsnorm_occ *m[] = {&m114, &unknown, &big};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        bk_rmsnorm_cfg cfg;
+        bk_rmsnorm_rule_cfg(k[i].tokens, k[i].hidden, 0, m[k[i].m], &cfg);
+        if (cfg.threads != k[i].threads || cfg.gamma_early != k[i].early)
+            fail_msg("rule on machine %d at %lld x %lld: %d threads per row, gamma early %d; "
+                     "want %d, %d", k[i].m, (long long)k[i].tokens, (long long)k[i].hidden,
+                     cfg.threads, cfg.gamma_early, k[i].threads, k[i].early);
+    }
+}
+
+/* Without a device bk_rmsnorm_occ_device answers the H200's counts (and says so: 0), and
+ * the default rule is the rule on them; with one, its own SMs. */
+static void test_occ_device(void **st)
+{
+    (void)st;
+    static const int64_t hidden[] = {4096, 4608, 5120, 6144, 7168, 8192, 12288, 16384};
+    for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++) {
+        bk_rmsnorm_occ dev, h200;
+        bk_rmsnorm_occ_h200(hidden[i], &h200);
+        if (bk_rmsnorm_occ_device(hidden[i], &dev)) {
+            assert_true(dev.sms > 0);
+            continue; /* a GPU's own counts: tests/gpu/test_rmsnorm_cuda.c checks them */
+        }
+        assert_memory_equal(&dev, &h200, sizeof dev);
+        for (int64_t t = 200; t < 1100; t += 7) {
+            bk_rmsnorm_cfg a, b;
+            bk_rmsnorm_default_cfg(t, hidden[i], 0, &a);
+            bk_rmsnorm_rule_cfg(t, hidden[i], 0, NULL, &b);
+            assert_memory_equal(&a, &b, sizeof a);
+        }
+    }
+    bk_rmsnorm_occ o;
+    bk_rmsnorm_occ_h200(7168, &o);
+    assert_int_equal(o.sms, 132);
+    assert_int_equal(o.mid, 3);
+    assert_int_equal(o.l512, 4);
+    assert_int_equal(o.l256, 5);
+    bk_rmsnorm_occ_h200(4608, &o); /* not measured */
+    assert_int_equal(o.mid + o.l512 + o.l256, 0);
 }
 
 /* bk_rmsnorm_call_cfg: in place (one block a row) when the sum overlaps either output, even
@@ -274,7 +379,10 @@ int main(void)
         cmocka_unit_test(test_block_shapes),
         cmocka_unit_test(test_launcher_agrees),
         cmocka_unit_test(test_default_rule_runs),
+        cmocka_unit_test(test_rule_runs_anywhere),
         cmocka_unit_test(test_default_rule_threads),
+        cmocka_unit_test(test_rule_other_machines),
+        cmocka_unit_test(test_occ_device),
         cmocka_unit_test(test_call_cfg_in_place),
         cmocka_unit_test(test_default_rule_pdl),
     };

@@ -564,59 +564,95 @@ static void test_all_configs(void **st)
                "tokens): this run does not cover them\n", max, left_out, NT * NH);
 }
 
-/* The default rule's waves (kernels/ar_rmsnorm.cu, bk__mid_wave) assume the blocks per SM
- * its 512-thread launch at 256 tokens measured on an H200: 4 at hidden 4616-6144, 3 at
- * 6664-8192 and 9992-12288, 2 at 15368-16384 (each range's ends). A compiler or kernel
- * change that moves them makes those waves wrong: this says so; so does the one-wave launch
- * at 6664-8192 x 497-528 (4 blocks an SM, 7168 and 8192 measured). On 132 SMs the rule must
- * also switch to 1024 threads one row past the wave; on another SM count the waves are
- * not this device's, which is said and not checked. */
+/* The default rule's waves come from this device (bk_rmsnorm_occ_device): its SM count and
+ * the blocks per SM of the launches the rule weighs, which must be the compiled kernels' own
+ * (bk_rmsnorm_cfg_blocks_per_sm of the very configurations the rule picks), and the default
+ * must be the rule on them. Switches: 512 threads at one wave of the mid launch, one row past
+ * it 1024 (or a one-wave launch); at a full wave of 512 without gamma early, that launch. On
+ * an sm_90 GPU of 132 SMs (H200, H100 SXM) the counts must also be the H200 table the rule
+ * falls back to without a device (bk_rmsnorm_occ_h200); elsewhere that is said, not checked. */
 static void test_rule_waves(void **st)
 {
     (void)st;
-    static const struct { int64_t hidden; int bps; } k[] = {
-        {4616, 4}, {5120, 4}, {6144, 4}, {6664, 3}, {8192, 3},
-        {9992, 3}, {12288, 3}, {15368, 2}, {16384, 2},
-    };
-    int sms = 0;
+    static const int64_t hidden[] = {4104, 4608, 4616, 5120, 5632, 5640, 6144, 6152, 6656,
+                                     6664, 7168, 8192, 8200, 9216, 9992, 12288, 14848, 15368,
+                                     16384};
+    int sms = 0, major = 0;
     assert_int_equal(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0),
                      cudaSuccess);
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        bk_rmsnorm_cfg cfg;
-        bk_rmsnorm_default_cfg(256, k[i].hidden, 0, &cfg);
-        assert_int_equal(cfg.threads, 512);
-        const int bps = bk_rmsnorm_cfg_blocks_per_sm(&cfg, k[i].hidden);
-        if (bps != k[i].bps)
-            fail_msg("hidden %lld: the default's 512-thread launch fits %d blocks an SM; the "
-                     "rule's wave (bk__mid_wave) assumes %d", (long long)k[i].hidden, bps,
-                     k[i].bps);
-        if (sms != 132)
-            continue;
-        const int64_t wave = (int64_t)bps * sms;
+    assert_int_equal(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0),
+                     cudaSuccess);
+    const int h200 = sms == 132 && major == 9;
+    int table_checked = 0, one_wave = 0;
+    for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++) {
+        const int64_t H = hidden[i];
+        bk_rmsnorm_occ occ, tab;
+        assert_int_equal(bk_rmsnorm_occ_device(H, &occ), 1);
+        assert_int_equal(occ.sms, sms);
+        if (occ.mid < 1)
+            fail_msg("hidden %lld: the mid launch's blocks per SM unknown on this device",
+                     (long long)H);
+        if (H <= 8192 && (occ.l512 < 1 || occ.l256 < 1))
+            fail_msg("hidden %lld: one-wave launches' blocks per SM unknown (%d, %d)",
+                     (long long)H, occ.l512, occ.l256);
+        bk_rmsnorm_occ_h200(H, &tab);
+        if (h200) {
+            const int *d[3] = {&occ.mid, &occ.l512, &occ.l256}, *t[3] = {&tab.mid, &tab.l512,
+                                                                           &tab.l256};
+            static const char *name[3] = {"mid", "l512", "l256"};
+            for (int k = 0; k < 3; k++) {
+                if (*t[k] && *d[k] != *t[k])
+                    fail_msg("hidden %lld: %s fits %d blocks an SM here; the H200 table says "
+                             "%d", (long long)H, name[k], *d[k], *t[k]);
+                table_checked += *t[k] != 0;
+            }
+        }
+        for (int64_t t = 1; t <= 1100; t += t < 200 ? 37 : 3) {
+            bk_rmsnorm_cfg a, b;
+            bk_rmsnorm_default_cfg(t, H, 0, &a);
+            bk_rmsnorm_rule_cfg(t, H, 0, &occ, &b);
+            if (memcmp(&a, &b, sizeof a) != 0)
+                fail_msg("hidden %lld x %lld: the default is not the rule on this device",
+                         (long long)H, (long long)t);
+        }
         bk_rmsnorm_cfg at, past;
-        bk_rmsnorm_default_cfg(wave, k[i].hidden, 0, &at);
-        bk_rmsnorm_default_cfg(wave + 1, k[i].hidden, 0, &past);
-        if (at.threads != 512 || past.threads != 1024)
-            fail_msg("hidden %lld: %d threads at one wave (%lld rows), %d one row past it",
-                     (long long)k[i].hidden, at.threads, (long long)wave, past.threads);
+        bk_rmsnorm_default_cfg(256, H, 0, &at);
+        assert_int_equal(at.threads, 512);
+        const int bps = bk_rmsnorm_cfg_blocks_per_sm(&at, H);
+        if (bps != occ.mid)
+            fail_msg("hidden %lld: the mid launch fits %d blocks an SM; the rule's wave assumes "
+                     "%d", (long long)H, bps, occ.mid);
+        const int64_t wave = (int64_t)sms * occ.mid;
+        const int64_t end = H <= 12288 ? 1024 : 352;
+        if (wave >= 256 && wave + 1 < end) {
+            bk_rmsnorm_default_cfg(wave, H, 0, &at);
+            bk_rmsnorm_default_cfg(wave + 1, H, 0, &past);
+            if (at.threads != 512 || (past.threads == 512 && past.gamma_early == at.gamma_early))
+                fail_msg("hidden %lld: %d threads at one wave (%lld rows), %d (gamma early %d) "
+                         "one row past it", (long long)H, at.threads, (long long)wave,
+                         past.threads, past.gamma_early);
+        }
+        const int64_t rows = (int64_t)sms * occ.l512;
+        if (H <= 8192 && rows > wave && rows < 1024) {
+            bk_rmsnorm_default_cfg(rows, H, 0, &at);
+            if (at.threads != 512 || at.gamma_early || at.stream_hint)
+                fail_msg("hidden %lld x %lld (one wave of l512): %d threads, gamma early %d, "
+                         "hint %d", (long long)H, (long long)rows, at.threads, at.gamma_early,
+                         at.stream_hint);
+            const int n = bk_rmsnorm_cfg_blocks_per_sm(&at, H);
+            if (n != occ.l512)
+                fail_msg("hidden %lld: l512 fits %d blocks an SM, the rule assumes %d",
+                         (long long)H, n, occ.l512);
+            one_wave++;
+        }
     }
-    /* the one-wave launch at 6664-8192 x 497-528 (512 threads without gamma early): 4 blocks
-     * an SM, 528 rows */
-    static const int64_t one_wave[] = {6664, 7168, 8192};
-    for (size_t i = 0; i < sizeof one_wave / sizeof one_wave[0]; i++) {
-        bk_rmsnorm_cfg cfg;
-        bk_rmsnorm_default_cfg(511, one_wave[i], 0, &cfg);
-        assert_int_equal(cfg.threads, 512);
-        assert_int_equal(cfg.gamma_early, 0);
-        const int bps = bk_rmsnorm_cfg_blocks_per_sm(&cfg, one_wave[i]);
-        if (bps != 4)
-            fail_msg("hidden %lld x 511: the default's 512-thread launch without gamma early "
-                     "fits %d blocks an SM; the rule's one wave of 528 rows assumes 4",
-                     (long long)one_wave[i], bps);
-    }
-    if (sms != 132)
-        printf("test_rule_waves: this GPU has %d SMs; the rule's waves are for 132: blocks "
-               "per SM checked, the switch rows NOT checked\n", sms);
+    assert_true(one_wave > 0);
+    if (h200)
+        assert_true(table_checked >= 20);
+    else
+        printf("test_rule_waves: this GPU (sm_%d0, %d SMs) is not the H200 the rule's fallback "
+               "table was measured on: the device's own counts checked, the table NOT "
+               "checked\n", major, sms);
 }
 
 /* Misaligned pointers, bad stage counts and too much shared memory are refused clearly;
