@@ -97,9 +97,10 @@ for s in $steps; do
     # the default rule's switches between the powers of two (docs/bench/cuda.md, twenty-second
     # and twenty-third sessions): pdl's bands at 256-463 tokens; the 1024-thread launch one
     # row past a wave of the 512-thread one (265, 397, 529) up to 1023 (351 at 16384), but
-    # 512 threads without gamma early at 6664-8192 x 497-528
+    # 512 or 256 threads without gamma early where the rows fill one wave of them to 15/16 (on
+    # an H200: 495-528 at 6664-8192, 619-660 at 5640-6144 and 6664-8192, 743-792 at 4616-6144)
     "$build/tests/bench_rmsnorm" --rounds 3 \
-      --tokens "${BK_BAND_TOKENS:-192,256,264,265,288,320,352,384,396,397,400,416,448,480,496,497,511,512,528,529,544,640,768,1000}" \
+      --tokens "${BK_BAND_TOKENS:-192,256,264,265,288,320,352,384,396,397,400,416,448,480,494,495,511,512,528,529,544,618,619,640,660,661,742,743,768,792,1000}" \
       --hidden "${BK_BAND_HIDDEN:-4096,5120,6144,7168,8192,10240,12288,16384}" \
       --csv "$out/band_rmsnorm.csv" 2>&1 | tee "$out/band_rmsnorm.txt" || rc=1
     PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=$(nproc) python3 "$src/tests/bench/torch_rmsnorm.py" \

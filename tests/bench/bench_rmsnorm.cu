@@ -19,7 +19,9 @@
  *                the default is (its time the median of all their replays).
  *     --each     with --sweep: also print every configuration's time (a line each), the
  *                blocks of it one SM holds (the occupancy API on the compiled kernel) and
- *                the waves its rows take on this device's SMs; the default first (=def)
+ *                the waves its rows take on this device's SMs; the default first (=def);
+ *                and, before each hidden size, the rows of one wave of each launch the
+ *                default rule weighs (bk_rmsnorm_occ_device: 0 where it is not weighed)
  *   Every shape also times the default launch without programmatic dependent launch (column
  *   "no-pdl us"; cfg.pdl, which the default sets at most shapes: each call may be scheduled
  *   while the one before it finishes), in alternation with the default: --rounds N graphs
@@ -407,6 +409,13 @@ int main(int argc, char **argv)
            "bytes", "us", "GB/s", "%copy", "no-pdl us", "pdl us", "best us", "best cfg",
            "pipe us", "pipe cfg", hot ? "hot" : "cold");
     for (int hi = 0; hi < nhidden; hi++) {
+        if (each) { /* the rows a wave of each launch the default rule weighs, on this device */
+            bk_rmsnorm_occ o;
+            bk_rmsnorm_occ_device(hiddens[hi], &o);
+            printf("%6lld rule's waves on %d SMs: mid %d blocks/SM (%d rows), l512 %d (%d), "
+                   "l256 %d (%d)\n", (long long)hiddens[hi], o.sms, o.mid, o.mid * o.sms,
+                   o.l512, o.l512 * o.sms, o.l256, o.l256 * o.sms);
+        }
         for (int ti = 0; ti < ntokens; ti++) {
             const int64_t H = hiddens[hi], T = tokens[ti];
             const size_t tn = (size_t)T * H, in_bytes = 2 * tn * 2;
