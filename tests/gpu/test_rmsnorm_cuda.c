@@ -633,7 +633,7 @@ static void test_rule_waves(void **st)
                          past.threads, past.gamma_early);
         }
         const int64_t rows = (int64_t)sms * occ.l512;
-        if (H <= 8192 && rows > wave && rows < 1024) {
+        if (H <= 8192 && rows > wave && rows >= 256 && rows < 1024) {
             bk_rmsnorm_default_cfg(rows, H, 0, &at);
             if (at.threads != 512 || at.gamma_early || at.stream_hint)
                 fail_msg("hidden %lld x %lld (one wave of l512): %d threads, gamma early %d, "
@@ -646,10 +646,10 @@ static void test_rule_waves(void **st)
             one_wave++;
         }
     }
-    assert_true(one_wave > 0);
-    if (h200)
+    if (h200) { /* at least the table's 4616, 5120, 5640, 6144, 6664, 7168, 8192 */
+        assert_true(one_wave >= 7);
         assert_true(table_checked >= 20);
-    else
+    } else
         printf("test_rule_waves: this GPU (sm_%d0, %d SMs) is not the H200 the rule's fallback "
                "table was measured on: the device's own counts checked, the table NOT "
                "checked\n", major, sms);
