@@ -2,7 +2,8 @@
 # gpu-run.sh - build, test and benchmark bracket's cuda backend on a GPU machine that has
 # CUDA, NCCL, Open MPI and hwloc but no ZeroMQ, msgpack-c, jansson or cmocka, in one call.
 #
-#   scripts/gpu-run.sh [STEP...]        STEP: build test break bench torch band ipc sanitize asan
+#   scripts/gpu-run.sh [STEP...]        STEP: build test break bench torch band waves ipc sanitize
+#                                       asan
 #                                       (default: build test break bench torch)
 #
 # Environment:
@@ -31,7 +32,9 @@
 # through libbk_rmsnorm_shim.so, its default launch and the same without programmatic
 # dependent launch; bench's CSV for the copy kernel), band (shapes between the powers of two,
 # where the rule switches: bench_rmsnorm's default, no-pdl and pdl columns, 3 rounds, then
-# torch.compile beside ours on the same tensors), ipc (nccl_then_rmsnorm
+# torch.compile beside ours on the same tensors), waves (every lean configuration beside the
+# default where the rule's waves switch, and at hidden sizes only the device's counts
+# reach), ipc (nccl_then_rmsnorm
 # against the two IPC variants across GPUs at worlds 2, 4, 8 as far as the machine's GPUs go;
 # skipped on a one-GPU machine), sanitize (GPU test programs under compute-sanitizer: memcheck
 # with leak check, racecheck, synccheck, initcheck, forked children followed; a line per run
@@ -107,6 +110,19 @@ for s in $steps; do
       --lib "$build/tests/libbk_rmsnorm_shim.so" --nopdl --csv "$out/band_torch.csv" \
       --tokens "${BK_BAND_TORCH_TOKENS:-288,384,416,448,480,511,544,640,768,1000}" \
       --hidden "${BK_BAND_TORCH_HIDDEN:-5120,6144,7168,8192,10240,12288}" 2>&1 | tee "$out/band_torch.txt" || rc=1
+    ;;
+  waves)
+    # the default rule's waves (bk_rmsnorm_occ_device): every lean configuration beside the
+    # default (--each: blocks per SM, waves) at the one-wave launches' edges on the H200
+    # (5120 / 6144 x 600-792, 7168 / 8192 x 480-660), and at hidden sizes the H200 table does
+    # not cover, which only the device's counts reach (4608, 6656, 9216, 14848 x 256-1000)
+    "$build/tests/bench_rmsnorm" --sweep lean --each --tokens 600,618,619,660,661,700,742,743,768,792 \
+      --hidden 5120,6144 2>&1 | tee "$out/waves-edges-a.txt" || rc=1
+    "$build/tests/bench_rmsnorm" --sweep lean --each --tokens 480,494,495,600,618,619,640,660,661 \
+      --hidden 7168,8192 2>&1 | tee "$out/waves-edges-b.txt" || rc=1
+    "$build/tests/bench_rmsnorm" --sweep lean --each \
+      --tokens 256,320,384,448,512,576,640,704,768,896,1000 --hidden 4608,6656,9216,14848 2>&1 \
+      | tee "$out/waves-new.txt" || rc=1
     ;;
   ipc)
     # whole GPUs only: `nvidia-smi -L` also lists MIG instances (indented lines), which are
