@@ -573,8 +573,12 @@ extern "C" void bk_rmsnorm_rule_cfg(int64_t tokens, int64_t hidden, int in_place
 }
 
 /* The blocks per SM of the default rule's launches on the current device, kept per device
- * and hidden size in a small table (direct-mapped: a process calls with few hiddens). */
+ * and hidden size in a small table: a multiplicative hash of both picks a home slot, and an
+ * entry may sit in any of the BK_OCC_WAYS slots from it (a process calls with few hiddens,
+ * often 2048 apart, which a slot per hidden / 8 modulo the table would put together). */
 #define BK_OCC_SLOTS 64
+#define BK_OCC_WAYS 4
+static_assert(BK_OCC_SLOTS == 64, "the hash below takes the top 6 bits");
 static struct {
     int device; /* -1: empty */
     int64_t hidden;
@@ -593,17 +597,24 @@ extern "C" int bk_rmsnorm_occ_device(int64_t hidden, bk_rmsnorm_occ *occ)
         bk_rmsnorm_occ_h200(hidden, occ);
         return 0;
     }
-    const int slot = (int)((hidden / 8) % BK_OCC_SLOTS);
+    const uint32_t key = (uint32_t)(hidden / 8) * 64u + (uint32_t)device;
+    const int home = (int)((key * 2654435761u) >> 26); /* the top 6 bits: 0..63 */
+    int slot = home;
     pthread_mutex_lock(&g_occ_mu);
     if (!g_occ_init) {
         for (int i = 0; i < BK_OCC_SLOTS; i++)
             g_occ[i].device = -1;
         g_occ_init = 1;
     }
-    if (g_occ[slot].device == device && g_occ[slot].hidden == hidden) {
-        *occ = g_occ[slot].occ;
-        pthread_mutex_unlock(&g_occ_mu);
-        return 1;
+    for (int w = 0; w < BK_OCC_WAYS; w++) {
+        const int i = (home + w) % BK_OCC_SLOTS;
+        if (g_occ[i].device == device && g_occ[i].hidden == hidden) {
+            *occ = g_occ[i].occ;
+            pthread_mutex_unlock(&g_occ_mu);
+            return 1;
+        }
+        if (g_occ[i].device == -1 && slot == home && g_occ[home].device != -1)
+            slot = i; /* the first free way, should this hidden be kept */
     }
     pthread_mutex_unlock(&g_occ_mu);
     /* {kernel, threads, stream_hint, stages, blocks_per_sm, gamma_early, split, pdl} */
