@@ -580,12 +580,11 @@ extern "C" void bk_rmsnorm_rule_cfg(int64_t tokens, int64_t hidden, int in_place
 #define BK_OCC_WAYS 4
 static_assert(BK_OCC_SLOTS == 64, "the hash below takes the top 6 bits");
 static struct {
-    int device; /* -1: empty */
+    int device1; /* the device + 1; 0: empty (as the table starts) */
     int64_t hidden;
     bk_rmsnorm_occ occ;
 } g_occ[BK_OCC_SLOTS];
 static pthread_mutex_t g_occ_mu = PTHREAD_MUTEX_INITIALIZER;
-static int g_occ_init;
 
 extern "C" int bk_rmsnorm_occ_device(int64_t hidden, bk_rmsnorm_occ *occ)
 {
@@ -601,19 +600,14 @@ extern "C" int bk_rmsnorm_occ_device(int64_t hidden, bk_rmsnorm_occ *occ)
     const int home = (int)((key * 2654435761u) >> 26); /* the top 6 bits: 0..63 */
     int slot = home;
     pthread_mutex_lock(&g_occ_mu);
-    if (!g_occ_init) {
-        for (int i = 0; i < BK_OCC_SLOTS; i++)
-            g_occ[i].device = -1;
-        g_occ_init = 1;
-    }
     for (int w = 0; w < BK_OCC_WAYS; w++) {
         const int i = (home + w) % BK_OCC_SLOTS;
-        if (g_occ[i].device == device && g_occ[i].hidden == hidden) {
+        if (g_occ[i].device1 == device + 1 && g_occ[i].hidden == hidden) {
             *occ = g_occ[i].occ;
             pthread_mutex_unlock(&g_occ_mu);
             return 1;
         }
-        if (g_occ[i].device == -1 && slot == home && g_occ[home].device != -1)
+        if (g_occ[i].device1 == 0 && slot == home && g_occ[home].device1 != 0)
             slot = i; /* the first free way, should this hidden be kept */
     }
     pthread_mutex_unlock(&g_occ_mu);
@@ -638,7 +632,7 @@ extern "C" int bk_rmsnorm_occ_device(int64_t hidden, bk_rmsnorm_occ *occ)
     if (!known)
         return 1; /* a query failed: asked again next time, not kept */
     pthread_mutex_lock(&g_occ_mu);
-    g_occ[slot].device = device;
+    g_occ[slot].device1 = device + 1;
     g_occ[slot].hidden = hidden;
     g_occ[slot].occ = *occ;
     pthread_mutex_unlock(&g_occ_mu);
@@ -648,8 +642,11 @@ extern "C" int bk_rmsnorm_occ_device(int64_t hidden, bk_rmsnorm_occ *occ)
 extern "C" void bk_rmsnorm_default_cfg(int64_t tokens, int64_t hidden, int in_place,
                                        bk_rmsnorm_cfg *cfg)
 {
-    bk_rmsnorm_occ occ;
-    (void)bk_rmsnorm_occ_device(hidden, &occ);
+    /* the rule reads the counts only at 256-1023 tokens above hidden 4096
+     * (bk__rmsnorm_launch): no device query on the path of any other call */
+    bk_rmsnorm_occ occ = {0, 0, 0, 0};
+    if (hidden > 4096 && tokens >= 256 && tokens < 1024)
+        (void)bk_rmsnorm_occ_device(hidden, &occ);
     bk_rmsnorm_rule_cfg(tokens, hidden, in_place, &occ, cfg);
 }
 

@@ -138,7 +138,8 @@ void bk_rmsnorm_rule_cfg(int64_t tokens, int64_t hidden, int in_place,
                          const bk_rmsnorm_occ *occ, bk_rmsnorm_cfg *cfg);
 
 /* The configuration bk_residual_rmsnorm launches at tokens x hidden on the current device
- * (bk_rmsnorm_rule_cfg with bk_rmsnorm_occ_device), in place or not. */
+ * (bk_rmsnorm_rule_cfg with bk_rmsnorm_occ_device, asked only at the shapes where the rule
+ * reads it), in place or not. */
 void bk_rmsnorm_default_cfg(int64_t tokens, int64_t hidden, int in_place, bk_rmsnorm_cfg *cfg);
 
 /* The configuration bk_residual_rmsnorm launches for this call: in place when sum overlaps
