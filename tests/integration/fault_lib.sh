@@ -31,6 +31,31 @@ stop_run() {
     wait "$PID" 2>/dev/null || true
 }
 
+# free_port_pair: prints a port P such that P and P + 1 are free on 127.0.0.1 (or nothing).
+# Taken below the kernel's ephemeral range (ip_local_port_range): a bind to port 0 (mpirun's
+# and Open MPI's own sockets, started between this probe and the coordinator's bind) is
+# never handed one of them. A pair inside that range was once taken that way, and the run
+# then failed with "port P ... is already in use" before any arm.
+free_port_pair() {
+    python3 -c '
+import socket
+try:
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    low = 32768
+start = max(1024, low - 2000) & ~1
+for p in range(start, start + 2000, 2):
+    ss = []
+    try:
+        for q in (p, p + 1):
+            s = socket.socket(); s.bind(("127.0.0.1", q)); ss.append(s)
+        print(p); break
+    except OSError:
+        pass
+    finally:
+        for s in ss: s.close()'
+}
+
 # it_start NAME NP [bracket run args...]: like it_run, in the background; sets PID, OUT
 it_start() {
     local name=$1 np=$2

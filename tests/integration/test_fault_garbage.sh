@@ -6,19 +6,8 @@
 # the verdict is checked against the record's own numbers; test_slowed.sh keeps the fixed FAIL).
 . "$(dirname "$0")/fault_lib.sh"
 set -e
-# a free pair of ports on loopback
-PORT=$(python3 -c '
-import socket
-for p in range(47000, 48000, 2):
-    ss = []
-    try:
-        for q in (p, p + 1):
-            s = socket.socket(); s.bind(("127.0.0.1", q)); ss.append(s)
-        print(p); break
-    except OSError:
-        pass
-    finally:
-        for s in ss: s.close()')
+# a free pair of ports on loopback (below the ephemeral range)
+PORT=$(free_port_pair)
 [ -n "$PORT" ] || fail "no free port pair on 127.0.0.1"
 
 # 3000 iterations keep C (4x slower) and B' running for over a second after C starts: the
