@@ -449,7 +449,6 @@ int bk_cmd_verify(int argc, char **argv)
         fprintf(stderr, "bracket verify: %s\n", err.msg);
         goto out;
     }
-    bk_janitor_add_coord(bk_coord_rendezvous_ep(c), bk_coord_samples_ep(c));
     int64_t seed = o.seed >= 0 ? o.seed : (int64_t)(bk_now_ns() % 1000000007ull);
     printf("bracket verify: %s on %s, backend %s, lane of %d, %d check(s), tolerance rtol %g atol %g\n",
            v->name, p.target, bk_backend_name(backend), world, o.checks, p.quality.rtol,

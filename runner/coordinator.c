@@ -11,8 +11,12 @@
 #include "kernels/catalog.h"
 #include "runner/coord_secure.h"
 #include "runner/coordinator.h"
+#include "runner/janitor.h"
 
 const char *const bk_arm_names[BK_ARM_NAMES] = { "B", "C", "B'", "A", "T" };
+
+/* the ipc:// sockets' files in the coordinator's folder (its endpoints below) */
+static const char *const k_coord_files[] = { "rv", "samples", NULL };
 
 typedef struct rv_slot {
     unsigned char id[256];
@@ -71,10 +75,13 @@ bk_status bk_coord_open_ex(bk_coord **out, const char *run_id, int nshapes, int 
     snprintf(c->dir, sizeof c->dir, "%s/bracket-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (tcp) {
         c->dir[0] = '\0';
-    } else if (strlen(c->dir) > 80 || !mkdtemp(c->dir)) { /* ipc paths must stay short */
+    } else if (strlen(c->dir) > 80 || bk_janitor_mkdtemp(c->dir, k_coord_files) != 0) {
+        /* ipc paths must stay short; the folder and its sockets are the janitor's before
+         * the folder exists */
         snprintf(c->dir, sizeof c->dir, "/tmp/bracket-XXXXXX");
-        if (!mkdtemp(c->dir)) {
-            st = BK_FAIL(err, BK_ERR_SYSTEM, "coordinator: mkdtemp: %s", strerror(errno));
+        if (bk_janitor_mkdtemp(c->dir, k_coord_files) != 0) {
+            st = BK_FAIL(err, BK_ERR_SYSTEM, "coordinator: cannot make a private folder "
+                         "%s: %s", c->dir, strerror(errno));
             c->dir[0] = '\0';
             goto out;
         }

@@ -61,7 +61,8 @@ typedef struct bk_arm_run {
 typedef struct bk_coord bk_coord; /* opaque */
 
 /* Bind the rendezvous and sample endpoints of run `run_id` in a private
- * 0700 directory (ipc://). nshapes, iters and noutputs size the sample and
+ * 0700 directory (ipc://), given with its sockets to this process's janitor before it
+ * exists (bk_janitor_mkdtemp; removed by bk_coord_close too). nshapes, iters and noutputs size the sample and
  * tensor tables of each arm. */
 bk_status bk_coord_open(bk_coord **out, const char *run_id, int nshapes, int iters,
                         int noutputs, bk_err *err);

@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "collectives/collectives.h"
@@ -13,8 +15,26 @@
 
 #define MAX_PATHS 64
 #define PATH_BYTES 512
+#define WITHDRAW '\x01' /* a record "\x01path": forget the latest "path" */
 
 static int g_fd = -1; /* the rank's (write) end of the pipe; close-on-exec */
+static void (*g_test_hook)(const char *dir, int made);
+
+/* One record received: add it, or withdraw the latest equal path (the rest move up). */
+static void take(char paths[][PATH_BYTES], int *n, const char *rec)
+{
+    if (rec[0] != WITHDRAW) {
+        if (*n < MAX_PATHS && strlen(rec) < PATH_BYTES)
+            memcpy(paths[(*n)++], rec, strlen(rec) + 1);
+        return;
+    }
+    for (int i = *n - 1; i >= 0; i--)
+        if (strcmp(paths[i], rec + 1) == 0) {
+            memmove(paths[i], paths[i + 1], (size_t)(*n - 1 - i) * PATH_BYTES);
+            (*n)--;
+            return;
+        }
+}
 
 /* The child (forked before MPI_Init, so from one thread; still, async-signal-safe calls
  * only). Reads NUL-terminated paths until end of file (the rank gone), then removes them. */
@@ -37,7 +57,7 @@ static void janitor(int rd, int argc, char **argv, int maxfd)
         if (fd != rd)
             close(fd);
     int n = 0, len = 0, too_long = 0;
-    char buf[PATH_BYTES];
+    char buf[PATH_BYTES], rec[PATH_BYTES + 1]; /* a withdrawal: its mark, then a path */
     for (;;) {
         ssize_t r = read(rd, buf, sizeof buf);
         if (r == 0)
@@ -49,16 +69,15 @@ static void janitor(int rd, int argc, char **argv, int maxfd)
         }
         for (ssize_t i = 0; i < r; i++) {
             if (buf[i] != '\0') {
-                if (n < MAX_PATHS && len < PATH_BYTES - 1)
-                    paths[n][len++] = buf[i];
+                if (len < PATH_BYTES)
+                    rec[len++] = buf[i];
                 else
                     too_long = 1;
                 continue;
             }
-            if (n < MAX_PATHS && len > 0 && !too_long)
-                paths[n++][len] = '\0';
-            else if (n < MAX_PATHS)
-                paths[n][0] = '\0'; /* dropped: a cut path must not name another file */
+            rec[len] = '\0';
+            if (len > 0 && !too_long) /* dropped: a cut path must not name another file */
+                take(paths, &n, rec);
             len = too_long = 0;
         }
     }
@@ -92,33 +111,87 @@ int bk_janitor_start(int argc, char **argv)
     return 0;
 }
 
-void bk_janitor_add(const char *path)
+/* One record: `path` (withdraw 0) or WITHDRAW + `path`, in one write of at most PIPE_BUF
+ * bytes: whole, never interleaved. */
+static void send_rec(const char *path, int withdraw)
 {
+    char rec[PATH_BYTES + 1];
     size_t len = strlen(path);
-    if (g_fd < 0 || len == 0 || len >= PATH_BYTES)
+    if (g_fd < 0 || len == 0 || len >= PATH_BYTES || path[0] == WITHDRAW)
         return;
-    /* one write of at most PIPE_BUF bytes: whole, never interleaved */
+    rec[0] = WITHDRAW;
+    memcpy(rec + 1, path, len + 1);
     ssize_t r;
     do
-        r = write(g_fd, path, len + 1);
+        r = write(g_fd, withdraw ? rec : rec + 1, len + 1 + (withdraw != 0));
     while (r < 0 && errno == EINTR);
 }
 
-void bk_janitor_add_coord(const char *ep_rv, const char *ep_samples)
+void bk_janitor_add(const char *path)
 {
-    static const char ipc[] = "ipc://";
-    const size_t n = sizeof ipc - 1;
-    if (strncmp(ep_rv, ipc, n) || strncmp(ep_samples, ipc, n))
-        return;
-    char dir[PATH_BYTES];
-    bk_strlcpy(dir, ep_rv + n, sizeof dir);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        return;
-    *slash = '\0';
-    bk_janitor_add(ep_rv + n);
-    bk_janitor_add(ep_samples + n);
-    bk_janitor_add(dir);
+    send_rec(path, 0);
+}
+
+void bk_janitor_withdraw(const char *path)
+{
+    send_rec(path, 1);
+}
+
+/* Withdraw folder `dir` and its files (the order does not matter: each is looked up). */
+static void withdraw_all(const char *dir, const char *const *files)
+{
+    char p[PATH_BYTES];
+    for (int i = 0; files && files[i]; i++)
+        if (snprintf(p, sizeof p, "%s/%s", dir, files[i]) < (int)sizeof p)
+            bk_janitor_withdraw(p);
+    bk_janitor_withdraw(dir);
+}
+
+int bk_janitor_mkdtemp(char *tmpl, const char *const *files)
+{
+    static const char abc[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    size_t len = strlen(tmpl);
+    if (len < 6 || len >= PATH_BYTES || strcmp(tmpl + len - 6, "XXXXXX") != 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    char *x = tmpl + len - 6;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        unsigned char rnd[6];
+        if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+            return -1;
+        for (int i = 0; i < 6; i++)
+            x[i] = abc[rnd[i] % (sizeof abc - 1)];
+        /* the files first, the folder last (the janitor removes them in this order), all
+         * before the folder exists: no moment when it exists unknown to the janitor */
+        char p[PATH_BYTES];
+        for (int i = 0; files && files[i]; i++)
+            if (snprintf(p, sizeof p, "%s/%s", tmpl, files[i]) < (int)sizeof p)
+                bk_janitor_add(p);
+        bk_janitor_add(tmpl);
+        if (g_test_hook)
+            g_test_hook(tmpl, 0);
+        if (mkdir(tmpl, 0700) == 0) {
+            if (g_test_hook)
+                g_test_hook(tmpl, 1);
+            return 0;
+        }
+        int e = errno;
+        withdraw_all(tmpl, files); /* not ours: another process's, or none */
+        if (e != EEXIST) {
+            memcpy(x, "XXXXXX", 6);
+            errno = e;
+            return -1;
+        }
+    }
+    memcpy(x, "XXXXXX", 6);
+    errno = EEXIST;
+    return -1;
+}
+
+void bk_janitor_test_hook(void (*hook)(const char *dir, int made))
+{
+    g_test_hook = hook;
 }
 
 void bk_janitor_add_shm(const char *run_id, const char *arm, int rank)

@@ -21,9 +21,22 @@ int bk_janitor_start(int argc, char **argv);
  * longer one, are not removed. Async-signal-safe; nothing when no janitor runs. */
 void bk_janitor_add(const char *path);
 
-/* A coordinator's ipc:// endpoints (its rendezvous and samples sockets) and then their
- * folder; nothing for tcp:// ones. Not async-signal-safe. */
-void bk_janitor_add_coord(const char *ep_rv, const char *ep_samples);
+/* Take back the latest `path` given, which is then not removed (say, a name another
+ * process turned out to hold). Async-signal-safe; nothing when no janitor runs. */
+void bk_janitor_withdraw(const char *path);
+
+/* mkdtemp(3) whose folder is never unknown to the janitor: `tmpl` ends in "XXXXXX", which
+ * becomes 6 random characters; `tmpl`/file for each of `files` (NULL-terminated, or NULL)
+ * and then `tmpl` itself are given to the janitor before the folder is made (0700), and
+ * withdrawn when that name is taken (another try, up to 100) or mkdir fails. So a rank
+ * killed at any moment leaves no folder of these behind (nor the files named, once its
+ * janitor has run). Returns 0 with `tmpl` the folder's path, or -1 with errno set
+ * (EINVAL: no "XXXXXX" at the end or 512 bytes or more) and `tmpl` as it was given. */
+int bk_janitor_mkdtemp(char *tmpl, const char *const *files);
+
+/* Tests only: `hook(dir, 0)` runs after the names are given and before mkdir, and
+ * `hook(dir, 1)` after mkdir made the folder; NULL (the default) for none. */
+void bk_janitor_test_hook(void (*hook)(const char *dir, int made));
 
 /* The shared-memory segment (/dev/shm) a cpu engine of run `run_id`, arm `arm`, lane rank
  * `rank` creates (bk_shm_name), for a spawn whose engine may be killed in the window before

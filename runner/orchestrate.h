@@ -44,11 +44,11 @@ void bk_run_cleanup_all(const bk_run *run, const bk_agent_env *env);
 bk_backend bk_resolve_backend(bk_backend want);
 
 /* Write the plan as run to DIR/plan.json in a fresh 0700 folder
- * $TMPDIR/bracket-<what>-XXXXXX. Before anything is written into the folder, this
+ * $TMPDIR/bracket-<what>-XXXXXX (bk_janitor_mkdtemp). Before the folder exists, this
  * process's janitor (janitor.h; nothing when none runs) is given DIR/plan.json, then
- * DIR/<name> for each name of `also` (NULL-terminated, may be NULL: files the caller will
- * write there), then DIR: so a rank killed outright from then on leaves none of them
- * (only the microseconds between mkdtemp and the first registration remain). 0 on success
+ * DIR/<name> for each name of `also` (NULL-terminated, may be NULL, at most 8: files the
+ * caller will write there), then DIR: so a rank killed outright at any moment leaves none
+ * of them. 0 on success
  * (dir, path filled); -1 with errno set, nothing left behind and dir, path empty. */
 int bk_write_private_plan(const char *what, const char *text, const char *const *also,
                           char *dir, size_t dlen, char *path, size_t plen);

@@ -560,19 +560,15 @@ int bk_write_private_plan(const char *what, const char *text, const char *const 
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, dlen, "%s/bracket-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", what);
     path[0] = '\0';
-    if (!mkdtemp(dir)) {
+    const char *files[10] = { "plan.json" };
+    for (int i = 0; also && also[i] && i < 8; i++)
+        files[i + 1] = also[i];
+    /* the folder and its files are the janitor's before the folder exists */
+    if (bk_janitor_mkdtemp(dir, files) != 0) {
         dir[0] = '\0';
         return -1;
     }
     snprintf(path, plen, "%s/plan.json", dir);
-    /* the folder's files first, the folder last: the janitor removes them in this order */
-    bk_janitor_add(path);
-    for (int i = 0; also && also[i]; i++) {
-        char other[1024];
-        snprintf(other, sizeof other, "%s/%s", dir, also[i]);
-        bk_janitor_add(other);
-    }
-    bk_janitor_add(dir);
     FILE *f = fopen(path, "w");
     int ok = f && fputs(text, f) >= 0;
     if (f)

@@ -11,7 +11,6 @@
 #include "kernels/catalog.h"
 #include "runner/cli.h"
 #include "runner/digest.h"
-#include "runner/janitor.h"
 #include "runner/memory.h"
 #include "runner/orchestrate.h"
 #include "runner/outdir.h"
@@ -314,8 +313,6 @@ int bk__setup_run(const bk__run_opts *o, bk_run *run, const bk_topo *topo,
         rmdir(run->run_dir);
         return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     }
-    /* its ipc:// endpoints and their folder (none on tcp) to rank 0's janitor at once */
-    bk_janitor_add_coord(bk_coord_rendezvous_ep(*coord), bk_coord_samples_ep(*coord));
     if ((st = bk_coord_set_outputs(*coord, bk_catalog_target(run->plan.target),
                                    run->plan.workload.shapes, run->plan.arena.dtype, err)) !=
         BK_OK) {
