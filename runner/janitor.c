@@ -194,10 +194,20 @@ void bk_janitor_test_hook(void (*hook)(const char *dir, int made))
     g_test_hook = hook;
 }
 
-void bk_janitor_add_shm(const char *run_id, const char *arm, int rank)
+static void shm_rec(const char *run_id, const char *arm, int rank, int withdraw)
 {
     char name[BK_SHM_NAME_LEN], path[BK_SHM_NAME_LEN + 16];
     bk_shm_name(run_id, arm, rank, name);
     snprintf(path, sizeof path, "/dev/shm%s", name);
-    bk_janitor_add(path);
+    send_rec(path, withdraw);
+}
+
+void bk_janitor_add_shm(const char *run_id, const char *arm, int rank)
+{
+    shm_rec(run_id, arm, rank, 0);
+}
+
+void bk_janitor_withdraw_shm(const char *run_id, const char *arm, int rank)
+{
+    shm_rec(run_id, arm, rank, 1);
 }

@@ -42,5 +42,7 @@ void bk_janitor_test_hook(void (*hook)(const char *dir, int made));
  * `rank` creates (bk_shm_name), for a spawn whose engine may be killed in the window before
  * it unlinks the segment itself. Not async-signal-safe. */
 void bk_janitor_add_shm(const char *run_id, const char *arm, int rank);
+/* Take that segment back once its engine has ended (it unlinked it, or its rank did). */
+void bk_janitor_withdraw_shm(const char *run_id, const char *arm, int rank);
 
 #endif

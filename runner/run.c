@@ -151,6 +151,18 @@ static void janitor_engine(const bk_agent_env *env, const char *arm, int lane_ra
         bk_janitor_add_shm(env->run_id, arm, lane_rank);
 }
 
+/* An engine's arm is over: its segment unlinked when it failed (it may not have), and
+ * taken back from the janitor once the engine has ended, so that the janitor's list stays
+ * short over many rounds (janitor.h: 64 paths). */
+static void engine_over(const bk_agent_env *env, const char *arm, int lane_rank,
+                        const bk_proc *p)
+{
+    if (p->exit_code != 0)
+        bk_cleanup_engine(env, arm, lane_rank);
+    if (p->done && env->backend == BK_BACKEND_CPU)
+        bk_janitor_withdraw_shm(env->run_id, arm, lane_rank);
+}
+
 /* ---- agents (every rank but 0) ---- */
 
 static void agent_arm(const bk_agent_env *env, const arm_msg *m)
@@ -211,8 +223,7 @@ static void agent_arm(const bk_agent_env *env, const arm_msg *m)
     }
     if (!bk_terminate_signal())
         wait_req(&rreq);
-    if (p.exit_code != 0)
-        bk_cleanup_engine(env, m->arm, lr);
+    engine_over(env, m->arm, lr, &p);
 }
 
 int bk_agent_loop(const bk_agent_env *env)
@@ -419,8 +430,8 @@ static bk_status run_round(bk_run *run, bk_coord *c, const bk_agent_env *env, in
             if (i != my)
                 MPI_Send(&ctrl, 1, MPI_INT32_T, a->lane[i], TAG_CTRL, MPI_COMM_WORLD);
     }
-    if (my >= 0 && own.exit_code != 0)
-        bk_cleanup_engine(env, a->name, my);
+    if (my >= 0)
+        engine_over(env, a->name, my, &own);
     (void)own_spawned;
     free(rq);
     free(reps);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "collectives/collectives.h"
 #include "runner/janitor.h"
 
 static char g_parent[256];    /* a fresh folder of the test's own */
@@ -231,6 +232,46 @@ static void test_withdraw(void **state)
     assert_int_equal(unlink(g_a), 0);
 }
 
+/* --- a cpu engine's segment: given before the spawn, taken back once the engine ended --- */
+
+static char g_seg_kept[80], g_seg_gone[80];
+
+static void seg_path(const char *arm, char *out)
+{
+    char name[BK_SHM_NAME_LEN];
+    char run_id[32];
+    snprintf(run_id, sizeof run_id, "jt%ld", (long)getpid());
+    bk_shm_name(run_id, arm, 1, name);
+    snprintf(out, 80, "/dev/shm%s", name);
+}
+
+static void rank_segments(void)
+{
+    char run_id[32];
+    snprintf(run_id, sizeof run_id, "jt%ld", (long)getppid());
+    bk_janitor_add_shm(run_id, "B", 1);
+    bk_janitor_add_shm(run_id, "C", 1);
+    bk_janitor_withdraw_shm(run_id, "B", 1); /* B's engine ended */
+    bk_janitor_add(g_sentinel);
+}
+
+static void test_segments(void **state)
+{
+    (void)state;
+    seg_path("B", g_seg_kept);
+    seg_path("C", g_seg_gone);
+    snprintf(g_sentinel, sizeof g_sentinel, "%s/sentinel", g_parent);
+    touch(g_seg_kept);
+    touch(g_seg_gone);
+    touch(g_sentinel);
+    char got[16];
+    run_rank(rank_segments, got, sizeof got);
+    assert_true(gone_soon(g_sentinel));
+    assert_false(exists(g_seg_gone));
+    assert_true(exists(g_seg_kept));
+    assert_int_equal(unlink(g_seg_kept), 0);
+}
+
 /* --- errors: the template as given, errno set --- */
 
 static void test_errors(void **state)
@@ -286,6 +327,7 @@ int main(void)
         cmocka_unit_test(test_folder_and_files_removed),
         cmocka_unit_test(test_taken_name_left_alone),
         cmocka_unit_test(test_withdraw),
+        cmocka_unit_test(test_segments),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
