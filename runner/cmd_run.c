@@ -220,6 +220,28 @@ static int verdict_exit(bk_verdict v)
          : v == BK_VERDICT_FAIL ? BK_EXIT_FAIL : BK_EXIT_NO_DECISION;
 }
 
+/* Open MPI's shared-memory segment of this rank to its janitor (janitor.h): the local rank
+ * Open MPI gave it, or this rank's place among its node's ranks when the variable is absent
+ * (a launch by srun). */
+static void janitor_mpi_segments(void)
+{
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    int local = -1;
+    if (lr && *lr) {
+        char *end;
+        long v = strtol(lr, &end, 10);
+        local = *end == '\0' && v >= 0 && v < 1 << 20 ? (int)v : -1;
+    } else {
+        MPI_Comm node;
+        if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                                &node) == MPI_SUCCESS) {
+            MPI_Comm_rank(node, &local);
+            MPI_Comm_free(&node);
+        }
+    }
+    bk_janitor_add_mpi_segments(local);
+}
+
 int bk_cmd_run(int argc, char **argv)
 {
     int rank = 0, size = 1;
@@ -230,6 +252,7 @@ int bk_cmd_run(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     signal(SIGPIPE, SIG_IGN); /* an output pipe whose mpirun is gone fails, not kills */
+    janitor_mpi_segments();
     /* A signal that came while MPI started: no run id exists yet, so there is nothing to
      * record and no engine to stop; every rank leaves with status 4 and rank 0 says why. */
     int sig = bk_terminate_signal(), any_sig = 0;

@@ -1,6 +1,7 @@
 /* janitor.c - remove a rank's private files once the rank is gone (janitor.h). */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -210,4 +211,42 @@ void bk_janitor_add_shm(const char *run_id, const char *arm, int rank)
 void bk_janitor_withdraw_shm(const char *run_id, const char *arm, int rank)
 {
     shm_rec(run_id, arm, rank, 1);
+}
+
+int bk_janitor_add_mpi_segments(int local_rank)
+{
+    static const char *const prefix[] = { "vader_segment.", "sm_segment.", NULL };
+    if (local_rank < 0)
+        return 0;
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return 0;
+    char line[PATH_BYTES + 128], suffix[16], given[4][PATH_BYTES];
+    int n = 0;
+    snprintf(suffix, sizeof suffix, ".%d", local_rank);
+    while (fgets(line, sizeof line, f) && n < 4) {
+        line[strcspn(line, "\n")] = '\0';
+        char *path = strstr(line, " /dev/shm/");
+        if (!path)
+            continue;
+        path++;
+        const char *base = path + strlen("/dev/shm/"), *end = path + strlen(path);
+        int ours = 0;
+        for (int i = 0; prefix[i]; i++)
+            ours |= strncmp(base, prefix[i], strlen(prefix[i])) == 0;
+        size_t sl = strlen(suffix);
+        struct stat sb;
+        if (!ours || (size_t)(end - base) <= sl || strcmp(end - sl, suffix) != 0 ||
+            strchr(base, '/') || stat(path, &sb) != 0 || sb.st_uid != geteuid())
+            continue;
+        int seen = 0;
+        for (int i = 0; i < n; i++)
+            seen |= strcmp(given[i], path) == 0;
+        if (seen || strlen(path) >= PATH_BYTES)
+            continue;
+        memcpy(given[n++], path, strlen(path) + 1);
+        bk_janitor_add(path);
+    }
+    fclose(f);
+    return n;
 }

@@ -45,4 +45,13 @@ void bk_janitor_add_shm(const char *run_id, const char *arm, int rank);
 /* Take that segment back once its engine has ended (it unlinked it, or its rank did). */
 void bk_janitor_withdraw_shm(const char *run_id, const char *arm, int rank);
 
+/* Open MPI's shared-memory segment of this process (local rank `local_rank` on its node):
+ * the btl's file in /dev/shm (vader_segment.*.<local rank> in Open MPI 4, sm_segment.* in
+ * 5), found among this process's mappings after MPI_Init. Open MPI unlinks it when the job
+ * ends in order; when mpirun is gone at once (a second Ctrl-C) every rank exits without
+ * that, and the 4 MiB files stay in /dev/shm until reboot (open-mpi/ompi#6322, #7394).
+ * Only a file of this user's, named for this local rank, is given (peers' segments, which
+ * every rank maps too, are their own janitors'). Returns how many were given. */
+int bk_janitor_add_mpi_segments(int local_rank);
+
 #endif

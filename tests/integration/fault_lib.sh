@@ -119,6 +119,24 @@ agent_of_first_engine() {
 
 # expect_no_private_dirs: no agent folder (plan copy, key file) and no coordinator folder
 # of this test's runs is left in $TMPDIR
+# mpi_segments: Open MPI's shared-memory segments in /dev/shm (btl vader / sm), sorted
+mpi_segments() {
+    ls /dev/shm 2>/dev/null | grep -E '^(vader|sm)_segment\.' | sort || true
+}
+
+# expect_no_new_mpi_segments BEFORE: within 5 s, no segment of Open MPI's that was not
+# there in BEFORE (mpi_segments' output before the run): the ranks' janitors remove their
+# own when Open MPI could not (janitor.h, bk_janitor_add_mpi_segments)
+expect_no_new_mpi_segments() {
+    local new i
+    for i in $(seq 50); do
+        new=$(comm -13 <(echo "$1") <(mpi_segments))
+        [ -z "$new" ] && return 0
+        sleep 0.1
+    done
+    fail "Open MPI's shared-memory segments left in /dev/shm: $(echo $new)"
+}
+
 expect_no_private_dirs() {
     local left
     left=$(ls -d "$IT_TMP"/bracket-* 2>/dev/null || true)

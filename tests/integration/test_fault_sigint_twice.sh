@@ -7,9 +7,11 @@
 # unfinished record rank 0 wrote before arm C (never the orderly terminated one): B
 # complete with its samples, C and later arms not run, NO_DECISION; `bracket score` and
 # docs/rescore.py recompute it identical; the janitors remove the ranks' private folders;
-# no rank, engine, segment or private folder is left behind.
+# no rank, engine, segment or private folder is left behind, nor Open MPI's own
+# shared-memory segments (which Open MPI leaves when mpirun ends at once).
 . "$(dirname "$0")/fault_lib.sh"
 set -e
+SEGS_BEFORE=$(mpi_segments)
 it_start sigint-twice 4 "$IT_PLAN" --set candidate.variant=slowed \
     --set 'candidate.params={"base":"shm_twopass","fraction":10}' --set workload.iters=3000
 wait_engines C 2
@@ -43,4 +45,5 @@ python3 "$BK_SOURCE_DIR/docs/rescore.py" "$RECORD" ||
 expect_no_ranks
 expect_no_leftovers
 expect_no_private_dirs
+expect_no_new_mpi_segments "$SEGS_BEFORE"
 echo "PASS: a double Ctrl-C to mpirun -> the unfinished record before arm C, nothing left behind"
