@@ -1,13 +1,17 @@
-/* cuda_nccl.c - the lane's NCCL communicator: unique id, non-blocking bounded init,
- * bounded settling of calls, abort. NVLink multicast is always off (NCCL_NVLS_ENABLE=0). */
+/* cuda_nccl.c - the lane's NCCL communicator: unique id, a blocking communicator whose
+ * init is bounded (it runs on a thread of its own), bounded settling, abort. NVLink
+ * multicast is always off (NCCL_NVLS_ENABLE=0). */
 #ifdef BK_HAVE_CUDA
 
 #include "collectives/cuda_nccl.h"
 
+#include <cuda_runtime.h>
 #include <errno.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static bk_status nvls_off(bk_err *err)
 {
@@ -29,7 +33,8 @@ bk_status bk__nccl_unique_id(unsigned char id[BK_NCCL_ID_BYTES], bk_err *err)
     return BK_OK;
 }
 
-/* Poll the communicator's state until it leaves ncclInProgress. */
+/* Poll the communicator's state until it leaves ncclInProgress (a blocking communicator
+ * never stays there: this returns at once, relaying an asynchronous error). */
 bk_status bk__nccl_settle(void *comm, double timeout_s, bk_err *err)
 {
     const uint64_t deadline = bk_now_ns() + (uint64_t)(timeout_s * 1e9);
@@ -67,29 +72,132 @@ bk_status bk__nccl_async_error(void *comm, bk_err *err)
     return BK_OK;
 }
 
+/* One communicator's init on a thread of its own. A blocking communicator, because a
+ * non-blocking one (NCCL 2.27 on) runs every collective's group launch on a new thread and
+ * returns ncclInProgress: in eager mode its host time (a thread start, the settling)
+ * would land between the step's events, at world > 1 only (at world 1 NCCL copies at
+ * once). The thread bounds the init instead: a peer that never arrives leaves it blocked,
+ * and the caller gives up after its time-out. Whoever of the two comes last frees it. */
+typedef struct init_job {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done, abandoned;
+    int device, rank, world;
+    ncclUniqueId uid;
+    ncclComm_t comm;
+    ncclResult_t r;
+    cudaError_t ce;
+} init_job;
+
+static void init_job_free(init_job *j)
+{
+    pthread_cond_destroy(&j->cv);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+}
+
+static void *init_main(void *arg)
+{
+    init_job *j = arg;
+    ncclComm_t c = NULL;
+    ncclResult_t r = ncclSystemError;
+    cudaError_t ce = cudaSetDevice(j->device); /* the device is per thread */
+    if (ce == cudaSuccess) {
+        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+        cfg.blocking = 1;
+        r = ncclCommInitRankConfig(&c, j->world, j->uid, j->rank, &cfg);
+    }
+    pthread_mutex_lock(&j->mu);
+    j->comm = c;
+    j->r = r;
+    j->ce = ce;
+    j->done = 1;
+    const int abandoned = j->abandoned;
+    pthread_cond_signal(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    if (abandoned) { /* the caller gave up: nobody will use this communicator */
+        if (c)
+            ncclCommAbort(c);
+        init_job_free(j);
+    }
+    return NULL;
+}
+
 bk_status bk__nccl_init(int rank, int world, const unsigned char id[BK_NCCL_ID_BYTES],
                         double timeout_s, void **comm, bk_err *err)
 {
-    ncclComm_t c = NULL;
-    ncclUniqueId uid;
-    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     bk_status st = nvls_off(err);
     *comm = NULL;
     if (st != BK_OK)
         return st;
-    memcpy(uid.internal, id, BK_NCCL_ID_BYTES);
-    cfg.blocking = 0;
-    ncclResult_t r = ncclCommInitRankConfig(&c, world, uid, rank, &cfg);
-    if (r != ncclSuccess && r != ncclInProgress) {
+    int device = 0;
+    cudaError_t ce = cudaGetDevice(&device);
+    if (ce != cudaSuccess)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "NCCL init: cudaGetDevice: %s",
+                       cudaGetErrorString(ce));
+    init_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "NCCL init: out of memory");
+    pthread_condattr_t ca;
+    int e = pthread_condattr_init(&ca);
+    if (e == 0) {
+        e = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        if (e == 0)
+            e = pthread_cond_init(&j->cv, &ca);
+        pthread_condattr_destroy(&ca);
+    }
+    if (e != 0) {
+        free(j);
+        return BK_FAIL(err, BK_ERR_SYSTEM, "NCCL init: pthread_cond_init: %s", strerror(e));
+    }
+    pthread_mutex_init(&j->mu, NULL);
+    j->device = device;
+    j->rank = rank;
+    j->world = world;
+    memcpy(j->uid.internal, id, BK_NCCL_ID_BYTES);
+    pthread_attr_t ta;
+    pthread_t th;
+    e = pthread_attr_init(&ta);
+    if (e == 0) {
+        pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
+        e = pthread_create(&th, &ta, init_main, j);
+        pthread_attr_destroy(&ta);
+    }
+    if (e != 0) {
+        init_job_free(j);
+        return BK_FAIL(err, BK_ERR_SYSTEM, "NCCL init: pthread_create: %s", strerror(e));
+    }
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    const double whole = timeout_s > 0 ? timeout_s : 0;
+    dl.tv_sec += (time_t)whole;
+    dl.tv_nsec += (long)((whole - (double)(time_t)whole) * 1e9);
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&j->mu);
+    while (!j->done && pthread_cond_timedwait(&j->cv, &j->mu, &dl) != ETIMEDOUT)
+        ;
+    if (!j->done) {
+        j->abandoned = 1; /* the thread frees the job if its init ever returns */
+        pthread_mutex_unlock(&j->mu);
+        return BK_FAIL(err, BK_ERR_TIMEOUT, "NCCL init (rank %d of %d) not done after %.1f s "
+                       "(a peer never arrived?)", rank, world, timeout_s);
+    }
+    pthread_mutex_unlock(&j->mu);
+    ncclComm_t c = j->comm;
+    ncclResult_t r = j->r;
+    ce = j->ce;
+    init_job_free(j);
+    if (ce != cudaSuccess)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "NCCL init: cudaSetDevice(%d): %s", device,
+                       cudaGetErrorString(ce));
+    if (r != ncclSuccess) {
         if (c)
             ncclCommAbort(c);
         return BK_FAIL(err, BK_ERR_SYSTEM, "ncclCommInitRankConfig(rank %d of %d): %s", rank,
                        world, ncclGetErrorString(r));
-    }
-    st = bk__nccl_settle(c, timeout_s, err);
-    if (st != BK_OK) {
-        ncclCommAbort(c);
-        return st;
     }
     *comm = c;
     return BK_OK;

@@ -388,7 +388,10 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
      * than B' on the H200, which a few hundred microsecond iterations did not cover. */
     if (job->shape_index == 0)
         BK_TRY(warm_alone(ctx, ctx->warm_s, err));
-    for (int i = 0; i < job->warmup; i++) {
+    /* at least one eager step before a capture: NCCL's first call on a communicator sets up
+     * its connections, which must not happen inside the capture (warmup_iters may be 0) */
+    const int warm = job->graph && job->warmup < 1 ? 1 : job->warmup;
+    for (int i = 0; i < warm; i++) {
         BK_TRY(bk_cuda_comm_barrier(ctx->comm, ctx->stream, job->timeout_s, err));
         BK_TRY(step(ctx, job, &sets.s[i % nsets], err));
         CUDA_TRY(cudaEventRecord(ev1[0], ctx->stream));
