@@ -3,6 +3,8 @@
 #ifdef BK_HAVE_CUDA
 
 #include <cuda_runtime.h>
+#include <hwloc.h>
+#include <hwloc/cudart.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +80,39 @@ static bk_status env_count(const char *name, int rank, int lo, int hi, const cha
     return BK_OK;
 }
 
+/* Pin this engine to the CPUs near its GPU (the GPU's PCI local_cpus, within the CPUs this
+ * process may use), whatever binding its rank got from the launcher: Open MPI binds by
+ * package, round robin, from 3 ranks on, which can put a rank on the far package of its
+ * GPU, and the lanes' equivalence (topology/) counts each GPU's NUMA node as its engine's.
+ * So both lanes' host work (eager launches, host waits) runs at the same distance from its
+ * GPU. Best effort: any failure leaves the inherited binding (a line on stderr when the
+ * bind itself failed). BK_CUDA_PIN=0 keeps the launcher's binding. */
+static void pin_near_gpu(int device, int rank)
+{
+    const char *env = getenv("BK_CUDA_PIN");
+    if (env && !strcmp(env, "0"))
+        return;
+    hwloc_topology_t t;
+    if (hwloc_topology_init(&t) != 0)
+        return;
+    hwloc_bitmap_t near = NULL, use = NULL;
+    if (hwloc_topology_load(t) != 0 || !(near = hwloc_bitmap_alloc()) ||
+        !(use = hwloc_bitmap_alloc()) || hwloc_cudart_get_device_cpuset(t, device, near) != 0)
+        goto out;
+    hwloc_bitmap_and(use, near, hwloc_topology_get_allowed_cpuset(t));
+    if (!hwloc_bitmap_iszero(use) && hwloc_set_cpubind(t, use, HWLOC_CPUBIND_PROCESS) != 0) {
+        char *list = NULL;
+        hwloc_bitmap_list_asprintf(&list, use);
+        fprintf(stderr, "rank %d: note: could not bind to the CPUs near GPU %d (%s); the "
+                "launcher's binding stays\n", rank, device, list ? list : "?");
+        free(list);
+    }
+out:
+    hwloc_bitmap_free(use);
+    hwloc_bitmap_free(near);
+    hwloc_topology_destroy(t);
+}
+
 static bk_status cuda_open(bk_backend_ctx **out, int rank, int world, int device, bk_err *err)
 {
     bk_status st = BK_OK;
@@ -101,6 +136,7 @@ static bk_status cuda_open(bk_backend_ctx **out, int rank, int world, int device
         goto out;
     }
     CUDA_TRY(cudaSetDevice(device));
+    pin_near_gpu(device, rank);
     CUDA_TRY(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
     BK_TRY(bk_cuda_gate_init(&ctx->gate, err));
     ctx->gated = !(getenv("BK_CUDA_GATE") && !strcmp(getenv("BK_CUDA_GATE"), "0"));
