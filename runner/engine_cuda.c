@@ -3,6 +3,7 @@
 #ifdef BK_HAVE_CUDA
 
 #include <cuda_runtime.h>
+#include <errno.h>
 #include <hwloc.h>
 #include <hwloc/cudart.h>
 #include <stdio.h>
@@ -87,9 +88,10 @@ static bk_status env_count(const char *name, int rank, int lo, int hi, const cha
  * So both lanes' host work (eager launches, host waits) runs at the same distance from its
  * GPU. Best effort: any failure leaves the inherited binding (a line on stderr when the
  * bind itself failed). BK_CUDA_PIN=0 keeps the launcher's binding. */
-static void pin_near_gpu(int device, int rank)
+static void pin_near_gpu(int device, int rank, char *pin, size_t len)
 {
     const char *env = getenv("BK_CUDA_PIN");
+    snprintf(pin, len, "%s", env && !strcmp(env, "0") ? "off" : "inherited");
     if (env && !strcmp(env, "0"))
         return;
     hwloc_topology_t t;
@@ -100,13 +102,15 @@ static void pin_near_gpu(int device, int rank)
         !(use = hwloc_bitmap_alloc()) || hwloc_cudart_get_device_cpuset(t, device, near) != 0)
         goto out;
     hwloc_bitmap_and(use, near, hwloc_topology_get_allowed_cpuset(t));
-    if (!hwloc_bitmap_iszero(use) && hwloc_set_cpubind(t, use, HWLOC_CPUBIND_PROCESS) != 0) {
-        char *list = NULL;
-        hwloc_bitmap_list_asprintf(&list, use);
-        fprintf(stderr, "rank %d: note: could not bind to the CPUs near GPU %d (%s); the "
-                "launcher's binding stays\n", rank, device, list ? list : "?");
-        free(list);
-    }
+    char list[80];
+    hwloc_bitmap_list_snprintf(list, sizeof list, use);
+    if (hwloc_bitmap_iszero(use))
+        goto out;
+    if (hwloc_set_cpubind(t, use, HWLOC_CPUBIND_PROCESS) == 0)
+        snprintf(pin, len, "near:%s", list);
+    else
+        fprintf(stderr, "rank %d: note: could not bind to the CPUs near GPU %d (%s): %s; the "
+                "launcher's binding stays\n", rank, device, list, strerror(errno));
 out:
     hwloc_bitmap_free(use);
     hwloc_bitmap_free(near);
@@ -136,7 +140,7 @@ static bk_status cuda_open(bk_backend_ctx **out, int rank, int world, int device
         goto out;
     }
     CUDA_TRY(cudaSetDevice(device));
-    pin_near_gpu(device, rank);
+    pin_near_gpu(device, rank, ctx->pin, sizeof ctx->pin);
     CUDA_TRY(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
     BK_TRY(bk_cuda_gate_init(&ctx->gate, err));
     ctx->gated = !(getenv("BK_CUDA_GATE") && !strcmp(getenv("BK_CUDA_GATE"), "0"));
@@ -588,8 +592,8 @@ static void cuda_close(bk_backend_ctx *ctx)
 static void cuda_describe(const bk_backend_ctx *ctx, char *buf, size_t len)
 {
     snprintf(buf, len, "gate=%d warmup_s=%g sets_max=%d spread=%d flush=%d fresh_graphs=%d "
-             "settle=%d pdl=%d", ctx->gated, ctx->warm_s, ctx->max_sets, ctx->spread,
-             ctx->flush != NULL, ctx->fresh_graphs, ctx->settle, bk_cuda_pdl());
+             "settle=%d pdl=%d pin=%s", ctx->gated, ctx->warm_s, ctx->max_sets, ctx->spread,
+             ctx->flush != NULL, ctx->fresh_graphs, ctx->settle, bk_cuda_pdl(), ctx->pin);
     (void)bk_env_words("NCCL_", buf, len);
 }
 

@@ -17,6 +17,8 @@ int main(void)
 #include <stddef.h>
 
 #include <cmocka.h>
+#include <hwloc.h>
+#include <hwloc/cudart.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +95,45 @@ typedef struct engine_arg {
 #define DEFAULT_SETTINGS                                                                  \
     "gate=1 warmup_s=0.5 sets_max=1024 spread=1 flush=0 fresh_graphs=1 settle=32 pdl=1"
 
+/* The engine's CPU binding (BK_CUDA_PIN): by default "pin=near:<cpus>" in its settings,
+ * and this process bound to those CPUs, all near device 0 (the GPU's local_cpus as hwloc
+ * reads them); with BK_CUDA_PIN=0, "pin=off". */
+static bk_status check_pin(const char *settings, bk_err *err)
+{
+    const char *env = getenv("BK_CUDA_PIN");
+    if (env && !strcmp(env, "0"))
+        return strstr(settings, " pin=off") ? BK_OK
+                                             : BK_FAIL(err, BK_ERR_INTERNAL, "BK_CUDA_PIN=0 "
+                                                       "but settings \"%s\"", settings);
+    const char *near = strstr(settings, " pin=near:");
+    if (!near)
+        return BK_FAIL(err, BK_ERR_INTERNAL, "engine not bound near its GPU: \"%s\"", settings);
+    bk_status st = BK_OK;
+    hwloc_topology_t t;
+    if (hwloc_topology_init(&t) != 0)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "hwloc_topology_init failed");
+    hwloc_bitmap_t gpu = hwloc_bitmap_alloc(), bound = hwloc_bitmap_alloc(),
+                   said = hwloc_bitmap_alloc();
+    char list[64];
+    size_t n = strcspn(near + 10, " ");
+    snprintf(list, sizeof list, "%.*s", (int)n, near + 10);
+    if (hwloc_topology_load(t) != 0 || !gpu || !bound || !said ||
+        hwloc_cudart_get_device_cpuset(t, 0, gpu) != 0 ||
+        hwloc_get_cpubind(t, bound, HWLOC_CPUBIND_PROCESS) != 0 ||
+        hwloc_bitmap_list_sscanf(said, list) != 0)
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "hwloc: cannot read the binding or the GPU's CPUs");
+    else if (!hwloc_bitmap_isequal(bound, said) || !hwloc_bitmap_isincluded(bound, gpu))
+        st = BK_FAIL(err, BK_ERR_INTERNAL, "engine says pin=near:%s; bound to a set %s, "
+                     "within the GPU's CPUs: %s", list,
+                     hwloc_bitmap_isequal(bound, said) ? "equal to it" : "not equal to it",
+                     hwloc_bitmap_isincluded(bound, gpu) ? "yes" : "no");
+    hwloc_bitmap_free(gpu);
+    hwloc_bitmap_free(bound);
+    hwloc_bitmap_free(said);
+    hwloc_topology_destroy(t);
+    return st;
+}
+
 static int engine_rank(int rank, int world, lane_shm *shm, void *argp)
 {
     const engine_arg *a = argp;
@@ -120,6 +161,7 @@ static int engine_rank(int rank, int world, lane_shm *shm, void *argp)
                      settings, a->settings ? a->settings : DEFAULT_SETTINGS);
         goto out;
     }
+    BK_TRY(check_pin(settings, err));
     BK_TRY(be->comm_create(ctx, "test", "C",
                            bk_ar_rmsnorm_cuda_peer_bytes(a->shape.tokens, a->shape.hidden), blob,
                            &len, err));
@@ -314,12 +356,13 @@ static void test_engine_packed_sets_flushed(void **state)
 
 /* The other tests launch the IPC kernels and the norm with programmatic dependent launch
  * (the default); this one, two ranks of the IPC one-shot in graph mode, without it
- * (BK_CUDA_PDL=0): every sample, the audit within tolerance, and the settings say pdl=0. */
+ * (BK_CUDA_PDL=0), and without binding to the CPUs near the GPU (BK_CUDA_PIN=0): every
+ * sample, the audit within tolerance, and the settings say pdl=0 pin=off. */
 static void test_engine_no_pdl_world2(void **state)
 {
     (void)state;
-    static const char *const env[] = {"BK_CUDA_PDL", "0", NULL};
-    oneshot_env_world2("pdl=0", env);
+    static const char *const env[] = {"BK_CUDA_PDL", "0", "BK_CUDA_PIN", "0", NULL};
+    oneshot_env_world2("pdl=0 pin=off", env);
 }
 
 /* The other graph-mode tests run the default: 32 untimed settle batches of 64 steps, then
