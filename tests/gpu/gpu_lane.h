@@ -185,6 +185,15 @@ static inline bk_status lane_exchange(lane_shm *shm, int rank, const void *blob,
     return BK_OK;
 }
 
+/* The GPU of lane rank `rank`: rank modulo the visible GPUs, so that on a machine of
+ * several GPUs a lane's ranks cross GPUs (peer access over NVLink or PCIe) and on one GPU
+ * they all share device 0 (CUDA IPC on one device). 0 when the count cannot be read. */
+static inline int lane_device(int rank)
+{
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0 ? rank % n : 0;
+}
+
 /* This rank's side of the lane communicator on `device` with `peer_bytes` of peer memory:
  * created, its blob exchanged with the lane's (lane_exchange), connected; every wait bounded
  * by timeout_s. *comm is set from creation on, so the caller destroys it on any failure. */

@@ -1,6 +1,6 @@
 /* test_cuda_ipc.c - the cuda variants on real GPUs: 1, 2, 4 and 8 processes meeting through
- * CUDA IPC (all on one GPU when only one exists) match the float64 reference for both
- * fused variants, eager and graph, bitwise equal across ranks and modes; their kernels wait
+ * CUDA IPC (rank modulo the GPUs: all on one GPU when only one exists) match the float64
+ * reference for both fused variants, eager and graph, bitwise equal across ranks and modes; their kernels wait
  * for the kernel before them (programmatic dependent launch) before any load; NCCL at world 1,
  * and at worlds 2, 4 and 8 with each rank a host of its own (root only); a lane of 16 with
  * NCCL alone; a peer that never arrives ends in a time-out error, not a hang. */
@@ -60,8 +60,8 @@ static int variants_rank(int rank, int world, lane_shm *shm, void *argp)
     bk_cuda_comm *comm = NULL;
     int check = 0;
     bk_err_clear(err);
-    BK_TRY(lane_comm_up(shm, rank, world, 0, bk_ar_rmsnorm_cuda_peer_bytes(512, 16384),
-                        g_timeout_s, &comm, err));
+    BK_TRY(lane_comm_up(shm, rank, world, lane_device(rank),
+                        bk_ar_rmsnorm_cuda_peer_bytes(512, 16384), g_timeout_s, &comm, err));
     for (int vi = 0; vi < arg->nvariants; vi++) {
         const bk_variant *v = arg->variants[vi];
         for (int s = 0; s < NSHAPES; s++) {
@@ -264,8 +264,8 @@ static int pdl_rank(int rank, int world, lane_shm *shm, void *argp)
         st = BK_FAIL(err, BK_ERR_INTERNAL, "programmatic dependent launch is off (BK_CUDA_PDL?)");
         goto out;
     }
-    BK_TRY(lane_comm_up(shm, rank, world, 0, bk_ar_rmsnorm_cuda_peer_bytes(64, 16384),
-                        g_timeout_s, &comm, err));
+    BK_TRY(lane_comm_up(shm, rank, world, lane_device(rank),
+                        bk_ar_rmsnorm_cuda_peer_bytes(64, 16384), g_timeout_s, &comm, err));
     for (int vi = 0; vi < arg->nvariants; vi++) {
         const bk_variant *v = arg->variants[vi];
         for (int s = 0; s < NPDL; s++) {
@@ -347,8 +347,8 @@ static int hang_rank(int rank, int world, lane_shm *shm, void *argp)
     lane_tensors lt;
     memset(&lt, 0, sizeof(lt));
     bk_err_clear(err);
-    BK_TRY(lane_comm_up(shm, rank, world, 0, bk_ar_rmsnorm_cuda_peer_bytes(8, 4096),
-                        g_timeout_s, &comm, err));
+    BK_TRY(lane_comm_up(shm, rank, world, lane_device(rank),
+                        bk_ar_rmsnorm_cuda_peer_bytes(8, 4096), g_timeout_s, &comm, err));
     if (rank == 0) {
         BK_TRY(lt_alloc(&lt, 8, 4096, err));
         BK_TRY(lt_inputs(&lt, 7, rank, world, err));
@@ -377,7 +377,8 @@ out:
 /* A lane of 16 (past the 8 whose peer memory is mapped; NCCL alone serves such a lane,
  * e.g. TP 16 over two 8-GPU hosts): every rank creates and connects its side without
  * opening a handle, says why it has no peer memory, and the IPC variants refuse it. Here
- * the 16 share one GPU on one host, so NCCL is skipped too and the lane barrier says both
+ * the 16 share this host's GPUs (rank modulo their count, 8 at most, so some two share
+ * one), so NCCL is skipped too and the lane barrier says both
  * reasons; across hosts the barrier is NCCL's (tests/gpu/test_hosts_cuda.sh). */
 static int wide_rank(int rank, int world, lane_shm *shm, void *argp)
 {
@@ -388,8 +389,8 @@ static int wide_rank(int rank, int world, lane_shm *shm, void *argp)
     lane_tensors lt;
     memset(&lt, 0, sizeof(lt));
     bk_err_clear(err);
-    BK_TRY(lane_comm_up(shm, rank, world, 0, bk_ar_rmsnorm_cuda_peer_bytes(8, 4096),
-                        g_timeout_s, &comm, err));
+    BK_TRY(lane_comm_up(shm, rank, world, lane_device(rank),
+                        bk_ar_rmsnorm_cuda_peer_bytes(8, 4096), g_timeout_s, &comm, err));
     char want[128];
     snprintf(want, sizeof(want), "a lane of %d ranks (peer memory is mapped for lanes of up "
              "to 8)", world);

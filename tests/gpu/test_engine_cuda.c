@@ -96,9 +96,9 @@ typedef struct engine_arg {
     "gate=1 warmup_s=0.5 sets_max=1024 spread=1 flush=0 fresh_graphs=1 settle=32 pdl=1"
 
 /* The engine's CPU binding (BK_CUDA_PIN): by default "pin=near:<cpus>" in its settings,
- * and this process bound to those CPUs, all near device 0 (the GPU's local_cpus as hwloc
+ * and this process bound to those CPUs, all near its device (the GPU's local_cpus as hwloc
  * reads them); with BK_CUDA_PIN=0, "pin=off". */
-static bk_status check_pin(const char *settings, bk_err *err)
+static bk_status check_pin(const char *settings, int device, bk_err *err)
 {
     const char *env = getenv("BK_CUDA_PIN");
     if (env && !strcmp(env, "0"))
@@ -118,7 +118,7 @@ static bk_status check_pin(const char *settings, bk_err *err)
     size_t n = strcspn(near + 10, " ");
     snprintf(list, sizeof list, "%.*s", (int)n, near + 10);
     if (hwloc_topology_load(t) != 0 || !gpu || !bound || !said ||
-        hwloc_cudart_get_device_cpuset(t, 0, gpu) != 0 ||
+        hwloc_cudart_get_device_cpuset(t, device, gpu) != 0 ||
         hwloc_get_cpubind(t, bound, HWLOC_CPUBIND_PROCESS) != 0 ||
         hwloc_bitmap_list_sscanf(said, list) != 0)
         st = BK_FAIL(err, BK_ERR_SYSTEM, "hwloc: cannot read the binding or the GPU's CPUs");
@@ -153,7 +153,7 @@ static int engine_rank(int rank, int world, lane_shm *shm, void *argp)
     const size_t n = (size_t)(a->shape.tokens * a->shape.hidden);
     double *ref_ro = malloc(n * sizeof(double)), *ref_out = malloc(n * sizeof(double));
     bk_err_clear(err);
-    BK_TRY(be->open(&ctx, rank, world, 0, err));
+    BK_TRY(be->open(&ctx, rank, world, lane_device(rank), err));
     char settings[512];
     be->describe(ctx, settings, sizeof settings);
     if (!strstr(settings, a->settings ? a->settings : DEFAULT_SETTINGS)) {
@@ -161,7 +161,7 @@ static int engine_rank(int rank, int world, lane_shm *shm, void *argp)
                      settings, a->settings ? a->settings : DEFAULT_SETTINGS);
         goto out;
     }
-    BK_TRY(check_pin(settings, err));
+    BK_TRY(check_pin(settings, lane_device(rank), err));
     BK_TRY(be->comm_create(ctx, "test", "C",
                            bk_ar_rmsnorm_cuda_peer_bytes(a->shape.tokens, a->shape.hidden), blob,
                            &len, err));
