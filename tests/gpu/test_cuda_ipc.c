@@ -1,9 +1,10 @@
 /* test_cuda_ipc.c - the cuda variants on real GPUs: 1, 2, 4 and 8 processes meeting through
  * CUDA IPC (rank modulo the GPUs: all on one GPU when only one exists) match the float64
- * reference for both fused variants, eager and graph, bitwise equal across ranks and modes; their kernels wait
- * for the kernel before them (programmatic dependent launch) before any load; NCCL at world 1,
- * and at worlds 2, 4 and 8 with each rank a host of its own (root only); a lane of 16 with
- * NCCL alone; a peer that never arrives ends in a time-out error, not a hang. */
+ * reference for both fused variants, eager and graph, bitwise equal across ranks and modes;
+ * their kernels wait for the kernel before them (programmatic dependent launch) before any
+ * load; NCCL at world 1, and at worlds 2, 4 and 8 with each rank a host of its own (root
+ * only); a lane of 16 with NCCL alone; a peer that never arrives ends in a time-out error,
+ * not a hang. */
 
 #ifndef BK_HAVE_CUDA
 /* Built without the CUDA toolkit: nothing to run. */
