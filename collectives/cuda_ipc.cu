@@ -222,6 +222,21 @@ extern "C" bk_status bk_cuda_comm_connect(bk_cuda_comm *c, const void *const *bl
                  "one GPU per rank)", where.pair_a, where.pair_b, o->bus[where.pair_b]);
     } else {
         BK_TRY(bk__nccl_init(c->rank, c->world, o->nccl_id, timeout_s, &c->nccl, err));
+        /* Peer memory is used by every rank of the lane or by none: a rank that could not
+         * map a peer's (a mapping can fail on one side only) would otherwise run the NCCL
+         * barrier while the others run the IPC one, and the lane would wait out its
+         * time-out. The lane's NCCL agrees on it (no NCCL: the ranks share GPUs). */
+        int all = c->have_p2p;
+        if (c->world > 1 && (st = bk__nccl_min_i32(c->nccl, &all, timeout_s, err)) != BK_OK) {
+            bk__nccl_abort(c->nccl);
+            c->nccl = NULL;
+            goto out;
+        }
+        if (c->have_p2p && !all) {
+            c->have_p2p = 0;
+            snprintf(c->p2p_why, sizeof(c->p2p_why), "another rank of the lane cannot map a "
+                     "peer's memory (that rank's own reason names the GPUs)");
+        }
     }
 out:
     return st;

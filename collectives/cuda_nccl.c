@@ -216,6 +216,69 @@ bk_status bk_nccl_allreduce_bf16(void *comm, const void *send, void *recv, size_
     return BK_OK;
 }
 
+bk_status bk__nccl_min_i32(void *comm, int *value, double timeout_s, bk_err *err)
+{
+    bk_status st = BK_OK;
+    int32_t *d = NULL;
+    cudaStream_t s = NULL;
+    cudaEvent_t ev = NULL;
+    if (cudaMalloc((void **)&d, sizeof *d) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) {
+        (void)cudaGetLastError();
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "NCCL min: cannot allocate its word, stream or event");
+        goto out;
+    }
+    const int32_t v = *value;
+    if (cudaMemcpyAsync(d, &v, sizeof v, cudaMemcpyHostToDevice, s) != cudaSuccess) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "NCCL min: cudaMemcpyAsync failed");
+        goto out;
+    }
+    ncclResult_t r = ncclAllReduce(d, d, 1, ncclInt32, ncclMin, (ncclComm_t)comm, s);
+    if (r == ncclInProgress) {
+        if ((st = bk__nccl_settle(comm, timeout_s, err)) != BK_OK)
+            goto out;
+    } else if (r != ncclSuccess) {
+        st = BK_FAIL(err, BK_ERR_PEER, "ncclAllReduce(min): %s (%s)", ncclGetErrorString(r),
+                     ncclGetLastError((ncclComm_t)comm));
+        goto out;
+    }
+    int32_t got = 0;
+    if (cudaMemcpyAsync(&got, d, sizeof got, cudaMemcpyDeviceToHost, s) != cudaSuccess ||
+        cudaEventRecord(ev, s) != cudaSuccess) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "NCCL min: cannot copy the result back");
+        goto out;
+    }
+    /* bounded: a peer that never joins the sum leaves the event pending */
+    const uint64_t deadline = bk_now_ns() + (uint64_t)(timeout_s * 1e9);
+    cudaError_t q;
+    while ((q = cudaEventQuery(ev)) == cudaErrorNotReady) {
+        if ((st = bk__nccl_async_error(comm, err)) != BK_OK)
+            goto out;
+        if (bk_now_ns() > deadline) {
+            st = BK_FAIL(err, BK_ERR_TIMEOUT, "NCCL min: not done after %.1f s (a peer never "
+                         "arrived?)", timeout_s);
+            goto out;
+        }
+        bk_sleep_ns(20000);
+    }
+    if (q != cudaSuccess) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "NCCL min: %s", cudaGetErrorString(q));
+        goto out;
+    }
+    *value = got;
+out:
+    /* after a time-out the caller aborts the communicator; the stream is left to the
+     * process's end then (destroying it would wait for NCCL's pending kernel) */
+    if (ev && st == BK_OK)
+        (void)cudaEventDestroy(ev);
+    if (s && st == BK_OK)
+        (void)cudaStreamDestroy(s);
+    if (d && st == BK_OK)
+        (void)cudaFree(d);
+    return st;
+}
+
 void bk__nccl_abort(void *comm)
 {
     if (comm)

@@ -30,6 +30,10 @@ bk_status bk__nccl_settle(void *comm, double timeout_s, bk_err *err);
 /* BK_ERR_PEER when NCCL reports an asynchronous error, else BK_OK. */
 bk_status bk__nccl_async_error(void *comm, bk_err *err);
 
+/* The minimum of every rank's *value, into *value: one int32 allreduce on a stream of its
+ * own, waited for with a bound (BK_ERR_TIMEOUT: abort the communicator then). */
+bk_status bk__nccl_min_i32(void *comm, int *value, double timeout_s, bk_err *err);
+
 void bk__nccl_abort(void *comm);
 void bk__nccl_destroy(void *comm);
 
