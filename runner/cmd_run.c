@@ -209,6 +209,10 @@ static void run_arms(bk_run *run, bk_coord *coord, const bk_agent_env *env, int 
         }
         if (write_unfinished(run, coord, idx) == 0)
             *unfinished_at = idx;
+        if (bk_terminate_signal()) { /* came during that write: no engine of idx spawned */
+            bk_run_stopped_before(bk_terminate_name(), idx, run->stopped, sizeof run->stopped);
+            return;
+        }
         if (run_one(run, coord, env, idx) != 0)
             return;
     }
