@@ -287,15 +287,13 @@ void bk__nccl_abort(void *comm)
 
 void bk__nccl_destroy(void *comm)
 {
-    if (!comm)
-        return;
-    /* Finalize flushes outstanding work; bounded (a dead peer -> abort). */
-    ncclResult_t r = ncclCommFinalize((ncclComm_t)comm);
-    if ((r == ncclSuccess || r == ncclInProgress) && bk__nccl_settle(comm, 5.0, NULL) == BK_OK) {
-        ncclCommDestroy((ncclComm_t)comm);
-        return;
-    }
-    ncclCommAbort((ncclComm_t)comm);
+    /* Abort, not finalize + destroy: on a blocking communicator ncclCommFinalize waits for
+     * the peers, unbounded, and a peer that died after its last collective would leave this
+     * engine waiting until the arm's time-out kills it. The caller has waited for all its
+     * work (the stream synchronised), so nothing is left to flush; abort frees the same
+     * resources without meeting the peers. */
+    if (comm)
+        ncclCommAbort((ncclComm_t)comm);
 }
 
 #else

@@ -35,6 +35,8 @@ bk_status bk__nccl_async_error(void *comm, bk_err *err);
 bk_status bk__nccl_min_i32(void *comm, int *value, double timeout_s, bk_err *err);
 
 void bk__nccl_abort(void *comm);
+/* The communicator's end: an abort (bounded; never waits for the peers), after the caller
+ * has waited for its work. */
 void bk__nccl_destroy(void *comm);
 
 /* In-place-or-not bf16 sum allreduce of `count` elements on `stream` (capturable). */
