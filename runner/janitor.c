@@ -1,7 +1,6 @@
 /* janitor.c - remove a rank's private files once the rank is gone (janitor.h). */
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -159,8 +158,12 @@ int bk_janitor_mkdtemp(char *tmpl, const char *const *files)
     char *x = tmpl + len - 6;
     for (int attempt = 0; attempt < 100; attempt++) {
         unsigned char rnd[6];
-        if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+        if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+            int e = errno;
+            memcpy(x, "XXXXXX", 6);
+            errno = e;
             return -1;
+        }
         for (int i = 0; i < 6; i++)
             x[i] = abc[rnd[i] % (sizeof abc - 1)];
         /* the files first, the folder last (the janitor removes them in this order), all
