@@ -76,8 +76,9 @@ bk_status bk__nccl_async_error(void *comm, bk_err *err)
  * non-blocking one (NCCL 2.28 here, earlier releases alike) runs every collective's group
  * launch on a new thread and returns ncclInProgress: in eager mode its host time (a
  * thread start, the settling) would land between the step's events, at world > 1 only
- * (at world 1 NCCL copies at once). The thread bounds the init instead: a peer that never arrives leaves it blocked,
- * and the caller gives up after its time-out. Whoever of the two comes last frees it. */
+ * (at world 1 NCCL copies at once). The thread bounds the init instead: a peer that never
+ * arrives leaves it blocked, and the caller gives up after its time-out. Whoever of the
+ * two comes last frees it. */
 typedef struct init_job {
     pthread_mutex_t mu;
     pthread_cond_t cv;
