@@ -68,15 +68,6 @@ static const char *cerr(const cuda_api *a, int r)
     return s ? s : "unknown CUDA error";
 }
 
-static int norm_bus(const char *in, char *out, size_t n)
-{
-    unsigned d, b, dev, f;
-    if (sscanf(in, "%x:%x:%x.%x", &d, &b, &dev, &f) != 4)
-        return -1;
-    snprintf(out, n, "%04x:%02x:%02x.%x", d, b, dev, f);
-    return 0;
-}
-
 /* Device `ordinal`'s PCI bus id, normalised, into bus: 0; else 1 (the CUDA call failed) or 2
  * (it answered in a form we do not know), with why saying so. */
 static int bus_of(const cuda_api *a, int ordinal, char *bus, size_t n, char *why, size_t wn)
@@ -87,7 +78,7 @@ static int bus_of(const cuda_api *a, int ordinal, char *bus, size_t n, char *why
         snprintf(why, wn, "cudaDeviceGetPCIBusId(%d): %s", ordinal, cerr(a, r));
         return 1;
     }
-    if (norm_bus(raw, bus, n) != 0) {
+    if (bk_pci_bus_norm(raw, bus, n) != 0) {
         snprintf(why, wn, "cudaDeviceGetPCIBusId(%d): unexpected \"%.63s\"", ordinal, raw);
         return 2;
     }

@@ -47,16 +47,6 @@ static const char *nerr(const nvml_api *a, nvml_ret r)
     return s ? s : "unknown NVML error";
 }
 
-/* "00000000:1A:00.0" -> "0000:1a:00.0"; 0 on success. */
-static int norm_bus(const char *in, char *out, size_t n)
-{
-    unsigned d, b, dev, f;
-    if (sscanf(in, "%x:%x:%x.%x", &d, &b, &dev, &f) != 4)
-        return -1;
-    snprintf(out, n, "%04x:%02x:%02x.%x", d, b, dev, f);
-    return 0;
-}
-
 #define SYM(field, name, required)                                                                 \
     do {                                                                                           \
         *(void **)(&a->field) = dlsym(a->lib, name);                                               \
@@ -119,7 +109,7 @@ static void add_missing_gpus(nvml_api *a, bk_topo_host *h, nvml_device *dev)
         nvml_pci_info pi;
         char bus[32];
         if (a->by_index(i, &d) != NVML_OK || a->pci(d, &pi) != NVML_OK ||
-            norm_bus(pi.bus_id, bus, sizeof bus) != 0)
+            bk_pci_bus_norm(pi.bus_id, bus, sizeof bus) != 0)
             continue;
         int known = 0;
         for (int g = 0; g < h->ngpus && !known; g++)
@@ -172,7 +162,7 @@ static void nvlinks(nvml_api *a, bk_topo_host *h, nvml_device *dev)
                 continue;
             }
             if (a->link_remote_pci(dev[i], l, &pi) != NVML_OK ||
-                norm_bus(pi.bus_id, bus, sizeof bus) != 0)
+                bk_pci_bus_norm(pi.bus_id, bus, sizeof bus) != 0)
                 continue;
             int j = 0;
             while (j < h->ngpus && strcmp(h->gpus[j].bus_id, bus))

@@ -37,6 +37,15 @@ static int is_nic(hwloc_obj_t o)
     return cls == 0x0200 || cls == 0x0207;
 }
 
+int bk_pci_bus_norm(const char *in, char *out, size_t n)
+{
+    unsigned d, b, dev, f;
+    if (sscanf(in, "%x:%x:%x.%x", &d, &b, &dev, &f) != 4)
+        return -1;
+    snprintf(out, n, "%04x:%02x:%02x.%x", d, b, dev, f);
+    return 0;
+}
+
 static void bus_id(hwloc_obj_t o, char *buf, size_t n)
 {
     snprintf(buf, n, "%04x:%02x:%02x.%01x", o->attr->pcidev.domain, o->attr->pcidev.bus,

@@ -123,6 +123,10 @@ bk_status bk_topo_probe_synthetic(const char *desc, bk_topo **out, bk_err *err);
 bk_status bk_topo_probe_nvml(bk_topo_host *h, bk_err *err);
 /* CUDA runtime pass: cuda_index per GPU, peer access and P2P rank; notes when absent. */
 bk_status bk_topo_probe_cuda(bk_topo_host *h, bk_err *err);
+/* A PCI bus id in the form every source here uses, "0000:1a:00.0" (lower case, 4-digit
+ * domain), from the forms NVML ("00000000:1A:00.0") and CUDA ("0000:1A:00.0") give; 0 on
+ * success, -1 when `in` is no bus id. */
+int bk_pci_bus_norm(const char *in, char *out, size_t n);
 /* PCI bus id ("0000:18:00.0") of CUDA device `ordinal` as this process sees it
  * (after CUDA_VISIBLE_DEVICES). BK_ERR_UNSUPPORTED without a CUDA runtime. */
 bk_status bk_cuda_bus_id(int ordinal, char *buf, size_t n, bk_err *err);
