@@ -572,10 +572,21 @@ static void cuda_close(bk_backend_ctx *ctx)
          * rank's payload then): the last call of a fast rank can end while a slower GPU
          * still reads its memory. One more lane barrier before the memory is freed, so
          * no peer touches it after (their writes into it land before we pass). */
+        cudaEvent_t ev = NULL;
         if (ctx->quiesce && ctx->comm) {
             bk_err berr = { 0 };
             (void)bk_cuda_comm_barrier(ctx->comm, ctx->stream, BK_CLOSE_BARRIER_S, &berr);
         }
+        /* Bounded: on a lane whose barrier is NCCL's, a peer that skipped this barrier (its
+         * last shape failed) would leave the allreduce waiting for ever; the wait aborts
+         * NCCL after the bound, and the stream then drains. */
+        if (ctx->comm && cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) == cudaSuccess &&
+            cudaEventRecord(ev, ctx->stream) == cudaSuccess) {
+            bk_err werr = { 0 };
+            (void)bk_cuda_comm_wait(ctx->comm, ev, BK_CLOSE_BARRIER_S + 1, &werr);
+        }
+        if (ev)
+            (void)cudaEventDestroy(ev);
         (void)cudaStreamSynchronize(ctx->stream);
     }
     bk_cuda_comm_destroy(ctx->comm);
