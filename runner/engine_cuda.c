@@ -399,6 +399,22 @@ out:
     return st;
 }
 
+/* Let the stream drain, bounded: what NCCL has on it may wait for a peer that is gone, so
+ * after `seconds` without progress NCCL is aborted (bk_cuda_comm_wait), and its kernels, like
+ * ours (their waits time out), then end. */
+static void drain(bk_backend_ctx *ctx, double seconds)
+{
+    cudaEvent_t ev = NULL;
+    if (ctx->comm && cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) == cudaSuccess &&
+        cudaEventRecord(ev, ctx->stream) == cudaSuccess) {
+        bk_err err = { 0 };
+        (void)bk_cuda_comm_wait(ctx->comm, ev, seconds, &err);
+    }
+    if (ev)
+        (void)cudaEventDestroy(ev);
+    (void)cudaStreamSynchronize(ctx->stream);
+}
+
 static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, bk_err *err)
 {
     bk_status st = BK_OK;
@@ -515,7 +531,7 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
 out:
     ctx->quiesce = st == BK_OK;
     if (st != BK_OK)
-        (void)cudaStreamSynchronize(ctx->stream); /* bounded: device waits time out */
+        drain(ctx, wait_s); /* NCCL's work may wait for a peer that is gone */
     for (int j = 0; j < nev; j++) {
         (void)cudaEventDestroy(ev0[j]);
         (void)cudaEventDestroy(ev1[j]);
@@ -572,22 +588,13 @@ static void cuda_close(bk_backend_ctx *ctx)
          * rank's payload then): the last call of a fast rank can end while a slower GPU
          * still reads its memory. One more lane barrier before the memory is freed, so
          * no peer touches it after (their writes into it land before we pass). */
-        cudaEvent_t ev = NULL;
         if (ctx->quiesce && ctx->comm) {
             bk_err berr = { 0 };
             (void)bk_cuda_comm_barrier(ctx->comm, ctx->stream, BK_CLOSE_BARRIER_S, &berr);
         }
-        /* Bounded: on a lane whose barrier is NCCL's, a peer that skipped this barrier (its
-         * last shape failed) would leave the allreduce waiting for ever; the wait aborts
-         * NCCL after the bound, and the stream then drains. */
-        if (ctx->comm && cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) == cudaSuccess &&
-            cudaEventRecord(ev, ctx->stream) == cudaSuccess) {
-            bk_err werr = { 0 };
-            (void)bk_cuda_comm_wait(ctx->comm, ev, BK_CLOSE_BARRIER_S + 1, &werr);
-        }
-        if (ev)
-            (void)cudaEventDestroy(ev);
-        (void)cudaStreamSynchronize(ctx->stream);
+        /* on a lane whose barrier is NCCL's, a peer that skipped this barrier (its last
+         * shape failed) would leave the allreduce waiting for ever */
+        drain(ctx, BK_CLOSE_BARRIER_S + 1);
     }
     bk_cuda_comm_destroy(ctx->comm);
     bk_cuda_gate_free(&ctx->gate);
