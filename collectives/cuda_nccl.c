@@ -220,18 +220,19 @@ bk_status bk_nccl_allreduce_bf16(void *comm, const void *send, void *recv, size_
 bk_status bk__nccl_min_i32(void *comm, int *value, double timeout_s, bk_err *err)
 {
     bk_status st = BK_OK;
-    int32_t *d = NULL;
+    int32_t *d = NULL, *h = NULL; /* h pinned: a copy to pageable memory would block here */
     cudaStream_t s = NULL;
     cudaEvent_t ev = NULL;
     if (cudaMalloc((void **)&d, sizeof *d) != cudaSuccess ||
+        cudaMallocHost((void **)&h, sizeof *h) != cudaSuccess ||
         cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess ||
         cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) {
         (void)cudaGetLastError();
         st = BK_FAIL(err, BK_ERR_SYSTEM, "NCCL min: cannot allocate its word, stream or event");
         goto out;
     }
-    const int32_t v = *value;
-    if (cudaMemcpyAsync(d, &v, sizeof v, cudaMemcpyHostToDevice, s) != cudaSuccess) {
+    *h = *value;
+    if (cudaMemcpyAsync(d, h, sizeof *h, cudaMemcpyHostToDevice, s) != cudaSuccess) {
         st = BK_FAIL(err, BK_ERR_SYSTEM, "NCCL min: cudaMemcpyAsync failed");
         goto out;
     }
@@ -244,8 +245,7 @@ bk_status bk__nccl_min_i32(void *comm, int *value, double timeout_s, bk_err *err
                      ncclGetLastError((ncclComm_t)comm));
         goto out;
     }
-    int32_t got = 0;
-    if (cudaMemcpyAsync(&got, d, sizeof got, cudaMemcpyDeviceToHost, s) != cudaSuccess ||
+    if (cudaMemcpyAsync(h, d, sizeof *h, cudaMemcpyDeviceToHost, s) != cudaSuccess ||
         cudaEventRecord(ev, s) != cudaSuccess) {
         st = BK_FAIL(err, BK_ERR_SYSTEM, "NCCL min: cannot copy the result back");
         goto out;
@@ -267,7 +267,7 @@ bk_status bk__nccl_min_i32(void *comm, int *value, double timeout_s, bk_err *err
         st = BK_FAIL(err, BK_ERR_SYSTEM, "NCCL min: %s", cudaGetErrorString(q));
         goto out;
     }
-    *value = got;
+    *value = *h;
 out:
     /* after a time-out the caller aborts the communicator; the stream is left to the
      * process's end then (destroying it would wait for NCCL's pending kernel) */
@@ -277,6 +277,8 @@ out:
         (void)cudaStreamDestroy(s);
     if (d && st == BK_OK)
         (void)cudaFree(d);
+    if (h && st == BK_OK)
+        (void)cudaFreeHost(h);
     return st;
 }
 
