@@ -35,8 +35,9 @@
 # torch.compile beside ours on the same tensors), waves (every lean configuration beside the
 # default where the rule's waves switch, and at hidden sizes only the device's counts
 # reach), ipc (nccl_then_rmsnorm
-# against the two IPC variants across GPUs at worlds 2, 4, 8 as far as the machine's GPUs go;
-# skipped on a one-GPU machine), sanitize (GPU test programs under compute-sanitizer: memcheck
+# against the two IPC variants across GPUs at worlds 2, 4, 8 as far as the machine's GPUs go,
+# then the goal's rows up to 32 tokens without programmatic dependent launch; on a one-GPU
+# machine a smoke run of the program, two ranks sharing the GPU), sanitize (GPU test programs under compute-sanitizer: memcheck
 # with leak check, racecheck, synccheck, initcheck, forked children followed; a line per run
 # with the exit status and the tool's error summary, logs in $OUT/sanitize-TEST-TOOL.log),
 # asan (the GPU tests on a build of the host code with AddressSanitizer and UBSan).
@@ -129,14 +130,23 @@ for s in $steps; do
     # no GPUs of their own for IPC; the bench counts what CUDA shows this process (after
     # CUDA_VISIBLE_DEVICES) and skips a world it cannot place with exit 77: not a failure
     ngpu=$(nvidia-smi -L | grep -c '^GPU ')
+    ipc_bench() { # each run bounded: a hang must not take a short loan with it
+      timeout -k 5 300 "$build/tests/bench_ipc_allreduce" "$@" 2>&1 | tee -a "$out/bench_ipc_allreduce.txt"
+      r=${PIPESTATUS[0]}
+      [ "$r" = 0 ] || [ "$r" = 77 ] || rc=1
+    }
+    if [ "$ngpu" -lt 2 ]; then
+      # one GPU: the program itself, two ranks sharing it (its checks, not its times)
+      ipc_bench --world 2 --hidden 4096 --max-tokens 64 --shared-gpu
+    fi
     for w in 2 4 8; do
       [ "$w" -le "$ngpu" ] || { echo "ipc: world $w needs $w GPUs, have $ngpu: skipped"; continue; }
       for h in 4096 6144 8192; do # 6144: the TP 8 goal's shape (8 x 6144)
-        "$build/tests/bench_ipc_allreduce" --world "$w" --hidden "$h" --max-tokens 8192 2>&1 \
-          | tee -a "$out/bench_ipc_allreduce.txt"
-        r=${PIPESTATUS[0]}
-        [ "$r" = 0 ] || [ "$r" = 77 ] || rc=1
+        ipc_bench --world "$w" --hidden "$h" --max-tokens 8192
       done
+      # the goal's small rows again without programmatic dependent launch: in a model the
+      # kernel before the allreduce does not release early, as a chain of these calls does
+      BK_CUDA_PDL=0 ipc_bench --world "$w" --hidden 6144 --max-tokens 32
     done
     ;;
   sanitize)

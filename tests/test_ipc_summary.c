@@ -102,12 +102,33 @@ static void test_print(void **state)
                                 "(goal 6 us at TP 8: met)"));
 }
 
+/* The goal's shape without an IPC time at 8 tokens: said to be unmeasured, never met. */
+static void test_print_unmeasured(void **state)
+{
+    (void)state;
+    double t[ROWS * IPC_NVAR];
+    ipc_summary s;
+    char buf[2048] = "";
+    fill(t);
+    t[3 * IPC_NVAR + IPC_ONESHOT] = -1;
+    t[3 * IPC_NVAR + IPC_TWOSHOT] = -1;
+    ipc_summarize(t, ROWS, &s);
+    FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+    assert_non_null(f);
+    ipc_summary_print(f, &s, 8, 6144);
+    fclose(f);
+    print_message("%s", buf);
+    assert_non_null(strstr(buf, "8 tokens: no IPC variant ran (goal 6 us at TP 8: unmeasured)"));
+    assert_null(strstr(buf, ": met)"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crossovers),
         cmocka_unit_test(test_missing_rows),
         cmocka_unit_test(test_print),
+        cmocka_unit_test(test_print_unmeasured),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
