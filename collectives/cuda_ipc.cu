@@ -311,6 +311,21 @@ out:
     return st;
 }
 
+extern "C" bk_status bk_cuda_comm_sync(bk_cuda_comm *c, void *stream, double timeout_s,
+                                       bk_err *err)
+{
+    cudaEvent_t ev;
+    if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: cudaEventCreate failed", c->rank);
+    bk_status st = BK_OK;
+    if (cudaEventRecord(ev, (cudaStream_t)stream) != cudaSuccess)
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: cudaEventRecord failed", c->rank);
+    else
+        st = bk_cuda_comm_wait(c, ev, timeout_s, err);
+    (void)cudaEventDestroy(ev);
+    return st;
+}
+
 extern "C" void bk_cuda_comm_destroy(bk_cuda_comm *c)
 {
     if (!c)

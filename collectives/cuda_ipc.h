@@ -89,6 +89,10 @@ bk_status bk_cuda_comm_check(bk_cuda_comm *comm, bk_err *err);
  * completion (NCCL is then aborted so the stream can drain). */
 bk_status bk_cuda_comm_wait(bk_cuda_comm *comm, void *event, double timeout_s, bk_err *err);
 
+/* Wait for everything queued on `stream` so far, with bk_cuda_comm_wait's bound and
+ * checks (an event recorded on it). */
+bk_status bk_cuda_comm_sync(bk_cuda_comm *comm, void *stream, double timeout_s, bk_err *err);
+
 /* Set the bound of device spin-waits for the kernels launched next. */
 void bk_cuda_comm_set_timeout(bk_cuda_comm *comm, double timeout_s);
 

@@ -404,14 +404,9 @@ out:
  * ours (their waits time out), then end. */
 static void drain(bk_backend_ctx *ctx, double seconds)
 {
-    cudaEvent_t ev = NULL;
-    if (ctx->comm && cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) == cudaSuccess &&
-        cudaEventRecord(ev, ctx->stream) == cudaSuccess) {
-        bk_err err = { 0 };
-        (void)bk_cuda_comm_wait(ctx->comm, ev, seconds, &err);
-    }
-    if (ev)
-        (void)cudaEventDestroy(ev);
+    bk_err err = { 0 };
+    if (ctx->comm)
+        (void)bk_cuda_comm_sync(ctx->comm, ctx->stream, seconds, &err);
     (void)cudaStreamSynchronize(ctx->stream);
 }
 
