@@ -292,8 +292,12 @@ extern "C" bk_status bk_cuda_comm_wait(bk_cuda_comm *c, void *event, double time
                          cudaGetErrorString(e));
             goto out;
         }
-        if (c->nccl)
-            BK_TRY(bk__nccl_async_error(c->nccl, err));
+        if (c->nccl && (st = bk__nccl_async_error(c->nccl, err)) != BK_OK) {
+            /* NCCL's kernels spin until aborted: abort now, so the stream can drain */
+            bk__nccl_abort(c->nccl);
+            c->nccl = NULL;
+            goto out;
+        }
         if (bk_now_ns() > deadline) {
             /* Abort NCCL so its kernels stop; our own kernels stop by themselves. */
             bk__nccl_abort(c->nccl);

@@ -67,9 +67,10 @@ bk_status bk_cuda_comm_create(int rank, int world, int device, size_t peer_bytes
 
 /* Map every peer from its blob (blobs[r] is rank r's, lens[r] its length) and
  * bring up NCCL unless ranks share a GPU (NCCL refuses that; comm->nccl stays
- * NULL and nccl_why says so). NCCL init is non-blocking and bounded by
- * timeout_s. A peer whose memory cannot be mapped leaves have_p2p = 0, and so does a lane
- * over several hosts (no handle from another host is opened; NCCL still runs there). */
+ * NULL and nccl_why says so). NCCL's init (a blocking communicator, initialised on a
+ * thread of its own) is bounded by timeout_s. A peer whose memory cannot be mapped leaves
+ * have_p2p = 0 on every rank of the lane (agreed through NCCL), and so does a lane over
+ * several hosts (no handle from another host is opened; NCCL still runs there). */
 bk_status bk_cuda_comm_connect(bk_cuda_comm *comm, const void *const *blobs,
                                const size_t *lens, double timeout_s, bk_err *err);
 
@@ -86,7 +87,8 @@ bk_status bk_cuda_comm_check(bk_cuda_comm *comm, bk_err *err);
 
 /* Wait for `event` (a cudaEvent_t) with a bound: polls the event, the device
  * fault word and NCCL's async error; BK_ERR_TIMEOUT after timeout_s without
- * completion (NCCL is then aborted so the stream can drain). */
+ * completion, BK_ERR_PEER on NCCL's async error (NCCL is aborted then, either way, so
+ * the stream can drain). */
 bk_status bk_cuda_comm_wait(bk_cuda_comm *comm, void *event, double timeout_s, bk_err *err);
 
 /* Wait for everything queued on `stream` so far, with bk_cuda_comm_wait's bound and

@@ -62,6 +62,13 @@ __device__ __forceinline__ void bk_ipc_block_barrier(const bk_ipc_dev &v, int sl
             const uint64_t now = bk__globaltimer();
             if (start == 0) {
                 start = now;
+                /* a wait already this long, and an earlier one has timed out (the host
+                 * has not read its fault yet): the lane is broken, so this one does not
+                 * wait its own time-out too (a drain of 64 queued steps would otherwise
+                 * take 64 of them). Read here only, never on a barrier's fast path: the
+                 * fault word is host memory. */
+                if (v.fault[0] != BK_IPC_FAULT_NONE)
+                    break;
             } else if (now - start > v.timeout_ns) {
                 v.fault[1] = t;
                 v.fault[2] = slot;
