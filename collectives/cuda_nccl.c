@@ -288,15 +288,87 @@ void bk__nccl_abort(void *comm)
         ncclCommAbort((ncclComm_t)comm);
 }
 
+/* The communicator's end on a thread of its own: ncclCommFinalize (on a blocking
+ * communicator it waits until its work has left this rank, including what the network
+ * proxy still sends to a peer: an abort right away could cut a peer's last collective off),
+ * then ncclCommDestroy. The caller waits with a bound and otherwise leaves it (the
+ * engine's process is about to end); whoever of the two comes last frees the job. */
+typedef struct end_job {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done, abandoned, device;
+    ncclComm_t comm;
+} end_job;
+
+static void end_job_free(end_job *j)
+{
+    pthread_cond_destroy(&j->cv);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+}
+
+static void *end_main(void *arg)
+{
+    end_job *j = arg;
+    (void)cudaSetDevice(j->device);
+    if (ncclCommFinalize(j->comm) == ncclSuccess)
+        ncclCommDestroy(j->comm);
+    else
+        ncclCommAbort(j->comm);
+    pthread_mutex_lock(&j->mu);
+    j->done = 1;
+    const int abandoned = j->abandoned;
+    pthread_cond_signal(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    if (abandoned)
+        end_job_free(j);
+    return NULL;
+}
+
 void bk__nccl_destroy(void *comm)
 {
-    /* Abort, not finalize + destroy: on a blocking communicator ncclCommFinalize waits for
-     * the peers, unbounded, and a peer that died after its last collective would leave this
-     * engine waiting until the arm's time-out kills it. The caller has waited for all its
-     * work (the stream synchronised), so nothing is left to flush; abort frees the same
-     * resources without meeting the peers. */
-    if (comm)
+    if (!comm)
+        return;
+    end_job *j = calloc(1, sizeof *j);
+    pthread_condattr_t ca;
+    pthread_attr_t ta;
+    pthread_t th;
+    int ok = j && cudaGetDevice(&j->device) == cudaSuccess && pthread_condattr_init(&ca) == 0;
+    if (ok) {
+        ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+             pthread_cond_init(&j->cv, &ca) == 0;
+        pthread_condattr_destroy(&ca);
+    }
+    if (ok) {
+        pthread_mutex_init(&j->mu, NULL);
+        j->comm = (ncclComm_t)comm;
+        ok = pthread_attr_init(&ta) == 0;
+        if (ok) {
+            pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
+            ok = pthread_create(&th, &ta, end_main, j) == 0;
+            pthread_attr_destroy(&ta);
+        }
+        if (!ok)
+            end_job_free(j);
+    } else {
+        free(j);
+    }
+    if (!ok) { /* no thread: an abort, bounded, never waits for the peers */
         ncclCommAbort((ncclComm_t)comm);
+        return;
+    }
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += 5;
+    pthread_mutex_lock(&j->mu);
+    while (!j->done && pthread_cond_timedwait(&j->cv, &j->mu, &dl) != ETIMEDOUT)
+        ;
+    const int done = j->done;
+    if (!done)
+        j->abandoned = 1; /* a peer that is gone: left to the process's end */
+    pthread_mutex_unlock(&j->mu);
+    if (done)
+        end_job_free(j);
 }
 
 #else

@@ -35,8 +35,9 @@ bk_status bk__nccl_async_error(void *comm, bk_err *err);
 bk_status bk__nccl_min_i32(void *comm, int *value, double timeout_s, bk_err *err);
 
 void bk__nccl_abort(void *comm);
-/* The communicator's end: an abort (bounded; never waits for the peers), after the caller
- * has waited for its work. */
+/* The communicator's end: finalize then destroy, on a thread of its own, waited for 5 s at
+ * most (a peer that is gone leaves it to the process's end); an abort when no thread can
+ * be started. */
 void bk__nccl_destroy(void *comm);
 
 /* In-place-or-not bf16 sum allreduce of `count` elements on `stream` (capturable). */
