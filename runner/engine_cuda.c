@@ -102,8 +102,10 @@ static void pin_near_gpu(int device, int rank, char *pin, size_t len)
         !(use = hwloc_bitmap_alloc()) || hwloc_cudart_get_device_cpuset(t, device, near) != 0)
         goto out;
     hwloc_bitmap_and(use, near, hwloc_topology_get_allowed_cpuset(t));
-    char list[80];
-    hwloc_bitmap_list_snprintf(list, sizeof list, use);
+    char list[256];
+    /* a list too long for the settings (a scattered cgroup): its count instead */
+    if (hwloc_bitmap_list_snprintf(list, sizeof list, use) >= (int)sizeof list)
+        snprintf(list, sizeof list, "%dcpus", hwloc_bitmap_weight(use));
     if (hwloc_bitmap_iszero(use))
         goto out;
     if (hwloc_set_cpubind(t, use, HWLOC_CPUBIND_PROCESS) == 0)

@@ -25,8 +25,9 @@ struct bk_backend_ctx {
     void *flush;         /* BK_CUDA_FLUSH=1: written before every timed step (2 x L2) */
     size_t flush_bytes;
     int quiesce;         /* the last shape ended well: close meets the lane once more first */
-    char pin[96];        /* "near:<cpus>" (bound near its GPU), "off" (BK_CUDA_PIN=0) or
-                          * "inherited" (not bound: the launcher's binding) */
+    char pin[272];       /* "near:<cpus>" (bound near its GPU; "near:<n>cpus" when the
+                          * list passes 255 bytes), "off" (BK_CUDA_PIN=0) or "inherited"
+                          * (not bound: the launcher's binding) */
 };
 
 #define CUDA_TRY(call)                                                                  \

@@ -44,7 +44,7 @@ one() {
   echo "=== tp $tp $policy $name ($(date -u +%H:%M:%S))"
   mkdir -p "$runs/tp$tp-$name"
   (cd "$src" && timeout -k 10 300 mpirun "${flags[@]}" -np "$np" "$b" run plans/demo-cuda.json \
-     --set arena.tp="$tp" --set lanes.policy="$policy" "${set[@]}" \
+     --set arena.tp="$tp" --set lanes.policy="$policy" ${set[@]+"${set[@]}"} \
      --out "$runs/tp$tp-$name" --quiet) >"$out/multi-tp$tp-$name.log" 2>&1
   local r=$?
   case $r in 0|3|4) ;; *) rc=1; echo "tp $tp $name: exit $r"; tail -5 "$out/multi-tp$tp-$name.log" ;; esac

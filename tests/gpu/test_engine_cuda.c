@@ -114,15 +114,22 @@ static bk_status check_pin(const char *settings, int device, bk_err *err)
         return BK_FAIL(err, BK_ERR_SYSTEM, "hwloc_topology_init failed");
     hwloc_bitmap_t gpu = hwloc_bitmap_alloc(), bound = hwloc_bitmap_alloc(),
                    said = hwloc_bitmap_alloc();
-    char list[64];
+    char list[300];
     size_t n = strcspn(near + 10, " ");
     snprintf(list, sizeof list, "%.*s", (int)n, near + 10);
+    const int count_only = n > 4 && !strcmp(list + n - 4, "cpus"); /* "near:<n>cpus" */
     if (hwloc_topology_load(t) != 0 || !gpu || !bound || !said ||
         hwloc_cudart_get_device_cpuset(t, device, gpu) != 0 ||
         hwloc_get_cpubind(t, bound, HWLOC_CPUBIND_PROCESS) != 0 ||
-        hwloc_bitmap_list_sscanf(said, list) != 0)
+        (!count_only && hwloc_bitmap_list_sscanf(said, list) != 0))
         st = BK_FAIL(err, BK_ERR_SYSTEM, "hwloc: cannot read the binding or the GPU's CPUs");
-    else if (!hwloc_bitmap_isequal(bound, said) || !hwloc_bitmap_isincluded(bound, gpu))
+    else if (count_only && hwloc_bitmap_weight(bound) != atoi(list))
+        st = BK_FAIL(err, BK_ERR_INTERNAL, "engine says pin=near:%s; bound to %d CPUs", list,
+                     hwloc_bitmap_weight(bound));
+    else if (count_only && !hwloc_bitmap_isincluded(bound, gpu))
+        st = BK_FAIL(err, BK_ERR_INTERNAL, "engine bound outside its GPU's CPUs");
+    else if (!count_only &&
+             (!hwloc_bitmap_isequal(bound, said) || !hwloc_bitmap_isincluded(bound, gpu)))
         st = BK_FAIL(err, BK_ERR_INTERNAL, "engine says pin=near:%s; bound to a set %s, "
                      "within the GPU's CPUs: %s", list,
                      hwloc_bitmap_isequal(bound, said) ? "equal to it" : "not equal to it",

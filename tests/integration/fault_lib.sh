@@ -117,8 +117,6 @@ agent_of_first_engine() {
     [ -n "$AGENT" ] || fail "no agent for the engine $(echo "$EPIDS" | head -n 1)"
 }
 
-# expect_no_private_dirs: no agent folder (plan copy, key file) and no coordinator folder
-# of this test's runs is left in $TMPDIR
 # mpi_segments: Open MPI's shared-memory segments in /dev/shm (btl vader / sm), sorted
 mpi_segments() {
     ls /dev/shm 2>/dev/null | grep -E '^(vader|sm)_segment\.' | sort || true
@@ -137,6 +135,8 @@ expect_no_new_mpi_segments() {
     fail "Open MPI's shared-memory segments left in /dev/shm: $(echo $new)"
 }
 
+# expect_no_private_dirs: no agent folder (plan copy, key file) and no coordinator folder
+# of this test's runs is left in $TMPDIR
 expect_no_private_dirs() {
     local left
     left=$(ls -d "$IT_TMP"/bracket-* 2>/dev/null || true)
