@@ -335,10 +335,10 @@ extern "C" void bk_cuda_comm_destroy(bk_cuda_comm *c)
     if (!c)
         return;
     bk__ipc_owner *o = (bk__ipc_owner *)c->owner;
+    (void)cudaSetDevice(c->device); /* the NCCL end's thread takes this thread's device */
     if (c->nccl)
         bk__nccl_destroy(c->nccl);
     if (o) {
-        (void)cudaSetDevice(c->device);
         for (int r = 0; r < BK_IPC_MAX_WORLD; r++)
             if (o->opened[r])
                 (void)cudaIpcCloseMemHandle(o->opened[r]);
