@@ -72,102 +72,81 @@ bk_status bk__nccl_async_error(void *comm, bk_err *err)
     return BK_OK;
 }
 
-/* One communicator's init on a thread of its own. A blocking communicator, because a
- * non-blocking one (NCCL 2.28 here, earlier releases alike) runs every collective's group
- * launch on a new thread and returns ncclInProgress: in eager mode its host time (a
- * thread start, the settling) would land between the step's events, at world > 1 only
- * (at world 1 NCCL copies at once). The thread bounds the init instead: a peer that never
- * arrives leaves it blocked, and the caller gives up after its time-out. Whoever of the
- * two comes last frees it. */
-typedef struct init_job {
+/* A piece of NCCL work on a detached thread of its own, which the caller waits for with a
+ * bound and otherwise gives up on: whoever of the two comes last frees the job (job_main
+ * when the caller gave up, the caller after job_wait returned 1). A job is calloc'd with
+ * this first in a struct of its own; `work` runs on the thread (the CUDA device is per
+ * thread: `device` is the caller's), `left` after it when the caller gave up (to undo it;
+ * may be NULL). */
+typedef struct job {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int done, abandoned;
-    int device, rank, world;
-    ncclUniqueId uid;
-    ncclComm_t comm;
-    ncclResult_t r;
-    cudaError_t ce;
-} init_job;
+    int done, abandoned, device;
+    void (*work)(struct job *);
+    void (*left)(struct job *);
+} job;
 
-static void init_job_free(init_job *j)
+static void job_free(job *j)
 {
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
     free(j);
 }
 
-static void *init_main(void *arg)
+static void *job_main(void *arg)
 {
-    init_job *j = arg;
-    ncclComm_t c = NULL;
-    ncclResult_t r = ncclSystemError;
-    cudaError_t ce = cudaSetDevice(j->device); /* the device is per thread */
-    if (ce == cudaSuccess) {
-        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-        cfg.blocking = 1;
-        r = ncclCommInitRankConfig(&c, j->world, j->uid, j->rank, &cfg);
-    }
+    job *j = arg;
+    j->work(j);
     pthread_mutex_lock(&j->mu);
-    j->comm = c;
-    j->r = r;
-    j->ce = ce;
     j->done = 1;
     const int abandoned = j->abandoned;
     pthread_cond_signal(&j->cv);
     pthread_mutex_unlock(&j->mu);
-    if (abandoned) { /* the caller gave up: nobody will use this communicator */
-        if (c)
-            ncclCommAbort(c);
-        init_job_free(j);
+    if (abandoned) {
+        if (j->left)
+            j->left(j);
+        job_free(j);
     }
     return NULL;
 }
 
-bk_status bk__nccl_init(int rank, int world, const unsigned char id[BK_NCCL_ID_BYTES],
-                        double timeout_s, void **comm, bk_err *err)
+/* Start j on its thread, with this thread's CUDA device: 0, or an errno (j is then the
+ * caller's to free()). */
+static int job_start(job *j)
 {
-    bk_status st = nvls_off(err);
-    *comm = NULL;
-    if (st != BK_OK)
-        return st;
-    int device = 0;
-    cudaError_t ce = cudaGetDevice(&device);
+    cudaError_t ce = cudaGetDevice(&j->device);
     if (ce != cudaSuccess)
-        return BK_FAIL(err, BK_ERR_SYSTEM, "NCCL init: cudaGetDevice: %s",
-                       cudaGetErrorString(ce));
-    init_job *j = calloc(1, sizeof *j);
-    if (!j)
-        return BK_FAIL(err, BK_ERR_SYSTEM, "NCCL init: out of memory");
+        return ENODEV;
     pthread_condattr_t ca;
     int e = pthread_condattr_init(&ca);
-    if (e == 0) {
-        e = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        if (e == 0)
-            e = pthread_cond_init(&j->cv, &ca);
-        pthread_condattr_destroy(&ca);
-    }
-    if (e != 0) {
-        free(j);
-        return BK_FAIL(err, BK_ERR_SYSTEM, "NCCL init: pthread_cond_init: %s", strerror(e));
-    }
+    if (e != 0)
+        return e;
+    e = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    if (e == 0)
+        e = pthread_cond_init(&j->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (e != 0)
+        return e;
     pthread_mutex_init(&j->mu, NULL);
-    j->device = device;
-    j->rank = rank;
-    j->world = world;
-    memcpy(j->uid.internal, id, BK_NCCL_ID_BYTES);
     pthread_attr_t ta;
     pthread_t th;
     e = pthread_attr_init(&ta);
     if (e == 0) {
         pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
-        e = pthread_create(&th, &ta, init_main, j);
+        e = pthread_create(&th, &ta, job_main, j);
         pthread_attr_destroy(&ta);
     }
     if (e != 0) {
-        init_job_free(j);
-        return BK_FAIL(err, BK_ERR_SYSTEM, "NCCL init: pthread_create: %s", strerror(e));
+        pthread_cond_destroy(&j->cv);
+        pthread_mutex_destroy(&j->mu);
     }
+    return e;
+}
+
+/* Wait up to timeout_s for j's work: 1 when done (the caller then reads its results and
+ * job_free()s it), 0 when not (given up: the thread frees it). */
+static int job_wait(job *j, double timeout_s)
+{
     struct timespec dl;
     clock_gettime(CLOCK_MONOTONIC, &dl);
     const double whole = timeout_s > 0 ? timeout_s : 0;
@@ -180,17 +159,77 @@ bk_status bk__nccl_init(int rank, int world, const unsigned char id[BK_NCCL_ID_B
     pthread_mutex_lock(&j->mu);
     while (!j->done && pthread_cond_timedwait(&j->cv, &j->mu, &dl) != ETIMEDOUT)
         ;
-    if (!j->done) {
-        j->abandoned = 1; /* the thread frees the job if its init ever returns */
-        pthread_mutex_unlock(&j->mu);
+    const int done = j->done;
+    if (!done)
+        j->abandoned = 1;
+    pthread_mutex_unlock(&j->mu);
+    return done;
+}
+
+/* The communicator's init as a job. A blocking communicator, because a non-blocking one
+ * (NCCL 2.28 here, earlier releases alike) runs every collective's group launch on a new
+ * thread and returns ncclInProgress: in eager mode its host time (a thread start, the
+ * settling) would land between the step's events, at world > 1 only (at world 1 NCCL
+ * copies at once). The job bounds the init instead: a peer that never arrives leaves it
+ * blocked, and the caller gives up after its time-out. */
+typedef struct init_job {
+    job base;
+    int rank, world;
+    ncclUniqueId uid;
+    ncclComm_t comm;
+    ncclResult_t r;
+    cudaError_t ce;
+} init_job;
+
+static void init_work(job *b)
+{
+    init_job *j = (init_job *)b;
+    j->r = ncclSystemError;
+    j->ce = cudaSetDevice(b->device);
+    if (j->ce == cudaSuccess) {
+        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+        cfg.blocking = 1;
+        j->r = ncclCommInitRankConfig(&j->comm, j->world, j->uid, j->rank, &cfg);
+    }
+}
+
+static void init_left(job *b) /* nobody will use this communicator */
+{
+    init_job *j = (init_job *)b;
+    if (j->comm)
+        ncclCommAbort(j->comm);
+}
+
+bk_status bk__nccl_init(int rank, int world, const unsigned char id[BK_NCCL_ID_BYTES],
+                        double timeout_s, void **comm, bk_err *err)
+{
+    bk_status st = nvls_off(err);
+    *comm = NULL;
+    if (st != BK_OK)
+        return st;
+    init_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "NCCL init: out of memory");
+    j->base.work = init_work;
+    j->base.left = init_left;
+    j->rank = rank;
+    j->world = world;
+    memcpy(j->uid.internal, id, BK_NCCL_ID_BYTES);
+    int e = job_start(&j->base);
+    if (e != 0) {
+        free(j);
+        return e == ENODEV ? BK_FAIL(err, BK_ERR_SYSTEM, "NCCL init: cudaGetDevice failed")
+                           : BK_FAIL(err, BK_ERR_SYSTEM, "NCCL init: cannot start its "
+                                     "thread: %s", strerror(e));
+    }
+    if (!job_wait(&j->base, timeout_s))
         return BK_FAIL(err, BK_ERR_TIMEOUT, "NCCL init (rank %d of %d) not done after %.1f s "
                        "(a peer never arrived?)", rank, world, timeout_s);
-    }
-    pthread_mutex_unlock(&j->mu);
     ncclComm_t c = j->comm;
     ncclResult_t r = j->r;
-    ce = j->ce;
-    init_job_free(j);
+    cudaError_t ce = j->ce;
+    const int device = j->base.device;
+    job_free(&j->base);
     if (ce != cudaSuccess)
         return BK_FAIL(err, BK_ERR_SYSTEM, "NCCL init: cudaSetDevice(%d): %s", device,
                        cudaGetErrorString(ce));
@@ -288,41 +327,24 @@ void bk__nccl_abort(void *comm)
         ncclCommAbort((ncclComm_t)comm);
 }
 
-/* The communicator's end on a thread of its own: ncclCommFinalize (on a blocking
- * communicator it waits until its work has left this rank, including what the network
- * proxy still sends to a peer: an abort right away could cut a peer's last collective off),
- * then ncclCommDestroy. The caller waits with a bound and otherwise leaves it (the
- * engine's process is about to end); whoever of the two comes last frees the job. */
+/* The communicator's end as a job: ncclCommFinalize (on a blocking communicator it waits
+ * until its work has left this rank, including what the network proxy still sends to a
+ * peer: an abort right away could cut a peer's last collective off), then ncclCommDestroy.
+ * The caller waits 5 s at most and otherwise leaves it (the engine's process is about to
+ * end). */
 typedef struct end_job {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int done, abandoned, device;
+    job base;
     ncclComm_t comm;
 } end_job;
 
-static void end_job_free(end_job *j)
+static void end_work(job *b)
 {
-    pthread_cond_destroy(&j->cv);
-    pthread_mutex_destroy(&j->mu);
-    free(j);
-}
-
-static void *end_main(void *arg)
-{
-    end_job *j = arg;
-    (void)cudaSetDevice(j->device);
+    end_job *j = (end_job *)b;
+    (void)cudaSetDevice(b->device);
     if (ncclCommFinalize(j->comm) == ncclSuccess)
         ncclCommDestroy(j->comm);
     else
         ncclCommAbort(j->comm);
-    pthread_mutex_lock(&j->mu);
-    j->done = 1;
-    const int abandoned = j->abandoned;
-    pthread_cond_signal(&j->cv);
-    pthread_mutex_unlock(&j->mu);
-    if (abandoned)
-        end_job_free(j);
-    return NULL;
 }
 
 void bk__nccl_destroy(void *comm)
@@ -330,45 +352,17 @@ void bk__nccl_destroy(void *comm)
     if (!comm)
         return;
     end_job *j = calloc(1, sizeof *j);
-    pthread_condattr_t ca;
-    pthread_attr_t ta;
-    pthread_t th;
-    int ok = j && cudaGetDevice(&j->device) == cudaSuccess && pthread_condattr_init(&ca) == 0;
-    if (ok) {
-        ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
-             pthread_cond_init(&j->cv, &ca) == 0;
-        pthread_condattr_destroy(&ca);
-    }
-    if (ok) {
-        pthread_mutex_init(&j->mu, NULL);
+    if (j) {
+        j->base.work = end_work;
         j->comm = (ncclComm_t)comm;
-        ok = pthread_attr_init(&ta) == 0;
-        if (ok) {
-            pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
-            ok = pthread_create(&th, &ta, end_main, j) == 0;
-            pthread_attr_destroy(&ta);
-        }
-        if (!ok)
-            end_job_free(j);
-    } else {
-        free(j);
     }
-    if (!ok) { /* no thread: an abort, bounded, never waits for the peers */
+    if (!j || job_start(&j->base) != 0) {
+        free(j); /* no thread: an abort, bounded, never waits for the peers */
         ncclCommAbort((ncclComm_t)comm);
         return;
     }
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    dl.tv_sec += 5;
-    pthread_mutex_lock(&j->mu);
-    while (!j->done && pthread_cond_timedwait(&j->cv, &j->mu, &dl) != ETIMEDOUT)
-        ;
-    const int done = j->done;
-    if (!done)
-        j->abandoned = 1; /* a peer that is gone: left to the process's end */
-    pthread_mutex_unlock(&j->mu);
-    if (done)
-        end_job_free(j);
+    if (job_wait(&j->base, 5.0)) /* else a peer that is gone: left to the process's end */
+        job_free(&j->base);
 }
 
 #else
