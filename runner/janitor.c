@@ -137,14 +137,15 @@ void bk_janitor_withdraw(const char *path)
     send_rec(path, 1);
 }
 
-/* Withdraw folder `dir` and its files (the order does not matter: each is looked up). */
-static void withdraw_all(const char *dir, const char *const *files)
+/* Give (withdraw 0) or withdraw folder `dir` with its files: the files first, the folder
+ * last (the janitor removes them in this order; a withdrawal looks each up). */
+static void send_folder(const char *dir, const char *const *files, int withdraw)
 {
     char p[PATH_BYTES];
     for (int i = 0; files && files[i]; i++)
         if (snprintf(p, sizeof p, "%s/%s", dir, files[i]) < (int)sizeof p)
-            bk_janitor_withdraw(p);
-    bk_janitor_withdraw(dir);
+            send_rec(p, withdraw);
+    send_rec(dir, withdraw);
 }
 
 int bk_janitor_mkdtemp(char *tmpl, const char *const *files)
@@ -166,13 +167,8 @@ int bk_janitor_mkdtemp(char *tmpl, const char *const *files)
         }
         for (int i = 0; i < 6; i++)
             x[i] = abc[rnd[i] % (sizeof abc - 1)];
-        /* the files first, the folder last (the janitor removes them in this order), all
-         * before the folder exists: no moment when it exists unknown to the janitor */
-        char p[PATH_BYTES];
-        for (int i = 0; files && files[i]; i++)
-            if (snprintf(p, sizeof p, "%s/%s", tmpl, files[i]) < (int)sizeof p)
-                bk_janitor_add(p);
-        bk_janitor_add(tmpl);
+        /* before the folder exists: no moment when it exists unknown to the janitor */
+        send_folder(tmpl, files, 0);
         if (g_test_hook)
             g_test_hook(tmpl, 0);
         if (mkdir(tmpl, 0700) == 0) {
@@ -181,7 +177,7 @@ int bk_janitor_mkdtemp(char *tmpl, const char *const *files)
             return 0;
         }
         int e = errno;
-        withdraw_all(tmpl, files); /* not ours: another process's, or none */
+        send_folder(tmpl, files, 1); /* not ours: another process's, or none */
         if (e != EEXIST) {
             memcpy(x, "XXXXXX", 6);
             errno = e;
