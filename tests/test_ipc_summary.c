@@ -76,21 +76,28 @@ static void test_missing_rows(void **state)
     assert_int_equal(s.first_slower[IPC_ONESHOT], 1);
 }
 
+/* The summary of table t (ROWS rows) at world 8, hidden 6144 (the TP 8 goal's shape),
+ * printed into buf (len bytes). */
+static void print_summary(const double *t, char *buf, size_t len)
+{
+    ipc_summary s;
+    ipc_summarize(t, ROWS, &s);
+    FILE *f = fmemopen(buf, len - 1, "w");
+    assert_non_null(f);
+    ipc_summary_print(f, &s, 8, 6144);
+    fclose(f);
+    print_message("%s", buf);
+}
+
 /* The printed lines name the goals and say whether the table meets them. */
 static void test_print(void **state)
 {
     (void)state;
     double t[ROWS * IPC_NVAR];
-    ipc_summary s;
     char buf[2048] = "";
     fill(t);
     t[3 * IPC_NVAR + IPC_ONESHOT] = 5.5; /* 8 tokens */
-    ipc_summarize(t, ROWS, &s);
-    FILE *f = fmemopen(buf, sizeof buf - 1, "w");
-    assert_non_null(f);
-    ipc_summary_print(f, &s, 8, 6144);
-    fclose(f);
-    print_message("%s", buf);
+    print_summary(t, buf, sizeof buf);
     assert_non_null(strstr(buf, "summary (world 8, hidden 6144):"));
     assert_non_null(strstr(buf, "ipc_oneshot_fused: 2.00-4.00x the speed of nccl_then_rmsnorm "
                                 "at 32 tokens or fewer (goal 3x: not met); faster up to 32 "
@@ -107,17 +114,11 @@ static void test_print_unmeasured(void **state)
 {
     (void)state;
     double t[ROWS * IPC_NVAR];
-    ipc_summary s;
     char buf[2048] = "";
     fill(t);
     t[3 * IPC_NVAR + IPC_ONESHOT] = -1;
     t[3 * IPC_NVAR + IPC_TWOSHOT] = -1;
-    ipc_summarize(t, ROWS, &s);
-    FILE *f = fmemopen(buf, sizeof buf - 1, "w");
-    assert_non_null(f);
-    ipc_summary_print(f, &s, 8, 6144);
-    fclose(f);
-    print_message("%s", buf);
+    print_summary(t, buf, sizeof buf);
     assert_non_null(strstr(buf, "8 tokens: no IPC variant ran (goal 6 us at TP 8: unmeasured)"));
     assert_null(strstr(buf, ": met)"));
 }

@@ -214,18 +214,25 @@ static void touch(const char *p)
     assert_int_equal(fclose(f), 0);
 }
 
+/* Run `rank`, which gives g_sentinel (made here) to its janitor last, and wait until the
+ * sentinel is gone: the janitor has then dealt with everything given before it. */
+static void run_until_sentinel(void (*rank)(void))
+{
+    char got[16];
+    snprintf(g_sentinel, sizeof g_sentinel, "%s/sentinel", g_parent);
+    touch(g_sentinel);
+    run_rank(rank, got, sizeof got);
+    assert_true(gone_soon(g_sentinel));
+}
+
 static void test_withdraw(void **state)
 {
     (void)state;
     snprintf(g_a, sizeof g_a, "%s/a", g_parent);
     snprintf(g_b, sizeof g_b, "%s/b", g_parent);
-    snprintf(g_sentinel, sizeof g_sentinel, "%s/sentinel", g_parent);
     touch(g_a);
     touch(g_b);
-    touch(g_sentinel);
-    char got[16];
-    run_rank(rank_withdraws, got, sizeof got);
-    assert_true(gone_soon(g_sentinel));
+    run_until_sentinel(rank_withdraws);
     assert_true(exists(g_a));
     assert_false(exists(g_b));
     assert_int_equal(unlink(g_a), 0);
@@ -259,13 +266,9 @@ static void test_segments(void **state)
     (void)state;
     seg_path("B", g_seg_kept);
     seg_path("C", g_seg_gone);
-    snprintf(g_sentinel, sizeof g_sentinel, "%s/sentinel", g_parent);
     touch(g_seg_kept);
     touch(g_seg_gone);
-    touch(g_sentinel);
-    char got[16];
-    run_rank(rank_segments, got, sizeof got);
-    assert_true(gone_soon(g_sentinel));
+    run_until_sentinel(rank_segments);
     assert_false(exists(g_seg_gone));
     assert_true(exists(g_seg_kept));
     assert_int_equal(unlink(g_seg_kept), 0);
