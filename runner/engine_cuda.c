@@ -87,12 +87,11 @@ static bk_status env_count(const char *name, int rank, int lo, int hi, const cha
  * GPU, and the lanes' equivalence (topology/) counts each GPU's NUMA node as its engine's.
  * So both lanes' host work (eager launches, host waits) runs at the same distance from its
  * GPU. Best effort: any failure leaves the inherited binding (a line on stderr when the
- * bind itself failed). BK_CUDA_PIN=0 keeps the launcher's binding. */
-static void pin_near_gpu(int device, int rank, char *pin, size_t len)
+ * bind itself failed). on = 0 (BK_CUDA_PIN=0) keeps the launcher's binding. */
+static void pin_near_gpu(int device, int rank, int on, char *pin, size_t len)
 {
-    const char *env = getenv("BK_CUDA_PIN");
-    snprintf(pin, len, "%s", env && !strcmp(env, "0") ? "off" : "inherited");
-    if (env && !strcmp(env, "0"))
+    snprintf(pin, len, "%s", on ? "inherited" : "off");
+    if (!on)
         return;
     hwloc_topology_t t;
     if (hwloc_topology_init(&t) != 0)
@@ -142,7 +141,6 @@ static bk_status cuda_open(bk_backend_ctx **out, int rank, int world, int device
         goto out;
     }
     CUDA_TRY(cudaSetDevice(device));
-    pin_near_gpu(device, rank, ctx->pin, sizeof ctx->pin);
     CUDA_TRY(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
     BK_TRY(bk_cuda_gate_init(&ctx->gate, err));
     ctx->gated = !(getenv("BK_CUDA_GATE") && !strcmp(getenv("BK_CUDA_GATE"), "0"));
@@ -167,6 +165,9 @@ static bk_status cuda_open(bk_backend_ctx **out, int rank, int world, int device
     BK_TRY(env_flag("BK_CUDA_SPREAD", rank, &ctx->spread, err));
     BK_TRY(env_flag("BK_CUDA_FLUSH", rank, &flush, err));
     BK_TRY(env_flag("BK_CUDA_FRESH_GRAPHS", rank, &ctx->fresh_graphs, err));
+    int pin = 1;
+    BK_TRY(env_flag("BK_CUDA_PIN", rank, &pin, err));
+    pin_near_gpu(device, rank, pin, ctx->pin, sizeof ctx->pin);
     int pdl = 1;
     BK_TRY(env_flag("BK_CUDA_PDL", rank, &pdl, err));
     bk_cuda_pdl_set(pdl); /* the process's kernels: this engine's alone */
