@@ -143,12 +143,14 @@ static bk_status cuda_open(bk_backend_ctx **out, int rank, int world, int device
     CUDA_TRY(cudaSetDevice(device));
     CUDA_TRY(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
     BK_TRY(bk_cuda_gate_init(&ctx->gate, err));
-    ctx->gated = !(getenv("BK_CUDA_GATE") && !strcmp(getenv("BK_CUDA_GATE"), "0"));
+    ctx->gated = 1;
+    BK_TRY(env_flag("BK_CUDA_GATE", rank, &ctx->gated, err));
     ctx->warm_s = BK_CUDA_MIN_WARMUP_S;
     if (getenv("BK_CUDA_WARMUP_S")) {
+        const char *s = getenv("BK_CUDA_WARMUP_S");
         char *end = NULL;
-        double w = strtod(getenv("BK_CUDA_WARMUP_S"), &end);
-        if (!end || *end || !(w >= 0 && w <= 60)) {
+        double w = strtod(s, &end);
+        if (end == s || *end || !(w >= 0 && w <= 60)) {
             st = BK_FAIL(err, BK_ERR_INPUT, "rank %d: BK_CUDA_WARMUP_S=%s: want seconds in "
                          "0..60", rank, getenv("BK_CUDA_WARMUP_S"));
             goto out;

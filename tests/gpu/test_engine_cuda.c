@@ -298,7 +298,8 @@ static void test_engine_env_refused(void **state)
         {"BK_CUDA_WARMUP_S", "61"}, {"BK_CUDA_FLUSH", "2"},   {"BK_CUDA_FLUSH", "yes"},
         {"BK_CUDA_FRESH_GRAPHS", "on"}, {"BK_CUDA_SETTLE", "-1"}, {"BK_CUDA_SETTLE", "257"},
         {"BK_CUDA_SETTLE", "8 "},   {"BK_CUDA_SETTLE", ""},     {"BK_CUDA_PDL", "2"},
-        {"BK_CUDA_PDL", "off"},     {"BK_CUDA_PIN", "no"},
+        {"BK_CUDA_PDL", "off"},     {"BK_CUDA_PIN", "no"},    {"BK_CUDA_GATE", "off"},
+        {"BK_CUDA_WARMUP_S", ""},
     };
     fflush(stdout);
     pid_t pid = fork();
