@@ -85,14 +85,13 @@ int bk_cmd_worth(int argc, char **argv)
         case 'h':
             usage(stdout);
             return BK_EXIT_PASS;
-        case ':':
-            fprintf(stderr, "bracket worth: %s needs a value\n", argv[optind - 1]);
+        default: {
+            char msg[160];
+            bk_cli_opt_error(c, argv, opts, msg, sizeof msg);
+            fprintf(stderr, "bracket worth: %s\n", msg);
             usage(stderr);
             return BK_EXIT_USAGE;
-        default:
-            fprintf(stderr, "bracket worth: unknown option '%s'\n", argv[optind - 1]);
-            usage(stderr);
-            return BK_EXIT_USAGE;
+        }
         }
     }
     if (optind < argc) {

@@ -68,8 +68,8 @@ static void usage(FILE *f)
             "                      [--seed N] [--check-inputs] [--graph]\n"
             "                      [--keys-file FILE]  (CURVE keys, mode 0600, for tcp://)\n"
             "Started by the runner's agents, one per lane rank and arm; not for direct use.\n"
-            "Exit status 0 when the arm's work finished, 1 otherwise (the reason is pushed to\n"
-            "the coordinator as a status message and printed on stderr).\n");
+            "Exit status 0 when the arm's work finished, 2 bad arguments, 1 otherwise (the\n"
+            "reason is pushed to the coordinator as a status message and printed on stderr).\n");
 }
 
 static bk_status parse_args(int argc, char **argv, bk_engine_args *a, bk_err *err)
@@ -92,8 +92,9 @@ static bk_status parse_args(int argc, char **argv, bk_engine_args *a, bk_err *er
     a->backend = BK_BACKEND_CPU;
     a->seed = -1;
     optind = 1;
+    opterr = 0; /* the message below names the option; getopt's own would come twice */
     int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (c) {
         case 'p': a->plan_path = optarg; break;
         case 'r': a->run_id = optarg; break;
@@ -112,7 +113,7 @@ static bk_status parse_args(int argc, char **argv, bk_engine_args *a, bk_err *er
             char msg[192];
             if (bk_cli_int(flag, optarg, c == 'w' ? 1 : c == 'd' ? -1 : 0,
                            c == 'S' ? INT64_MAX : INT_MAX, &v, msg, sizeof msg) != 0)
-                return BK_FAIL(err, BK_ERR_INPUT, "engine: %s", msg);
+                return BK_FAIL(err, BK_ERR_INPUT, "%s", msg);
             if (c == 'k')
                 a->rank = (int)v;
             else if (c == 'w')
@@ -129,21 +130,25 @@ static bk_status parse_args(int argc, char **argv, bk_engine_args *a, bk_err *er
             else if (!strcmp(optarg, "cuda"))
                 a->backend = BK_BACKEND_CUDA;
             else
-                return BK_FAIL(err, BK_ERR_INPUT, "engine: --backend: '%s' is not cpu or cuda", optarg);
+                return BK_FAIL(err, BK_ERR_INPUT, "--backend: '%s' is not cpu or cuda", optarg);
             break;
         case 'A': a->audit = 1; break;
         case 'I': a->check_inputs = 1; break;
         case 'G': a->audit_graph = 1; break;
         case 'K': a->keys_file = optarg; break;
         case 'h': usage(stdout); exit(0);
-        default: return BK_FAIL(err, BK_ERR_INPUT, "engine: bad arguments (see --help)");
+        default: {
+            char msg[160];
+            bk_cli_opt_error(c, argv, opts, msg, sizeof msg);
+            return BK_FAIL(err, BK_ERR_INPUT, "%s (see --help)", msg);
+        }
         }
     }
     if (!a->plan_path || !a->run_id || !a->arm || !a->variant || !a->rendezvous || !a->samples)
-        return BK_FAIL(err, BK_ERR_INPUT, "engine: --plan, --run, --arm, --variant, --rendezvous "
+        return BK_FAIL(err, BK_ERR_INPUT, "--plan, --run, --arm, --variant, --rendezvous "
                                          "and --samples are required");
     if (a->world < 1 || a->rank < 0 || a->rank >= a->world)
-        return BK_FAIL(err, BK_ERR_INPUT, "engine: --rank %d / --world %d out of range", a->rank,
+        return BK_FAIL(err, BK_ERR_INPUT, "--rank %d / --world %d out of range", a->rank,
                        a->world);
     return BK_OK;
 }

@@ -104,12 +104,22 @@ check_cmd eng-device "engine: --device: '0x' is not an integer in -1.." \
     "${eng[@]}" --rank 0 --world 2 --device 0x
 check_cmd eng-seed "engine: --seed: '7 ' is not an integer in 0.." \
     "${eng[@]}" --rank 0 --world 2 --seed "7 "
+# an unknown option or a missing value named once, by bracket (not also by getopt)
+check_cmd eng-bogus "bracket engine: unknown option '--bogus' (see --help)" \
+    "${eng[@]}" --rank 0 --world 2 --bogus
+! grep -q "unrecognized" "$IT_TMP/eng-bogus.log" || fail "eng-bogus: getopt's own line printed"
+check_cmd eng-noval "bracket engine: --world needs a value" "${eng[@]}" --rank 0 --world
+! grep -q "engine: engine:" "$IT_TMP/eng-noval.log" || fail "eng-noval: 'engine:' said twice"
 # bracket score names a bad option as the other commands do
 check_cmd score-val "bracket score: --quiet takes no value" score "$IT_TMP/r.json" --quiet=1
 check_cmd score-short "bracket score: unknown option '-x'" score "$IT_TMP/r.json" -qx
 # bracket worth: a number a double cannot hold is out of range, not "not a number"
 check_cmd worth-tiny "--speedup: '1e-320' is out of range (K must be > 0" \
     worth --fraction 1 --speedup 1e-320
+# an unknown short option in a cluster is named itself, wherever it stands
+check_cmd worth-cluster "bracket worth: unknown option '-x'" worth -xq -f .5 -k 2
+check_cmd worth-last "bracket worth: unknown option '-q'" worth -f .5 -k 2 -qx
+check_cmd worth-noval "bracket worth: --speedup needs a value" worth -f .5 --speedup
 # bracket verify on MoE shapes that differ only in experts/topk/intermediate checks both
 set +e
 "$BK_BRACKET" verify "$BK_SOURCE_DIR/plans/moe-cpu.json" --no-domain-shapes --checks 1 --seed 3 \
