@@ -39,8 +39,9 @@ static void usage(FILE *f)
         "  -t, --target T       variants: this target's only\n"
         "  -h, --help           this text\n"
         "\n"
-        "Exit status: 0 valid (or listed), 2 invalid, too big for this host's memory or bad\n"
-        "usage, 1 internal failure.\n", auto_is);
+        "Exit status: 0 valid (or listed), 2 invalid, too big for this host's memory, a\n"
+        "candidate that serves none of the shapes, or bad usage; 1 internal failure.\n",
+        auto_is);
 }
 
 /* `bracket plan variants [--target T]`. */

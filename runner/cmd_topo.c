@@ -73,7 +73,8 @@ static void topo_usage(FILE *f)
             "  -x, --hwloc-xml FILE  probe an hwloc XML export instead of this machine\n"
             "  -s, --save FILE       write the snapshot to FILE (default: none)\n"
             "  -j, --json            print the snapshot JSON instead of the matrix\n"
-            "  -q, --quiet           print nothing but errors (with --save)\n"
+            "  -q, --quiet           no matrix, no \"saved\" line: only errors (for --save;\n"
+            "                        --json still prints the snapshot)\n"
             "  -h, --help            this text\n\n"
             "Under mpirun every node is probed by one rank and rank 0 prints the cluster.\n"
             "Exit: 0 ok, 2 bad input or usage, 1 internal error.\n");
