@@ -429,6 +429,55 @@ static void test_diagnostic_follows_base(void **state)
                  "slowed's base ipc_oneshot_fused (worlds 1-2,4,8), got 3 x 1 = 3; slowed wraps");
 }
 
+/* A wrapper whose base's worlds leave the lane out still serves it where its default base
+ * takes the lane: lane 16 is past shm_oneshot_fused's worlds (1-8) but shm_twopass (no world
+ * bound) serves it, so the lane is not outside, every shape is served by shm_twopass (with
+ * the base's bound as the reason) and the plan is valid, as candidate and as incumbent. */
+static void test_diagnostic_lane_default_base(void **state)
+{
+    (void)state;
+    bk_plan p;
+    bk_err err = { 0 };
+    char why[512];
+    make_plan(&p, "shm_twopass", "lazy");
+    json_object_set_new(p.candidate.params, "base", json_string("shm_oneshot_fused"));
+    p.arena.tp = 16;
+    assert_int_equal(bk_catalog_lane_outside(&p, &p.candidate, BK_BACKEND_CPU, why, sizeof why),
+                     0);
+    assert_string_equal(why, "");
+    assert_ptr_equal(bk_catalog_served_by(&p, &p.candidate, 0, BK_BACKEND_CPU, 1, why,
+                                          sizeof why), bk_catalog_variant(AR, "shm_twopass"));
+    assert_string_equal(why, "world 16 not in {1-8}");
+    assert_float_equal(bk_routing_share(&p, BK_BACKEND_CPU, 1), 1.0, 1e-12);
+    if (bk_catalog_check_plan(&p, BK_BACKEND_CPU, &err) != BK_OK)
+        fail_msg("lazy on shm_oneshot_fused at lane 16 refused: %s", err.msg);
+    make_plan(&p, "lazy", "shm_twopass");
+    json_object_set_new(p.incumbent.params, "base", json_string("shm_oneshot_fused"));
+    p.arena.tp = 16;
+    assert_int_equal(bk_catalog_lane_outside(&p, &p.incumbent, BK_BACKEND_CPU, why, sizeof why),
+                     0);
+    if (bk_catalog_check_plan(&p, BK_BACKEND_CPU, &err) != BK_OK)
+        fail_msg("incumbent lazy on shm_oneshot_fused at lane 16 refused: %s", err.msg);
+}
+
+/* A shape index past the plan's shapes names no shape: NULL and no reason, even where the
+ * array holds a stale shape past workload.nshapes that the candidate would serve. */
+static void test_served_by_past_the_shapes(void **state)
+{
+    (void)state;
+    bk_plan p;
+    char why[256] = "x";
+    make_plan(&p, "shm_twopass", "shm_oneshot_fused");
+    p.workload.shapes[3] = (bk_shape){ .tokens = 8, .hidden = 4096, .weight = 1.0 };
+    assert_null(bk_catalog_served_by(&p, &p.candidate, 3, BK_BACKEND_CPU, 1, why, sizeof why));
+    assert_string_equal(why, "");
+    assert_null(bk_catalog_served_by(&p, &p.incumbent, 3, BK_BACKEND_CPU, 1, why, sizeof why));
+    assert_null(bk_catalog_served_by(&p, &p.candidate, -1, BK_BACKEND_CPU, 1, why, sizeof why));
+    p.workload.nshapes = 4; /* the same shape inside the plan is served */
+    assert_ptr_equal(bk_catalog_served_by(&p, &p.candidate, 3, BK_BACKEND_CPU, 1, why,
+                                          sizeof why), bk_catalog_variant(AR, "shm_oneshot_fused"));
+}
+
 int main(void)
 {
     g_params[0] = json_object();
@@ -445,6 +494,8 @@ int main(void)
         cmocka_unit_test(test_lane_outside),
         cmocka_unit_test(test_crash_default_at_iter),
         cmocka_unit_test(test_diagnostic_follows_base),
+        cmocka_unit_test(test_diagnostic_lane_default_base),
+        cmocka_unit_test(test_served_by_past_the_shapes),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     json_decref(g_params[0]);
