@@ -2,7 +2,9 @@
  * and one past each; a diagnostic wrapper's probes follow what it serves (its base's domain,
  * widened by the default base), and where there is no default base (cuda, or a fake one
  * here) a probe past its base's edges is left out with a note instead of failing the call.
- * Needs no GPU: the builder only reads the catalog's domains. */
+ * A probe outside the incumbent's domain too is left out, the list stops at BK_MAX_SHAPES,
+ * and MoE shapes that differ only in experts are two. Needs no GPU: the builder only reads
+ * the catalog's domains. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,41 +27,72 @@ static void make_plan(bk_plan *p)
     p->workload.shapes[1] = (bk_shape){ .tokens = 32, .hidden = 4096, .weight = 0.5 };
 }
 
-/* The probes of candidate `cand` (params as JSON text, NULL: none) on `backend`, as
- * "tokens x hidden" words in the builder's order; c keeps the notes. */
-static void probes(const char *cand, const char *params, bk_backend backend, int fake_cuda,
-                   bk__verify_probes *c, char *out, size_t len)
+#define MOE "moe.fused_experts_reduce"
+
+/* The context for candidate `cand` of target `tg` against incumbent `inc` (NULL: the
+ * backend's usual one) at a lane of 2, with `params` (NULL: none) for a diagnostic's bases. */
+static void context(bk__verify_probes *c, const char *tg, const char *cand, const char *inc,
+                    json_t *params, bk_backend backend)
 {
-    bk_plan p;
-    json_t *pj = params ? json_loads(params, 0, NULL) : NULL;
-    make_plan(&p);
     memset(c, 0, sizeof *c);
-    c->tg = bk_catalog_target(AR);
-    c->v = bk_catalog_variant(AR, cand);
-    c->inc = bk_catalog_variant(AR, backend == BK_BACKEND_CPU ? "shm_twopass"
-                                                              : "nccl_then_rmsnorm");
+    c->tg = bk_catalog_target(tg);
+    c->v = bk_catalog_variant(tg, cand);
+    c->inc = bk_catalog_variant(tg, inc ? inc
+                                    : backend == BK_BACKEND_CPU ? "shm_twopass"
+                                                                : "nccl_then_rmsnorm");
     c->world = 2;
     c->dtype = "bf16";
     c->backend = backend;
+    assert_non_null(c->tg);
     assert_non_null(c->v);
-    bk_catalog_diag_bases(c->v, pj, backend, &c->base, &c->fallback);
-    if (fake_cuda) /* the cpu catalog as a backend without a default base would be */
-        c->fallback = NULL;
-    char *text = bk__verify_shapes_json(&p, c, 1);
+    assert_non_null(c->inc);
+    bk_catalog_diag_bases(c->v, params, backend, &c->base, &c->fallback);
+}
+
+/* The shapes verify would check for plan p in context c, as "tokens x hidden" words in the
+ * builder's order (a MoE shape's word ends in "/e<experts>"); c keeps the notes. Returns
+ * how many. */
+static size_t shapes_of(const bk_plan *p, bk__verify_probes *c, int domain_shapes, char *out,
+                        size_t len)
+{
+    char *text = bk__verify_shapes_json(p, c, domain_shapes);
+    assert_non_null(text);
     json_t *a = json_loads(text, 0, NULL);
     size_t i, used = 0;
     json_t *j;
     out[0] = '\0';
     json_array_foreach(a, i, j)
     {
+        const json_int_t e = json_integer_value(json_object_get(j, "experts"));
         int k = snprintf(out + used, len - used, "%s%lldx%lld", i ? " " : "",
                          (long long)json_integer_value(json_object_get(j, "tokens")),
                          (long long)json_integer_value(json_object_get(j, "hidden")));
         used += k > 0 ? (size_t)k : 0;
+        if (e && used < len) {
+            k = snprintf(out + used, len - used, "/e%lld", (long long)e);
+            used += k > 0 ? (size_t)k : 0;
+        }
+        assert_true(used < len);
     }
+    const size_t n = json_array_size(a);
     json_decref(a);
-    json_decref(pj);
     free(text);
+    return n;
+}
+
+/* The probes of candidate `cand` (params as JSON text, NULL: none) on `backend`, for the
+ * plan of make_plan; c keeps the notes. */
+static void probes(const char *cand, const char *params, bk_backend backend, int fake_cuda,
+                   bk__verify_probes *c, char *out, size_t len)
+{
+    bk_plan p;
+    json_t *pj = params ? json_loads(params, 0, NULL) : NULL;
+    make_plan(&p);
+    context(c, AR, cand, NULL, pj, backend);
+    if (fake_cuda) /* the cpu catalog as a backend without a default base would be */
+        c->fallback = NULL;
+    shapes_of(&p, c, 1, out, len);
+    json_decref(pj);
 }
 
 /* A real candidate: its domain's edges, one past each (routed to the incumbent). */
@@ -122,12 +155,98 @@ static void test_diagnostic_no_default_base(void **state)
     assert_null(strstr(c.notes, "hidden 1 "));
 }
 
+/* A probe outside the candidate's domain is routed to the incumbent; one outside the
+ * incumbent's too could be served by nobody, so it is left out with a note. An A/A plan of
+ * shm_oneshot_fused has both edges alike: the probes one past its edges (513 tokens, hidden
+ * 12 and 16392) are left out. */
+static void test_probes_outside_the_incumbent_too(void **state)
+{
+    (void)state;
+    bk__verify_probes c;
+    bk_plan p;
+    char got[512];
+    make_plan(&p);
+    context(&c, AR, "shm_oneshot_fused", "shm_oneshot_fused", NULL, BK_BACKEND_CPU);
+    shapes_of(&p, &c, 1, got, sizeof got);
+    assert_string_equal(got, "1x4096 32x4096 7x4096 64x4096 512x4096 1x8 1x16384");
+    assert_non_null(strstr(c.notes, "probe tokens 513, hidden 4096 left out: outside the "
+                                     "incumbent shm_oneshot_fused's domain too (tokens 513 > "
+                                     "max 512)\n"));
+    assert_non_null(strstr(c.notes, "probe tokens 1, hidden 12 left out: outside the incumbent "
+                                     "shm_oneshot_fused's domain too (hidden 12 not a multiple "
+                                     "of 8)\n"));
+    assert_non_null(strstr(c.notes, "probe tokens 1, hidden 16392 left out: outside the "
+                                     "incumbent shm_oneshot_fused's domain too (hidden 16392 > "
+                                     "max 16384)\n"));
+    if (!bk_catalog_variant(AR, "ipc_oneshot_fused"))
+        return; /* a build without CUDA */
+    /* on cuda nccl_then_rmsnorm takes any token count, but no hidden past 8..16384 */
+    probes("ipc_oneshot_fused", NULL, BK_BACKEND_CUDA, 0, &c, got, sizeof got);
+    assert_string_equal(got, "1x4096 32x4096 7x4096 64x4096 128x4096 129x4096 1x8 1x16384");
+    assert_non_null(strstr(c.notes, "probe tokens 1, hidden 12 left out: outside the incumbent "
+                                     "nccl_then_rmsnorm's domain too (hidden 12 not a multiple "
+                                     "of 8)\n"));
+    assert_non_null(strstr(c.notes, "probe tokens 1, hidden 16392 left out: outside the "
+                                     "incumbent nccl_then_rmsnorm's domain too (hidden 16392 > "
+                                     "max 16384)\n"));
+}
+
+/* verify's list is a plan: BK_MAX_SHAPES shapes at most. A plan of BK_MAX_SHAPES - 2 shapes
+ * takes the first two probes (1 and 7 tokens) and no more; each probe past the cap is left
+ * out with a note. */
+static void test_probes_stop_at_the_shape_cap(void **state)
+{
+    (void)state;
+    bk__verify_probes c;
+    static bk_plan p; /* large: off the stack */
+    static char got[2048];
+    memset(&p, 0, sizeof p);
+    p.workload.nshapes = BK_MAX_SHAPES - 2;
+    for (int i = 0; i < p.workload.nshapes; i++) /* tokens 100.., none a probe's */
+        p.workload.shapes[i] = (bk_shape){ .tokens = 100 + i, .hidden = 4096, .weight = 1.0 };
+    context(&c, AR, "shm_oneshot_fused", NULL, NULL, BK_BACKEND_CPU);
+    assert_int_equal(shapes_of(&p, &c, 1, got, sizeof got), BK_MAX_SHAPES);
+    const char *tail = got + strlen(got) - strlen(" 161x4096 1x4096 7x4096");
+    assert_string_equal(tail, " 161x4096 1x4096 7x4096");
+    assert_non_null(strstr(c.notes, "probe tokens 64, hidden 4096 left out: a plan holds 64 "
+                                     "shapes at most\n"));
+    assert_non_null(strstr(c.notes, "probe tokens 513, hidden 4096 left out: a plan holds 64 "
+                                     "shapes at most\n"));
+    assert_non_null(strstr(c.notes, "probe tokens 1, hidden 16392 left out: a plan holds 64 "
+                                     "shapes at most\n"));
+    assert_null(strstr(c.notes, "probe tokens 7,"));
+}
+
+/* A MoE plan's shapes that differ only in their expert count are two shapes: verify keeps
+ * both (and still drops an exact repeat). */
+static void test_moe_shapes_differ_in_experts(void **state)
+{
+    (void)state;
+    bk__verify_probes c;
+    bk_plan p;
+    char got[512];
+    memset(&p, 0, sizeof p);
+    p.workload.nshapes = 3;
+    p.workload.shapes[0] = (bk_shape){ .tokens = 16, .hidden = 4096, .weight = 0.5,
+                                       .experts = 8, .topk = 2, .intermediate = 1024 };
+    p.workload.shapes[1] = p.workload.shapes[0];
+    p.workload.shapes[1].experts = 16;
+    p.workload.shapes[2] = p.workload.shapes[0];
+    context(&c, MOE, "moe_fused_combine", "moe_serial", NULL, BK_BACKEND_CPU);
+    assert_int_equal(shapes_of(&p, &c, 0, got, sizeof got), 2);
+    assert_string_equal(got, "16x4096/e8 16x4096/e16");
+    assert_string_equal(c.notes, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_real_candidate_edges),
         cmocka_unit_test(test_diagnostic_cpu_default_base),
         cmocka_unit_test(test_diagnostic_no_default_base),
+        cmocka_unit_test(test_probes_outside_the_incumbent_too),
+        cmocka_unit_test(test_probes_stop_at_the_shape_cap),
+        cmocka_unit_test(test_moe_shapes_differ_in_experts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
