@@ -107,6 +107,17 @@ static void test_plan_note(void **state)
     assert_true(bk_catalog_bf16_sum_note(&p, BK_BACKEND_CUDA, note, sizeof note) == 0.0);
     assert_string_equal(note, "");
     bk_plan_free(&p);
+    /* shapes the candidate routes to the incumbent (past ipc_oneshot_fused's 128 tokens):
+     * A is the incumbent's own call there, rounding as T does, so nothing between them */
+    static const char *const routed[] = {
+        "arena.tp=8", "workload.shapes=[{\"tokens\":256,\"hidden\":4096,\"weight\":0.5},"
+                      "{\"tokens\":1024,\"hidden\":4096,\"weight\":0.5}]"
+    };
+    assert_int_equal(bk_plan_load(path, routed, 2, &p, &err), BK_OK);
+    assert_true(bk_routing_share(&p, BK_BACKEND_CUDA, 1) == 0.0);
+    assert_true(bk_catalog_bf16_sum_note(&p, BK_BACKEND_CUDA, note, sizeof note) == 0.0);
+    assert_string_equal(note, "");
+    bk_plan_free(&p);
     /* a tolerance that covers the incumbent's rounding: the excess is said, no note */
     static const char *const wide[] = { "arena.tp=8", "quality.rtol=0.04", "quality.atol=0.04" };
     assert_int_equal(bk_plan_load(path, wide, 3, &p, &err), BK_OK);
