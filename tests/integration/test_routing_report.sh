@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A workload the candidate serves in part: its C arm runs the incumbent for the shape outside
 # its domain, and the report says so on that shape's line (and only there), with the share
-# of the weight; the speed-up line gives the baseline's cost, so the speed-up can be
-# recomputed from the report (baseline cost / C's cost); a B' excluded for drifting more
-# than twice the limit gets a note.
+# of the weight, and record.json names who served each shape; the speed-up line gives the
+# baseline's cost, so the speed-up can be recomputed from the report (baseline cost / C's
+# cost); a B' excluded for drifting more than twice the limit gets a note.
 . "$(dirname "$0")/lib.sh"
 set -e
 it_run routing 4 "$IT_PLAN" --set workload.iters=50 \
@@ -15,6 +15,15 @@ echo "$C" | grep -q "shape 1 (tokens 600, .*(ran the incumbent: .*tokens 600 > m
 echo "$C" | grep "shape 0 (tokens 1," | grep -q "ran the incumbent" &&
     fail "C's line for a shape the candidate serves says it ran the incumbent"
 grep -q "the candidate serves 50.0% of the workload's weight" "$OUT" || fail "no routing share"
+# the record says who served each shape: the candidate where its domain takes the shape, the
+# incumbent (with the candidate's bound as the reason) where it does not
+python3 - "$RECORD" <<'PY' || fail "record.json's routing.shapes do not name who served each shape"
+import json, sys
+r = json.load(open(sys.argv[1]))["routing"]
+got = [(s["shape"], s["tokens"], s["served_by"], s["why"]) for s in r["shapes"]]
+assert got == [(0, 1, "shm_oneshot_fused", ""), (1, 600, "shm_twopass", "tokens 600 > max 512")], got
+assert abs(r["candidate_share"] - 0.5) < 1e-12, r["candidate_share"]
+PY
 if grep -q "^speed-up:" "$OUT"; then
     python3 - "$OUT" "$RECORD" <<'PY' || fail "the speed-up does not follow from the printed costs"
 import json, re, sys
