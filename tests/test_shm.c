@@ -1,15 +1,17 @@
 /* test_shm.c - POSIX shared-memory peer memory between forked processes: create, connect,
  * many barriers with data exchange (with and without a spin phase), time-outs with their
- * messages, and no segment left. */
+ * messages, segments that are not the peer's refused, and no segment left. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -265,6 +267,158 @@ static void test_name_and_exclusive_create(void **state)
     assert_false(shm_exists(a));
 }
 
+/* ---- refusals: one process makes a lane's segments itself ---- */
+
+/* The lane's segments made here; lane_teardown unlinks what a failed case left. */
+static bk_shm *g_lane[3];
+
+static int lane_teardown(void **state)
+{
+    (void)state;
+    for (int r = 0; r < 3; r++) {
+        bk_shm_destroy(g_lane[r]);
+        g_lane[r] = NULL;
+    }
+    return 0;
+}
+
+/* Make ranks 0..world-1 of one lane in g_lane, each with its payload size. */
+static void make_lane(const char *rid, int world, const size_t *bytes,
+                      char names[][BK_SHM_NAME_LEN])
+{
+    bk_err err = { 0 };
+    for (int r = 0; r < world; r++)
+        if (bk_shm_create(rid, "A", r, world, bytes[r], &g_lane[r], names[r], &err) != BK_OK)
+            fail_msg("create rank %d: %s", r, err.msg);
+}
+
+static void destroy_lane(int world, char names[][BK_SHM_NAME_LEN])
+{
+    for (int r = 0; r < world; r++) {
+        bk_shm_destroy(g_lane[r]);
+        g_lane[r] = NULL;
+        assert_false(shm_exists(names[r]));
+    }
+}
+
+/* A rank out of range is refused before anything is made: rank == world would have a
+ * segment named for a rank the lane has not, and its mapping stored past the table. */
+static void test_rank_out_of_range(void **state)
+{
+    (void)state;
+    char rid[64], name[BK_SHM_NAME_LEN], mine[BK_SHM_NAME_LEN] = "";
+    bk_err err = { 0 };
+    run_id(rid, sizeof rid);
+    bk_shm_name(rid, "B", 2, name);
+    assert_int_equal(bk_shm_create(rid, "B", 2, 2, 64, &g_lane[0], mine, &err),
+                     BK_ERR_INTERNAL);
+    assert_null(g_lane[0]);
+    assert_false(shm_exists(name));
+    assert_string_equal(err.msg, "shm: rank 2 of world 2 is out of range");
+    assert_string_equal(mine, "");
+    bk_err_clear(&err);
+    assert_int_equal(bk_shm_create(rid, "B", -1, 2, 64, &g_lane[0], mine, &err),
+                     BK_ERR_INTERNAL);
+    assert_null(g_lane[0]);
+}
+
+/* bk_shm_peer of a rank outside 0..world-1 is NULL. World 3: its table of 3 mappings
+ * leaves no zeroed slack after it in the allocation, so a read of the slot past the end
+ * would not come back NULL by luck. */
+static void test_peer_out_of_range(void **state)
+{
+    (void)state;
+    static const size_t bytes[1] = { 64 };
+    char rid[64], names[1][BK_SHM_NAME_LEN];
+    bk_err err = { 0 };
+    run_id(rid, sizeof rid);
+    assert_int_equal(bk_shm_create(rid, "A", 0, 3, bytes[0], &g_lane[0], names[0], &err),
+                     BK_OK);
+    bk_shm *shm = g_lane[0];
+    assert_ptr_equal(bk_shm_peer(shm, 0), bk_shm_local(shm));
+    assert_null(bk_shm_peer(shm, 1)); /* not connected */
+    assert_null(bk_shm_peer(shm, 3));
+    assert_null(bk_shm_peer(shm, -1));
+    destroy_lane(1, names);
+}
+
+/* A peer whose payload is larger: connect names its segment and both sizes. */
+static void test_peer_of_another_size(void **state)
+{
+    (void)state;
+    static const size_t bytes[2] = { 4096, 8192 };
+    char rid[64], names[2][BK_SHM_NAME_LEN], want[512];
+    const char *ptrs[2] = { names[0], names[1] };
+    bk_err err = { 0 };
+    run_id(rid, sizeof rid);
+    make_lane(rid, 2, bytes, names);
+    assert_int_equal(bk_shm_connect(g_lane[0], ptrs, 0.3, &err), BK_ERR_PEER);
+    snprintf(want, sizeof want,
+             "shm: segment %s is rank 1/2 with 8192 bytes, expected rank 1/2 with 4096",
+             names[1]);
+    assert_string_equal(err.msg, want);
+    destroy_lane(2, names);
+}
+
+/* A segment whose header is right but whose file is not its size (grown since it was
+ * made) is refused too. */
+static void test_segment_of_another_size(void **state)
+{
+    (void)state;
+    static const size_t bytes[2] = { 4096, 4096 };
+    char rid[64], names[2][BK_SHM_NAME_LEN], want[512];
+    const char *ptrs[2] = { names[0], names[1] };
+    bk_err err = { 0 };
+    run_id(rid, sizeof rid);
+    make_lane(rid, 2, bytes, names);
+    int fd = shm_open(names[1], O_RDWR, 0);
+    assert_true(fd >= 0);
+    struct stat sb;
+    assert_int_equal(fstat(fd, &sb), 0);
+    assert_int_equal(ftruncate(fd, sb.st_size + 4096), 0);
+    close(fd);
+    assert_int_equal(bk_shm_connect(g_lane[0], ptrs, 0.3, &err), BK_ERR_PEER);
+    snprintf(want, sizeof want, "shm: segment %s has %lld bytes, expected %lld", names[1],
+             (long long)sb.st_size + 4096, (long long)sb.st_size);
+    assert_string_equal(err.msg, want);
+    destroy_lane(2, names);
+}
+
+/* Names in the wrong order: the segment at names[1] says it is rank 2's. */
+static void test_segment_of_another_rank(void **state)
+{
+    (void)state;
+    static const size_t bytes[3] = { 4096, 4096, 4096 };
+    char rid[64], names[3][BK_SHM_NAME_LEN], want[512];
+    const char *ptrs[3] = { names[0], names[2], names[1] };
+    bk_err err = { 0 };
+    run_id(rid, sizeof rid);
+    make_lane(rid, 3, bytes, names);
+    assert_int_equal(bk_shm_connect(g_lane[0], ptrs, 0.3, &err), BK_ERR_PEER);
+    snprintf(want, sizeof want,
+             "shm: segment %s is rank 2/3 with 4096 bytes, expected rank 1/3 with 4096",
+             names[2]);
+    assert_string_equal(err.msg, want);
+    destroy_lane(3, names);
+}
+
+/* names[rank] must be our own segment: another rank's name there is a caller's bug. */
+static void test_names_without_our_own(void **state)
+{
+    (void)state;
+    static const size_t bytes[2] = { 4096, 4096 };
+    char rid[64], names[2][BK_SHM_NAME_LEN], want[512];
+    const char *ptrs[2] = { names[1], names[1] };
+    bk_err err = { 0 };
+    run_id(rid, sizeof rid);
+    make_lane(rid, 2, bytes, names);
+    assert_int_equal(bk_shm_connect(g_lane[0], ptrs, 0.3, &err), BK_ERR_INTERNAL);
+    snprintf(want, sizeof want, "shm connect: names[0] is %s, our segment is %s", names[1],
+             names[0]);
+    assert_string_equal(err.msg, want);
+    destroy_lane(2, names);
+}
+
 int main(void)
 {
     g_rep = mmap(NULL, sizeof *g_rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -278,6 +432,12 @@ int main(void)
         cmocka_unit_test(test_barrier_times_out_while_spinning),
         cmocka_unit_test(test_missing_peer_times_out_on_connect),
         cmocka_unit_test(test_name_and_exclusive_create),
+        cmocka_unit_test_teardown(test_rank_out_of_range, lane_teardown),
+        cmocka_unit_test_teardown(test_peer_out_of_range, lane_teardown),
+        cmocka_unit_test_teardown(test_peer_of_another_size, lane_teardown),
+        cmocka_unit_test_teardown(test_segment_of_another_size, lane_teardown),
+        cmocka_unit_test_teardown(test_segment_of_another_rank, lane_teardown),
+        cmocka_unit_test_teardown(test_names_without_our_own, lane_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
