@@ -247,7 +247,9 @@ static bk_status try_map(bk_shm *shm, int r, const char *name, int *done, bk_err
         return errno == ENOENT ? BK_OK
                                : BK_FAIL(err, BK_ERR_SYSTEM, "shm_open %s (rank %d): %s", name,
                                          r, strerror(errno));
-    if (fstat(fd, &sb) != 0 || (size_t)sb.st_size < SHM_HDR + shm->bytes) {
+    /* create sizes a segment in one step from 0: one of a header or more is sized, and
+     * once published its header says whose it is (a smaller payload than ours included) */
+    if (fstat(fd, &sb) != 0 || (size_t)sb.st_size < SHM_HDR) {
         close(fd); /* not sized yet */
         return BK_OK;
     }
