@@ -75,6 +75,12 @@ munge --socket="$MUNGE_SOCK" -n | unmunge --socket="$MUNGE_SOCK" >/dev/null || d
 
 # ---- Slurm: one node that offers 8 CPUs on however many cores it has ----
 mkdir -p "$WORK/state" "$WORK/spool"
+# two free ports, not fixed ones: another Slurm on this host (a second CI run) must not
+# make slurmctld stop at its bind
+read -r CTLD_PORT SLURMD_PORT < <(python3 -c 'import socket
+s = [socket.socket() for _ in range(2)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(*(x.getsockname()[1] for x in s))') || die "cannot find two free ports"
 cat >"$SLURM_CONF" <<CONF
 ClusterName=bkci
 SlurmctldHost=$HOST(127.0.0.1)
@@ -83,8 +89,8 @@ AuthInfo=socket=$MUNGE_SOCK
 CredType=cred/munge
 SlurmUser=root
 SlurmdUser=root
-SlurmctldPort=16817
-SlurmdPort=16818
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$SLURMD_PORT
 StateSaveLocation=$WORK/state
 SlurmdSpoolDir=$WORK/spool
 SlurmctldPidFile=$WORK/slurmctld.pid
@@ -109,11 +115,18 @@ NodeName=$HOST NodeAddr=127.0.0.1 CPUs=8 RealMemory=1000 State=UNKNOWN
 PartitionName=ci Nodes=$HOST Default=YES MaxTime=30 State=UP OverSubscribe=NO
 CONF
 slurmctld -D -i -f "$SLURM_CONF" >"$WORK/slurmctld.out.log" 2>&1 &
-PIDS+=($!)
+CTLD_PID=$!
+PIDS+=($CTLD_PID)
 slurmd -D -f "$SLURM_CONF" >"$WORK/slurmd.out.log" 2>&1 &
-PIDS+=($!)
+SLURMD_PID=$!
+PIDS+=($SLURMD_PID)
 STATE=""
 for i in $(seq 120); do
+    # a daemon that stopped (a fatal error at start) will not come back: say so at once
+    kill -0 "$CTLD_PID" 2>/dev/null ||
+        die "slurmctld exited at start: $(tail -n 1 "$WORK/slurmctld.out.log")"
+    kill -0 "$SLURMD_PID" 2>/dev/null ||
+        die "slurmd exited at start: $(tail -n 1 "$WORK/slurmd.out.log")"
     STATE=$(timeout 5 sinfo -h -n "$HOST" -o %T 2>/dev/null || true)
     [ "$STATE" = idle ] && break
     sleep 0.5
