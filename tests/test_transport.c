@@ -1,8 +1,10 @@
-/* test_transport.c - the tcp transport: CURVE keys and key files (mode 0600), interface
- * lookup, and the real coordinator over tcp with CURVE (a client with the run's keys gets
- * its samples in; a wrong client key is denied and counted; a foreign run id is dropped and
- * counted) and over ipc (garbage and foreign messages counted, never stored; an audit's
- * tensors checked against the target by name, dtype and length).
+/* test_transport.c - the tcp transport: CURVE keys and key files (mode 0600 whatever the
+ * umask; read back only as whole lines of 40 Z85 characters from a regular file of this user,
+ * not a link, with no group or other bits), interface lookup (no name: never loopback), the
+ * port a transport keeps, and the real coordinator over tcp with CURVE (a client with the
+ * run's keys gets its samples in; a wrong client key is denied and counted; a foreign run id
+ * is dropped and counted) and over ipc (garbage and foreign messages counted, never stored;
+ * an audit's tensors checked against the target by name, dtype and length).
  *
  * `test_transport serve ADDR PORT DIR RUN WORLD BOUND_S` is not a unit test: it is the
  * coordinator side of tests/integration/test_netns.sh (see there). */
@@ -95,6 +97,91 @@ static void test_key_file_garbage(void **state)
     unlink(path);
 }
 
+/* Write `text` to DIR/name with mode 0600; the path in path. */
+static void write_file(char *path, size_t len, const char *name, const char *text)
+{
+    snprintf(path, len, "%s/%s", g_dir, name);
+    unlink(path);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(chmod(path, 0600), 0);
+}
+
+/* Read path: BK_ERR_INPUT with `want` in the message. */
+static void refused(const char *path, const char *want)
+{
+    bk_curve_keys k;
+    bk_err err = { 0 };
+    const bk_status st = bk_keys_read(path, &k, &err);
+    if (st != BK_ERR_INPUT)
+        fail_msg("%s: status %d, not BK_ERR_INPUT (%s)", path, (int)st, err.msg);
+    if (!strstr(err.msg, want))
+        fail_msg("%s: '%s' does not say '%s'", path, err.msg, want);
+}
+
+/* Each key must be a whole line "name=<40 Z85 characters>\n"; the file must be a regular
+ * file (not a link to one, not a folder) of this user with no group or other bits; a file
+ * is written 0600 whatever the umask. */
+static void test_key_file_strict(void **state)
+{
+    (void)state;
+    bk_curve_keys k;
+    bk_err err = { 0 };
+    assert_int_equal(bk_curve_keys_new(&k, &err), BK_OK);
+    char text[512], path[300];
+    snprintf(text, sizeof text, "server_public=%s\nclient_public=%s\nclient_secret=%s\n",
+             k.server_public, k.client_public, k.client_secret);
+    write_file(path, sizeof path, "good", text);
+    bk_curve_keys back;
+    assert_int_equal(bk_keys_read(path, &back, &err), BK_OK);
+    const char *const bad_keys = "40 Z85 characters";
+    /* a name inside another word, or without '=' */
+    snprintf(text, sizeof text, "xserver_public=%s\nclient_public=%s\nclient_secret=%s\n",
+             k.server_public, k.client_public, k.client_secret);
+    write_file(path, sizeof path, "prefixed", text);
+    refused(path, bad_keys);
+    snprintf(text, sizeof text, "server_public:%s\nclient_public=%s\nclient_secret=%s\n",
+             k.server_public, k.client_public, k.client_secret);
+    write_file(path, sizeof path, "colon", text);
+    refused(path, bad_keys);
+    /* 41 characters, and 40 that are not Z85 */
+    snprintf(text, sizeof text, "server_public=%sA\nclient_public=%s\nclient_secret=%s\n",
+             k.server_public, k.client_public, k.client_secret);
+    write_file(path, sizeof path, "long", text);
+    refused(path, bad_keys);
+    snprintf(text, sizeof text, "server_public=%s\nclient_public=%s\nclient_secret=%s\n",
+             "~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~", k.client_public, k.client_secret);
+    write_file(path, sizeof path, "notz85", text);
+    refused(path, bad_keys);
+
+    /* a link to a good key file, a folder, group or other bits, another owner */
+    char link[300], good[300];
+    snprintf(good, sizeof good, "%s/good", g_dir);
+    snprintf(link, sizeof link, "%s/link", g_dir);
+    assert_int_equal(symlink(good, link), 0);
+    refused(link, "symbolic links"); /* O_NOFOLLOW: ELOOP */
+    refused(g_dir, "must be a regular file of this user with mode 0600");
+    assert_int_equal(chmod(good, 0604), 0);
+    refused(good, "mode 0600 (it is 0604");
+    assert_int_equal(chmod(good, 0600), 0);
+    if (geteuid() == 0) { /* only root can give a file away */
+        assert_int_equal(chown(good, 65534, (gid_t)-1), 0);
+        refused(good, "owner 65534");
+    }
+
+    /* written 0600 under a umask that would leave 0400 */
+    const mode_t old = umask(0277);
+    snprintf(path, sizeof path, "%s/written", g_dir);
+    const bk_status st = bk_keys_write(path, &k, &err);
+    umask(old);
+    assert_int_equal(st, BK_OK);
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_mode & 07777, 0600);
+}
+
 static void test_iface(void **state)
 {
     (void)state;
@@ -107,6 +194,22 @@ static void test_iface(void **state)
     assert_int_equal(bk_iface_addr("bk-no-such0", addr, sizeof addr, NULL, 0, &e2), BK_ERR_INPUT);
     assert_non_null(strstr(e2.msg, "--iface bk-no-such0: no such interface"));
     assert_non_null(strstr(e2.msg, "lo")); /* lists what exists */
+    /* no name, NULL or "": the first interface that is up and not loopback (or, where there
+     * is none, the same error for both) */
+    char a1[64] = "", a2[64] = "", n1[64] = "", n2[64] = "";
+    bk_err e3 = { 0 }, e4 = { 0 };
+    const bk_status s1 = bk_iface_addr(NULL, a1, sizeof a1, n1, sizeof n1, &e3);
+    const bk_status s2 = bk_iface_addr("", a2, sizeof a2, n2, sizeof n2, &e4);
+    assert_int_equal(s1, s2);
+    assert_string_equal(e3.msg, e4.msg);
+    assert_string_equal(a1, a2);
+    assert_string_equal(n1, n2);
+    if (s1 == BK_OK) {
+        assert_string_not_equal(n1, "lo");
+        assert_int_not_equal(strncmp(a1, "127.", 4), 0);
+    } else {
+        assert_non_null(strstr(e3.msg, "no interface that is up, not loopback"));
+    }
 }
 
 static void test_pick(void **state)
@@ -120,6 +223,9 @@ static void test_pick(void **state)
     assert_int_equal(t.tcp, 1);
     assert_string_equal(t.addr, "127.0.0.1");
     assert_int_equal(strlen(t.keys.server_secret), 40);
+    assert_int_equal(t.port, 0);
+    assert_int_equal(bk_transport_pick("lo", 5000, 0, &t, &err), BK_OK);
+    assert_int_equal(t.port, 5000); /* kept for the bind: rendezvous 5000, samples 5001 */
     bk_err e2 = { 0 };
     assert_int_equal(bk_transport_pick(NULL, 5000, 0, &t, &e2), BK_ERR_INPUT);
     assert_non_null(strstr(e2.msg, "--port 5000: every rank is on this host"));
@@ -416,6 +522,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_key_file_roundtrip),
         cmocka_unit_test(test_key_file_garbage),
+        cmocka_unit_test(test_key_file_strict),
         cmocka_unit_test(test_iface),
         cmocka_unit_test(test_pick),
         cmocka_unit_test(test_tcp_curve),
