@@ -4,7 +4,9 @@
  * port a transport keeps, and the real coordinator over tcp with CURVE (a client with the
  * run's keys gets its samples in; a wrong client key is denied and counted; a foreign run id
  * is dropped and counted) and over ipc (garbage and foreign messages counted, never stored;
- * an audit's tensors checked against the target by name, dtype and length).
+ * an audit's tensors checked against the target by name, dtype and length); its private
+ * folder (in /tmp under a long TMPDIR, removed on close), a failed open giving its port
+ * back, an address not on this host refused as input, and each tcp refusal counted once.
  *
  * `test_transport serve ADDR PORT DIR RUN WORLD BOUND_S` is not a unit test: it is the
  * coordinator side of tests/integration/test_netns.sh (see there). */
@@ -16,6 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -435,6 +440,195 @@ static void test_ipc_audit_tensors(void **state)
     bk_coord_close(f.c);
 }
 
+/* ---- the coordinator's own folder, ports and refusal counts ---- */
+
+static void tcp_loopback(bk_transport *t)
+{
+    memset(t, 0, sizeof *t);
+    t->tcp = 1;
+    bk_strlcpy(t->addr, "127.0.0.1", sizeof t->addr);
+    bk_err err = { 0 };
+    assert_int_equal(bk_curve_keys_new(&t->keys, &err), BK_OK);
+}
+
+/* ipc:// paths must stay short: under a TMPDIR longer than 80 characters the coordinator's
+ * folder is made in /tmp instead; bk_coord_close removes the folder and its sockets. */
+static void test_ipc_folder(void **state)
+{
+    (void)state;
+    char longdir[200];
+    int n = snprintf(longdir, sizeof longdir, "%s/", g_dir);
+    while (n < 90)
+        longdir[n++] = 'd';
+    longdir[n] = '\0';
+    assert_int_equal(mkdir(longdir, 0700), 0);
+    const char *old = getenv("TMPDIR");
+    char saved[256] = "";
+    if (old)
+        bk_strlcpy(saved, old, sizeof saved);
+    assert_int_equal(setenv("TMPDIR", longdir, 1), 0);
+    bk_coord *c = NULL;
+    bk_err err = { 0 };
+    const bk_status st = bk_coord_open(&c, RUN, 1, ITERS, 1, &err);
+    if (old)
+        setenv("TMPDIR", saved, 1);
+    else
+        unsetenv("TMPDIR");
+    assert_int_equal(st, BK_OK);
+    const char *ep = bk_coord_samples_ep(c);
+    assert_int_equal(strncmp(ep, "ipc:///tmp/bracket-", 19), 0);
+    char dir[256];
+    bk_strlcpy(dir, ep + 6, sizeof dir);
+    *strrchr(dir, '/') = '\0';
+    struct stat sb;
+    assert_int_equal(stat(dir, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0700);
+    bk_coord_close(c);
+    assert_int_equal(stat(dir, &sb), -1); /* gone, with its sockets */
+    assert_int_equal(rmdir(longdir), 0);  /* and nothing was left in the long TMPDIR */
+}
+
+/* A plain TCP socket bound to 127.0.0.1:port, listening; -1 when taken. */
+static int tcp_hold(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 1) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* A coordinator that fails to bind its samples port (PORT + 1 taken) gives back the
+ * rendezvous port it had bound: the same port can be used again at once. */
+static void test_tcp_failed_open_releases(void **state)
+{
+    (void)state;
+    bk_transport t;
+    tcp_loopback(&t);
+    int held = -1, port = 0;
+    for (int p = 20000; p < 20400 && held < 0; p += 2) { /* below the ephemeral range */
+        int a = tcp_hold(p);
+        if (a < 0)
+            continue;
+        held = tcp_hold(p + 1);
+        close(a);
+        port = p;
+    }
+    assert_true(held >= 0);
+    t.port = port;
+    bk_coord *c = NULL;
+    bk_err err = { 0 };
+    assert_int_equal(bk_coord_open_ex(&c, RUN, 1, ITERS, 1, &t, &err), BK_ERR_INPUT);
+    assert_null(c);
+    char want[64];
+    snprintf(want, sizeof want, "port %d on 127.0.0.1 is already in use", port + 1);
+    assert_non_null(strstr(err.msg, want));
+    int again = tcp_hold(port);
+    assert_true(again >= 0); /* the rendezvous socket was closed */
+    close(again);
+    close(held);
+    assert_int_equal(bk_coord_open_ex(&c, RUN, 1, ITERS, 1, &t, &err), BK_OK);
+    bk_coord_close(c);
+}
+
+/* An address this host does not have is the user's to fix (BK_ERR_INPUT), named. */
+static void test_tcp_foreign_addr(void **state)
+{
+    (void)state;
+    bk_transport t;
+    tcp_loopback(&t);
+    bk_strlcpy(t.addr, "198.51.100.7", sizeof t.addr); /* TEST-NET-2: never assigned */
+    bk_coord *c = NULL;
+    bk_err err = { 0 };
+    assert_int_equal(bk_coord_open_ex(&c, RUN, 1, ITERS, 1, &t, &err), BK_ERR_INPUT);
+    assert_null(c);
+    assert_non_null(strstr(err.msg, "cannot bind tcp://198.51.100.7:*"));
+}
+
+/* Poll for `ms` milliseconds (what was in flight gets counted). */
+static void poll_for(fixture *f, int ms)
+{
+    uint64_t end = bk_now_ns() + (uint64_t)ms * 1000000ull;
+    while (bk_now_ns() < end)
+        bk_coord_poll(f->c, 10);
+}
+
+/* Refusals over tcp are counted once each, as what they are: a denied client key is
+ * FOREIGN (auth_denied) and not also a failed handshake; a good client is neither; bytes
+ * that are not ZMTP at either port are a failed handshake, counted as MALFORMED. */
+static void test_tcp_refusal_counts(void **state)
+{
+    (void)state;
+    bk_transport t;
+    tcp_loopback(&t);
+    fixture f;
+    open_coord(&f, &t, 1);
+    const bk_transport_stats *ts = bk_coord_transport_stats(f.c);
+    const bk_wire_stats *ws = bk_coord_stats(f.c);
+    const char *ep = bk_coord_samples_ep(f.c);
+
+    /* a stranger (the run's server key, another client pair), one attempt only */
+    bk_curve_keys stranger;
+    bk_err err = { 0 };
+    assert_int_equal(bk_curve_keys_new(&stranger, &err), BK_OK);
+    memcpy(stranger.server_public, t.keys.server_public, sizeof stranger.server_public);
+    void *bad = zmq_socket(f.zctx, ZMQ_PUSH);
+    assert_non_null(bad);
+    int zero = 0, never = -1;
+    zmq_setsockopt(bad, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(bad, ZMQ_RECONNECT_IVL, &never, sizeof never);
+    assert_int_equal(bk_curve_client(bad, &stranger, &err), BK_OK);
+    assert_int_equal(zmq_connect(bad, ep), 0);
+    send_samples(bad, RUN, 0);
+    assert_true(poll_until(&f, denied));
+    poll_for(&f, 300);
+    assert_int_equal(ts->auth_denied, 1);
+    assert_int_equal(ts->handshake_failed, 0);
+    assert_int_equal(ws->rejected[BK_REJ_FOREIGN], 1);
+    assert_int_equal(ws->rejected[BK_REJ_MALFORMED], 0);
+    assert_int_equal(ws->accepted, 0); /* denied means nothing of it got in */
+    assert_int_equal(f.arm.r[0].samples_got, 0);
+    zmq_close(bad);
+
+    /* the run's client: its samples in, nothing refused */
+    void *good = push_to(&f, ep, &t.keys);
+    send_samples(good, RUN, 0);
+    assert_true(poll_until(&f, got_rank0));
+    poll_for(&f, 300);
+    assert_int_equal(ts->auth_denied, 1);
+    assert_int_equal(ts->handshake_failed, 0);
+    assert_int_equal(ws->rejected[BK_REJ_MALFORMED], 0);
+    zmq_close(good);
+
+    /* garbage at the samples port, then at the rendezvous port */
+    const char *eps[2] = { ep, bk_coord_rendezvous_ep(f.c) };
+    for (uint64_t i = 0; i < 2; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        assert_true(fd >= 0);
+        struct sockaddr_in a = { .sin_family = AF_INET };
+        a.sin_port = htons((uint16_t)atoi(strrchr(eps[i], ':') + 1));
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+        static const char junk[] = "GET / HTTP/1.0\r\n\r\n";
+        assert_true(write(fd, junk, sizeof junk - 1) > 0);
+        uint64_t want = i + 1;
+        uint64_t end = bk_now_ns() + BOUND_NS;
+        while (ts->handshake_failed < want && bk_now_ns() < end)
+            bk_coord_poll(f.c, 10);
+        close(fd);
+        poll_for(&f, 200);
+        assert_int_equal(ts->handshake_failed, want);
+        assert_int_equal(ws->rejected[BK_REJ_MALFORMED], want);
+    }
+    assert_int_equal(ts->auth_denied, 1);
+    assert_int_equal(f.arm.r[0].samples_got, ITERS);
+    close_coord(&f);
+}
+
 /* ---- `serve`: the coordinator of test_netns.sh ---- */
 
 static int all_status(const fixture *f) { return bk_coord_all_status(f->c); }
@@ -529,6 +723,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tcp_port_taken),
         cmocka_unit_test(test_ipc_garbage_and_foreign),
         cmocka_unit_test(test_ipc_audit_tensors),
+        cmocka_unit_test(test_ipc_folder),
+        cmocka_unit_test(test_tcp_failed_open_releases),
+        cmocka_unit_test(test_tcp_foreign_addr),
+        cmocka_unit_test(test_tcp_refusal_counts),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }
