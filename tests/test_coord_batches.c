@@ -4,7 +4,10 @@
  * counted, never stored; a rank or shape outside the arm is refused by the decoder; a hello
  * is answered once every rank has said hello, and a second hello, a blob over BK_BLOB_MAX, a
  * hello on the samples socket, or samples or peers on the rendezvous socket are rejected and
- * counted; an audit's outputs must be as many as the coordinator was opened for. */
+ * counted, a blob of exactly BK_BLOB_MAX is passed on whole; an audit's outputs must be as
+ * many as the coordinator was opened for, and each (shape, output) has its own slot and
+ * length; the arm is done when every rank has sent its status; the first samples' time is
+ * kept; a round's name is "B", "B#2"... */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -218,6 +221,195 @@ static void test_rendezvous(void **state)
     close_coord(&f);
 }
 
+/* A blob of exactly BK_BLOB_MAX bytes is the largest accepted, and is passed on whole. */
+static void test_rendezvous_blob_max(void **state)
+{
+    (void)state;
+    fixture f;
+    open_coord(&f, 1, 0);
+    void *r0 = socket_to(&f, ZMQ_DEALER, bk_coord_rendezvous_ep(f.c));
+    static unsigned char blob[BK_BLOB_MAX], buf[2 * BK_BLOB_MAX];
+    memset(blob, 0x5a, sizeof blob);
+    send_hello(r0, 0, 1, blob, sizeof blob);
+    poll_seen(&f, 1);
+    assert_int_equal(bk_coord_stats(f.c)->accepted, 1);
+    assert_int_equal(f.arm.r[0].hello, 1);
+    int ms = 5000;
+    zmq_setsockopt(r0, ZMQ_RCVTIMEO, &ms, sizeof ms);
+    int n = zmq_recv(r0, buf, sizeof buf, 0);
+    assert_true(n > 0 && (size_t)n < sizeof buf);
+    bk_wire_decoder *dec = NULL;
+    bk_err err = { 0 };
+    assert_int_equal(bk_wire_decoder_new(&dec, &err), BK_OK);
+    bk_msg m;
+    bk_wire_expect x = { RUN, "B", 1, 0 };
+    assert_int_equal(bk_wire_decode(dec, buf, (size_t)n, &x, &m, NULL, NULL, &err), BK_OK);
+    assert_int_equal(m.type, BK_MSG_PEERS);
+    assert_int_equal(m.nblobs, 1);
+    assert_int_equal(m.blob_lens[0], BK_BLOB_MAX);
+    assert_memory_equal(m.blobs[0], blob, sizeof blob);
+    bk_wire_decoder_free(dec);
+    zmq_close(r0);
+    close_coord(&f);
+}
+
+/* ---- an audit's tensors over several shapes ---- */
+
+static void send_tensor(void *s, const char *arm, uint32_t shape, const char *name, size_t len,
+                        unsigned char fill)
+{
+    unsigned char data[32];
+    memset(data, fill, sizeof data);
+    bk_wire_buf b = { 0 };
+    bk_wire_hdr h = { RUN, arm, 0 };
+    bk_err err = { 0 };
+    assert_int_equal(bk_wire_tensor(&b, &h, shape, name, "bf16", data, len, &err), BK_OK);
+    send_buf(s, &b);
+}
+
+/* Each (shape, output) has its own slot, shape * noutputs + output, and a tensor's length
+ * is that of its own shape; a tensor in an arm that is not the audit is rejected. */
+static void test_tensor_slots(void **state)
+{
+    (void)state;
+    const bk_target *tg = bk_catalog_target("collective.allreduce_residual_rmsnorm");
+    assert_non_null(tg);
+    /* 16 bf16 (32 bytes) and 8 bf16 (16 bytes); outputs: 0 "out", 1 "residual_out" */
+    const bk_shape shapes[2] = { { .tokens = 2, .hidden = 8, .weight = 1 },
+                                 { .tokens = 1, .hidden = 8, .weight = 1 } };
+    fixture f;
+    memset(&f, 0, sizeof f);
+    f.nshapes = 2;
+    bk_err err = { 0 };
+    assert_int_equal(bk_coord_open(&f.c, RUN, 2, 1, 2, &err), BK_OK);
+    assert_int_equal(bk_coord_set_outputs(f.c, tg, shapes, "bf16", &err), BK_OK);
+    bk_arm_run b = { .idx = BK_ARM_IDX_B, .name = "B", .world = 1 };
+    b.r = calloc(1, sizeof *b.r);
+    assert_non_null(b.r);
+    assert_int_equal(bk_coord_begin_arm(f.c, &b, &err), BK_OK);
+    f.zctx = zmq_ctx_new();
+    assert_non_null(f.zctx);
+    void *s = socket_to(&f, ZMQ_PUSH, bk_coord_samples_ep(f.c));
+    send_tensor(s, "B", 0, "out", 32, 1); /* arm B times, it does not audit */
+    poll_seen(&f, 1);
+    assert_int_equal(bk_coord_stats(f.c)->rejected[BK_REJ_BAD_FIELD], 1);
+    for (int k = 0; k < 4; k++)
+        assert_null(b.r[0].tensors[k]);
+    bk_coord_end_arm(f.c);
+
+    f.arm.idx = BK_ARM_IDX_A;
+    f.arm.name = "A";
+    f.arm.audit = 1;
+    f.arm.world = 1;
+    f.arm.r = calloc(1, sizeof *f.arm.r);
+    assert_non_null(f.arm.r);
+    assert_int_equal(bk_coord_begin_arm(f.c, &f.arm, &err), BK_OK);
+    send_tensor(s, "A", 0, "residual_out", 32, 2); /* slot 1 */
+    send_tensor(s, "A", 1, "out", 16, 3);          /* slot 2, 16 bytes: shape 1's length */
+    send_tensor(s, "A", 1, "residual_out", 16, 4); /* slot 3 */
+    send_tensor(s, "A", 1, "out", 32, 5);          /* shape 0's length for shape 1 */
+    poll_seen(&f, 5);
+    const bk_wire_stats *ws = bk_coord_stats(f.c);
+    assert_int_equal(ws->accepted, 3);
+    assert_int_equal(ws->rejected[BK_REJ_BAD_FIELD], 2);
+    const bk_rank_data *d = &f.arm.r[0];
+    assert_null(d->tensors[0]);
+    const size_t want_len[4] = { 0, 32, 16, 16 };
+    for (int k = 1; k < 4; k++) {
+        assert_non_null(d->tensors[k]);
+        assert_int_equal(d->tensor_len[k], want_len[k]);
+        assert_int_equal(((unsigned char *)d->tensors[k])[0], k + 1);
+    }
+    zmq_close(s);
+    bk_arm_free(&b, 2, 2);
+    bk_arm_free(&f.arm, 2, 2);
+    zmq_ctx_term(f.zctx);
+    bk_coord_close(f.c);
+}
+
+/* ---- status and timing ---- */
+
+static void send_status(void *s, uint32_t rank, int ok, int64_t code)
+{
+    bk_wire_buf b = { 0 };
+    bk_wire_hdr h = { RUN, "B", rank };
+    bk_err err = { 0 };
+    assert_int_equal(bk_wire_status(&b, &h, ok, code, ok ? "" : "it failed", 8, 1000 + rank,
+                                     "ipc=1", &err),
+                     BK_OK);
+    send_buf(s, &b);
+}
+
+/* The arm is done when every rank, the last one included, has sent its status; a failed
+ * rank broke the contract only when its code says so. */
+static void test_status(void **state)
+{
+    (void)state;
+    fixture f;
+    open_coord(&f, 2, 0);
+    void *s = socket_to(&f, ZMQ_PUSH, bk_coord_samples_ep(f.c));
+    assert_int_equal(bk_coord_all_status(f.c), 0);
+    send_status(s, 0, 0, BK_ERR_SYSTEM);
+    poll_seen(&f, 1);
+    assert_int_equal(bk_coord_all_status(f.c), 0); /* rank 1 has not reported */
+    const bk_rank_data *d0 = &f.arm.r[0], *d1 = &f.arm.r[1];
+    assert_int_equal(d0->status_seen, 1);
+    assert_int_equal(d0->status_ok, 0);
+    assert_int_equal(d0->broke_contract, 0); /* failed, but not a contract breach */
+    assert_string_equal(d0->status_msg, "it failed");
+    assert_int_equal(d0->samples_claimed, 8);
+    assert_int_equal(d0->t_first_ns, 1000);
+    assert_string_equal(d0->settings, "ipc=1");
+    send_status(s, 1, 0, BK_ERR_CONTRACT);
+    poll_seen(&f, 2);
+    assert_int_equal(bk_coord_all_status(f.c), 1);
+    assert_int_equal(d1->broke_contract, 1);
+    bk_coord_end_arm(f.c);
+    assert_int_equal(bk_coord_all_status(f.c), 0); /* no arm running */
+    zmq_close(s);
+    close_coord(&f);
+}
+
+/* t_first_sample_ns is the arm's start to the FIRST batch; later batches leave it. */
+static void test_first_sample_time(void **state)
+{
+    (void)state;
+    fixture f;
+    open_coord(&f, 1, 0);
+    f.arm.t_start_ns = bk_now_ns() - 1000;
+    void *s = socket_to(&f, ZMQ_PUSH, bk_coord_samples_ep(f.c));
+    const uint64_t a[] = { 11, 12 }, b[] = { 13, 14 };
+    send_samples(s, "B", 0, 0, 0, a, 2);
+    poll_seen(&f, 1);
+    const uint64_t first = f.arm.r[0].t_first_sample_ns;
+    assert_true(first >= 1000);
+    const uint64_t later = bk_now_ns() + 20000000ull; /* 20 ms on, bounded */
+    while (bk_now_ns() < later)
+        bk_coord_poll(f.c, 5);
+    send_samples(s, "B", 0, 0, 2, b, 2);
+    poll_seen(&f, 2);
+    assert_int_equal(f.arm.r[0].samples_got, 4);
+    assert_true(f.arm.r[0].t_first_sample_ns == first);
+    zmq_close(s);
+    close_coord(&f);
+}
+
+/* ---- names ---- */
+
+/* A round's name as its header documents: "B" for round 0, then "#" and the 1-based round
+ * ("B#2" for round 1, "B'#16" for the 16th); an index outside the arms is "?". */
+static void test_round_names(void **state)
+{
+    (void)state;
+    char buf[BK_ARM_LEN];
+    assert_string_equal(bk_arm_round_name(BK_ARM_IDX_B, 0, buf), "B");
+    assert_string_equal(bk_arm_round_name(BK_ARM_IDX_B, 1, buf), "B#2");
+    assert_string_equal(bk_arm_round_name(BK_ARM_IDX_BP, 15, buf), "B'#16");
+    assert_string_equal(bk_arm_round_name(BK_ARM_IDX_A, 0, buf), "A");
+    assert_string_equal(bk_arm_round_name(-1, 0, buf), "?");
+    assert_string_equal(bk_arm_round_name(BK_ARM_NAMES, 0, buf), "?");
+}
+
 /* The outputs an audit is checked against must be the ones the coordinator was opened for. */
 static void test_outputs_count(void **state)
 {
@@ -232,6 +424,12 @@ static void test_outputs_count(void **state)
     assert_non_null(strstr(err.msg, "collective.allreduce_residual_rmsnorm has 2 output(s), "
                                     "opened for 1"));
     bk_coord_close(c);
+    /* more outputs than the target has is refused too (an output would never arrive) */
+    bk_err e3 = { 0 };
+    assert_int_equal(bk_coord_open(&c, RUN, 1, 1, 3, &e3), BK_OK);
+    assert_int_equal(bk_coord_set_outputs(c, tg, &shape, "bf16", &e3), BK_ERR_INPUT);
+    assert_non_null(strstr(e3.msg, "has 2 output(s), opened for 3"));
+    bk_coord_close(c);
 }
 
 int main(void)
@@ -240,7 +438,12 @@ int main(void)
         cmocka_unit_test(test_batches),
         cmocka_unit_test(test_audit_samples),
         cmocka_unit_test(test_rendezvous),
+        cmocka_unit_test(test_rendezvous_blob_max),
         cmocka_unit_test(test_outputs_count),
+        cmocka_unit_test(test_tensor_slots),
+        cmocka_unit_test(test_status),
+        cmocka_unit_test(test_first_sample_time),
+        cmocka_unit_test(test_round_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
