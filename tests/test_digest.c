@@ -1,4 +1,5 @@
-/* test_digest.c - SHA-256 against the FIPS 180-4 / NIST example vectors, streaming and files. */
+/* test_digest.c - SHA-256 against the FIPS 180-4 / NIST example vectors and hashlib's digests at
+ * the padding edges, streaming, and files (one past a read buffer). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -105,6 +106,52 @@ static void test_file(void **state)
     assert_non_null(strstr(err.msg, "/tmp"));
 }
 
+/* Lengths at the padding edges against digests computed elsewhere (Python's hashlib): a
+ * message of 55 mod 64 bytes ends its 0x80 at byte 56, where the length still fits the same
+ * block; one byte more needs a second block. Streaming only compares us with ourselves. */
+static void test_padding_edges(void **state)
+{
+    (void)state;
+    static const struct { size_t n; const char *hex; } v[] = {
+        { 55, "sha256:9f4390f8d30c2dd92ec9f095b65e2b9ae9b0a925a5258e241c9f1e910f734318" },
+        { 56, "sha256:b35439a4ac6f0948b6d6f9e3c6af0f5f590ce20f1bde7090ef7970686ec6738a" },
+        { 63, "sha256:7d3e74a05d7db15bce4ad9ec0658ea98e3f06eeecf16b4c6fff2da457ddc2f34" },
+        { 64, "sha256:ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb" },
+        { 119, "sha256:31eba51c313a5c08226adf18d4a359cfdfd8d2e816b13f4af952f7ea6584dcfb" },
+        { 120, "sha256:2f3d335432c70b580af0e8e1b3674a7c020d683aa5f73aaaedfdc55af904c21c" },
+    };
+    char a[128], out[BK_SHA256_HEX_LEN];
+    memset(a, 'a', sizeof a);
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        bk_sha256_hex(a, v[i].n, out);
+        if (strcmp(out, v[i].hex) != 0)
+            fail_msg("%zu x 'a': %s, want %s", v[i].n, out, v[i].hex);
+    }
+}
+
+/* A file longer than bk_sha256_file's 64 KiB read buffer is hashed whole (samples.msgpack
+ * runs to megabytes): 200000 bytes (i * 31 + 7) mod 256, digest from Python's hashlib. */
+static void test_file_past_one_read(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/bk_test_digest_big_XXXXXX";
+    static uint8_t data[200000];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (uint8_t)(i * 31 + 7);
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, data, sizeof data), (ssize_t)sizeof data);
+    assert_int_equal(close(fd), 0);
+    char out[BK_SHA256_HEX_LEN], whole[BK_SHA256_HEX_LEN];
+    bk_err err = { 0 };
+    assert_int_equal(bk_sha256_file(path, out, &err), BK_OK);
+    assert_int_equal(unlink(path), 0);
+    bk_sha256_hex(data, sizeof data, whole);
+    assert_string_equal(whole, "sha256:8f9d1bf454d63cd9fc6edbe8f3f2331c"
+                               "c1f9b195c7ec90533717bf243ae966c7");
+    assert_string_equal(out, whole);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -112,6 +159,8 @@ int main(void)
         cmocka_unit_test(test_million_a_streamed),
         cmocka_unit_test(test_streaming_matches_one_shot),
         cmocka_unit_test(test_file),
+        cmocka_unit_test(test_padding_edges),
+        cmocka_unit_test(test_file_past_one_read),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
