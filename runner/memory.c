@@ -131,14 +131,15 @@ static uint64_t cg_left(const char *dir, const char *lim_file, const char *use_f
     return lim > use ? lim - use : 0;
 }
 
-int bk_mem_available(uint64_t *bytes)
+int bk__mem_available_in(const char *meminfo, const char *self_cgroup, const char *cgroup_root,
+                         uint64_t *bytes)
 {
     uint64_t kb = 0, avail = 0;
-    int have = read_number("/proc/meminfo", "MemAvailable:", &kb, NULL);
+    int have = read_number(meminfo, "MemAvailable:", &kb, NULL);
     if (have)
         avail = kb * 1024;
     /* "0::/path" (v2) or "N:memory:/path" (v1) in /proc/self/cgroup */
-    FILE *f = fopen("/proc/self/cgroup", "r");
+    FILE *f = fopen(self_cgroup, "r");
     char line[1024];
     while (f && fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = '\0';
@@ -149,11 +150,11 @@ int bk_mem_available(uint64_t *bytes)
         uint64_t left;
         int known = 0;
         if (c2 == c1 + 1) {
-            snprintf(dir, sizeof dir, "/sys/fs/cgroup%s", c2 + 1);
+            snprintf(dir, sizeof dir, "%s%s", cgroup_root, c2 + 1);
             left = cg_left(dir, "memory.max", "memory.current", &known);
         } else if ((size_t)(c2 - c1 - 1) == strlen("memory") &&
                    strncmp(c1 + 1, "memory", 6) == 0) {
-            snprintf(dir, sizeof dir, "/sys/fs/cgroup/memory%s", c2 + 1);
+            snprintf(dir, sizeof dir, "%s/memory%s", cgroup_root, c2 + 1);
             left = cg_left(dir, "memory.limit_in_bytes", "memory.usage_in_bytes", &known);
         } else {
             continue;
@@ -167,4 +168,9 @@ int bk_mem_available(uint64_t *bytes)
         fclose(f);
     *bytes = avail;
     return have;
+}
+
+int bk_mem_available(uint64_t *bytes)
+{
+    return bk__mem_available_in("/proc/meminfo", "/proc/self/cgroup", "/sys/fs/cgroup", bytes);
 }

@@ -43,4 +43,9 @@ const char *bk_mem_text(uint64_t bytes, char *buf, size_t len);
  * none of them can be read (no limit is known), else 1. */
 int bk_mem_available(uint64_t *bytes);
 
+/* bk_mem_available reading `meminfo`, `self_cgroup` and the cgroup tree under `cgroup_root`
+ * in place of /proc/meminfo, /proc/self/cgroup and /sys/fs/cgroup (for tests). */
+int bk__mem_available_in(const char *meminfo, const char *self_cgroup, const char *cgroup_root,
+                         uint64_t *bytes);
+
 #endif
