@@ -1,6 +1,6 @@
 /* test_memory.c - rank 0's peak bytes for a plan, worked by hand for the it-cpu fixture,
  * split into samples and audit outputs for the refusal's advice, and the memory this host
- * and cgroup still have. */
+ * and cgroup still have (live, and from meminfo and cgroup v1/v2 files in a scratch folder). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -126,12 +126,158 @@ static void test_available(void **state)
     assert_true(have <= total_kb * 1024);
 }
 
+/* Of two shapes with the same audit outputs (2^31 elements each way), the advice names the
+ * first: the plan's order decides a tie, not the scan's last word. */
+static void test_too_big_tie_names_the_first(void **state)
+{
+    (void)state;
+    const char *tie[] = { "workload.shapes=[{\"tokens\":2097152,\"hidden\":1024,\"weight\":1},"
+                          "{\"tokens\":1048576,\"hidden\":2048,\"weight\":1}]" };
+    bk_plan p = load(tie, 1);
+    bk_rank0_peak k;
+    bk_rank0_peak_split(&p, &k);
+    assert_int_equal(k.top_shape, 0);
+    assert_int_equal(k.top_outputs, 32ull << 30);
+    assert_int_equal(k.outputs, 64ull << 30);
+    char msg[1024];
+    bk_rank0_too_big_text(&p, 1ull << 30, msg, sizeof msg);
+    assert_non_null(strstr(msg, "(workload.shapes[0], tokens 2097152 x hidden 1024, holds "
+                                "32.0 GiB of the audit outputs)"));
+    bk_plan_free(&p);
+}
+
+/* The units change at exactly 1 MiB and 1 GiB, not one byte past them. */
+static void test_mem_text_edges(void **state)
+{
+    (void)state;
+    char b[32];
+    assert_string_equal(bk_mem_text(0, b, sizeof b), "0.0 KiB");
+    assert_string_equal(bk_mem_text((1u << 20) - 512, b, sizeof b), "1023.5 KiB");
+    assert_string_equal(bk_mem_text(1u << 20, b, sizeof b), "1.0 MiB");
+    assert_string_equal(bk_mem_text((1ull << 30) - (1u << 19), b, sizeof b), "1023.5 MiB");
+    assert_string_equal(bk_mem_text(1ull << 30, b, sizeof b), "1.0 GiB");
+}
+
+
+/* ---- the memory left: /proc/meminfo and the cgroups of /proc/self/cgroup, as files in a
+ * scratch folder (bk__mem_available_in) ---- */
+
+static char g_root[64];
+
+static void put(const char *rel, const char *text)
+{
+    char path[512], cmd[600];
+    snprintf(path, sizeof path, "%s/%s", g_root, rel);
+    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\"", path);
+    assert_int_equal(system(cmd), 0);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_true(fputs(text, f) >= 0);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* What bk__mem_available_in says for the files written so far; *known its return. */
+static uint64_t left_in(int *known)
+{
+    char meminfo[128], self[128], cg[128];
+    snprintf(meminfo, sizeof meminfo, "%s/meminfo", g_root);
+    snprintf(self, sizeof self, "%s/self_cgroup", g_root);
+    snprintf(cg, sizeof cg, "%s/cg", g_root);
+    uint64_t b = 0;
+    *known = bk__mem_available_in(meminfo, self, cg, &b);
+    return b;
+}
+
+static int mk_root(void **state)
+{
+    (void)state;
+    snprintf(g_root, sizeof g_root, "/tmp/bk-test-memory-XXXXXX");
+    return mkdtemp(g_root) ? 0 : -1;
+}
+
+static int rm_root(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static const char *const MEMINFO = "MemTotal:       8000000 kB\nMemFree:        1000000 kB\n"
+                                   "MemAvailable:   4000000 kB\nBuffers:          10000 kB\n";
+
+static void test_available_meminfo_only(void **state)
+{
+    (void)state;
+    int known = -1;
+    put("meminfo", MEMINFO); /* no self_cgroup file: MemAvailable alone */
+    assert_int_equal(left_in(&known), 4000000ull * 1024);
+    assert_int_equal(known, 1);
+    put("meminfo", "MemTotal:       8000000 kB\n");
+    assert_int_equal(left_in(&known), 0);
+    assert_int_equal(known, 0);
+}
+
+/* v2 ("0::/path"): memory.max - memory.current of the process's own cgroup, when lower */
+static void test_available_cgroup_v2(void **state)
+{
+    (void)state;
+    int known = 0;
+    put("meminfo", MEMINFO);
+    put("self_cgroup", "0::/job/step\n");
+    put("cg/job/step/memory.max", "3000000000\n");
+    put("cg/job/step/memory.current", "1000000000\n");
+    assert_int_equal(left_in(&known), 2000000000ull);
+    assert_int_equal(known, 1);
+    /* a limit above MemAvailable leaves MemAvailable */
+    put("cg/job/step/memory.max", "9000000000\n");
+    assert_int_equal(left_in(&known), 4000000ull * 1024);
+    /* "max" is no limit; usage past the limit leaves nothing */
+    put("cg/job/step/memory.max", "max\n");
+    assert_int_equal(left_in(&known), 4000000ull * 1024);
+    put("cg/job/step/memory.max", "500\n");
+    assert_int_equal(left_in(&known), 0);
+    assert_int_equal(known, 1);
+    /* without MemAvailable the cgroup alone is known */
+    put("meminfo", "MemTotal:       8000000 kB\n");
+    put("cg/job/step/memory.max", "3000000000\n");
+    assert_int_equal(left_in(&known), 2000000000ull);
+    assert_int_equal(known, 1);
+}
+
+/* v1 ("N:memory:/path"): memory.limit_in_bytes - memory.usage_in_bytes under memory/; its
+ * "unlimited" (2^63 less a page) is no limit; another controller's line is not memory's */
+static void test_available_cgroup_v1(void **state)
+{
+    (void)state;
+    int known = 0;
+    put("meminfo", MEMINFO);
+    put("self_cgroup", "5:pids:/other\n4:memory:/box\n3:memoryx:/box2\n");
+    put("cg/memory/box/memory.limit_in_bytes", "9223372036854771712\n");
+    put("cg/memory/box/memory.usage_in_bytes", "31408128\n");
+    put("cg/memory/box2/memory.limit_in_bytes", "1000\n");
+    put("cg/memory/box2/memory.usage_in_bytes", "10\n");
+    put("cg/pids/other/memory.limit_in_bytes", "1000\n");
+    put("cg/pids/other/memory.usage_in_bytes", "10\n");
+    put("cg/other/memory.max", "1000\n");
+    put("cg/other/memory.current", "10\n");
+    assert_int_equal(left_in(&known), 4000000ull * 1024);
+    put("cg/memory/box/memory.limit_in_bytes", "1073741824\n");
+    assert_int_equal(left_in(&known), 1073741824ull - 31408128);
+    assert_int_equal(known, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_peak_by_hand),
         cmocka_unit_test(test_too_big_says_what_holds_it),
         cmocka_unit_test(test_available),
+        cmocka_unit_test(test_too_big_tie_names_the_first),
+        cmocka_unit_test(test_mem_text_edges),
+        cmocka_unit_test_setup_teardown(test_available_meminfo_only, mk_root, rm_root),
+        cmocka_unit_test_setup_teardown(test_available_cgroup_v2, mk_root, rm_root),
+        cmocka_unit_test_setup_teardown(test_available_cgroup_v1, mk_root, rm_root),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
