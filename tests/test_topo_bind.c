@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "topology/topology.h"
@@ -166,6 +167,130 @@ static void test_env_from_process(void **state)
     assert_int_equal(b.device, 0);
     assert_string_equal(b.physical, "7");
     unsetenv("CUDA_VISIBLE_DEVICES");
+    /* each variable into its own field: the job's list where the step has none */
+    setenv("SLURM_JOB_GPUS", "2,3", 1);
+    setenv("SLURM_STEP_GPUS", "5", 1);
+    bk_bind_env_from_process(&env, 1, 2, 2);
+    assert_null(env.cuda_visible_devices);
+    assert_string_equal(env.slurm_step_gpus, "5");
+    assert_string_equal(env.slurm_job_gpus, "2,3");
+    assert_int_equal(env.local_rank, 1);
+    assert_int_equal(env.local_size, 2);
+    assert_int_equal(env.device_count, 2);
+    unsetenv("SLURM_STEP_GPUS");
+    bk_bind_env_from_process(&env, 1, 2, 2);
+    assert_string_equal(bind_ok(env, BK_LANES_DISJOINT).physical, "3");
+    unsetenv("SLURM_JOB_GPUS");
+}
+
+/* An empty entry of a list (",," or a trailing comma) is no device: it neither counts nor
+ * shifts the entries after it. */
+static void test_list_skips_empty_entries(void **state)
+{
+    (void)state;
+    bk_bind_env env = { .cuda_visible_devices = "2,,3,", .local_rank = 1, .local_size = 2,
+                        .device_count = -1 };
+    bk_binding b = bind_ok(env, BK_LANES_DISJOINT);
+    assert_int_equal(b.device, 1);
+    assert_string_equal(b.physical, "3");
+    assert_non_null(strstr(b.why, "2 GPUs visible"));
+    bk_bind_env slurm = { .slurm_step_gpus = ",4,,5", .local_rank = 1, .local_size = 2,
+                          .device_count = 2 };
+    assert_string_equal(bind_ok(slurm, BK_LANES_DISJOINT).physical, "5");
+}
+
+/* A physical id longer than the binding's field is cut to fit, never written past it. */
+static void test_long_entry_is_cut(void **state)
+{
+    (void)state;
+    char cvd[200];
+    memset(cvd, 'x', sizeof cvd - 1);
+    cvd[sizeof cvd - 1] = '\0';
+    bk_bind_env env = { .cuda_visible_devices = cvd, .local_rank = 0, .local_size = 1,
+                        .device_count = 1 };
+    bk_binding b = bind_ok(env, BK_LANES_DISJOINT);
+    assert_int_equal(strlen(b.physical), sizeof b.physical - 1);
+    assert_int_equal(strncmp(b.physical, cvd, sizeof b.physical - 1), 0);
+    assert_non_null(strstr(b.why, "exactly one GPU"));
+}
+
+/* A local rank outside 0..local_size-1 (negative, or local_size itself) is no position:
+ * refused as such, even where a shared GPU would be allowed. */
+static void test_rank_outside_local_size(void **state)
+{
+    (void)state;
+    static const int ranks[] = { -1, 4 };
+    for (int i = 0; i < 2; i++) {
+        bk_bind_env env = { .local_rank = ranks[i], .local_size = 4, .device_count = 4 };
+        bk_binding b;
+        bk_err err = { 0 };
+        char want[64];
+        snprintf(want, sizeof want, "local rank %d of 4 is not a valid position", ranks[i]);
+        assert_int_equal(bk_bind_rank(&env, BK_LANES_SHARED, &b, &err), BK_ERR_INPUT);
+        if (!strstr(err.msg, want))
+            fail_msg("local rank %d of 4: '%s', want '%s'", ranks[i], err.msg, want);
+        assert_int_equal(b.device, -1);
+    }
+}
+
+/* A node whose ranks all share this group (node_size == local_size) is plain mpirun, not
+ * per-task sets: Slurm's step list names its GPUs. */
+static void test_whole_node_group_is_not_a_subset(void **state)
+{
+    (void)state;
+    bk_bind_env env = { .slurm_step_gpus = "4,5,6,7", .local_rank = 2, .local_size = 4,
+                        .node_size = 4, .device_count = 4 };
+    bk_binding b = bind_ok(env, BK_LANES_DISJOINT);
+    assert_int_equal(b.device, 2);
+    assert_string_equal(b.physical, "6");
+    assert_non_null(strstr(b.why, "local rank 2 of 4, 4 GPUs visible: device 2"));
+}
+
+/* A runtime that counts zero devices says no GPU is visible, whatever the list claims. */
+static void test_zero_devices_counted(void **state)
+{
+    (void)state;
+    bk_bind_env env = { .cuda_visible_devices = "0,1", .local_rank = 0, .local_size = 1,
+                        .device_count = 0 };
+    bk_binding b = bind_ok(env, BK_LANES_DISJOINT);
+    assert_int_equal(b.device, -1);
+    assert_string_equal(b.why, "no GPU visible (CUDA_VISIBLE_DEVICES=\"0,1\") (cpu backend)");
+    env.cuda_visible_devices = NULL;
+    b = bind_ok(env, BK_LANES_DISJOINT);
+    assert_int_equal(b.device, -1);
+    assert_string_equal(b.why, "no GPU visible (cpu backend)");
+}
+
+/* Per-task GPU sets with more ranks in the group than GPUs: two would share one, so the
+ * disjoint policy refuses, as without sets. */
+static void test_subset_with_too_few_gpus(void **state)
+{
+    (void)state;
+    bk_bind_env env = { .cuda_visible_devices = "0,1", .local_rank = 3, .local_size = 4,
+                        .node_size = 8, .device_count = 2 };
+    bk_binding b;
+    bk_err err = { 0 };
+    assert_int_equal(bk_bind_rank(&env, BK_LANES_DISJOINT, &b, &err), BK_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "share GPU 1"));
+    b = bind_ok(env, BK_LANES_SHARED);
+    assert_int_equal(b.device, 1);
+    assert_true(b.shared);
+}
+
+/* The step's list beats the job's (the step is what this process runs in); the job's list
+ * stands in when the step's is absent; a CUDA_VISIBLE_DEVICES too short to name the device
+ * leaves the naming to Slurm's list. */
+static void test_slurm_list_order(void **state)
+{
+    (void)state;
+    bk_bind_env env = { .slurm_step_gpus = "4,5", .slurm_job_gpus = "0,1,2,3,4,5",
+                        .local_rank = 1, .local_size = 2, .device_count = 2 };
+    assert_string_equal(bind_ok(env, BK_LANES_DISJOINT).physical, "5");
+    env.slurm_step_gpus = NULL;
+    assert_string_equal(bind_ok(env, BK_LANES_DISJOINT).physical, "1");
+    bk_bind_env short_cvd = { .cuda_visible_devices = "6", .slurm_step_gpus = "6,7",
+                              .local_rank = 1, .local_size = 2, .device_count = 2 };
+    assert_string_equal(bind_ok(short_cvd, BK_LANES_DISJOINT).physical, "7");
 }
 
 int main(void)
@@ -179,6 +304,13 @@ int main(void)
         cmocka_unit_test(test_two_ranks_one_gpu),
         cmocka_unit_test(test_no_runtime_and_bad_rank),
         cmocka_unit_test(test_env_from_process),
+        cmocka_unit_test(test_list_skips_empty_entries),
+        cmocka_unit_test(test_long_entry_is_cut),
+        cmocka_unit_test(test_rank_outside_local_size),
+        cmocka_unit_test(test_whole_node_group_is_not_a_subset),
+        cmocka_unit_test(test_zero_devices_counted),
+        cmocka_unit_test(test_subset_with_too_few_gpus),
+        cmocka_unit_test(test_slurm_list_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
