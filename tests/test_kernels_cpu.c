@@ -1,6 +1,7 @@
 /* test_kernels_cpu.c - the cpu variants of collective.allreduce_residual_rmsnorm on lanes of
  * 1, 2 and 4 forked processes over shared memory, against the float64 reference; and the
- * diagnostic variants (slowed asks for its wait, corrupt is caught, crash aborts).
+ * diagnostic variants (slowed asks for its wait, corrupt is caught, crash aborts, lazy skips
+ * its timed calls, mutate sets one input element; the edges of their parameters).
  *
  * Error bound, per element. residual_out: the reference rounds the exact sum to bf16
  * once; a kernel's fp32 sum may round to the neighbouring bf16 value (one ulp,
@@ -579,6 +580,190 @@ static void test_params_are_checked(void **state)
     json_decref(p);
 }
 
+/* The edges of each parameter: fraction 0 and 10, at_iter 0, element 0 and a lane rank of
+ * the lane are taken; a rank past the lane, a rank for a kind other than slowed, and
+ * corrupt on cuda are refused, each saying why. */
+static void test_params_edges(void **state)
+{
+    (void)state;
+    static const struct { const char *variant, *params; } good[] = {
+        { "slowed", "{\"fraction\": 10}" }, { "slowed", "{\"fraction\": 0}" },
+        { "slowed", "{\"rank\": 0}" },      { "crash", "{\"at_iter\": 0}" },
+        { "mutate", "{\"element\": 0}" },   { "corrupt", "{\"magnitude\": 1e-3}" },
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        bk_err err = { 0 };
+        void *st = NULL;
+        if (create_named(good[i].variant, good[i].params, &st, &err) != BK_OK)
+            fail_msg("%s %s refused: %s", good[i].variant, good[i].params, err.msg);
+        assert_non_null(st);
+        bk_catalog_variant(BK_AR_TARGET, good[i].variant)->destroy(st);
+    }
+    static const struct { const char *variant, *params, *msg; } bad[] = {
+        { "slowed", "{\"rank\": 1}", "params.rank: must be a rank of the lane, an integer in "
+                                     "0..0 (the lane has 1 rank)" },
+        { "crash", "{\"rank\": 0}", "params.rank: unknown parameter (crash takes base, at_iter)" },
+        { "lazy", "{\"element\": 0}", "params.element: unknown parameter (lazy takes base only)" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        bk_err err = { 0 };
+        void *st = NULL;
+        bk_status rc = create_named(bad[i].variant, bad[i].params, &st, &err);
+        if (rc != BK_ERR_INPUT || strcmp(err.msg, bad[i].msg) != 0)
+            fail_msg("%s %s: status %d, '%s' (want '%s')", bad[i].variant, bad[i].params, rc,
+                     err.msg, bad[i].msg);
+        assert_null(st);
+    }
+    /* corrupt writes outputs in host memory: on cuda it is refused before any base is made
+     * (a cuda base exists in a cuda build only; without one, params.base refuses first) */
+    if (!bk_catalog_variant(BK_AR_TARGET, "nccl_then_rmsnorm"))
+        return;
+    bk_err err = { 0 };
+    void *st = NULL;
+    json_t *p = json_pack("{s:s}", "base", "nccl_then_rmsnorm");
+    assert_non_null(p);
+    assert_int_equal(bk_catalog_variant(BK_AR_TARGET, "corrupt")->create(p, BK_BACKEND_CUDA, 0, 1,
+                                                                         &st, &err),
+                     BK_ERR_UNSUPPORTED);
+    assert_string_equal(err.msg, "corrupt: outputs outside host memory (backend cuda) are not "
+                                 "supported yet");
+    assert_null(st);
+    json_decref(p);
+}
+
+/* What the plan check reads of crash: its at_iter, 10 when not given (2), not an integer
+ * (-1); 0 for any other variant. */
+static void test_crash_at(void **state)
+{
+    (void)state;
+    const bk_variant *crash = bk_catalog_variant(BK_AR_TARGET, "crash");
+    long long at = -7;
+    assert_int_equal(bk__diag_crash_at(crash, NULL, &at), 2);
+    assert_int_equal(at, 10);
+    json_t *p = json_pack("{s:i}", "at_iter", 3);
+    assert_int_equal(bk__diag_crash_at(crash, p, &at), 1);
+    assert_int_equal(at, 3);
+    json_decref(p);
+    p = json_pack("{s:s}", "at_iter", "x");
+    assert_int_equal(bk__diag_crash_at(crash, p, &at), 1);
+    assert_int_equal(at, -1);
+    at = -7;
+    assert_int_equal(bk__diag_crash_at(bk_catalog_variant(BK_AR_TARGET, "slowed"), p, &at), 0);
+    assert_int_equal(at, -7);
+    json_decref(p);
+}
+
+/* slowed with "rank" naming this lane rank waits as the whole lane would (the straggler is
+ * this rank, not the others). */
+static void test_slowed_rank_is_slowed(void **state)
+{
+    (void)state;
+    const int si = 4;
+    bk_err err = { 0 };
+    void *st = NULL;
+    rank_ctx c;
+    bk_shm *shm = solo_shm("slowed-rank", &k_shapes[si]);
+    const bk_variant *v = bk_catalog_variant(BK_AR_TARGET, "slowed");
+    assert_int_equal(create_named("slowed", "{\"fraction\": 1.0, \"rank\": 0}", &st, &err), BK_OK);
+    assert_int_equal(setup_tensors(&c, &k_shapes[si], si, 0, 1), 0);
+    c.call.comm = shm;
+    bk_diag_unit u = { 0, 0 };
+    for (int i = 0; i < 3; i++) {
+        uint64_t base = 0, wait = 0;
+        assert_int_equal(v->run(st, &c.call, &err), BK_OK);
+        bk__diag_last_times(st, &base, &wait);
+        assert_true(base > 0);
+        assert_int_equal(wait, (uint64_t)bk__diag_unit_step(&u, base));
+        assert_true(wait > 0);
+    }
+    v->destroy(st);
+    free_tensors(&c);
+    bk_shm_destroy(shm);
+}
+
+/* lazy: the base in untimed calls (iter -1: the outputs are right), nothing from the first
+ * timed call on (iter 0 and later: the poisoned outputs stay poisoned). */
+static void test_lazy_skips_timed_calls(void **state)
+{
+    (void)state;
+    const int si = 6; /* 32 x 64 */
+    bk_err err = { 0 };
+    void *st = NULL;
+    rank_ctx c;
+    bk_shm *shm = solo_shm("lazy", &k_shapes[si]);
+    const bk_variant *v = bk_catalog_variant(BK_AR_TARGET, "lazy");
+    assert_int_equal(create_named("lazy", "{}", &st, &err), BK_OK);
+    assert_int_equal(setup_tensors(&c, &k_shapes[si], si, 0, 1), 0);
+    c.call.comm = shm;
+    assert_int_equal(v->run(st, &c.call, &err), BK_OK);
+    double *ref[2];
+    assert_int_equal(g_t->reference(&k_shapes[si], g_seed, si, 0, 1, ref, &err), BK_OK);
+    verdict vd = judge(c.t[BK_AR_OUT].data, c.t[BK_AR_RESIDUAL_OUT].data, ref, &k_shapes[si]);
+    assert_int_equal(vd.bad_out + vd.bad_ro, 0);
+    free(ref[0]);
+    free(ref[1]);
+    static const long iters[] = { 0, 1, 299 };
+    for (int k = 0; k < 3; k++) {
+        for (int o = BK_AR_OUT; o <= BK_AR_RESIDUAL_OUT; o++)
+            for (size_t i = 0; i < c.t[o].elems; i++)
+                ((uint16_t *)c.t[o].data)[i] = BK_BF16_POISON;
+        c.call.iter = iters[k];
+        assert_int_equal(v->run(st, &c.call, &err), BK_OK);
+        for (int o = BK_AR_OUT; o <= BK_AR_RESIDUAL_OUT; o++)
+            for (size_t i = 0; i < c.t[o].elems; i++)
+                if (((uint16_t *)c.t[o].data)[i] != BK_BF16_POISON)
+                    fail_msg("lazy at iter %ld wrote %s[%zu]", iters[k], c.t[o].name, i);
+    }
+    v->destroy(st);
+    free_tensors(&c);
+    bk_shm_destroy(shm);
+}
+
+/* mutate: the base's right outputs, then element `element` (mod its length) of the first
+ * input x, and nothing else, becomes bf16 3.0 (0x4040). */
+static void test_mutate_sets_its_input(void **state)
+{
+    (void)state;
+    const int si = 6; /* 32 x 64 */
+    bk_err err = { 0 };
+    void *st = NULL;
+    rank_ctx c;
+    bk_shm *shm = solo_shm("mutate", &k_shapes[si]);
+    const bk_variant *v = bk_catalog_variant(BK_AR_TARGET, "mutate");
+    assert_int_equal(setup_tensors(&c, &k_shapes[si], si, 0, 1), 0);
+    const size_t n = c.t[BK_AR_X].elems, at = 5;
+    char params[64];
+    snprintf(params, sizeof params, "{\"element\": %zu}", n + at); /* past the end: wraps */
+    assert_int_equal(create_named("mutate", params, &st, &err), BK_OK);
+    c.call.comm = shm;
+    uint16_t *before[BK_AR_NT];
+    for (int i = 0; i < BK_AR_NT; i++) {
+        before[i] = malloc(c.t[i].elems * 2);
+        assert_non_null(before[i]);
+        memcpy(before[i], c.t[i].data, c.t[i].elems * 2);
+    }
+    assert_int_equal(v->run(st, &c.call, &err), BK_OK);
+    double *ref[2];
+    assert_int_equal(g_t->reference(&k_shapes[si], g_seed, si, 0, 1, ref, &err), BK_OK);
+    verdict vd = judge(c.t[BK_AR_OUT].data, c.t[BK_AR_RESIDUAL_OUT].data, ref, &k_shapes[si]);
+    assert_int_equal(vd.bad_out + vd.bad_ro, 0);
+    free(ref[0]);
+    free(ref[1]);
+    const uint16_t *x = c.t[BK_AR_X].data;
+    assert_int_equal(x[at], 0x4040);
+    assert_true(before[BK_AR_X][at] != 0x4040); /* the test would prove nothing otherwise */
+    for (size_t i = 0; i < n; i++)
+        if (i != at && x[i] != before[BK_AR_X][i])
+            fail_msg("mutate changed x[%zu] too", i);
+    for (int t = BK_AR_RESIDUAL; t <= BK_AR_GAMMA; t++)
+        assert_memory_equal(c.t[t].data, before[t], c.t[t].elems * 2);
+    for (int i = 0; i < BK_AR_NT; i++)
+        free(before[i]);
+    v->destroy(st);
+    free_tensors(&c);
+    bk_shm_destroy(shm);
+}
+
 int main(void)
 {
     size_t total = 0, bytes;
@@ -615,6 +800,11 @@ int main(void)
         cmocka_unit_test(test_diagnostic_routes_outside_its_base),
         cmocka_unit_test(test_crash_aborts_at_its_iteration),
         cmocka_unit_test(test_params_are_checked),
+        cmocka_unit_test(test_params_edges),
+        cmocka_unit_test(test_crash_at),
+        cmocka_unit_test(test_slowed_rank_is_slowed),
+        cmocka_unit_test(test_lazy_skips_timed_calls),
+        cmocka_unit_test(test_mutate_sets_its_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
