@@ -1,0 +1,226 @@
+/* test_report.c - the printed report (bk_report_header, bk_report_print) of the saved record
+ * in tests/fixtures/records/pre-repeats (read back and scored as `bracket score` does), and of
+ * that run edited one field at a time: idle ranks, rounds, routed shapes, bitwise equality,
+ * drift, the candidate's share and diagnostic variants each print only where they apply. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner/report.h"
+#include "runner/run.h"
+
+#define FIXTURE "tests/fixtures/records/pre-repeats/record.json"
+
+typedef struct {
+    bk_run run;
+    bk_score sc;
+} scored;
+
+static int setup(void **state)
+{
+    const char *d = getenv("BK_SOURCE_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/" FIXTURE, d && d[0] ? d : BK_SOURCE_DIR);
+    scored *s = calloc(1, sizeof *s);
+    bk_err err = { 0 };
+    if (!s)
+        return -1;
+    if (bk_record_read(path, &s->run, &err) != BK_OK ||
+        bk_run_evaluate(&s->run, 0, &s->sc, &err) != BK_OK) {
+        fprintf(stderr, "%s: %s\n", path, err.msg);
+        bk_run_free(&s->run);
+        free(s);
+        return -1;
+    }
+    /* what the header shows and a record does not give back: the run's lanes and share */
+    s->run.world_size = 4;
+    s->run.lane_size = 2;
+    memcpy(s->run.baseline, (int[]){ 0, 1 }, 2 * sizeof(int));
+    memcpy(s->run.candidate, (int[]){ 2, 3 }, 2 * sizeof(int));
+    s->run.routing_share = 1.0;
+    *state = s;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    scored *s = *state;
+    bk_run_free(&s->run);
+    free(s);
+    return 0;
+}
+
+/* The header (head != 0) or the report, as text; the caller frees it. */
+static char *text(const scored *s, int head)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    if (head)
+        bk_report_header(f, &s->run);
+    else
+        bk_report_print(f, &s->run, &s->sc);
+    assert_int_equal(fclose(f), 0);
+    return buf;
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+#define HAS(t, s)                                                                             \
+    do {                                                                                      \
+        if (!strstr((t), (s)))                                                                \
+            fail_msg("no '%s' in:\n%s", (s), (t));                                            \
+    } while (0)
+#define LACKS(t, s)                                                                           \
+    do {                                                                                      \
+        if (strstr((t), (s)))                                                                 \
+            fail_msg("'%s' in:\n%s", (s), (t));                                               \
+    } while (0)
+
+/* The record as it is: one round, a bitwise pass, drift within its limit, the candidate
+ * serving every shape, no diagnostic variant: none of the notes for those. */
+static void test_fixture_as_recorded(void **state)
+{
+    scored *s = *state;
+    char *t = text(s, 0);
+    HAS(t, "quality: pass (A equals T bit for bit)\n");
+    HAS(t, "drift:   B'/B - 1 = -6.61% (limit 10.00%)\n");
+    HAS(t, "  B   shm_twopass            n 200     cost      49.28 us  [    48.83,     49.77]  "
+           "r0:exit 0 r1:exit 0\n");
+    LACKS(t, "rounds, round");
+    LACKS(t, "ran the incumbent");
+    LACKS(t, "exceeded");
+    LACKS(t, "times the drift limit");
+    LACKS(t, "the candidate serves");
+    LACKS(t, "DIAGNOSTIC");
+    HAS(t, "verdict: FAIL (failed)\n");
+    free(t);
+    t = text(s, 1);
+    LACKS(t, "idle");
+    HAS(t, "  routing    the candidate serves 100.0% of the workload's weight\n");
+    free(t);
+}
+
+/* Ranks in neither lane: one alone, two as "a,b", three or more as a span. */
+static void test_idle_ranks(void **state)
+{
+    scored *s = *state;
+    static const struct { int world; const char *line; } v[] = {
+        { 5, "  idle       MPI rank 4: in neither lane, no engine runs there (the lanes take 4 "
+             "of the 5 ranks)\n" },
+        { 6, "  idle       MPI ranks 4,5: in neither lane, no engine runs there (the lanes take "
+             "4 of the 6 ranks)\n" },
+        { 7, "  idle       MPI ranks 4-6: in neither lane, no engine runs there (the lanes take "
+             "4 of the 7 ranks)\n" },
+        { 64, "  idle       MPI ranks 4-63: in neither lane, no engine runs there (the lanes "
+              "take 4 of the 64 ranks)\n" },
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        s->run.world_size = v[i].world;
+        char *t = text(s, 1);
+        HAS(t, v[i].line);
+        free(t);
+    }
+    s->run.world_size = 4;
+}
+
+/* A shape outside the candidate's domain ran the incumbent in C, and C alone says so. */
+static void test_routed_shape_named_in_c_only(void **state)
+{
+    scored *s = *state;
+    s->run.plan.workload.shapes[1].tokens = 1024; /* past shm_oneshot_fused's 512 */
+    char *t = text(s, 0);
+    HAS(t, "        shape 1 (tokens 1024, hidden 4096, weight 0.5): median 89.52 us");
+    assert_int_equal(count(t, "(ran the incumbent: "), 1);
+    const char *c = strstr(t, "  C   shm_oneshot_fused"), *bp = strstr(t, "  B'  shm_twopass");
+    assert_non_null(c);
+    assert_non_null(bp);
+    const char *routed = strstr(t, "(ran the incumbent: ");
+    assert_true(routed > c && routed < bp);
+    HAS(t, "  (the candidate serves 50.0% of the workload's weight; the other calls ran the "
+           "incumbent)\n");
+    free(t);
+    s->run.plan.workload.shapes[1].tokens = 8;
+}
+
+/* A pass whose A differs from T in some bits says how many and how far. */
+static void test_pass_not_bitwise(void **state)
+{
+    scored *s = *state;
+    assert_int_equal(s->run.quality.state, BK_QUALITY_PASS);
+    char keep = s->run.quality.per[1].digest_t[10];
+    s->run.quality.per[1].digest_t[10] = keep == '0' ? '1' : '0';
+    s->run.quality.per[1].max_abs = 0.0078125;
+    s->run.quality.per[1].max_rel = 0.00390625;
+    char *t = text(s, 0);
+    HAS(t, "quality: pass (A differs from T bitwise in 1 of 4 shape x output(s), within rtol "
+           "0.01, atol 0.01: max abs err 0.00781, max rel err 0.00391)\n");
+    LACKS(t, "bit for bit");
+    free(t);
+    s->run.quality.per[1].digest_t[10] = keep;
+}
+
+/* Drift past its limit: "exceeded", with "B' kept, excluded" when B' left the baseline;
+ * the note on the machine's speed only past twice the limit, under exclude_later. */
+static void test_drift_notes(void **state)
+{
+    scored *s = *state;
+    const bk_score keep = s->sc;
+    s->sc.drift = -0.15;
+    s->sc.drift_exceeded = 1;
+    char *t = text(s, 0);
+    HAS(t, "drift:   B'/B - 1 = -15.00% (limit 10.00%)  exceeded\n");
+    LACKS(t, "times the drift limit");
+    free(t);
+    s->sc.bp_excluded = 1;
+    t = text(s, 0);
+    HAS(t, "drift:   B'/B - 1 = -15.00% (limit 10.00%)  exceeded: B' kept, excluded\n");
+    LACKS(t, "times the drift limit"); /* 1.5 times the limit */
+    free(t);
+    s->sc.drift = 0.25;
+    t = text(s, 0);
+    HAS(t, "  note: B' moved 2.5 times the drift limit from B: the machine's speed changed "
+           "during the bracket;\n");
+    free(t);
+    s->sc = keep;
+}
+
+/* A diagnostic incumbent or candidate is called out, a real one never. */
+static void test_diagnostic_called_out(void **state)
+{
+    scored *s = *state;
+    char keep[sizeof s->run.plan.candidate.name];
+    memcpy(keep, s->run.plan.candidate.name, sizeof keep);
+    snprintf(s->run.plan.candidate.name, sizeof s->run.plan.candidate.name, "slowed");
+    char *t = text(s, 0);
+    HAS(t, "  (candidate slowed is a DIAGNOSTIC variant: a self-check of this bracket, never a "
+           "qualification result)\n");
+    assert_int_equal(count(t, "DIAGNOSTIC"), 1);
+    free(t);
+    memcpy(s->run.plan.candidate.name, keep, sizeof keep);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_fixture_as_recorded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_ranks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_routed_shape_named_in_c_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pass_not_bitwise, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_drift_notes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_diagnostic_called_out, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
