@@ -146,22 +146,32 @@ int bk__mem_available_in(const char *meminfo, const char *self_cgroup, const cha
         const char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
         if (!c2)
             continue;
-        char dir[1100];
-        uint64_t left;
-        int known = 0;
-        if (c2 == c1 + 1) {
-            snprintf(dir, sizeof dir, "%s%s", cgroup_root, c2 + 1);
-            left = cg_left(dir, "memory.max", "memory.current", &known);
-        } else if ((size_t)(c2 - c1 - 1) == strlen("memory") &&
-                   strncmp(c1 + 1, "memory", 6) == 0) {
-            snprintf(dir, sizeof dir, "%s/memory%s", cgroup_root, c2 + 1);
-            left = cg_left(dir, "memory.limit_in_bytes", "memory.usage_in_bytes", &known);
-        } else {
+        const int v2 = c2 == c1 + 1;
+        if (!v2 && ((size_t)(c2 - c1 - 1) != strlen("memory") || strncmp(c1 + 1, "memory", 6)))
             continue;
-        }
-        if (known && (!have || left < avail)) {
-            avail = left;
-            have = 1;
+        /* the process's cgroup and each one above it: a limit can sit on any of them (Slurm
+         * puts it on the job's and the step's, the task's own memory.max being "max") */
+        char path[1024];
+        bk_strlcpy(path, c2 + 1, sizeof path);
+        for (;;) {
+            char dir[1100];
+            int known = 0;
+            uint64_t left;
+            if (v2) {
+                snprintf(dir, sizeof dir, "%s%s", cgroup_root, path);
+                left = cg_left(dir, "memory.max", "memory.current", &known);
+            } else {
+                snprintf(dir, sizeof dir, "%s/memory%s", cgroup_root, path);
+                left = cg_left(dir, "memory.limit_in_bytes", "memory.usage_in_bytes", &known);
+            }
+            if (known && (!have || left < avail)) {
+                avail = left;
+                have = 1;
+            }
+            char *slash = strrchr(path, '/');
+            if (!slash || slash == path)
+                break; /* up to the top cgroup below the root */
+            *slash = '\0';
         }
     }
     if (f)

@@ -38,8 +38,9 @@ void bk_rank0_too_big_text(const bk_plan *p, uint64_t have, char *buf, size_t le
 const char *bk_mem_text(uint64_t bytes, char *buf, size_t len);
 
 /* The bytes this process may still allocate into *bytes: MemAvailable of
- * /proc/meminfo, or less when a memory cgroup of it leaves less (v2 memory.max -
- * memory.current, v1 memory.limit_in_bytes - memory.usage_in_bytes). Returns 0 when
+ * /proc/meminfo, or less when a memory cgroup of it, its own or one above it (Slurm limits
+ * the job's and the step's), leaves less (v2 memory.max - memory.current, v1
+ * memory.limit_in_bytes - memory.usage_in_bytes). Returns 0 when
  * none of them can be read (no limit is known), else 1. */
 int bk_mem_available(uint64_t *bytes);
 

@@ -245,6 +245,34 @@ static void test_available_cgroup_v2(void **state)
     assert_int_equal(known, 1);
 }
 
+/* The limit may sit on a cgroup above the process's own: Slurm's cgroup v2 layout limits the
+ * job and the step, the task's own memory.max being "max". The lowest of them counts. */
+static void test_available_cgroup_parents(void **state)
+{
+    (void)state;
+    int known = 0;
+    put("meminfo", MEMINFO);
+    put("self_cgroup", "0::/slurm/job_7/step_0/task_0\n");
+    put("cg/slurm/job_7/step_0/task_0/memory.max", "max\n");
+    put("cg/slurm/job_7/step_0/task_0/memory.current", "100\n");
+    put("cg/slurm/job_7/memory.max", "3000000000\n");
+    put("cg/slurm/job_7/memory.current", "1000000000\n");
+    assert_int_equal(left_in(&known), 2000000000ull);
+    assert_int_equal(known, 1);
+    /* the step's tighter limit wins over the job's */
+    put("cg/slurm/job_7/step_0/memory.max", "1500000000\n");
+    put("cg/slurm/job_7/step_0/memory.current", "1000000000\n");
+    assert_int_equal(left_in(&known), 500000000ull);
+    /* the same walk in v1's memory hierarchy */
+    put("self_cgroup", "4:memory:/slurm/uid_0/job_8/step_0\n");
+    put("cg/memory/slurm/uid_0/job_8/step_0/memory.limit_in_bytes", "9223372036854771712\n");
+    put("cg/memory/slurm/uid_0/job_8/step_0/memory.usage_in_bytes", "10\n");
+    put("cg/memory/slurm/uid_0/job_8/memory.limit_in_bytes", "2000000000\n");
+    put("cg/memory/slurm/uid_0/job_8/memory.usage_in_bytes", "500000000\n");
+    assert_int_equal(left_in(&known), 1500000000ull);
+    assert_int_equal(known, 1);
+}
+
 /* v1 ("N:memory:/path"): memory.limit_in_bytes - memory.usage_in_bytes under memory/; its
  * "unlimited" (2^63 less a page) is no limit; another controller's line is not memory's */
 static void test_available_cgroup_v1(void **state)
@@ -278,6 +306,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_available_meminfo_only, mk_root, rm_root),
         cmocka_unit_test_setup_teardown(test_available_cgroup_v2, mk_root, rm_root),
         cmocka_unit_test_setup_teardown(test_available_cgroup_v1, mk_root, rm_root),
+        cmocka_unit_test_setup_teardown(test_available_cgroup_parents, mk_root, rm_root),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
