@@ -42,6 +42,11 @@ static void test_probe_this_machine(void **state)
     }
     assert_true(said_nvml); /* saw NVML, or says why not */
     assert_true(said_cuda);
+    /* the digest covers what NVML and CUDA added (notes included) */
+    char digest[sizeof t->digest];
+    memcpy(digest, t->digest, sizeof digest);
+    free(bk_topo_dump(t));
+    assert_string_equal(digest, t->digest);
     /* the probe survives its own snapshot */
     char *text = bk_topo_dump(t);
     bk_topo *u = NULL;
@@ -108,6 +113,131 @@ static void test_synthetic_cpu_side(void **state)
     bk_err e3 = { 0 };
     assert_int_equal(bk_topo_probe_xml("/nonexistent.xml", &t, &e3), BK_ERR_INPUT);
     assert_non_null(strstr(e3.msg, "/nonexistent.xml"));
+}
+
+/* Index of the GPU (or NIC) with this bus id, or -1. */
+static int gpu_at(const bk_topo_host *h, const char *bus)
+{
+    for (int i = 0; i < h->ngpus; i++)
+        if (!strcmp(h->gpus[i].bus_id, bus))
+            return i;
+    return -1;
+}
+
+static int nic_at(const bk_topo_host *h, const char *bus)
+{
+    for (int i = 0; i < h->nnics; i++)
+        if (!strcmp(h->nics[i].bus_id, bus))
+            return i;
+    return -1;
+}
+
+static int has_note(const bk_topo_host *h, const char *what)
+{
+    for (int i = 0; i < h->nnotes; i++)
+        if (strstr(h->notes[i], what))
+            return 1;
+    return 0;
+}
+
+/* pcie_odd.xml (gen_hwloc_xml.py says what is in it). */
+static void test_xml_odd_cases(void **state)
+{
+    (void)state;
+    bk_topo *t = NULL;
+    bk_err err = { 0 };
+    if (bk_topo_probe_xml(fx("pcie_odd.xml"), &t, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    const bk_topo_host *h = &t->hosts[0];
+    int outer = gpu_at(h, "0000:10:00.0"), inner = gpu_at(h, "0000:04:00.0");
+    int far = gpu_at(h, "0000:40:00.0");
+    assert_true(outer >= 0 && inner >= 0 && far >= 0);
+    /* one bridge on one side, three on the other: PXB either way round */
+    assert_int_equal(h->links[outer][inner].cls, BK_LINK_PXB);
+    assert_int_equal(h->links[inner][outer].cls, BK_LINK_PXB);
+    assert_int_equal(h->gpus[outer].numa, 0);
+    assert_int_equal(h->gpus[far].numa, -1); /* under the machine: no single NUMA node */
+    assert_int_equal(h->links[outer][far].cls, BK_LINK_SYS);
+    /* 66 GPUs: 64 kept, said so, and the NIC on the bus after them still seen */
+    assert_int_equal(h->ngpus, BK_TOPO_MAX_GPUS);
+    assert_true(has_note(h, "more than 64 GPUs"));
+    assert_int_equal(h->nnics, 3);
+    int ib = nic_at(h, "0000:18:00.0"), roce = nic_at(h, "0000:19:00.0");
+    int eth9 = nic_at(h, "0000:f0:00.0");
+    assert_true(ib >= 0 && roce >= 0 && eth9 >= 0);
+    assert_string_equal(h->nics[ib].name, "mlx5_1"); /* the verbs name, not its netdev ib0 */
+    assert_string_equal(h->nics[ib].kind, "ib");
+    assert_string_equal(h->nics[roce].name, "ens1"); /* Ethernet: the netdev, not mlx5_2 */
+    assert_string_equal(h->nics[roce].kind, "eth");
+    assert_string_equal(h->nics[eth9].name, "eth9");
+    assert_int_equal(h->gpu_nic[far][eth9], BK_LINK_PHB);
+    assert_int_equal(h->gpu_nic[outer][ib], BK_LINK_PHB);
+    assert_int_equal(h->gpu_nic[inner][eth9], BK_LINK_SYS);
+    bk_topo_free(t);
+}
+
+/* One PCI device is enough to have seen PCI. */
+static void test_xml_one_pci_device(void **state)
+{
+    (void)state;
+    bk_topo *t = NULL;
+    bk_err err = { 0 };
+    if (bk_topo_probe_xml(fx("pcie_one.xml"), &t, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    const bk_topo_host *h = &t->hosts[0];
+    assert_int_equal(h->nnics, 1);
+    assert_true(h->seen & BK_SEEN_PCI);
+    assert_false(has_note(h, "no PCI device"));
+    bk_topo_free(t);
+}
+
+/* More NUMA nodes than a host holds: the first 64 are kept, and it says so. */
+static void test_synthetic_too_many_numa(void **state)
+{
+    (void)state;
+    bk_topo *t = NULL;
+    bk_err err = { 0 };
+    if (bk_topo_probe_synthetic("pack:66 numa:1 core:1 pu:1", &t, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    const bk_topo_host *h = &t->hosts[0];
+    assert_int_equal(h->packages, 66);
+    assert_int_equal(h->nnuma, BK_TOPO_MAX_NUMA);
+    assert_int_equal(h->numa[63].os_index, 63);
+    assert_true(has_note(h, "more than 64 NUMA nodes"));
+    bk_topo_free(t);
+}
+
+/* The boot id is the bare UUID, without the file's newline. */
+static void test_host_identity(void **state)
+{
+    (void)state;
+    char host[128], boot[64];
+    bk_host_identity(host, sizeof host, boot, sizeof boot);
+    assert_true(host[0] != '\0');
+    if (access("/proc/sys/kernel/random/boot_id", R_OK) != 0)
+        skip();
+    assert_int_equal(strlen(boot), 36);
+    assert_null(strpbrk(boot, "\r\n"));
+}
+
+/* An XML that hwloc reads but cannot load (a machine without a cpuset) is bad
+ * input, like an unreadable one, not a system failure. */
+static void test_xml_load_fails(void **state)
+{
+    (void)state;
+    char tmp[] = "/tmp/bk_topo_xml_XXXXXX";
+    int fd = mkstemp(tmp);
+    assert_true(fd >= 0);
+    static const char xml[] = "<?xml version=\"1.0\"?>\n<topology version=\"2.0\">"
+                              "<object type=\"Machine\" os_index=\"0\"/></topology>\n";
+    assert_int_equal(write(fd, xml, sizeof xml - 1), (ssize_t)(sizeof xml - 1));
+    close(fd);
+    bk_topo *t = NULL;
+    bk_err err = { 0 };
+    assert_int_equal(bk_topo_probe_xml(tmp, &t, &err), BK_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "hwloc load failed"));
+    assert_null(t);
+    remove(tmp);
 }
 
 /* Run a command with the NULL-terminated argument list. */
@@ -188,6 +318,11 @@ int main(void)
         cmocka_unit_test(test_probe_this_machine),
         cmocka_unit_test(test_xml_pci_classes),
         cmocka_unit_test(test_synthetic_cpu_side),
+        cmocka_unit_test(test_xml_odd_cases),
+        cmocka_unit_test(test_xml_one_pci_device),
+        cmocka_unit_test(test_synthetic_too_many_numa),
+        cmocka_unit_test(test_host_identity),
+        cmocka_unit_test(test_xml_load_fails),
         cmocka_unit_test(test_commands),
         cmocka_unit_test(test_print_matrix),
     };
