@@ -14,7 +14,10 @@
 #include "topology/topology.h"
 
 /* FAKE_NVML_MODE: b = pairs (0,1) (2,3) joined by 4 NVLinks, s = 18 links each to
- * NVSwitch, i = init fails. Four GPUs. */
+ * NVSwitch, i = init fails, p = no NVLink and PCIe levels MULTIPLE within a pair,
+ * HOSTBRIDGE across, w = GPU d has 2d links up, to a far end of bus C0 (an NVSwitch
+ * that an old driver, one without the remote device type, shows by PCI only). Four
+ * GPUs. Built twice: with and without nvmlDeviceGetNvLinkRemoteDeviceType (NO_RT). */
 static const char fake_src[] =
     "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
     "typedef struct { char legacy[16]; unsigned d, b, dv, pid, sid; char busId[32]; } pci;\n"
@@ -36,15 +39,19 @@ static const char fake_src[] =
     "int nvmlDeviceGetUUID(int *d, char *b, unsigned n) { snprintf(b, n, \"GPU-fake-%d\", *d); return 0; }\n"
     "int nvmlDeviceGetName(int *d, char *b, unsigned n) { (void)d; snprintf(b, n, \"Fake H200\"); return 0; }\n"
     "int nvmlDeviceGetNvLinkState(int *d, unsigned l, int *on) { (void)d; if (l >= 18) return 2;\n"
-    "  *on = mode() == 's' ? 1 : l < 4; return 0; }\n"
+    "  *on = mode() == 's' ? 1 : mode() == 'p' ? 0 : mode() == 'w' ? (int)l < 2 * *d : l < 4; return 0; }\n"
+    "#ifndef NO_RT\n"
     "int nvmlDeviceGetNvLinkRemoteDeviceType(int *d, unsigned l, int *t) { (void)d; (void)l;\n"
     "  *t = mode() == 's' ? 2 : 0; return 0; }\n"
+    "#endif\n"
     "int nvmlDeviceGetNvLinkRemotePciInfo_v2(int *d, unsigned l, pci *p) { (void)l;\n"
-    "  memset(p, 0, sizeof *p); strcpy(p->busId, bus[*d ^ 1]); return 0; }\n"
-    "int nvmlDeviceGetTopologyCommonAncestor(int *a, int *b, int *lvl) { *lvl = (*a / 2 == *b / 2) ? 10 : 40; return 0; }\n";
+    "  memset(p, 0, sizeof *p); strcpy(p->busId, mode() == 'w' ? \"00000000:C0:00.0\" : bus[*d ^ 1]);\n"
+    "  return 0; }\n"
+    "int nvmlDeviceGetTopologyCommonAncestor(int *a, int *b, int *lvl) { int same = *a / 2 == *b / 2;\n"
+    "  *lvl = mode() == 'p' ? (same ? 20 : 30) : same ? 10 : 40; return 0; }\n";
 
-static char libpath[256];
-static char dir[] = "/tmp/bk_fake_nvml_XXXXXX"; /* removed with its two files at teardown */
+static char libpath[256], oldpath[300];
+static char dir[] = "/tmp/bk_fake_nvml_XXXXXX"; /* removed with its three files at teardown */
 static char src[300];
 
 static int setup(void **state)
@@ -63,6 +70,11 @@ static int setup(void **state)
     snprintf(cmd, sizeof cmd, "cc -shared -fPIC -o %s %s 2>/dev/null", libpath, src);
     if (system(cmd) != 0)
         libpath[0] = '\0'; /* tests skip */
+    snprintf(oldpath, sizeof oldpath, "%s/old/libnvidia-ml.so.1", dir);
+    snprintf(cmd, sizeof cmd, "mkdir %s/old && cc -DNO_RT -shared -fPIC -o %s %s 2>/dev/null", dir,
+             oldpath, src);
+    if (libpath[0] && system(cmd) != 0)
+        libpath[0] = '\0';
     setenv("BK_NVML_LIBRARY", libpath, 1);
     return 0;
 }
@@ -74,6 +86,10 @@ static int teardown(void **state)
     unlink(src);
     if (libpath[0])
         unlink(libpath);
+    unlink(oldpath);
+    char old[300];
+    snprintf(old, sizeof old, "%s/old", dir);
+    rmdir(old);
     return rmdir(dir) == 0 ? 0 : -1;
 }
 
@@ -173,6 +189,128 @@ static void test_init_fails_and_missing_library(void **state)
     free(h);
 }
 
+/* GPUs only NVML sees get their PCIe class from NVML's common ancestor level, and
+ * unknown NUMA node, NIC and CUDA index; the classes hwloc found stay. */
+static void test_added_gpus_levels(void **state)
+{
+    (void)state;
+    if (!libpath[0])
+        skip();
+    bk_topo_host *h = calloc(1, sizeof *h);
+    bk_err err = { 0 };
+    pcie_host(h);
+    bk_strlcpy(h->gpus[1].bus_id, "0000:3a:00.0", sizeof h->gpus[1].bus_id); /* NVML's 2 */
+    h->ngpus = 2;
+    h->gpus[0].numa = h->gpus[1].numa = 0;
+    memset(h->links, 0, sizeof h->links);
+    h->links[0][0].cls = h->links[1][1].cls = BK_LINK_SELF;
+    h->links[0][1].cls = h->links[1][0].cls = BK_LINK_PIX; /* hwloc's, not NVML's */
+    setenv("FAKE_NVML_MODE", "p", 1);
+    assert_int_equal(bk_topo_probe_nvml(h, &err), BK_OK);
+    assert_int_equal(h->ngpus, 4);
+    assert_string_equal(h->gpus[2].bus_id, "0000:2a:00.0");
+    assert_string_equal(h->gpus[3].bus_id, "0000:5d:00.0");
+    assert_int_equal(h->links[0][1].cls, BK_LINK_PIX);
+    assert_int_equal(h->links[1][0].cls, BK_LINK_PIX);
+    assert_int_equal(h->links[0][2].cls, BK_LINK_PXB); /* NVML 0 and 1: MULTIPLE */
+    assert_int_equal(h->links[1][3].cls, BK_LINK_PXB); /* NVML 2 and 3 */
+    assert_int_equal(h->links[0][3].cls, BK_LINK_PHB); /* across: HOSTBRIDGE */
+    assert_int_equal(h->links[2][1].cls, BK_LINK_PHB);
+    assert_int_equal(h->links[2][2].cls, BK_LINK_SELF);
+    for (int i = 2; i < 4; i++) {
+        assert_int_equal(h->gpus[i].numa, -1);
+        assert_int_equal(h->gpus[i].nic, -1);
+        assert_int_equal(h->gpus[i].cuda_index, -1);
+    }
+    assert_int_equal(h->gpus[0].numa, 0);
+    free(h);
+}
+
+/* A host nearly full: NVML's extra GPUs are not added past BK_TOPO_MAX_GPUS. */
+static void test_added_gpus_full_host(void **state)
+{
+    (void)state;
+    if (!libpath[0])
+        skip();
+    bk_topo_host *h = calloc(1, sizeof *h);
+    bk_err err = { 0 };
+    h->ngpus = BK_TOPO_MAX_GPUS - 1; /* none of them on NVML's buses */
+    for (int i = 0; i < h->ngpus; i++) {
+        snprintf(h->gpus[i].bus_id, sizeof h->gpus[i].bus_id, "0000:%02x:00.0", 0x80 + i);
+        h->gpus[i].numa = h->gpus[i].nic = h->gpus[i].cuda_index = -1;
+        for (int j = 0; j < h->ngpus; j++)
+            h->links[i][j].cls = i == j ? BK_LINK_SELF : BK_LINK_SYS;
+    }
+    setenv("FAKE_NVML_MODE", "b", 1);
+    assert_int_equal(bk_topo_probe_nvml(h, &err), BK_OK);
+    assert_int_equal(h->ngpus, BK_TOPO_MAX_GPUS);
+    assert_string_equal(h->gpus[BK_TOPO_MAX_GPUS - 1].bus_id, "0000:18:00.0");
+    /* NVML has no handle for the GPUs hwloc saw: their class to the new one is not
+     * asked of NVML (the fake, like a strict driver, would crash on a NULL handle) */
+    assert_int_equal(h->links[0][BK_TOPO_MAX_GPUS - 1].cls, BK_LINK_SYS);
+    assert_int_equal(h->links[BK_TOPO_MAX_GPUS - 1][0].cls, BK_LINK_SYS);
+    free(h);
+}
+
+/* An old driver (no remote device type) shows the NVSwitch as a far end of a bus
+ * that is no GPU: the GPUs reach each other over it with as many links as the
+ * poorer of the two has. */
+static void test_nvswitch_by_pci(void **state)
+{
+    (void)state;
+    if (!libpath[0])
+        skip();
+    bk_topo_host *h = calloc(1, sizeof *h);
+    bk_err err = { 0 };
+    pcie_host(h);
+    setenv("BK_NVML_LIBRARY", oldpath, 1);
+    setenv("FAKE_NVML_MODE", "w", 1);
+    assert_int_equal(bk_topo_probe_nvml(h, &err), BK_OK);
+    setenv("BK_NVML_LIBRARY", libpath, 1);
+    assert_int_equal(h->nnotes, 0);
+    assert_true(h->seen & BK_SEEN_NVML);
+    assert_true(h->nvswitch);
+    assert_int_equal(h->links[0][1].cls, BK_LINK_SYS); /* GPU 0 has no link up */
+    assert_int_equal(h->links[1][0].cls, BK_LINK_SYS);
+    assert_int_equal(h->links[1][2].cls, BK_LINK_NV);
+    assert_int_equal(h->links[1][2].nvlinks, 2);
+    assert_int_equal(h->links[2][1].nvlinks, 2);
+    assert_int_equal(h->links[3][2].nvlinks, 4);
+    assert_int_equal(h->links[2][3].nvlinks, 4);
+    free(h);
+}
+
+/* The library is closed again, and an empty BK_NVML_LIBRARY means the default one. */
+static void test_library_closed_and_default(void **state)
+{
+    (void)state;
+    if (!libpath[0])
+        skip();
+    bk_topo_host *h = calloc(1, sizeof *h);
+    bk_err err = { 0 };
+    char line[1024];
+    pcie_host(h);
+    setenv("FAKE_NVML_MODE", "b", 1);
+    assert_int_equal(bk_topo_probe_nvml(h, &err), BK_OK);
+    assert_true(h->seen & BK_SEEN_NVML);
+    FILE *maps = fopen("/proc/self/maps", "r");
+    if (maps) {
+        while (fgets(line, sizeof line, maps))
+            if (strstr(line, dir))
+                fail_msg("the fake NVML is still mapped: %s", line);
+        fclose(maps);
+    }
+    pcie_host(h);
+    setenv("BK_NVML_LIBRARY", "", 1);
+    assert_int_equal(bk_topo_probe_nvml(h, &err), BK_OK);
+    setenv("BK_NVML_LIBRARY", libpath, 1);
+    for (int i = 0; i < h->nnotes; i++)
+        if (strstr(h->notes[i], "NVML:") && !strstr(h->notes[i], "libnvidia-ml.so.1") &&
+            !strstr(h->notes[i], "init failed") && !strstr(h->notes[i], "GPU 0000"))
+            fail_msg("empty BK_NVML_LIBRARY did not mean libnvidia-ml.so.1: %s", h->notes[i]);
+    free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -180,6 +318,10 @@ int main(void)
         cmocka_unit_test(test_nvswitch),
         cmocka_unit_test(test_gpus_only_nvml_sees),
         cmocka_unit_test(test_init_fails_and_missing_library),
+        cmocka_unit_test(test_added_gpus_levels),
+        cmocka_unit_test(test_added_gpus_full_host),
+        cmocka_unit_test(test_nvswitch_by_pci),
+        cmocka_unit_test(test_library_closed_and_default),
     };
     int failed = cmocka_run_group_tests(tests, setup, teardown);
     /* cmocka prints a failed group teardown but does not count it: check its work here */
