@@ -56,8 +56,9 @@ static void test_gather_probe(void **state)
     bk_topo_free(t);
 }
 
-/* The HGX fixture, renamed to this machine (so the rank is found on it). */
-static bk_topo *hgx_here(const char *boot)
+/* The HGX fixture, renamed to this machine (so the rank is found on it), or to
+ * another hostname. */
+static bk_topo *hgx_named(const char *hostname, const char *boot)
 {
     char path[1024], host[128], myboot[64];
     bk_topo *t = NULL;
@@ -65,9 +66,14 @@ static bk_topo *hgx_here(const char *boot)
     snprintf(path, sizeof path, "%s/tests/fixtures/topo/hgx8_nvswitch.json", BK_SOURCE_DIR);
     assert_int_equal(bk_topo_load(path, &t, &err), BK_OK);
     bk_host_identity(host, sizeof host, myboot, sizeof myboot);
-    bk_strlcpy(t->hosts[0].hostname, host, sizeof t->hosts[0].hostname);
+    bk_strlcpy(t->hosts[0].hostname, hostname ? hostname : host, sizeof t->hosts[0].hostname);
     bk_strlcpy(t->hosts[0].boot_id, boot ? boot : myboot, sizeof t->hosts[0].boot_id);
     return t;
+}
+
+static bk_topo *hgx_here(const char *boot)
+{
+    return hgx_named(NULL, boot);
 }
 
 static void test_gather_with_snapshot(void **state)
@@ -92,6 +98,29 @@ static void test_gather_with_snapshot(void **state)
     bk_err e3 = { 0 };
     assert_int_equal(bk_topo_gather(&world, snap, "", &t, &pl, &e3), BK_ERR_INPUT);
     assert_non_null(strstr(e3.msg, "which the snapshot does not list"));
+    bk_topo_free(snap);
+}
+
+/* A host is its hostname and boot id: the same boot id under another hostname is
+ * another host (a UTS namespace); a snapshot host without a boot id matches any boot. */
+static void test_gather_snapshot_identity(void **state)
+{
+    (void)state;
+    bk_topo *snap = hgx_named("not-this-host", NULL), *t = NULL;
+    bk_rank_place *pl = NULL;
+    bk_err err = { 0 };
+    assert_int_equal(bk_topo_gather(&world, snap, "", &t, &pl, &err), BK_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "which the snapshot does not list"));
+    assert_null(t);
+    bk_topo_free(snap);
+    snap = hgx_here("");
+    bk_err e2 = { 0 };
+    if (bk_topo_gather(&world, snap, "0000:2a:00.0", &t, &pl, &e2) != BK_OK)
+        fail_msg("%s", e2.msg);
+    assert_int_equal(pl[0].host, 0);
+    assert_int_equal(pl[0].gpu, 1);
+    free(pl);
+    bk_topo_free(t);
     bk_topo_free(snap);
 }
 
@@ -162,6 +191,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_gpu_group_alone),
         cmocka_unit_test(test_gather_probe),
         cmocka_unit_test(test_gather_with_snapshot),
+        cmocka_unit_test(test_gather_snapshot_identity),
         cmocka_unit_test(test_gather_three_ranks),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
