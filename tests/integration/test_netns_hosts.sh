@@ -48,4 +48,14 @@ uts_hosts four 4 "$IT_PLAN" --iface lo
 [ "$RC" = 2 ] || fail "cpu lanes over four hosts: expected exit 2, got $RC"
 grep -q "the baseline lane spans hosts (MPI rank 0 on $(hostname), rank 1 on bk-node-1): the cpu engines of a lane share memory" "$OUT" ||
     fail "cpu lanes over four hosts: unclear error"
+# the probe fails on the other host (its hwloc cannot load the topology HWLOC_XMLFILE
+# gives it): every rank stops, and rank 0, whose own probe worked, says the probe failed
+# on another node (not that bk-node-b is missing from what it gathered)
+bad=$IT_TMP/bad-hwloc.xml
+printf '<?xml version="1.0"?>\n<topology version="2.0"><object type="Machine" os_index="0"/></topology>\n' >"$bad"
+as_host bk-node-b
+run_apps badprobe -np 2 "$BK_BRACKET" run "$IT_PLAN" --out "$IT_TMP/out-badprobe" \
+    : -np 2 env HWLOC_XMLFILE="$bad" "${AS_HOST[@]}" "$BK_BRACKET" run "$IT_PLAN" --out "$IT_TMP/out-badprobe"
+[ "$RC" != 0 ] || fail "a probe that failed on one host: the run went on"
+grep -q "gather: the probe failed on another node" "$OUT" || fail "a failed probe: rank 0 does not say so"
 echo "PASS: a lane on another host runs over tcp+CURVE; a lane across hosts is refused"
