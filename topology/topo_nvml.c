@@ -135,10 +135,9 @@ static void add_missing_gpus(nvml_api *a, bk_topo_host *h, nvml_device *dev)
                 }
                 if (h->links[i][j].cls != BK_LINK_NONE)
                     continue;
-                if (!dev[i] || !dev[j])
-                    level = TOPO_SYSTEM; /* a GPU hwloc saw that NVML has no handle for */
-                else if (a->common_ancestor &&
-                         a->common_ancestor(dev[i], dev[j], &level) != NVML_OK)
+                /* a GPU hwloc saw that NVML has no handle for stays at SYS, not asked */
+                if (dev[i] && dev[j] && a->common_ancestor &&
+                    a->common_ancestor(dev[i], dev[j], &level) != NVML_OK)
                     level = TOPO_SYSTEM;
                 h->links[i][j].cls = (uint8_t)level_class(level);
             }
