@@ -93,19 +93,27 @@ static int teardown(void **state)
     return rmdir(dir) == 0 ? 0 : -1;
 }
 
+/* n GPUs as hwloc would leave them, their bus ids still to set: no NUMA, NIC or CUDA index
+ * known, PCIe (SYS) links only. */
+static void hwloc_gpus(bk_topo_host *h, int n)
+{
+    memset(h, 0, sizeof *h);
+    h->ngpus = n;
+    for (int i = 0; i < n; i++) {
+        h->gpus[i].numa = h->gpus[i].nic = h->gpus[i].cuda_index = -1;
+        for (int j = 0; j < n; j++)
+            h->links[i][j].cls = i == j ? BK_LINK_SELF : BK_LINK_SYS;
+    }
+}
+
 /* A host as hwloc would leave it: four GPUs, PCIe links only. */
 static void pcie_host(bk_topo_host *h)
 {
     static const char *const bus[] = { "0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0",
                                        "0000:5d:00.0" };
-    memset(h, 0, sizeof *h);
-    h->ngpus = 4;
-    for (int i = 0; i < 4; i++) {
+    hwloc_gpus(h, 4);
+    for (int i = 0; i < 4; i++)
         bk_strlcpy(h->gpus[i].bus_id, bus[i], sizeof h->gpus[i].bus_id);
-        h->gpus[i].numa = h->gpus[i].nic = h->gpus[i].cuda_index = -1;
-        for (int j = 0; j < 4; j++)
-            h->links[i][j].cls = i == j ? BK_LINK_SELF : BK_LINK_SYS;
-    }
 }
 
 static void test_bridges(void **state)
@@ -234,13 +242,9 @@ static void test_added_gpus_full_host(void **state)
         skip();
     bk_topo_host *h = calloc(1, sizeof *h);
     bk_err err = { 0 };
-    h->ngpus = BK_TOPO_MAX_GPUS - 1; /* none of them on NVML's buses */
-    for (int i = 0; i < h->ngpus; i++) {
+    hwloc_gpus(h, BK_TOPO_MAX_GPUS - 1); /* none of them on NVML's buses */
+    for (int i = 0; i < h->ngpus; i++)
         snprintf(h->gpus[i].bus_id, sizeof h->gpus[i].bus_id, "0000:%02x:00.0", 0x80 + i);
-        h->gpus[i].numa = h->gpus[i].nic = h->gpus[i].cuda_index = -1;
-        for (int j = 0; j < h->ngpus; j++)
-            h->links[i][j].cls = i == j ? BK_LINK_SELF : BK_LINK_SYS;
-    }
     setenv("FAKE_NVML_MODE", "b", 1);
     assert_int_equal(bk_topo_probe_nvml(h, &err), BK_OK);
     assert_int_equal(h->ngpus, BK_TOPO_MAX_GPUS);
