@@ -354,6 +354,46 @@ static bk_shm *solo_shm(const char *tag, const bk_shape *s)
     return shm;
 }
 
+/* A diagnostic variant made from its params, with shape si's tensors, on a lane of one. */
+typedef struct solo_run {
+    rank_ctx c;
+    bk_shm *shm;
+    const bk_variant *v;
+    void *st;
+} solo_run;
+
+static void solo_open(solo_run *r, const char *tag, const char *name, const char *params, int si)
+{
+    bk_err err = { 0 };
+    r->shm = solo_shm(tag, &k_shapes[si]);
+    r->v = bk_catalog_variant(BK_AR_TARGET, name);
+    r->st = NULL;
+    assert_non_null(r->v);
+    assert_int_equal(create_named(name, params, &r->st, &err), BK_OK);
+    assert_int_equal(setup_tensors(&r->c, &k_shapes[si], si, 0, 1), 0);
+    r->c.call.comm = r->shm;
+}
+
+/* The run's outputs match the float64 reference of shape si (world 1) within tolerance. */
+static void assert_outputs_right(const solo_run *r, int si)
+{
+    bk_err err = { 0 };
+    double *ref[2];
+    assert_int_equal(g_t->reference(&k_shapes[si], g_seed, si, 0, 1, ref, &err), BK_OK);
+    verdict vd = judge(r->c.t[BK_AR_OUT].data, r->c.t[BK_AR_RESIDUAL_OUT].data, ref,
+                       &k_shapes[si]);
+    assert_int_equal(vd.bad_out + vd.bad_ro, 0);
+    free(ref[0]);
+    free(ref[1]);
+}
+
+static void solo_close(solo_run *r)
+{
+    r->v->destroy(r->st);
+    free_tensors(&r->c);
+    bk_shm_destroy(r->shm);
+}
+
 /* slowed's unit: the first call's time, then the median of a steady stream (not its
  * fastest: fraction f must give a median about (1 + f) x the base's, the statistic the
  * scorer compares); a minority of long, preempted calls barely moves it (a mean would be
@@ -401,22 +441,17 @@ static void test_slowed_asks_for_its_wait(void **state)
     (void)state;
     const int si = 9; /* 7 x 4096 */
     bk_err err = { 0 };
-    void *st = NULL;
-    rank_ctx c;
-    bk_shm *shm = solo_shm("slowed", &k_shapes[si]);
-    assert_int_equal(create_named("slowed", "{\"fraction\": 2.0}", &st, &err), BK_OK);
-    assert_int_equal(setup_tensors(&c, &k_shapes[si], si, 0, 1), 0);
-    c.call.comm = shm;
+    solo_run r;
+    solo_open(&r, "slowed", "slowed", "{\"fraction\": 2.0}", si);
     /* the wait is 2x bk__diag_unit_step's unit over this shape's calls, never this call's
      * own time (some call's time differs from its unit) */
     bk_diag_unit u = { 0, 0 };
     int off_unit = 0;
     for (int i = 0; i < 20; i++) {
         uint64_t t0 = bk_now_ns(), base = 0, wait = 0;
-        assert_int_equal(bk_catalog_variant(BK_AR_TARGET, "slowed")->run(st, &c.call, &err),
-                         BK_OK);
+        assert_int_equal(r.v->run(r.st, &r.c.call, &err), BK_OK);
         uint64_t total = bk_now_ns() - t0;
-        bk__diag_last_times(st, &base, &wait);
+        bk__diag_last_times(r.st, &base, &wait);
         assert_true(base > 0);
         const double unit = bk__diag_unit_step(&u, base);
         off_unit += (double)base != unit;
@@ -424,15 +459,8 @@ static void test_slowed_asks_for_its_wait(void **state)
         assert_true(total >= base + wait); /* the wait is spent inside the call */
     }
     assert_true(off_unit > 0);
-    double *ref[2];
-    assert_int_equal(g_t->reference(&k_shapes[si], g_seed, si, 0, 1, ref, &err), BK_OK);
-    verdict vd = judge(c.t[BK_AR_OUT].data, c.t[BK_AR_RESIDUAL_OUT].data, ref, &k_shapes[si]);
-    assert_int_equal(vd.bad_out + vd.bad_ro, 0);
-    free(ref[0]);
-    free(ref[1]);
-    bk_catalog_variant(BK_AR_TARGET, "slowed")->destroy(st);
-    free_tensors(&c);
-    bk_shm_destroy(shm);
+    assert_outputs_right(&r, si);
+    solo_close(&r);
 }
 
 static void test_corrupt_is_caught(void **state)
@@ -440,28 +468,22 @@ static void test_corrupt_is_caught(void **state)
     (void)state;
     const int si = 6; /* 32 x 64 */
     bk_err err = { 0 };
-    void *st = NULL;
-    rank_ctx c;
-    bk_shm *shm = solo_shm("corrupt", &k_shapes[si]);
-    assert_int_equal(create_named("corrupt", "{\"base\": \"shm_oneshot_fused\"}", &st, &err),
-                     BK_OK);
-    assert_int_equal(setup_tensors(&c, &k_shapes[si], si, 0, 1), 0);
-    c.call.comm = shm;
-    assert_int_equal(bk_catalog_variant(BK_AR_TARGET, "corrupt")->run(st, &c.call, &err), BK_OK);
+    solo_run r;
+    solo_open(&r, "corrupt", "corrupt", "{\"base\": \"shm_oneshot_fused\"}", si);
+    assert_int_equal(r.v->run(r.st, &r.c.call, &err), BK_OK);
     double *ref[2];
-    size_t n = c.t[BK_AR_OUT].elems;
+    size_t n = r.c.t[BK_AR_OUT].elems;
     assert_int_equal(g_t->reference(&k_shapes[si], g_seed, si, 0, 1, ref, &err), BK_OK);
-    verdict vd = judge(c.t[BK_AR_OUT].data, c.t[BK_AR_RESIDUAL_OUT].data, ref, &k_shapes[si]);
+    verdict vd = judge(r.c.t[BK_AR_OUT].data, r.c.t[BK_AR_RESIDUAL_OUT].data, ref,
+                       &k_shapes[si]);
     assert_int_equal(vd.bad_out, (n + 6) / 7);
     assert_int_equal(vd.bad_ro, 0);
     for (size_t i = 0; i < n; i += 7)
-        assert_true(fabs(bk_bf16_to_f32(((uint16_t *)c.t[BK_AR_OUT].data)[i]) - ref[0][i] -
+        assert_true(fabs(bk_bf16_to_f32(((uint16_t *)r.c.t[BK_AR_OUT].data)[i]) - ref[0][i] -
                          1.0) < 0.05);
     free(ref[0]);
     free(ref[1]);
-    bk_catalog_variant(BK_AR_TARGET, "corrupt")->destroy(st);
-    free_tensors(&c);
-    bk_shm_destroy(shm);
+    solo_close(&r);
 }
 
 /* Outside its base's domain (one-shot: hidden 13) a diagnostic runs the incumbent. */
@@ -470,26 +492,20 @@ static void test_diagnostic_routes_outside_its_base(void **state)
     (void)state;
     const int si = 13; /* 5 x 13 */
     bk_err err = { 0 };
-    void *st = NULL;
-    rank_ctx c;
-    bk_shm *shm = solo_shm("routed", &k_shapes[si]);
-    const bk_variant *v = bk_catalog_variant(BK_AR_TARGET, "corrupt");
-    assert_int_equal(create_named("corrupt", "{\"base\": \"shm_oneshot_fused\", "
-                                  "\"magnitude\": 4}", &st, &err), BK_OK);
-    assert_int_equal(setup_tensors(&c, &k_shapes[si], si, 0, 1), 0);
-    c.call.comm = shm;
-    assert_int_equal(v->run(st, &c.call, &err), BK_OK);
+    solo_run r;
+    solo_open(&r, "routed", "corrupt", "{\"base\": \"shm_oneshot_fused\", \"magnitude\": 4}",
+              si);
+    assert_int_equal(r.v->run(r.st, &r.c.call, &err), BK_OK);
     double *ref[2];
-    size_t n = c.t[BK_AR_OUT].elems;
+    size_t n = r.c.t[BK_AR_OUT].elems;
     assert_int_equal(g_t->reference(&k_shapes[si], g_seed, si, 0, 1, ref, &err), BK_OK);
-    verdict vd = judge(c.t[BK_AR_OUT].data, c.t[BK_AR_RESIDUAL_OUT].data, ref, &k_shapes[si]);
+    verdict vd = judge(r.c.t[BK_AR_OUT].data, r.c.t[BK_AR_RESIDUAL_OUT].data, ref,
+                       &k_shapes[si]);
     assert_int_equal(vd.bad_out, (n + 6) / 7);
     assert_int_equal(vd.bad_ro, 0);
     free(ref[0]);
     free(ref[1]);
-    v->destroy(st);
-    free_tensors(&c);
-    bk_shm_destroy(shm);
+    solo_close(&r);
 }
 
 static void test_crash_aborts_at_its_iteration(void **state)
@@ -660,25 +676,18 @@ static void test_slowed_rank_is_slowed(void **state)
     (void)state;
     const int si = 4;
     bk_err err = { 0 };
-    void *st = NULL;
-    rank_ctx c;
-    bk_shm *shm = solo_shm("slowed-rank", &k_shapes[si]);
-    const bk_variant *v = bk_catalog_variant(BK_AR_TARGET, "slowed");
-    assert_int_equal(create_named("slowed", "{\"fraction\": 1.0, \"rank\": 0}", &st, &err), BK_OK);
-    assert_int_equal(setup_tensors(&c, &k_shapes[si], si, 0, 1), 0);
-    c.call.comm = shm;
+    solo_run r;
+    solo_open(&r, "slowed-rank", "slowed", "{\"fraction\": 1.0, \"rank\": 0}", si);
     bk_diag_unit u = { 0, 0 };
     for (int i = 0; i < 3; i++) {
         uint64_t base = 0, wait = 0;
-        assert_int_equal(v->run(st, &c.call, &err), BK_OK);
-        bk__diag_last_times(st, &base, &wait);
+        assert_int_equal(r.v->run(r.st, &r.c.call, &err), BK_OK);
+        bk__diag_last_times(r.st, &base, &wait);
         assert_true(base > 0);
         assert_int_equal(wait, (uint64_t)bk__diag_unit_step(&u, base));
         assert_true(wait > 0);
     }
-    v->destroy(st);
-    free_tensors(&c);
-    bk_shm_destroy(shm);
+    solo_close(&r);
 }
 
 /* lazy: the base in untimed calls (iter -1: the outputs are right), nothing from the first
@@ -688,35 +697,24 @@ static void test_lazy_skips_timed_calls(void **state)
     (void)state;
     const int si = 6; /* 32 x 64 */
     bk_err err = { 0 };
-    void *st = NULL;
-    rank_ctx c;
-    bk_shm *shm = solo_shm("lazy", &k_shapes[si]);
-    const bk_variant *v = bk_catalog_variant(BK_AR_TARGET, "lazy");
-    assert_int_equal(create_named("lazy", "{}", &st, &err), BK_OK);
-    assert_int_equal(setup_tensors(&c, &k_shapes[si], si, 0, 1), 0);
-    c.call.comm = shm;
-    assert_int_equal(v->run(st, &c.call, &err), BK_OK);
-    double *ref[2];
-    assert_int_equal(g_t->reference(&k_shapes[si], g_seed, si, 0, 1, ref, &err), BK_OK);
-    verdict vd = judge(c.t[BK_AR_OUT].data, c.t[BK_AR_RESIDUAL_OUT].data, ref, &k_shapes[si]);
-    assert_int_equal(vd.bad_out + vd.bad_ro, 0);
-    free(ref[0]);
-    free(ref[1]);
+    solo_run r;
+    solo_open(&r, "lazy", "lazy", "{}", si);
+    rank_ctx *c = &r.c;
+    assert_int_equal(r.v->run(r.st, &c->call, &err), BK_OK);
+    assert_outputs_right(&r, si);
     static const long iters[] = { 0, 1, 299 };
     for (int k = 0; k < 3; k++) {
         for (int o = BK_AR_OUT; o <= BK_AR_RESIDUAL_OUT; o++)
-            for (size_t i = 0; i < c.t[o].elems; i++)
-                ((uint16_t *)c.t[o].data)[i] = BK_BF16_POISON;
-        c.call.iter = iters[k];
-        assert_int_equal(v->run(st, &c.call, &err), BK_OK);
+            for (size_t i = 0; i < c->t[o].elems; i++)
+                ((uint16_t *)c->t[o].data)[i] = BK_BF16_POISON;
+        c->call.iter = iters[k];
+        assert_int_equal(r.v->run(r.st, &c->call, &err), BK_OK);
         for (int o = BK_AR_OUT; o <= BK_AR_RESIDUAL_OUT; o++)
-            for (size_t i = 0; i < c.t[o].elems; i++)
-                if (((uint16_t *)c.t[o].data)[i] != BK_BF16_POISON)
-                    fail_msg("lazy at iter %ld wrote %s[%zu]", iters[k], c.t[o].name, i);
+            for (size_t i = 0; i < c->t[o].elems; i++)
+                if (((uint16_t *)c->t[o].data)[i] != BK_BF16_POISON)
+                    fail_msg("lazy at iter %ld wrote %s[%zu]", iters[k], c->t[o].name, i);
     }
-    v->destroy(st);
-    free_tensors(&c);
-    bk_shm_destroy(shm);
+    solo_close(&r);
 }
 
 /* mutate: the base's right outputs, then element `element` (mod its length) of the first
@@ -726,42 +724,32 @@ static void test_mutate_sets_its_input(void **state)
     (void)state;
     const int si = 6; /* 32 x 64 */
     bk_err err = { 0 };
-    void *st = NULL;
-    rank_ctx c;
-    bk_shm *shm = solo_shm("mutate", &k_shapes[si]);
-    const bk_variant *v = bk_catalog_variant(BK_AR_TARGET, "mutate");
-    assert_int_equal(setup_tensors(&c, &k_shapes[si], si, 0, 1), 0);
-    const size_t n = c.t[BK_AR_X].elems, at = 5;
+    const size_t n = g_t->tensor_elems(&k_shapes[si], 1, BK_AR_X), at = 5;
     char params[64];
     snprintf(params, sizeof params, "{\"element\": %zu}", n + at); /* past the end: wraps */
-    assert_int_equal(create_named("mutate", params, &st, &err), BK_OK);
-    c.call.comm = shm;
+    solo_run r;
+    solo_open(&r, "mutate", "mutate", params, si);
+    rank_ctx *c = &r.c;
+    assert_int_equal(c->t[BK_AR_X].elems, n);
     uint16_t *before[BK_AR_NT];
     for (int i = 0; i < BK_AR_NT; i++) {
-        before[i] = malloc(c.t[i].elems * 2);
+        before[i] = malloc(c->t[i].elems * 2);
         assert_non_null(before[i]);
-        memcpy(before[i], c.t[i].data, c.t[i].elems * 2);
+        memcpy(before[i], c->t[i].data, c->t[i].elems * 2);
     }
-    assert_int_equal(v->run(st, &c.call, &err), BK_OK);
-    double *ref[2];
-    assert_int_equal(g_t->reference(&k_shapes[si], g_seed, si, 0, 1, ref, &err), BK_OK);
-    verdict vd = judge(c.t[BK_AR_OUT].data, c.t[BK_AR_RESIDUAL_OUT].data, ref, &k_shapes[si]);
-    assert_int_equal(vd.bad_out + vd.bad_ro, 0);
-    free(ref[0]);
-    free(ref[1]);
-    const uint16_t *x = c.t[BK_AR_X].data;
+    assert_int_equal(r.v->run(r.st, &c->call, &err), BK_OK);
+    assert_outputs_right(&r, si);
+    const uint16_t *x = c->t[BK_AR_X].data;
     assert_int_equal(x[at], 0x4040);
     assert_true(before[BK_AR_X][at] != 0x4040); /* the test would prove nothing otherwise */
     for (size_t i = 0; i < n; i++)
         if (i != at && x[i] != before[BK_AR_X][i])
             fail_msg("mutate changed x[%zu] too", i);
     for (int t = BK_AR_RESIDUAL; t <= BK_AR_GAMMA; t++)
-        assert_memory_equal(c.t[t].data, before[t], c.t[t].elems * 2);
+        assert_memory_equal(c->t[t].data, before[t], c->t[t].elems * 2);
     for (int i = 0; i < BK_AR_NT; i++)
         free(before[i]);
-    v->destroy(st);
-    free_tensors(&c);
-    bk_shm_destroy(shm);
+    solo_close(&r);
 }
 
 int main(void)
