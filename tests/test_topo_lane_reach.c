@@ -11,18 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "topology/topology.h"
-
-static bk_topo *load(const char *name)
-{
-    char path[1024];
-    bk_err err = { 0 };
-    bk_topo *t = NULL;
-    snprintf(path, sizeof path, "%s/tests/fixtures/topo/%s", BK_SOURCE_DIR, name);
-    if (bk_topo_load(path, &t, &err) != BK_OK)
-        fail_msg("%s: %s", path, err.msg);
-    return t;
-}
+#include "tests/topo_fixture.h"
 
 static bk_rank_place *places_of(const bk_topo *t, int *n)
 {

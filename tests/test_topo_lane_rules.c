@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "topology/topology.h"
+#include "tests/topo_fixture.h"
 
 /* A topology of hosts with ngpus[h] GPUs, every GPU on NUMA node 0 with no NIC, and
  * every link between two GPUs of a host NODE (set others with set_link()). */
@@ -45,16 +45,6 @@ static void set_link(bk_topo *t, int h, int a, int b, bk_link_class cls, int nvl
     t->hosts[h].links[a][b] = t->hosts[h].links[b][a] = l;
 }
 
-static bk_status pick_gpus(const bk_topo *t, int lane, bk_lane_pick *p, bk_err *err)
-{
-    bk_rank_place *pl = NULL;
-    int n = 0;
-    assert_int_equal(bk_places_one_per_gpu(t, &pl, &n, err), BK_OK);
-    bk_status st = bk_lanes_choose(t, lane, n, pl, BK_LANES_DISJOINT, p, err);
-    free(pl);
-    return st;
-}
-
 static void expect_lanes(const bk_lane_pick *p, const int *base, const int *cand)
 {
     for (int i = 0; i < p->size; i++)
@@ -80,7 +70,7 @@ static void test_weakest_nvlink_ranks(void **state)
     bk_lane_pick *p = calloc(1, sizeof *p);
     bk_err err = { 0 };
     assert_non_null(p);
-    if (pick_gpus(t, 4, p, &err) != BK_OK)
+    if (pick(t, 4, BK_LANES_DISJOINT, p, &err) != BK_OK)
         fail_msg("refused: %s", err.msg);
     static const int b[] = { 8, 9, 10, 11 }, c[] = { 12, 13, 14, 15 };
     expect_lanes(p, b, c);
@@ -107,7 +97,7 @@ static void test_fewest_hosts_first(void **state)
     bk_lane_pick *p = calloc(1, sizeof *p);
     bk_err err = { 0 };
     assert_non_null(p);
-    if (pick_gpus(t, 4, p, &err) != BK_OK)
+    if (pick(t, 4, BK_LANES_DISJOINT, p, &err) != BK_OK)
         fail_msg("refused: %s", err.msg);
     static const int b[] = { 0, 1, 2, 3 }, c[] = { 4, 5, 6, 7 };
     expect_lanes(p, b, c);
