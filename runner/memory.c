@@ -163,6 +163,13 @@ int bk__mem_available_in(const char *meminfo, const char *self_cgroup, const cha
             } else {
                 snprintf(dir, sizeof dir, "%s/memory%s", cgroup_root, path);
                 left = cg_left(dir, "memory.limit_in_bytes", "memory.usage_in_bytes", &known);
+                /* in v1 a cgroup above ours binds us only with memory.use_hierarchy 1 (its
+                 * usage then counts ours); systemd turns it on, a hand-made tree may not */
+                char hier[1200];
+                uint64_t on = 1;
+                snprintf(hier, sizeof hier, "%s/memory.use_hierarchy", dir);
+                if (strcmp(path, c2 + 1) != 0 && read_number(hier, NULL, &on, NULL) && !on)
+                    known = 0;
             }
             if (known && (!have || left < avail)) {
                 avail = left;

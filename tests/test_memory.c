@@ -269,8 +269,16 @@ static void test_available_cgroup_parents(void **state)
     put("cg/memory/slurm/uid_0/job_8/step_0/memory.usage_in_bytes", "10\n");
     put("cg/memory/slurm/uid_0/job_8/memory.limit_in_bytes", "2000000000\n");
     put("cg/memory/slurm/uid_0/job_8/memory.usage_in_bytes", "500000000\n");
+    put("cg/memory/slurm/uid_0/job_8/memory.use_hierarchy", "1\n");
     assert_int_equal(left_in(&known), 1500000000ull);
     assert_int_equal(known, 1);
+    /* without use_hierarchy the job's limit does not bind the step below it (v1) */
+    put("cg/memory/slurm/uid_0/job_8/memory.use_hierarchy", "0\n");
+    assert_int_equal(left_in(&known), 4000000ull * 1024);
+    /* the process's own cgroup binds it whatever its use_hierarchy says */
+    put("cg/memory/slurm/uid_0/job_8/step_0/memory.limit_in_bytes", "1000000010\n");
+    put("cg/memory/slurm/uid_0/job_8/step_0/memory.use_hierarchy", "0\n");
+    assert_int_equal(left_in(&known), 1000000000ull);
 }
 
 /* v1 ("N:memory:/path"): memory.limit_in_bytes - memory.usage_in_bytes under memory/; its
