@@ -283,16 +283,24 @@ extern "C" int bk_cuda_pdl(void)
  * 480), 6145-8192 at 256-351 (slower at 256-320, a tie or faster at 352), 8193-12288 at
  * 256-383 (slower at 10240 and 12288 x 256-352, a tie at 384). Hidden 4096 and 16384 gained
  * everywhere. Left on although 0.1-0.15 us slower: 12288 x 192-224 (10240 there: a tie and a
- * gain). */
-static int bk__rmsnorm_pdl(int64_t tokens, int64_t hidden)
+ * gain).
+ * Those bands were measured where the wave is the H200 table's (W0 rows: 528, 396, 396). On a
+ * device whose wave W (occ: sms x mid) differs, the band moves with it: off from
+ * max(256, 272 W / 528) to hi W / W0. H200, 2026-12-05 (bench_rmsnorm --sweep lean --each,
+ * hidden sizes only the device's counts reach): at 9216 (W 528, 4 blocks an SM of 384
+ * threads) pdl cost 2.0 / 0.9 us at 384 / 448 tokens (10.39 / 10.87 against 8.37 / 9.94),
+ * 1.7 at 320, a tie at 512, and saved 0.4 at 256; at 4608 (W 660) it cost 0.3 at 512, 0.05
+ * at 576, 0.6 at 384-448, and saved 0.3 at 320 and 0.2 at 640. Where W = W0 (every hidden
+ * of the H200 table; no device) the bands are the ones above. */
+static int bk__rmsnorm_pdl(int64_t tokens, int64_t hidden, const bk_rmsnorm_occ *occ)
 {
-    if (hidden <= 4096 || hidden > 12288)
+    if (hidden <= 4096 || hidden > 12288 || tokens < 256)
         return 1;
-    if (hidden <= 6144)
-        return tokens < 272 || tokens >= 464;
-    if (hidden <= 8192)
-        return tokens < 256 || tokens >= 352;
-    return tokens < 256 || tokens >= 384;
+    const int64_t hi = hidden <= 6144 ? 464 : hidden <= 8192 ? 352 : 384;
+    const int64_t w0 = hidden <= 6144 ? 528 : 396;
+    const int64_t w = occ->sms > 0 && occ->mid > 0 ? (int64_t)occ->sms * occ->mid : w0;
+    /* tokens < 272 W / 528 and tokens >= hi W / W0, in integers */
+    return 528 * tokens < 272 * w || w0 * tokens >= hi * w;
 }
 
 /* Threads per row of the IPC kernels: 256, or 512 above hidden 8192 so that
@@ -357,7 +365,7 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, const bk_rmsnorm_
     cfg->stream_hint = tokens >= (hidden >= 8192 ? 16 : 64);
     cfg->gamma_early = 1;
     cfg->split = 1;
-    cfg->pdl = g_pdl && bk__rmsnorm_pdl(tokens, hidden);
+    cfg->pdl = g_pdl && bk__rmsnorm_pdl(tokens, hidden, occ);
     if (hidden <= 4096) {
         cfg->threads = 512; /* one vector per thread from hidden 8 to 4096 */
         if (tokens >= 1024 && tokens <= 4096) {

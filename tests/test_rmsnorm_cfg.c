@@ -331,6 +331,37 @@ static void test_default_rule_pdl(void **st)
     bk_cuda_pdl_set(1);
 }
 
+/* The pdl bands move with the device's wave of the 512-thread launch (sms x mid rows): off
+ * from max(256, 272 W / 528) to the band's end x W / W0. The H200's counts at 9216 (4 blocks
+ * an SM: 528 rows) and 4608 (5: 660), both measured; a machine of 114 SMs at 5120; the
+ * table's own wave (10240: 3 an SM, 396) and unknown counts keep the bands of the test
+ * above. Each edge on both sides. */
+static void test_rule_pdl_waves(void **st)
+{
+    (void)st;
+    const bk_rmsnorm_occ w528 = {132, 4, 0, 0}, w660 = {132, 5, 0, 0}, m114 = {114, 4, 0, 0},
+                         w396 = {132, 3, 0, 0}, unknown = {0, 0, 0, 0};
+    static const struct { int m; int64_t tokens, hidden; int pdl; } k[] = {
+        {0, 256, 9216, 1}, {0, 271, 9216, 1}, {0, 272, 9216, 0}, {0, 384, 9216, 0},
+        {0, 511, 9216, 0}, {0, 512, 9216, 1},
+        {1, 320, 4608, 1}, {1, 339, 4608, 1}, {1, 340, 4608, 0}, {1, 512, 4608, 0},
+        {1, 579, 4608, 0}, {1, 580, 4608, 1}, {1, 640, 4608, 1},
+        {2, 255, 5120, 1}, {2, 256, 5120, 0}, {2, 400, 5120, 0}, {2, 401, 5120, 1},
+        {3, 255, 10240, 1}, {3, 256, 10240, 0}, {3, 383, 10240, 0}, {3, 384, 10240, 1},
+        {4, 255, 9216, 1}, {4, 256, 9216, 0}, {4, 383, 9216, 0}, {4, 384, 9216, 1},
+        {4, 463, 5120, 0}, {4, 464, 5120, 1},
+        {0, 300, 14848, 1}, {1, 300, 4096, 1}, {0, 1023, 9216, 1},
+    };
+    const bk_rmsnorm_occ *m[] = {&w528, &w660, &m114, &w396, &unknown};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        bk_rmsnorm_cfg cfg;
+        bk_rmsnorm_rule_cfg(k[i].tokens, k[i].hidden, 0, m[k[i].m], &cfg);
+        if (cfg.pdl != k[i].pdl)
+            fail_msg("rule on machine %d at %lld x %lld: pdl %d, want %d", k[i].m,
+                     (long long)k[i].tokens, (long long)k[i].hidden, cfg.pdl, k[i].pdl);
+    }
+}
+
 /* cfg.split's refusals, made before anything is launched (the pointers are never read):
  * off the lean kernel or without gamma early, other than 0, 1, 2, 4 or 8, a grid over 2^31 - 1 blocks, and in place (sum
  * overlapping residual_out or out, wholly or in part), where a row's blocks would read
@@ -385,6 +416,7 @@ int main(void)
         cmocka_unit_test(test_occ_device),
         cmocka_unit_test(test_call_cfg_in_place),
         cmocka_unit_test(test_default_rule_pdl),
+        cmocka_unit_test(test_rule_pdl_waves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
