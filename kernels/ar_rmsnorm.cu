@@ -294,8 +294,8 @@ extern "C" int bk_cuda_pdl(void)
  * of the H200 table; no device) the bands are the ones above. */
 static int bk__rmsnorm_pdl(int64_t tokens, int64_t hidden, const bk_rmsnorm_occ *occ)
 {
-    if (hidden <= 4096 || hidden > 12288 || tokens < 256)
-        return 1;
+    if (hidden <= 4096 || hidden > 12288 || tokens < 256 || tokens >= 1024)
+        return 1; /* the bands below are the 512-thread launch's, at 256-1023 tokens */
     const int64_t hi = hidden <= 6144 ? 464 : hidden <= 8192 ? 352 : 384;
     const int64_t w0 = hidden <= 6144 ? 528 : 396;
     const int64_t w = occ->sms > 0 && occ->mid > 0 ? (int64_t)occ->sms * occ->mid : w0;

@@ -340,7 +340,7 @@ static void test_rule_pdl_waves(void **st)
 {
     (void)st;
     const bk_rmsnorm_occ w528 = {132, 4, 0, 0}, w660 = {132, 5, 0, 0}, m114 = {114, 4, 0, 0},
-                         w396 = {132, 3, 0, 0}, unknown = {0, 0, 0, 0};
+                         w396 = {132, 3, 0, 0}, unknown = {0, 0, 0, 0}, w1320 = {264, 5, 0, 0};
     static const struct { int m; int64_t tokens, hidden; int pdl; } k[] = {
         {0, 256, 9216, 1}, {0, 271, 9216, 1}, {0, 272, 9216, 0}, {0, 384, 9216, 0},
         {0, 511, 9216, 0}, {0, 512, 9216, 1},
@@ -351,8 +351,9 @@ static void test_rule_pdl_waves(void **st)
         {4, 255, 9216, 1}, {4, 256, 9216, 0}, {4, 383, 9216, 0}, {4, 384, 9216, 1},
         {4, 463, 5120, 0}, {4, 464, 5120, 1},
         {0, 300, 14848, 1}, {1, 300, 4096, 1}, {0, 1023, 9216, 1},
+        {5, 1023, 6144, 0}, {5, 1024, 6144, 1}, /* a wave of 1320 rows: the band ends at 1023 */
     };
-    const bk_rmsnorm_occ *m[] = {&w528, &w660, &m114, &w396, &unknown};
+    const bk_rmsnorm_occ *m[] = {&w528, &w660, &m114, &w396, &unknown, &w1320};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         bk_rmsnorm_cfg cfg;
         bk_rmsnorm_rule_cfg(k[i].tokens, k[i].hidden, 0, m[k[i].m], &cfg);
