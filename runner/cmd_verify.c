@@ -17,6 +17,7 @@
 #include "runner/coordinator.h"
 #include "runner/orchestrate.h"
 #include "runner/verify_probes.h"
+#include "runner/verify_row.h"
 #include "topology/topology.h"
 
 #define MAX_SETS 64
@@ -218,18 +219,12 @@ out:
     return st;
 }
 
-/* One row of the table: shape s of one seed, every output of every rank of arms[0] against
- * the float64 reference (and arms[1], the graph replay, bitwise against arms[0]). */
-typedef struct row {
-    double max_abs, max_rel; /* nan when an element came back NaN */
-    uint64_t bad, nans;
-    int geq;
-    char first[400]; /* the first bad element, else the first graph/eager difference */
-} row;
-
-static bk_status check_row(const bk_plan *p, const bk_target *tg, const bk_arm_run *arms,
-                           int graph, const int *outs, int nout, int s, int world, int64_t seed,
-                           row *w, bk_err *err)
+/* One row of the table (verify_row.h): shape s of one seed, every output of every rank of
+ * arms[0] against the float64 reference (and arms[1], the graph replay, bitwise against
+ * arms[0]). */
+bk_status bk__verify_check_row(const bk_plan *p, const bk_target *tg, const bk_arm_run *arms,
+                               int graph, const int *outs, int nout, int s, int world,
+                               int64_t seed, bk__verify_row *w, bk_err *err)
 {
     const bk_shape *sh = &p->workload.shapes[s];
     double rtol = p->quality.rtol, atol = p->quality.atol;
@@ -502,8 +497,9 @@ int bk_cmd_verify(int argc, char **argv)
         }
         for (int s = 0; s < p.workload.nshapes; s++) {
             const bk_shape *sh = &p.workload.shapes[s];
-            row w;
-            if (check_row(&p, tg, arms, graph, outs, nout, s, world, seed, &w, &err) != BK_OK) {
+            bk__verify_row w;
+            if (bk__verify_check_row(&p, tg, arms, graph, outs, nout, s, world, seed, &w,
+                                     &err) != BK_OK) {
                 fprintf(stderr, "bracket verify: reference: %s\n", err.msg);
                 goto out;
             }
