@@ -203,17 +203,24 @@ static bk_status audit(const bk_plan *p, bk_coord *c, bk_arm_run *a, int idx, co
         }
     }
     a->ok = 1;
-    for (int r = 0; r < world; r++) {
-        bk_rank_data *d = &a->r[r];
-        d->reported = 1;
-        if (d->proc.exit_code != 0 || !d->status_ok) {
-            char pd[96];
-            bk_proc_describe(&d->proc, pd, sizeof pd);
-            if (a->ok)
-                snprintf(a->reason, sizeof a->reason, "engine rank %d (%s): %s", r, pd,
-                         d->status_msg[0] ? d->status_msg : "no status");
-            a->ok = 0;
+    /* the reason names the first rank that failed of itself, not one stopped here because
+     * another had failed (that one would read "killed by the runner"); else the first */
+    int named = -1;
+    for (int pass = 0; pass < 2 && named < 0; pass++)
+        for (int r = 0; r < world && named < 0; r++) {
+            const bk_rank_data *d = &a->r[r];
+            if ((d->proc.exit_code != 0 || !d->status_ok) && (pass || !d->proc.killed))
+                named = r;
         }
+    for (int r = 0; r < world; r++)
+        a->r[r].reported = 1;
+    if (named >= 0) {
+        const bk_rank_data *d = &a->r[named];
+        char pd[96];
+        bk_proc_describe(&d->proc, pd, sizeof pd);
+        snprintf(a->reason, sizeof a->reason, "engine rank %d (%s): %s", named, pd,
+                 d->status_msg[0] ? d->status_msg : "no status");
+        a->ok = 0;
     }
 out:
     return st;
