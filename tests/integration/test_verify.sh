@@ -95,8 +95,51 @@ head = next(l for l in lines if l.startswith("seed "))
 col = head.index("served by")
 rows = [l for l in lines if l[:12] in ("123456789012", "123456789013")]
 assert len(rows) == 4, rows
+# each check draws a fresh seed: the second check's rows carry the next one
+assert sorted(l[:12] for l in rows) == ["123456789012"] * 2 + ["123456789013"] * 2, rows
 for l in rows:
     assert l[col - 1] == " " and l[col:].startswith("shm_"), (col, l)
 PY
+# --seed 0 is a seed like any other: a failure at seed 0 replays with it (not the clock's)
+v "$IT_PLAN" --checks 1 --seed 0 --no-domain-shapes
+[ "$RC" = 0 ] || fail "verify --seed 0 exited $RC"
+has "^0 +0 +1 +4096 +shm_oneshot_fused " && has "^0 +1 +8 +4096 +shm_oneshot_fused " ||
+    fail "--seed 0: the rows are not of seed 0"
+
+# one failing row fails verify wherever it stands, before passing rows too: the incumbent
+# (corrupt here) serves shape 0, outside the candidate's domain; the candidate shape 1
+v "$IT_PLAN" --no-domain-shapes --checks 1 --seed 5 --set incumbent.variant=corrupt \
+    --set 'workload.shapes=[{"tokens":600,"hidden":1024,"weight":1},{"tokens":1,"hidden":1024,"weight":1}]'
+[ "$RC" = 3 ] || fail "a failing first row and a passing last one: exit $RC, expected 3"
+has "^FAILED: 1 failing shape check\(s\) of 2;" || fail "the failing first row is not counted"
+has "^ +first bad: shape 0 \(tokens 600, hidden 1024\) out rank 0 element 0: got " ||
+    fail "the incumbent's bad element is not named"
+
+# an engine that dies (here: killed) is verify's failure, exit 1, not a failed check (3);
+# seen at once, not at timeouts.arm_s (60 s); the message names that engine, not its peer
+# that verify stopped after it
+TMPDIR=$IT_TMP timeout 120 "$BK_BRACKET" verify "$IT_PLAN" --checks 1000 >"$IT_TMP/v.log" 2>&1 &
+VP=$!
+KILLED=
+for i in $(seq 3000); do # at most about 60 s
+    kill -0 "$VP" 2>/dev/null || break
+    E=$(pgrep -f "bracket engine --plan $IT_TMP/.* --rank 1 " | head -n 1 || true)
+    if [ -n "$E" ] && kill -KILL "$E" 2>/dev/null; then
+        KILLED=${KILLED:-$(date +%s)}
+    fi
+    sleep 0.02
+done
+set +e
+wait "$VP"
+RC=$?
+set -e
+END=$(date +%s)
+cat "$IT_TMP/v.log"
+[ -n "$KILLED" ] || fail "no engine of verify was seen to kill"
+[ "$RC" = 1 ] || fail "a killed engine: verify exited $RC, expected 1"
+[ $((END - KILLED)) -le 15 ] || fail "a killed engine: verify took $((END - KILLED)) s to notice"
+has "^bracket verify: seed [0-9]+: engine rank 1 \(signal 9 \(Killed\)\)" ||
+    fail "a killed engine: the message does not name engine rank 1 and its signal"
+! has "^PASSED" || fail "a killed engine: PASSED"
 if pgrep -f "bracket engine .*verify-" >/dev/null; then fail "engines left behind"; fi
 echo "PASS: verify"
