@@ -95,6 +95,9 @@ check_cmd vf-seedbig "--seed: '99999999999999999999' is out of range" \
     verify "$IT_PLAN" --seed 99999999999999999999
 check_cmd vf-short "verify: unknown option '-x'" verify "$IT_PLAN" -xq
 check_cmd vf-noval "verify: --seed needs a value" verify "$IT_PLAN" --seed
+# a bad plan field is bad input (2), as for run; a second operand is refused, not ignored
+check_cmd vf-plan "arena.tp: must be an integer >= 1, got 0" verify "$IT_PLAN" --set arena.tp=0
+check_cmd vf-two "bracket verify: one PLAN expected" verify "$IT_PLAN" "$IT_PLAN"
 # bracket engine: numbers whole, or named with the flag (not atoi's 1 for "1x", 0 for "")
 eng=(engine --plan "$IT_PLAN" --run r --arm B --variant shm_twopass --rendezvous ipc://x
      --samples ipc://y)
