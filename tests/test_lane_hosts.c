@@ -1,7 +1,8 @@
 /* test_lane_hosts.c - where `bracket run` lets a lane's ranks be (bk__pick_lanes): a lane
  * of the cpu backend, or of a cuda plan with a variant that maps peer memory, stays on one
  * host; a cuda lane of NCCL variants may span hosts (TP above a node's GPUs). The hosts are
- * the topology fixture's (cluster128x8: HGX nodes of 8 GPUs), placed one rank per GPU. */
+ * the topology fixture's (cluster128x8: HGX nodes of 8 GPUs), placed one rank per GPU. Lanes
+ * of rank 0's host alone are local (no tcp). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -196,6 +197,29 @@ static void test_cpu_lane_stays_on_one_host(void **state)
     free(r);
 }
 
+/* Both lanes on rank 0's host: not remote (the coordinator stays on ipc://), and the note
+ * says both lanes are on one host, and nothing of tcp. */
+static void test_one_host_is_local(void **state)
+{
+    fixture *f = *state;
+    static const char *const sets[] = { "arena.tp=2", "backend=cpu",
+                                        "incumbent.variant=shm_twopass",
+                                        "candidate.variant=shm_twopass" };
+    ranks *r = calloc(1, sizeof *r);
+    bk_err err = { 0 };
+    int remote = -1;
+    make_run(f, r, sets, 4, 1, 4);
+    if (bk__pick_lanes(&r->run, f->topo, r->pl, &remote, &err) != BK_OK)
+        fail_msg("refused: %s", err.msg);
+    assert_int_equal(remote, 0);
+    assert_int_equal(hosts_of(r, r->run.baseline, 2), 1);
+    assert_int_equal(hosts_of(r, r->run.candidate, 2), 1);
+    if (strstr(r->run.lane_note, "tcp") || !strstr(r->run.lane_note, "both on one host"))
+        fail_msg("lane note of one host: '%s'", r->run.lane_note);
+    bk_plan_free(&r->run.plan);
+    free(r);
+}
+
 /* Two hosts of one hostname (cloned nodes, containers) are still two hosts: said so. */
 static void test_same_name_two_hosts(void **state)
 {
@@ -224,6 +248,7 @@ int main(void)
         cmocka_unit_test(test_peer_memory_stays_on_one_host),
         cmocka_unit_test(test_cpu_lane_stays_on_one_host),
         cmocka_unit_test(test_same_name_two_hosts),
+        cmocka_unit_test(test_one_host_is_local),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
