@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # More MPI ranks than the lanes take (mpirun -np 6 for lanes of 2 + 2): the ranks in neither
 # lane are named once at the start, by rank 0, and not under --quiet; none when all are used.
+# Lanes all on rank 0's host keep the coordinator on ipc:// (no tcp without --iface).
 . "$(dirname "$0")/lib.sh"
 set -e
 # idle NAME NP [args...]: a short run without --quiet, output in $IT_TMP/NAME.log
@@ -24,4 +25,8 @@ idle quiet 6 --quiet
 ! grep -q "idle" "$IT_TMP/quiet.log" || fail "quiet: the idle ranks named under --quiet"
 idle four 4
 ! grep -q "idle" "$IT_TMP/four.log" || fail "four: idle ranks named though every rank is in a lane"
+# every lane on rank 0's host and no --iface: the coordinator stays on ipc://, no tcp (a
+# NIC of the topology is taken only for lanes on other hosts)
+! grep -q "transport tcp" "$IT_TMP/four.log" || fail "four: tcp chosen with every lane on one host"
+grep -q "both on one host" "$IT_TMP/four.log" || fail "four: the lanes are not said to be on one host"
 echo "PASS: idle ranks named at the start"
