@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The output folder read-only, then full: `bracket run` stops before any arm with a clear
 # error (exit 2) naming the folder and the cause, and the previous record in that folder
-# stays intact; full only by the end of the run: the verdict is printed with the line that
+# stays intact; so does a folder with room for the record's JSON but not for the plan's
+# samples; full only by the end of the run: the verdict is printed with the line that
 # it has no record (and that the unfinished record written before arm C remains), exit 1.
 # Needs root to mount a small tmpfs (skipped otherwise).
 . "$(dirname "$0")/fault_lib.sh"
@@ -15,14 +16,16 @@ fi
 trap 'umount "$MNT" 2>/dev/null || true; rm -rf "$IT_TMP"' EXIT
 
 # a first, good run leaves a record
-run_into() { # NAME: a run whose output folder is $MNT/out
-    OUT=$IT_TMP/$1.log
+run_into() { # NAME [ARGS...]: a run whose output folder is $MNT/out (at most $RUN_S seconds)
+    local name=$1
+    shift
+    OUT=$IT_TMP/$name.log
     set +e
-    timeout 600 mpirun "${MPIRUN_FLAGS[@]}" -np 4 "$BK_BRACKET" run "$IT_PLAN" --out "$MNT/out" \
-        --quiet >"$OUT" 2>&1
+    timeout "${RUN_S:-600}" mpirun "${MPIRUN_FLAGS[@]}" -np 4 "$BK_BRACKET" run "$IT_PLAN" \
+        --out "$MNT/out" --quiet "$@" >"$OUT" 2>&1
     RC=$?
     set -e
-    echo "---- $1: exit $RC"
+    echo "---- $name: exit $RC"
     cat "$OUT"
 }
 run_into first
@@ -55,6 +58,16 @@ grep -q "^verdict:" "$OUT" && fail "full: arms ran"
     fail "full: the previous record changed"
 [ "$(runs)" = 1 ] || fail "full: a run folder was left"
 rm -f "$MNT/filler"
+
+# room for the 1 MiB of JSON but not for the plan's samples (2 shapes x 3 timed arms x 2
+# ranks x 9 bytes an iteration: 400000 iterations need about 41 MiB, the tmpfs holds 16):
+# the reservation grows with the plan, so this too is refused before any arm, exit 2
+RUN_S=120 run_into nosamples --set workload.iters=400000
+[ "$RC" = 2 ] || fail "no room for the samples: expected exit 2, got $RC"
+grep -Eq "output folder $MNT/out cannot hold the record: reserving 4[0-9.]+ MiB failed: No space left on device" "$OUT" ||
+    fail "no room for the samples: no clear error"
+grep -q "^verdict:" "$OUT" && fail "no room for the samples: arms ran"
+[ "$(runs)" = 1 ] || fail "no room for the samples: a run folder was left"
 
 # full only once the arms run: the record cannot be written at the end. The verdict may be
 # printed only with the line that says it has no record (stdout, right after it), exit 1
