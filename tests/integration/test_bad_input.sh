@@ -156,6 +156,9 @@ cat "$IT_TMP/o.log" "$IT_TMP/o2.log"
 grep -q -- "--out: $IT_TMP/file exists and is not a directory" "$IT_TMP/o.log" ||
     fail "--out FILE: message"
 [ "$rc2" = 2 ] && grep -q -- "--out needs a value" "$IT_TMP/o2.log" || fail "--out without a value"
+# a variant that does not run on the plan's backend is bad input (2), not an internal failure
+check no-backend "incumbent.variant: 'shm_twopass' does not support backend cuda" 4 "$IT_PLAN" \
+    --set backend=cuda
 # diagnostics that would test nothing: a slowed rank outside the lane (lanes of 2 here), a
 # crash past the last timed iteration; catalog errors name the plan file as loader errors do
 check diag-rank "$(basename "$IT_PLAN"): candidate.params.rank: must be a rank of the lane, an integer in 0..1" \
