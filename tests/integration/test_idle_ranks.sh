@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # More MPI ranks than the lanes take (mpirun -np 6 for lanes of 2 + 2): the ranks in neither
 # lane are named once at the start, by rank 0, and not under --quiet; none when all are used.
-# Lanes all on rank 0's host keep the coordinator on ipc:// (no tcp without --iface).
+# Lanes all on rank 0's host keep the coordinator on ipc:// (no tcp without --iface); the
+# run's folder is named by its run id, which starts with the UTC date.
 . "$(dirname "$0")/lib.sh"
 set -e
 # idle NAME NP [args...]: a short run without --quiet, output in $IT_TMP/NAME.log
@@ -29,4 +30,10 @@ idle four 4
 # NIC of the topology is taken only for lanes on other hosts)
 ! grep -q "transport tcp" "$IT_TMP/four.log" || fail "four: tcp chosen with every lane on one host"
 grep -q "both on one host" "$IT_TMP/four.log" || fail "four: the lanes are not said to be on one host"
+# the run's folder is its run id: UTC date and time, the plan's name, 6 hex digits
+DAY=$(date -u +%Y%m%d)
+ID=$(ls "$IT_TMP/out-four")
+[[ "$ID" =~ ^[0-9]{8}T[0-9]{6}Z-it-cpu-[0-9a-f]{6}$ ]] || fail "four: run id '$ID' is not DATE T TIME Z-PLAN-HEX"
+[ "${ID:0:8}" = "$DAY" ] || [ "${ID:0:8}" = "$(date -u -d yesterday +%Y%m%d)" ] ||
+    fail "four: run id '$ID' is not of today's UTC date $DAY"
 echo "PASS: idle ranks named at the start"
