@@ -47,9 +47,20 @@ static int teardown(void **state)
 typedef void (*edit_fn)(json_t *rec);
 
 static const msgpack_sbuffer *g_header; /* a samples header to write instead of the fixture's */
+static int g_drop_first;                 /* the fixture's first sample block left out */
+
+/* after a test that set them, also one that failed half-way: the next reads the fixture */
+static int plain_samples(void **state)
+{
+    (void)state;
+    g_header = NULL;
+    g_drop_first = 0;
+    return 0;
+}
 
 /* Write the fixture's record (edited by `edit`, may be NULL) and its samples into g_dir, with
- * `extra` (a packed msgpack block, may be NULL) appended to the samples; read it back. */
+ * `extra` (a packed msgpack block, may be NULL) appended to the samples (g_header and
+ * g_drop_first change them further); read it back. */
 static bk_status read_edited(edit_fn edit, const msgpack_sbuffer *extra, bk_run *run,
                              bk_err *err)
 {
@@ -68,11 +79,18 @@ static bk_status read_edited(edit_fn edit, const msgpack_sbuffer *extra, bk_run 
     static char buf[1 << 16];
     size_t n = fread(buf, 1, sizeof buf, in), skip = 0;
     assert_true(n > 0 && n < sizeof buf);
-    if (g_header) { /* the fixture's header replaced by g_header */
+    if (g_header || g_drop_first) {
         const char *why = NULL;
-        size_t bad = 0;
+        size_t bad = 0, block = 0;
         assert_int_equal(bk_wire_scan_next(buf, n, &skip, &why, &bad), 0);
-        assert_int_equal(fwrite(g_header->data, 1, g_header->size, out), g_header->size);
+        if (g_header) /* the fixture's header replaced by g_header */
+            assert_int_equal(fwrite(g_header->data, 1, g_header->size, out), g_header->size);
+        else
+            assert_int_equal(fwrite(buf, 1, skip, out), skip);
+        if (g_drop_first) {
+            assert_int_equal(bk_wire_scan_next(buf + skip, n - skip, &block, &why, &bad), 0);
+            skip += block;
+        }
     }
     assert_int_equal(fwrite(buf + skip, 1, n - skip, out), n - skip);
     if (extra)
@@ -150,6 +168,82 @@ static void c_on_b_ranks(json_t *r)
         json_object_set_new(proc(r, 1, p), "mpi_rank", json_integer(p));
 }
 
+/* a form a validator relies on, broken in one place each */
+static void record_schema_2(json_t *r)
+{
+    json_object_set_new(r, "schema", json_string("bracket.record/2"));
+}
+static void long_binary_digest(json_t *r)
+{
+    char d[80];
+    snprintf(d, sizeof d, "sha256:%065d", 0); /* one hex digit too many */
+    json_object_set_new(json_object_get(r, "identity"), "binary_digest", json_string(d));
+}
+static void nonhex_binary_digest(json_t *r)
+{
+    char d[80] = "sha256:";
+    memset(d + 7, 'g', 64);
+    d[71] = '\0';
+    json_object_set_new(json_object_get(r, "identity"), "binary_digest", json_string(d));
+}
+static json_t *tensor(json_t *r, int i)
+{
+    return json_array_get(json_object_get(json_object_get(r, "quality"), "tensors"), i);
+}
+static void tensor_renamed(json_t *r) /* out and residual_out swapped in shape 0 */
+{
+    json_object_set_new(tensor(r, 0), "tensor", json_string("residual_out"));
+}
+static void negative_mismatches(json_t *r)
+{
+    json_object_set_new(tensor(r, 0), "mismatches", json_integer(-1));
+}
+static void zero_rounds(json_t *r)
+{
+    json_object_set_new(arm(r, 0), "rounds", json_integer(0));
+    json_object_set_new(arm(r, 0), "processes", json_array());
+}
+static void extra_process(json_t *r)
+{
+    json_t *procs = json_object_get(arm(r, 0), "processes");
+    json_array_append_new(procs, json_deep_copy(json_array_get(procs, 0)));
+}
+/* B in 16 rounds (BK_MAX_ROUNDS), its processes repeated to match; its samples are one round's */
+static void sixteen_rounds(json_t *r)
+{
+    json_t *procs = json_object_get(arm(r, 0), "processes"), *one = json_deep_copy(procs);
+    json_object_set_new(arm(r, 0), "rounds", json_integer(16));
+    for (int k = 1; k < 16; k++)
+        json_array_extend(procs, one);
+    json_decref(one);
+}
+static void negative_sent(json_t *r)
+{
+    json_object_set_new(proc(r, 0, 0), "samples_sent", json_integer(-1));
+}
+static void bp_not_run(json_t *r) /* its sample blocks stay in the file */
+{
+    json_array_set_new(json_object_get(r, "arms"), 2, json_pack("{s:b}", "ran", 0));
+}
+static void six_arms(json_t *r)
+{
+    json_array_append_new(json_object_get(r, "arms"), json_pack("{s:b}", "ran", 0));
+}
+static void c_runs_incumbent(json_t *r)
+{
+    json_object_set_new(arm(r, 1), "variant", json_string("shm_twopass"));
+}
+static void lanes_equal(json_t *r) /* the policy still says disjoint */
+{
+    json_t *l = json_object_get(r, "lanes");
+    json_object_set(l, "candidate", json_object_get(l, "baseline"));
+}
+/* C on ranks [0,3]: its first rank is B's, its second is not */
+static void c_on_0_and_3(json_t *r)
+{
+    json_object_set_new(proc(r, 1, 0), "mpi_rank", json_integer(0));
+}
+
 /* ---- tests ---- */
 
 static void test_fixture_reads(void **state)
@@ -182,6 +276,15 @@ static void test_shared_lanes(void **state)
         assert_int_equal(run.shared_lanes, 1);
         bk_run_free(&run);
     }
+    /* lanes that are one are shared whatever the policy says; C on one of B's two ranks is not */
+    if (read_edited(lanes_equal, NULL, &run, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(run.shared_lanes, 1);
+    bk_run_free(&run);
+    if (read_edited(c_on_0_and_3, NULL, &run, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(run.shared_lanes, 0);
+    bk_run_free(&run);
 }
 
 static void test_bad_fields(void **state)
@@ -200,6 +303,33 @@ static void test_bad_fields(void **state)
     expect_bad(tensor_wrong_shape, NULL, "record.json: quality.tensors[1]: shape 0 tensor");
     expect_bad(tensors_short, NULL, "record.json: quality.tensors: 3 entries; the plan's 2 "
                                     "shape(s) x 2 output(s)");
+}
+
+/* What a validator relies on a reader to refuse, each named by its field or arm. */
+static void test_bad_forms(void **state)
+{
+    (void)state;
+    expect_bad(record_schema_2, NULL, "record.json: schema: 'bracket.record/2' is not "
+                                      "bracket.record/1");
+    expect_bad(long_binary_digest, NULL, "record.json: identity.binary_digest: 'sha256:0000");
+    expect_bad(nonhex_binary_digest, NULL, "record.json: identity.binary_digest: 'sha256:gggg");
+    expect_bad(tensor_renamed, NULL, "record.json: quality.tensors[0]: shape 0 tensor 'out' "
+                                     "expected");
+    expect_bad(negative_mismatches, NULL, "record.json: quality.tensors[0]: shape 0 tensor 'out' "
+                                          "expected (counts >= 0)");
+    expect_bad(zero_rounds, NULL, "record.json: arms[0] (B): rounds 1..16");
+    expect_bad(extra_process, NULL, "record.json: arms[0] (B): rounds 1..16 (1 for an audit), and "
+                                    "processes must hold rounds x lane entries");
+    expect_bad(negative_sent, NULL, "record.json: arms[0].processes[0]: sample counts must be "
+                                    ">= 0");
+    expect_bad(six_arms, NULL, "record.json: arms: must be an array of 5 arms");
+    expect_bad(c_runs_incumbent, NULL, "record.json: arms[1] (C): ran 'shm_twopass' on 2 rank(s); "
+                                       "the record's plan says 'shm_oneshot_fused'");
+    /* 16 rounds is a record's to hold: read, it is the missing second round that is refused */
+    expect_bad(sixteen_rounds, NULL, "samples.msgpack: no sample block for arm B round 2 rank 0 "
+                                     "shape 0");
+    /* the samples of an arm the record says did not run are not the record's */
+    expect_bad(bp_not_run, NULL, "(arm 'B'') does not fit the record");
 }
 
 /* One more sample block {arm, rank, shape, ns: [5], round when > 0} after the fixture's. */
@@ -224,6 +354,26 @@ static void block(msgpack_sbuffer *sb, const char *armname, int round)
     }
 }
 
+/* A block {arm B, rank 0, shape, ns: n samples of 5, the last one `last`} after the fixture's. */
+static void block_of(msgpack_sbuffer *sb, uint64_t shape, uint32_t n, int64_t last)
+{
+    msgpack_packer pk;
+    msgpack_sbuffer_init(sb);
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 4);
+    msgpack_pack_str_with_body(&pk, "arm", 3);
+    msgpack_pack_str_with_body(&pk, "B", 1);
+    msgpack_pack_str_with_body(&pk, "rank", 4);
+    msgpack_pack_uint64(&pk, 0);
+    msgpack_pack_str_with_body(&pk, "shape", 5);
+    msgpack_pack_uint64(&pk, shape);
+    msgpack_pack_str_with_body(&pk, "ns", 2);
+    msgpack_pack_array(&pk, n);
+    for (uint32_t i = 0; i + 1 < n; i++)
+        msgpack_pack_uint64(&pk, 5);
+    msgpack_pack_int64(&pk, last);
+}
+
 static void test_foreign_blocks(void **state)
 {
     (void)state;
@@ -241,17 +391,72 @@ static void test_foreign_blocks(void **state)
     expect_bad(NULL, &sb, "samples.msgpack: a second sample block for arm B round 1 rank 0 "
                           "shape 0 (at byte 5201)");
     msgpack_sbuffer_destroy(&sb);
+    /* a shape past the plan's two, a block of more samples than iters (100): refused before
+     * they are taken for a second block */
+    block_of(&sb, 2, 1, 5);
+    expect_bad(NULL, &sb, "samples.msgpack: the sample block at byte 5201 (arm 'B') does not "
+                          "fit the record");
+    msgpack_sbuffer_destroy(&sb);
+    block_of(&sb, 0, 101, 5);
+    expect_bad(NULL, &sb, "samples.msgpack: the sample block at byte 5201 (arm 'B') does not "
+                          "fit the record");
+    msgpack_sbuffer_destroy(&sb);
+}
+
+/* B rank 0 shape 0's block replaced by one of the same 100 samples, one of them negative: the
+ * counts agree with the record, the sample is still not a time */
+static void test_negative_sample(void **state)
+{
+    (void)state;
+    msgpack_sbuffer sb;
+    block_of(&sb, 0, 100, 5); /* as the fixture's, in form: reads */
+    g_drop_first = 1;
+    bk_run run;
+    bk_err err = { 0 };
+    bk_status st = read_edited(NULL, &sb, &run, &err);
+    msgpack_sbuffer_destroy(&sb);
+    if (st != BK_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(run.arms[0].r[0].ns[0][99], 5);
+    bk_run_free(&run);
+    block_of(&sb, 0, 100, -1);
+    expect_bad(NULL, &sb, "samples.msgpack: arm B: a sample is not an unsigned integer");
+    msgpack_sbuffer_destroy(&sb);
+    g_drop_first = 0;
+}
+
+/* A record named without a folder (`bracket score record.json`) has its samples beside it, in
+ * the working directory. */
+static void test_relative_path(void **state)
+{
+    (void)state;
+    bk_run run;
+    bk_err err = { 0 };
+    if (read_edited(NULL, NULL, &run, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    bk_run_free(&run);
+    char cwd[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(g_dir), 0);
+    memset(&run, 0, sizeof run);
+    bk_status st = bk_record_read("record.json", &run, &err);
+    assert_int_equal(chdir(cwd), 0);
+    if (st != BK_OK)
+        fail_msg("%s", err.msg);
+    assert_string_equal(run.run_dir, ".");
+    bk_run_free(&run);
 }
 
 /* The samples header {schema, run, nshapes, iters} must match the record's plan. */
-static void header(msgpack_sbuffer *sb, const char *run, uint64_t nshapes, uint64_t iters)
+static void header(msgpack_sbuffer *sb, const char *schema, const char *run, uint64_t nshapes,
+                   uint64_t iters)
 {
     msgpack_packer pk;
     msgpack_sbuffer_init(sb);
     msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
     msgpack_pack_map(&pk, 4);
     msgpack_pack_str_with_body(&pk, "schema", 6);
-    msgpack_pack_str_with_body(&pk, "bracket.samples/1", 17);
+    msgpack_pack_str_with_body(&pk, schema, strlen(schema));
     msgpack_pack_str_with_body(&pk, "run", 3);
     msgpack_pack_str_with_body(&pk, run, strlen(run));
     msgpack_pack_str_with_body(&pk, "nshapes", 7);
@@ -272,20 +477,23 @@ static void test_samples_header(void **state)
     msgpack_sbuffer sb;
     bk_run r;
     bk_err err = { 0 };
-    header(&sb, run, 2, 100); /* as the fixture's: reads */
+    header(&sb, "bracket.samples/1", run, 2, 100); /* as the fixture's: reads */
     g_header = &sb;
     if (read_edited(NULL, NULL, &r, &err) != BK_OK)
         fail_msg("%s", err.msg);
     bk_run_free(&r);
     msgpack_sbuffer_destroy(&sb);
-    header(&sb, run, 3, 100);
+    header(&sb, "bracket.samples/1", run, 3, 100);
     expect_bad(NULL, NULL, "samples.msgpack: header: nshapes 3, the record's plan says 2");
     msgpack_sbuffer_destroy(&sb);
-    header(&sb, run, 2, 101);
+    header(&sb, "bracket.samples/1", run, 2, 101);
     expect_bad(NULL, NULL, "samples.msgpack: header: iters 101, the record's plan says 100");
     msgpack_sbuffer_destroy(&sb);
-    header(&sb, "another-run", 2, 100);
+    header(&sb, "bracket.samples/1", "another-run", 2, 100);
     expect_bad(NULL, NULL, "samples.msgpack: not the samples of run");
+    msgpack_sbuffer_destroy(&sb);
+    header(&sb, "bracket.samples/2", run, 2, 100);
+    expect_bad(NULL, NULL, "samples.msgpack: header: schema is not bracket.samples/1");
     msgpack_sbuffer_destroy(&sb);
     g_header = NULL;
 }
@@ -297,7 +505,10 @@ int main(void)
         cmocka_unit_test(test_shared_lanes),
         cmocka_unit_test(test_bad_fields),
         cmocka_unit_test(test_foreign_blocks),
-        cmocka_unit_test(test_samples_header),
+        cmocka_unit_test_teardown(test_samples_header, plain_samples),
+        cmocka_unit_test(test_bad_forms),
+        cmocka_unit_test_teardown(test_negative_sample, plain_samples),
+        cmocka_unit_test(test_relative_path),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
