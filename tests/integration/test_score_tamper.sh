@@ -257,6 +257,36 @@ copy stopped-empty  # A not run and stopped says nothing
 edit_record 'r["arms"][3] = {"ran": False}; r["stopped"] = ""'
 expect stopped-empty 1 "stopped: the record says '', its arms give 'arm A did not run"
 
+# 5c. what a second mutation audit found unchecked: evidence dropped rather than changed, a
+# field of the wrong type, and the record holding more than its recomputation
+copy samples-digest-dropped
+edit_record 'del r["samples"]["digest"]'
+expect samples-digest-dropped 1 "samples.msgpack: its digest is sha256:[0-9a-f]{64}, the record's samples.digest says '\(missing\)'"
+copy generation-string
+edit_record 'r["identity"]["incumbent_generation"] = str(r["identity"]["incumbent_generation"])'
+expect generation-string 1 "identity.incumbent_generation: differs from its plan"
+copy topology-digest-dropped
+edit_record 'del r["identity"]["topology_digest"]'
+expect topology-digest-dropped 1 "identity.topology_digest: the record says '\(missing\)'"
+copy topology-garbage
+echo '{"hosts": [' >"$D/topology.json"
+expect topology-garbage 1 "topology.json: not readable JSON"
+copy stopped-dropped
+edit_record 'del r["stopped"]'
+expect stopped-dropped 1 "stopped: the record says '\(missing\)'"
+copy score-extra
+edit_record 'r["score"]["certified"] = True'
+expect score-extra 1 "score.certified: the record says true, recomputed \(absent\)"
+copy median-extra
+edit_record 'r["arms"][0]["summary"]["median_ns"].append(1.0)'
+expect median-extra 1 "arms\[0\].summary.median_ns: the record says"
+copy bc-only
+edit_record 'r["score"]["thresholds"]["bc_only"] = not r["score"]["thresholds"]["bc_only"]'
+expect bc-only 1 "score.thresholds.bc_only: the record says (true|false), recomputed (true|false)"
+copy resamples
+edit_record 'r["score"]["thresholds"]["bootstrap_resamples"] += 1'
+expect resamples 1 "score.thresholds.bootstrap_resamples: the record says [0-9]+, recomputed [0-9]+"
+
 # a record that does not fit its own plan is bad input (exit 2): a quality entry dropped or
 # out of order, an audit on fewer ranks than tp x ep, a rank's samples_received below what
 # its blocks hold
@@ -337,5 +367,8 @@ RUN=$(dirname "$RECORD")
 copy auto-shared-cuda
 edit_record 'r["backend"] = "cuda"; r["rehearsal"] = False; r["lanes"]["policy"] = "shared"'
 expect auto-shared-cuda 1 "rehearsal: the record says false, its backend \(cuda\) and lanes \(shared\) make it true"
+copy auto-backend-unknown  # neither cpu nor cuda: no backend of bracket's ran it
+edit_record 'r["backend"] = "rocm"'
+expect auto-backend-unknown 1 "backend: the record says .rocm., its plan says auto"
 
 echo "PASS: bracket score refuses every changed record and names what changed"
