@@ -222,6 +222,9 @@ cat "$IT_TMP/p.log" "$IT_TMP/s.log"
 "$BK_BRACKET" plan check "$IT_PLAN" | grep -q ": valid (" || fail "plan check on a good plan"
 # a folder given as the record is named as such (not a bare "read error")
 check_cmd score-dir "$IT_TMP: cannot read: Is a directory" score "$IT_TMP"
+# one RECORD: a second is not ignored
+check_cmd score-two "bracket score: one RECORD expected" score "$IT_TMP/nope/record.json" \
+    "$IT_TMP/nope/other.json"
 # one --set too many for verify is said, not only the usage printed
 many=()
 for i in $(seq 63); do many+=(--set "workload.seed=$i"); done
