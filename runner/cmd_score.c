@@ -18,7 +18,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-        "usage: bracket score RECORD [--quiet]\n"
+        "usage: bracket score RECORD [--quiet] [--strict]\n"
         "\n"
         "Recomputes the score and verdict of a run from RECORD (DIR/<run-id>/record.json)\n"
         "and the raw samples beside it (samples.msgpack), with the thresholds and seed the\n"
@@ -36,12 +36,18 @@ static void usage(FILE *f)
         "  -q, --quiet   no report: the verdict line, then the check's outcome (any note on\n"
         "                the evidence, and \"recomputed from RECORD: identical to the record\";\n"
         "                or on stderr the first difference)\n"
+        "  -s, --strict  refuse a record identical to its recomputation when an identity it\n"
+        "                claims cannot be checked: its topology.json missing\n"
+        "                (identity.topology_digest), identity.binary_digest \"unknown\", or a\n"
+        "                --set that changed the candidate's variant but not its source digest\n"
+        "                (identity.source_digest_note). Each is named; exit 2\n"
         "  -h, --help    this text\n"
         "\n"
         "Exit status (the record identical to its recomputation): 0 PASS, 3 FAIL,\n"
         "4 NO_DECISION; 2 bad input or usage (a record or samples file unreadable, malformed\n"
-        "or truncated, a sample block missing or repeated); 1 internal failure or a record\n"
-        "that differs from its evidence or its recomputation.\n");
+        "or truncated, a sample block missing or repeated; with --strict, an identity not\n"
+        "checked); 1 internal failure or a record that differs from its evidence or its\n"
+        "recomputation.\n");
 }
 
 /* ---- the record's own evidence: digests, arms, quality ---- */
@@ -106,13 +112,14 @@ static int check_digests(const char *path, json_t *rec, const bk_run *run, char 
  * `note`. A record whose topology.json was never written (the run reports that) is scored
  * with a note too. 0 when they agree. */
 static int check_topology(const char *path, const json_t *rec, const bk_run *run, char *why,
-                          size_t len, char *note, size_t note_len)
+                          size_t len, char *note, size_t note_len, int *missing)
 {
     char tpath[800], got[40], old[40];
     const char *want = json_string_value(json_object_get(json_object_get(rec, "identity"),
                                                          "topology_digest"));
     snprintf(tpath, sizeof tpath, "%s/topology.json", run->run_dir);
     if (access(tpath, F_OK) != 0 && errno == ENOENT) {
+        *missing = 1;
         snprintf(note, note_len, "%s is missing: identity.topology_digest not checked", tpath);
         return 0;
     }
@@ -448,6 +455,25 @@ out:
     return rc;
 }
 
+/* What --strict refuses: the identities the record claims and no check can confirm,
+ * joined with "; " into `gaps` (empty when there is none). `topo_missing`: check_topology
+ * found no topology.json. */
+static void strict_gaps(const bk_run *run, int topo_missing, char *gaps, size_t len)
+{
+    gaps[0] = '\0';
+    if (topo_missing)
+        snprintf(gaps, len, "%s/topology.json is missing: identity.topology_digest cannot be "
+                 "checked", run->run_dir);
+    if (!strcmp(run->binary_digest, "unknown"))
+        snprintf(gaps + strlen(gaps), len - strlen(gaps), "%sidentity.binary_digest is "
+                 "\"unknown\": the bracket binary that ran is not identified",
+                 gaps[0] ? "; " : "");
+    if (run->plan.source_digest_note[0])
+        snprintf(gaps + strlen(gaps), len - strlen(gaps), "%sidentity.source_digest_note is "
+                 "present: identity.candidate_source_digest is not the variant's that ran",
+                 gaps[0] ? "; " : "");
+}
+
 /* The score from the record's samples, as the run computed it. A run cut short by SIGTERM /
  * SIGINT marked its score: so is the recomputation, from the arms' and stopped's evidence
  * (bk_run_terminated), not from the record's verdict text, which anyone could have
@@ -467,14 +493,17 @@ static bk_status recompute(const bk_run *run, bk_score *sc, bk_err *err)
 int bk_cmd_score(int argc, char **argv)
 {
     static const struct option opts[] = { { "quiet", no_argument, 0, 'q' },
+                                          { "strict", no_argument, 0, 's' },
                                           { "help", no_argument, 0, 'h' },
                                           { 0, 0, 0, 0 } };
-    int quiet = 0, c;
+    int quiet = 0, strict = 0, c;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":qsh", opts, NULL)) != -1) {
         if (c == 'q')
             quiet = 1;
+        else if (c == 's')
+            strict = 1;
         else if (c == 'h') {
             usage(stdout);
             return 0;
@@ -514,8 +543,9 @@ int bk_cmd_score(int argc, char **argv)
     }
     /* a record that does not agree with its own evidence is not scored */
     char note[1024] = "";
+    int topo_missing = 0;
     if (check_digests(path, rec, run, why, sizeof why) ||
-        check_topology(path, rec, run, why, sizeof why, note, sizeof note) ||
+        check_topology(path, rec, run, why, sizeof why, note, sizeof note, &topo_missing) ||
         check_arms(path, run, why, sizeof why) || check_unfinished(path, run, why, sizeof why) ||
         check_run_facts(path, rec, run, why, sizeof why) ||
         check_quality(path, rec, run, why, sizeof why)) {
@@ -555,6 +585,15 @@ int bk_cmd_score(int argc, char **argv)
                  bk_arm_names[bk_run_unfinished_arm(run->stopped)]);
     if (note[0])
         printf("note: %s\n", note);
+    if (strict) {
+        strict_gaps(run, topo_missing, why, sizeof why);
+        if (why[0]) {
+            fflush(stdout);
+            fprintf(stderr, "bracket score: --strict: %s is refused: %s\n", path, why);
+            rc = BK_EXIT_USAGE;
+            goto out;
+        }
+    }
     printf("recomputed from %s: identical to the record\n", path);
     rc = sc.verdict == BK_VERDICT_PASS ? BK_EXIT_PASS
        : sc.verdict == BK_VERDICT_FAIL ? BK_EXIT_FAIL : BK_EXIT_NO_DECISION;

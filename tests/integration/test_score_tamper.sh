@@ -12,10 +12,13 @@ it_run tamper 4 "$IT_PLAN" --set workload.iters=50
 case "$RC" in 0|3|4) ;; *) fail "the run exited $RC" ;; esac
 RUN=$(dirname "$RECORD")
 
-# score DIR: runs bracket score on DIR/record.json; SRC its exit, LOG its output
+# score DIR: runs bracket score on DIR/record.json (with $SCORE_FLAGS too); SRC its exit,
+# LOG its output
+SCORE_FLAGS=
 score() {
     set +e
-    "$BK_BRACKET" score --quiet "$1/record.json" >"$1/score.log" 2>&1
+    # shellcheck disable=SC2086
+    "$BK_BRACKET" score --quiet $SCORE_FLAGS "$1/record.json" >"$1/score.log" 2>&1
     SRC=$?
     set -e
     LOG=$1/score.log
@@ -153,6 +156,40 @@ for c in b"{\"hosts\":[]}":
     h = ((h ^ c) * 0x100000001b3) % 2**64
 r["identity"]["topology_digest"] = "fnv1a64:%016x" % h'
 expect topology-old-basis "$want" "^note: identity.topology_digest was made with the offset basis of records before 2026-12-03"
+
+# --strict: an identity the record claims and no check can confirm refuses it (exit 2, each
+# named); without --strict the same record scores with its verdict's status
+SCORE_FLAGS=--strict
+copy strict-untouched
+expect strict-untouched "$want" "identical to the record"
+copy strict-topology-missing
+rm "$D/topology.json"
+expect strict-topology-missing 2 "^bracket score: --strict: .*record.json is refused: .*/topology.json is missing: identity.topology_digest cannot be checked$"
+copy strict-binary
+edit_record 'r["identity"]["binary_digest"] = "unknown"'
+expect strict-binary 2 "is refused: identity.binary_digest is \"unknown\": the bracket binary that ran is not identified$"
+copy strict-note
+edit_record 'r["identity"]["source_digest_note"] = "candidate.source_digest: still the plan\x27s"'
+expect strict-note 2 "is refused: identity.source_digest_note is present: identity.candidate_source_digest is not the variant.s that ran$"
+copy strict-all  # every gap named, in one line
+rm "$D/topology.json"
+edit_record '
+r["identity"]["binary_digest"] = "unknown"
+r["identity"]["source_digest_note"] = "x"'
+expect strict-all 2 "topology.json is missing: .*; identity.binary_digest is .*; identity.source_digest_note is present"
+copy strict-tampered  # a record that differs from its evidence is still exit 1, not 2
+rm "$D/topology.json"
+edit_record 'r["samples"]["digest"] = "sha256:junk"'
+expect strict-tampered 1 "samples.digest says 'sha256:junk'"
+SCORE_FLAGS=
+copy lax-binary
+edit_record 'r["identity"]["binary_digest"] = "unknown"'
+expect lax-binary "$want" "identical to the record"
+copy lax-note
+edit_record 'r["identity"]["source_digest_note"] = "x"'
+expect lax-note "$want" "identical to the record"
+"$BK_BRACKET" score --help | grep -q -- "--strict  refuse a record identical" ||
+    fail "score --help does not describe --strict"
 # 3. an arm's ok against its processes
 copy exit-code
 edit_record 'r["arms"][1]["processes"][0]["exit_code"] = 139'
