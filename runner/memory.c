@@ -131,13 +131,93 @@ static uint64_t cg_left(const char *dir, const char *lim_file, const char *use_f
     return lim > use ? lim - use : 0;
 }
 
-int bk__mem_available_in(const char *meminfo, const char *self_cgroup, const char *cgroup_root,
+/* One cgroup hierarchy as this process sees it mounted (/proc/self/mountinfo): `root` the
+ * cgroup path of the mount's root, `at` where it is mounted. A container may bind its own
+ * cgroup alone (root "/docker/ID"), a cgroup namespace shows paths from its own root, and a
+ * hybrid host mounts v2 at /sys/fs/cgroup/unified: /sys/fs/cgroup + path fits none. */
+typedef struct {
+    char root[1024];
+    char at[1024];
+    int found;
+} cg_mount;
+
+/* mountinfo writes a space, tab, newline or backslash of a path as \ooo */
+static void unescape_octal(char *s)
+{
+    char *w = s;
+    for (const char *r = s; *r; r++) {
+        if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
+            r[3] >= '0' && r[3] <= '7') {
+            *w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
+            r += 3;
+        } else {
+            *w++ = *r;
+        }
+    }
+    *w = '\0';
+}
+
+/* `want` one of the comma-separated options in `opts` */
+static int has_option(const char *opts, const char *want)
+{
+    const size_t n = strlen(want);
+    for (const char *o = opts; o; o = strchr(o, ',') ? strchr(o, ',') + 1 : NULL)
+        if (!strncmp(o, want, n) && (o[n] == ',' || o[n] == '\0'))
+            return 1;
+    return 0;
+}
+
+/* The cgroup2 mount and the v1 memory controller's mount in `mountinfo`; of several mounts
+ * of one, the one whose root sits highest (it sees the most cgroups above ours). */
+static void find_cg_mounts(const char *mountinfo, cg_mount *v2, cg_mount *v1)
+{
+    v2->found = v1->found = 0;
+    FILE *f = fopen(mountinfo, "r");
+    char line[4096];
+    while (f && fgets(line, sizeof line, f)) {
+        char root[1024], at[1024], fstype[64], opts[1024];
+        const char *dash = strstr(line, " - ");
+        if (!dash || sscanf(line, "%*s %*s %*s %1023s %1023s", root, at) != 2 ||
+            sscanf(dash + 3, "%63s %*s %1023s", fstype, opts) != 2)
+            continue;
+        cg_mount *m = !strcmp(fstype, "cgroup2")                               ? v2
+                    : !strcmp(fstype, "cgroup") && has_option(opts, "memory") ? v1 : NULL;
+        unescape_octal(root);
+        unescape_octal(at);
+        if (!m || (m->found && strlen(root) >= strlen(m->root)))
+            continue;
+        bk_strlcpy(m->root, root, sizeof m->root);
+        bk_strlcpy(m->at, at, sizeof m->at);
+        m->found = 1;
+    }
+    if (f)
+        fclose(f);
+}
+
+/* The folder of cgroup `path` in mount `m`; 0 when the mount does not show it (the path lies
+ * outside the mount's root, or climbs with "..", as a cgroup outside our namespace does). */
+static int cg_dir(const cg_mount *m, const char *path, char *dir, size_t len)
+{
+    size_t n = strcmp(m->root, "/") ? strlen(m->root) : 0;
+    if (!m->found || path[0] != '/' || (n && (strncmp(path, m->root, n) != 0 ||
+                                              (path[n] != '/' && path[n] != '\0'))))
+        return 0;
+    for (const char *d = strstr(path, "/.."); d; d = strstr(d + 1, "/.."))
+        if (d[3] == '/' || d[3] == '\0')
+            return 0;
+    snprintf(dir, len, "%s%s", m->at, strcmp(path + n, "/") ? path + n : "");
+    return 1;
+}
+
+int bk__mem_available_in(const char *meminfo, const char *self_cgroup, const char *mountinfo,
                          uint64_t *bytes)
 {
     uint64_t kb = 0, avail = 0;
     int have = read_number(meminfo, "MemAvailable:", &kb, NULL);
     if (have)
         avail = kb * 1024;
+    cg_mount mv2, mv1;
+    find_cg_mounts(mountinfo, &mv2, &mv1);
     /* "0::/path" (v2) or "N:memory:/path" (v1) in /proc/self/cgroup */
     FILE *f = fopen(self_cgroup, "r");
     char line[1024];
@@ -149,23 +229,24 @@ int bk__mem_available_in(const char *meminfo, const char *self_cgroup, const cha
         const int v2 = c2 == c1 + 1;
         if (!v2 && ((size_t)(c2 - c1 - 1) != strlen("memory") || strncmp(c1 + 1, "memory", 6)))
             continue;
-        /* the process's cgroup and each one above it: a limit can sit on any of them (Slurm
-         * puts it on the job's and the step's, the task's own memory.max being "max") */
+        /* the process's cgroup and each one above it that its mount shows: a limit can sit on
+         * any of them (Slurm puts it on the job's and the step's, the task's own memory.max
+         * being "max") */
         char path[1024];
         bk_strlcpy(path, c2 + 1, sizeof path);
         for (;;) {
-            char dir[1100];
+            char dir[2100];
             int known = 0;
             uint64_t left;
+            if (!cg_dir(v2 ? &mv2 : &mv1, path, dir, sizeof dir))
+                break;
             if (v2) {
-                snprintf(dir, sizeof dir, "%s%s", cgroup_root, path);
                 left = cg_left(dir, "memory.max", "memory.current", &known);
             } else {
-                snprintf(dir, sizeof dir, "%s/memory%s", cgroup_root, path);
                 left = cg_left(dir, "memory.limit_in_bytes", "memory.usage_in_bytes", &known);
                 /* in v1 a cgroup above ours binds us only with memory.use_hierarchy 1 (its
                  * usage then counts ours); systemd turns it on, a hand-made tree may not */
-                char hier[1200];
+                char hier[2200];
                 uint64_t on = 1;
                 snprintf(hier, sizeof hier, "%s/memory.use_hierarchy", dir);
                 if (strcmp(path, c2 + 1) != 0 && read_number(hier, NULL, &on, NULL) && !on)
@@ -189,5 +270,6 @@ int bk__mem_available_in(const char *meminfo, const char *self_cgroup, const cha
 
 int bk_mem_available(uint64_t *bytes)
 {
-    return bk__mem_available_in("/proc/meminfo", "/proc/self/cgroup", "/sys/fs/cgroup", bytes);
+    return bk__mem_available_in("/proc/meminfo", "/proc/self/cgroup", "/proc/self/mountinfo",
+                                bytes);
 }

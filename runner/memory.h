@@ -40,13 +40,15 @@ const char *bk_mem_text(uint64_t bytes, char *buf, size_t len);
 /* The bytes this process may still allocate into *bytes: MemAvailable of
  * /proc/meminfo, or less when a memory cgroup of it, its own or one above it (Slurm limits
  * the job's and the step's), leaves less (v2 memory.max - memory.current, v1
- * memory.limit_in_bytes - memory.usage_in_bytes). Returns 0 when
+ * memory.limit_in_bytes - memory.usage_in_bytes), each read where /proc/self/mountinfo says
+ * its hierarchy is mounted; a cgroup no mount shows is not read. Returns 0 when
  * none of them can be read (no limit is known), else 1. */
 int bk_mem_available(uint64_t *bytes);
 
-/* bk_mem_available reading `meminfo`, `self_cgroup` and the cgroup tree under `cgroup_root`
- * in place of /proc/meminfo, /proc/self/cgroup and /sys/fs/cgroup (for tests). */
-int bk__mem_available_in(const char *meminfo, const char *self_cgroup, const char *cgroup_root,
+/* bk_mem_available reading `meminfo`, `self_cgroup` and `mountinfo` (which says where each
+ * cgroup hierarchy is mounted, and from which cgroup down) in place of /proc/meminfo,
+ * /proc/self/cgroup and /proc/self/mountinfo (for tests). */
+int bk__mem_available_in(const char *meminfo, const char *self_cgroup, const char *mountinfo,
                          uint64_t *bytes);
 
 #endif

@@ -179,13 +179,47 @@ static void put(const char *rel, const char *text)
 /* What bk__mem_available_in says for the files written so far; *known its return. */
 static uint64_t left_in(int *known)
 {
-    char meminfo[128], self[128], cg[128];
+    char meminfo[128], self[128], mounts[128];
     snprintf(meminfo, sizeof meminfo, "%s/meminfo", g_root);
     snprintf(self, sizeof self, "%s/self_cgroup", g_root);
-    snprintf(cg, sizeof cg, "%s/cg", g_root);
+    snprintf(mounts, sizeof mounts, "%s/mountinfo", g_root);
     uint64_t b = 0;
-    *known = bk__mem_available_in(meminfo, self, cg, &b);
+    *known = bk__mem_available_in(meminfo, self, mounts, &b);
     return b;
+}
+
+/* mountinfo: each line "ROOT AT FSTYPE OPTIONS" of `spec` becomes a mountinfo line for a
+ * mount of ROOT at g_root/AT ("-" for AT: the line is written as is, after the fields) */
+static void mounts(const char *spec)
+{
+    char text[4096] = "", line[512];
+    const char *at = spec;
+    int id = 30;
+    while (*at) {
+        char root[128], where[128], fstype[32], opts[128];
+        size_t n = strcspn(at, "\n");
+        assert_true(n < sizeof line);
+        memcpy(line, at, n);
+        line[n] = '\0';
+        at += n + (at[n] != '\0');
+        assert_int_equal(sscanf(line, "%127s %127s %31s %127s", root, where, fstype, opts), 4);
+        snprintf(text + strlen(text), sizeof text - strlen(text),
+                 "%d 23 0:%d %s %s%s%s rw,nosuid - %s %s rw,%s\n", id, id, root,
+                 where[0] == '/' ? "" : g_root, where[0] == '/' ? "" : "/", where, fstype,
+                 fstype, opts);
+        id++;
+    }
+    put("mountinfo", text);
+}
+
+/* the usual layout: cgroup2 at g_root/cg, v1's memory controller at g_root/cg/memory, other
+ * controllers beside it, and a tmpfs that is no cgroup */
+static void usual_mounts(void)
+{
+    mounts("/ tmp tmpfs mode=755\n"
+           "/ cg cgroup2 nsdelegate\n"
+           "/ cg/memory cgroup memory\n"
+           "/ cg/pids cgroup pids\n");
 }
 
 static int mk_root(void **state)
@@ -224,6 +258,7 @@ static void test_available_cgroup_v2(void **state)
     (void)state;
     int known = 0;
     put("meminfo", MEMINFO);
+    usual_mounts();
     put("self_cgroup", "0::/job/step\n");
     put("cg/job/step/memory.max", "3000000000\n");
     put("cg/job/step/memory.current", "1000000000\n");
@@ -252,6 +287,7 @@ static void test_available_cgroup_parents(void **state)
     (void)state;
     int known = 0;
     put("meminfo", MEMINFO);
+    usual_mounts();
     put("self_cgroup", "0::/slurm/job_7/step_0/task_0\n");
     put("cg/slurm/job_7/step_0/task_0/memory.max", "max\n");
     put("cg/slurm/job_7/step_0/task_0/memory.current", "100\n");
@@ -288,6 +324,7 @@ static void test_available_cgroup_v1(void **state)
     (void)state;
     int known = 0;
     put("meminfo", MEMINFO);
+    usual_mounts();
     put("self_cgroup", "5:pids:/other\n4:memory:/box\n3:memoryx:/box2\n");
     put("cg/memory/box/memory.limit_in_bytes", "9223372036854771712\n");
     put("cg/memory/box/memory.usage_in_bytes", "31408128\n");
@@ -303,6 +340,95 @@ static void test_available_cgroup_v1(void **state)
     assert_int_equal(known, 1);
 }
 
+/* A container that binds only its own v1 memory cgroup (root /docker/abc, as Docker without a
+ * cgroup namespace mounts it): the limit is read at the mount point, and nothing above the
+ * mount's root is (the folder above the mount point is another thing) */
+static void test_available_container_bind(void **state)
+{
+    (void)state;
+    int known = 0;
+    put("meminfo", MEMINFO);
+    put("self_cgroup", "4:memory:/docker/abc\n0::/\n");
+    mounts("/docker/abc ctr/memory cgroup memory\n");
+    put("ctr/memory/memory.limit_in_bytes", "1000000000\n");
+    put("ctr/memory/memory.usage_in_bytes", "100000000\n");
+    put("ctr/memory.limit_in_bytes", "100\n");
+    put("ctr/memory.usage_in_bytes", "10\n");
+    assert_int_equal(left_in(&known), 900000000ull);
+    assert_int_equal(known, 1);
+    /* a root that is a prefix of the path but not a whole component shows no cgroup of ours */
+    put("self_cgroup", "4:memory:/docker/abcd\n");
+    put("ctr/memoryd/memory.limit_in_bytes", "100\n");
+    put("ctr/memoryd/memory.usage_in_bytes", "10\n");
+    put("ctr/memory/d/memory.limit_in_bytes", "100\n");
+    put("ctr/memory/d/memory.usage_in_bytes", "10\n");
+    assert_int_equal(left_in(&known), 4000000ull * 1024);
+}
+
+/* Inside a cgroup namespace /proc/self/cgroup says "0::/" and the namespace's root is
+ * mounted as "/": the limit is the mount point's own; a path that climbs out of the
+ * namespace ("/../x") is shown by no mount and read nowhere */
+static void test_available_cgroup_namespace(void **state)
+{
+    (void)state;
+    int known = 0;
+    put("meminfo", MEMINFO);
+    put("self_cgroup", "0::/\n");
+    mounts("/ ns cgroup2 nsdelegate\n");
+    put("ns/memory.max", "2000000000\n");
+    put("ns/memory.current", "500000000\n");
+    put("memory.max", "100\n");
+    put("memory.current", "10\n");
+    assert_int_equal(left_in(&known), 1500000000ull);
+    assert_int_equal(known, 1);
+    put("self_cgroup", "0::/../x\n");
+    put("x/memory.max", "100\n");
+    put("x/memory.current", "10\n");
+    assert_int_equal(left_in(&known), 4000000ull * 1024);
+    put("self_cgroup", "0::/a/../../x\n");
+    assert_int_equal(left_in(&known), 4000000ull * 1024);
+}
+
+/* A hybrid host: v1 controllers under cg/, cgroup2 at cg/unified. The v2 path is read under
+ * cg/unified, not cg/; an option that merely starts with "memory" is not the controller; of
+ * two mounts of the memory hierarchy the one whose root sits highest is used, so a limit on
+ * the cgroup above ours is seen; a mount point with a space comes escaped (\040) */
+static void test_available_hybrid_and_binds(void **state)
+{
+    (void)state;
+    int known = 0;
+    put("meminfo", MEMINFO);
+    put("self_cgroup", "0::/a\n");
+    mounts("/ cg tmpfs mode=755\n"
+           "/ cg/unified cgroup2 nsdelegate\n");
+    put("cg/a/memory.max", "100\n");
+    put("cg/a/memory.current", "10\n");
+    put("cg/unified/a/memory.max", "3000000000\n");
+    put("cg/unified/a/memory.current", "1000000000\n");
+    assert_int_equal(left_in(&known), 2000000000ull);
+
+    put("self_cgroup", "4:memory:/docker/abc\n");
+    mounts("/ cg/mx cgroup memoryx\n"
+           "/docker/abc ctr/memory cgroup memory\n"
+           "/ cg/memory cgroup rw,memory\n");
+    put("cg/mx/docker/memory.limit_in_bytes", "100\n");
+    put("cg/mx/docker/memory.usage_in_bytes", "10\n");
+    put("ctr/memory/memory.limit_in_bytes", "1000000000\n");
+    put("ctr/memory/memory.usage_in_bytes", "100000000\n");
+    put("cg/memory/docker/abc/memory.limit_in_bytes", "1000000000\n");
+    put("cg/memory/docker/abc/memory.usage_in_bytes", "100000000\n");
+    put("cg/memory/docker/memory.limit_in_bytes", "600000000\n");
+    put("cg/memory/docker/memory.usage_in_bytes", "200000000\n");
+    assert_int_equal(left_in(&known), 400000000ull);
+    assert_int_equal(known, 1);
+
+    put("self_cgroup", "0::/job\n");
+    mounts("/ sp\\040ace cgroup2 nsdelegate\n");
+    put("sp ace/job/memory.max", "700000000\n");
+    put("sp ace/job/memory.current", "100000000\n");
+    assert_int_equal(left_in(&known), 600000000ull);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -315,6 +441,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_available_cgroup_v2, mk_root, rm_root),
         cmocka_unit_test_setup_teardown(test_available_cgroup_v1, mk_root, rm_root),
         cmocka_unit_test_setup_teardown(test_available_cgroup_parents, mk_root, rm_root),
+        cmocka_unit_test_setup_teardown(test_available_container_bind, mk_root, rm_root),
+        cmocka_unit_test_setup_teardown(test_available_cgroup_namespace, mk_root, rm_root),
+        cmocka_unit_test_setup_teardown(test_available_hybrid_and_binds, mk_root, rm_root),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
