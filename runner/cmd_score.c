@@ -470,7 +470,8 @@ static void strict_gaps(const bk_run *run, int topo_missing, char *gaps, size_t 
                  gaps[0] ? "; " : "");
     if (run->plan.source_digest_note[0])
         snprintf(gaps + strlen(gaps), len - strlen(gaps), "%sidentity.source_digest_note is "
-                 "present: identity.candidate_source_digest is not the variant's that ran",
+                 "present: identity.candidate_source_digest is not the variant's that ran (run "
+                 "it again with --set candidate.source_digest=... beside candidate.variant)",
                  gaps[0] ? "; " : "");
 }
 

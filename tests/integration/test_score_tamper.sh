@@ -170,7 +170,7 @@ edit_record 'r["identity"]["binary_digest"] = "unknown"'
 expect strict-binary 2 "is refused: identity.binary_digest is \"unknown\": the bracket binary that ran is not identified$"
 copy strict-note
 edit_record 'r["identity"]["source_digest_note"] = "candidate.source_digest: still the plan\x27s"'
-expect strict-note 2 "is refused: identity.source_digest_note is present: identity.candidate_source_digest is not the variant.s that ran$"
+expect strict-note 2 "is refused: identity.source_digest_note is present: identity.candidate_source_digest is not the variant.s that ran \(run it again with --set candidate.source_digest=\.\.\. beside candidate.variant\)$"
 copy strict-all  # every gap named, in one line
 rm "$D/topology.json"
 edit_record '
