@@ -54,6 +54,7 @@ static const bk_shape k_shapes[NSH] = {
 typedef struct shared {
     int code[MAXW][NSH];
     int inputs_changed[MAXW][NSH];
+    int reps_differ[MAXW][NSH]; /* the second call's outputs are not the first's bits */
     char msg[MAXW][512];
     long completed; /* crash test: last iteration that returned */
     size_t off[NSH + 1];
@@ -63,6 +64,7 @@ typedef struct shared {
 static shared *g;
 static uint64_t g_seed;
 static int g_pid; /* the test process's, also in forked children */
+static int g_late; /* the lane's last rank sleeps this many ms before each call */
 static const bk_target *g_t;
 
 static uint16_t *out_of(int rank, int si, int which)
@@ -150,11 +152,23 @@ static int child_lane(const char *rid, const char *variant, int rank, int world)
         c.call.comm = shm;
         for (int rep = 0; rep < 2; rep++) {
             bk_err_clear(&err);
+            if (g_late && rank == world - 1)
+                nanosleep(&(struct timespec){ .tv_nsec = g_late * 1000000L }, NULL);
             g->code[rank][si] = v->run(state, &c.call, &err);
             if (!inside)
                 break; /* the code says whether the variant refused it */
             if (g->code[rank][si] != BK_OK)
                 goto fail;
+            if (rep == 0) { /* the first call's outputs, for the second to equal */
+                memcpy(out_of(rank, si, 0), c.t[BK_AR_OUT].data, c.t[BK_AR_OUT].elems * 2);
+                memcpy(out_of(rank, si, 1), c.t[BK_AR_RESIDUAL_OUT].data,
+                       c.t[BK_AR_OUT].elems * 2);
+            } else if (memcmp(out_of(rank, si, 0), c.t[BK_AR_OUT].data,
+                              c.t[BK_AR_OUT].elems * 2) != 0 ||
+                       memcmp(out_of(rank, si, 1), c.t[BK_AR_RESIDUAL_OUT].data,
+                              c.t[BK_AR_OUT].elems * 2) != 0) {
+                g->reps_differ[rank][si] = 1;
+            }
         }
         for (int i = 0; i < BK_AR_NT; i++)
             if (!c.t[i].output && memcmp(c.t[i].data, copy.t[i].data, c.t[i].elems * 2) != 0)
@@ -181,6 +195,7 @@ static void run_lane(const char *variant, int world)
     snprintf(rid, sizeof rid, "test-kern-%d-%s-%d", g_pid, variant, world);
     memset(g->code, 0, sizeof g->code);
     memset(g->inputs_changed, 0, sizeof g->inputs_changed);
+    memset(g->reps_differ, 0, sizeof g->reps_differ);
     for (int r = 0; r < world; r++) {
         pids[r] = fork();
         assert_true(pids[r] >= 0);
@@ -250,6 +265,9 @@ static void check_lane(const char *variant, int world)
         for (int r = 0; r < world; r++) {
             assert_int_equal(g->code[r][si], BK_OK);
             assert_int_equal(g->inputs_changed[r][si], 0);
+            if (g->reps_differ[r][si])
+                fail_msg("%s world %d rank %d shape %dx%d: two calls on the same inputs gave "
+                         "different bits", variant, world, r, (int)s->tokens, (int)s->hidden);
             verdict vd = judge(out_of(r, si, 0), out_of(r, si, 1), ref, s);
             if (vd.bad_out || vd.bad_ro)
                 fail_msg("%s world %d rank %d shape %dx%d: %zu bad out (first [%zu] = %g, ref "
@@ -279,6 +297,19 @@ static void test_twopass_w4(void **s) { (void)s; check_lane("shm_twopass", 4); }
 static void test_oneshot_w1(void **s) { (void)s; check_lane("shm_oneshot_fused", 1); }
 static void test_oneshot_w2(void **s) { (void)s; check_lane("shm_oneshot_fused", 2); }
 static void test_oneshot_w4(void **s) { (void)s; check_lane("shm_oneshot_fused", 4); }
+
+/* The last rank comes 20 ms late to every call: the others read its x only once it is
+ * written (each variant's first barrier). Until then its segment holds the previous call's
+ * x: the previous shape's for a shape's first call (or zeros), which check_lane sees as a
+ * first call that differs from the second */
+static void late_rank(const char *variant, int world)
+{
+    g_late = 20;
+    check_lane(variant, world);
+    g_late = 0;
+}
+static void test_twopass_late_rank(void **s) { (void)s; late_rank("shm_twopass", 2); }
+static void test_oneshot_late_rank(void **s) { (void)s; late_rank("shm_oneshot_fused", 4); }
 
 /* ---- seeded inputs ---- */
 
@@ -782,6 +813,8 @@ int main(void)
         cmocka_unit_test(test_oneshot_w1),
         cmocka_unit_test(test_oneshot_w2),
         cmocka_unit_test(test_oneshot_w4),
+        cmocka_unit_test(test_twopass_late_rank),
+        cmocka_unit_test(test_oneshot_late_rank),
         cmocka_unit_test(test_slowed_unit_step),
         cmocka_unit_test(test_slowed_asks_for_its_wait),
         cmocka_unit_test(test_corrupt_is_caught),
