@@ -36,6 +36,7 @@ typedef struct report {
 static report *g_rep;
 static int g_counter;
 static uint64_t g_seed;
+static int g_late; /* ms the lane's last rank sleeps before each call */
 
 /* |out - ref| <= 2^-8 (1 + |ref|): the bound of kernels/moe.c with room to spare
  * for the intermediate roundings (measured errors are a few times smaller). */
@@ -82,8 +83,10 @@ static void free_tensors(tensors *ts)
     }
 }
 
-/* Run `calls` calls of the variant on this rank, check the last against the
- * reference and the inputs against their copies; 0 when all is well. */
+/* Run CALLS calls of the variant on this rank (the lane's last rank g_late ms late to
+ * each), each on poisoned outputs and checked against the reference (a first call can be
+ * wrong where a later one on the same inputs is right: a peer's stale memory then holds
+ * the same values), and the inputs against their copies; 0 when all is well. */
 static int child(const char *variant, const bk_shape *s, uint64_t seed, const char *rid, int rank,
                  int world)
 {
@@ -113,29 +116,33 @@ static int child(const char *variant, const bk_shape *s, uint64_t seed, const ch
         goto out;
     bk_call call = { .shape = s, .iter = -1, .rank = rank, .world = world, .t = ts.t,
                      .nt = BK_MOE_NT, .comm = shm, .timeout_s = 10.0 };
-    for (int c = 0; c < CALLS; c++)
-        if (v->run(state, &call, &err) != BK_OK)
-            goto out;
     if (bk__moe_target.reference(s, seed, 0, rank, world, &ref, &err) != BK_OK)
         goto out;
+    const uint16_t *o = ts.t[BK_MOE_OUT].data;
+    size_t n = ts.t[BK_MOE_OUT].elems;
+    double worst = 0.0;
+    for (int c = 0; c < CALLS; c++) {
+        memset(ts.t[BK_MOE_OUT].data, 0xFF, n * 2);
+        if (g_late && rank == world - 1)
+            nanosleep(&(struct timespec){ .tv_nsec = g_late * 1000000L }, NULL);
+        if (v->run(state, &call, &err) != BK_OK)
+            goto out;
+        for (size_t i = 0; i < n; i++) {
+            double got = bk_bf16_to_f32(o[i]);
+            if (bk_bf16_is_nan(o[i]) || !within(got, ref[i])) {
+                snprintf(err.msg, sizeof err.msg, "call %d: out[%zu] = %g, reference %.9g "
+                         "(seed %llu)", c + 1, i, got, ref[i], (unsigned long long)seed);
+                goto out;
+            }
+            worst = fmax(worst, fabs(got - ref[i]));
+        }
+    }
     for (int i = 0; i < BK_MOE_NT; i++)
         if (!ts.t[i].output &&
             memcmp(ts.copy[i], ts.t[i].data, ts.t[i].elems * ts.t[i].elem_bytes) != 0) {
             snprintf(err.msg, sizeof err.msg, "input %s was modified", ts.t[i].name);
             goto out;
         }
-    const uint16_t *o = ts.t[BK_MOE_OUT].data;
-    size_t n = ts.t[BK_MOE_OUT].elems;
-    double worst = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double got = bk_bf16_to_f32(o[i]);
-        if (bk_bf16_is_nan(o[i]) || !within(got, ref[i])) {
-            snprintf(err.msg, sizeof err.msg, "out[%zu] = %g, reference %.9g (seed %llu)", i,
-                     got, ref[i], (unsigned long long)seed);
-            goto out;
-        }
-        worst = fmax(worst, fabs(got - ref[i]));
-    }
     g_rep->max_err[rank] = worst;
     memcpy(g_rep->out[rank], o, (n < MAX_OUT ? n : MAX_OUT) * 2);
     rc = 0;
@@ -188,6 +195,8 @@ static const bk_shape k_shapes[] = {
     { .tokens = 7, .hidden = 96, .experts = 8, .topk = 2, .intermediate = 48 },
     { .tokens = 16, .hidden = 256, .experts = 8, .topk = 2, .intermediate = 64 },
     { .tokens = 12, .hidden = 72, .experts = 5, .topk = 3, .intermediate = 40 },
+    /* no multiple of 8: the dot products' tails */
+    { .tokens = 5, .hidden = 13, .experts = 3, .topk = 2, .intermediate = 11 },
 };
 #define NSHAPES (int)(sizeof k_shapes / sizeof k_shapes[0])
 
@@ -203,6 +212,18 @@ static void test_serial_world3(void **st) { (void)st; lanes_of("moe_serial", 3);
 static void test_fused_world1(void **st) { (void)st; lanes_of("moe_fused_combine", 1); }
 static void test_fused_world2(void **st) { (void)st; lanes_of("moe_fused_combine", 2); }
 static void test_fused_world3(void **st) { (void)st; lanes_of("moe_fused_combine", 3); }
+
+/* The last rank 20 ms late to every call: the others wait for what it publishes (each
+ * variant's barriers) rather than read its memory of the call before */
+static void late_lanes(const char *variant, int world)
+{
+    g_late = 20;
+    run_lane(variant, k_shapes[1], world, g_seed + 100);
+    run_lane(variant, k_shapes[3], world, g_seed + 101);
+    g_late = 0;
+}
+static void test_serial_late_rank(void **st) { (void)st; late_lanes("moe_serial", 3); }
+static void test_fused_late_rank(void **st) { (void)st; late_lanes("moe_fused_combine", 2); }
 
 /* Expert e's weights are the same bits whatever rank and world size hold it. */
 static void test_weights_follow_expert(void **st)
@@ -310,6 +331,172 @@ static void test_bad_ids(void **st)
     json_decref(params);
 }
 
+/* One rank at world 1 with its own segment, sized for the largest of `shapes`; one state
+ * (so one set of scratch buffers) across the calls. */
+typedef struct solo {
+    const bk_variant *v;
+    bk_shm *shm;
+    void *state;
+    json_t *params;
+} solo;
+
+static void solo_open(solo *so, const char *variant, const bk_shape *shapes, int nshapes)
+{
+    char rid[64], name[BK_SHM_NAME_LEN];
+    const char *ptrs[1] = { name };
+    bk_err err = { 0 };
+    size_t bytes = 0;
+    for (int i = 0; i < nshapes; i++) {
+        size_t b = bk__moe_target.peer_bytes(&shapes[i], 1);
+        bytes = b > bytes ? b : bytes;
+    }
+    memset(so, 0, sizeof *so);
+    so->v = bk_catalog_variant(BK_MOE_TARGET, variant);
+    so->params = json_object();
+    snprintf(rid, sizeof rid, "test-moe-%d-%d", (int)getpid(), g_counter++);
+    assert_non_null(so->v);
+    assert_int_equal(bk_shm_create(rid, "C", 0, 1, bytes, &so->shm, name, &err), BK_OK);
+    assert_int_equal(bk_shm_connect(so->shm, ptrs, 5.0, &err), BK_OK);
+    assert_int_equal(so->v->create(so->params, BK_BACKEND_CPU, 0, 1, &so->state, &err), BK_OK);
+}
+
+static void solo_close(solo *so)
+{
+    so->v->destroy(so->state);
+    bk_shm_destroy(so->shm);
+    json_decref(so->params);
+}
+
+/* One call of the shape on fresh inputs; BK_OK only when the output is the reference's
+ * within the plans' rtol = atol = 1e-2 (these shapes reach past `within`'s tighter bound
+ * in the tail: 4097 x 8 gave 1.08 x 2^-8 (1 + |ref|) once) */
+static bk_status solo_call(solo *so, const bk_shape *s, bk_err *err)
+{
+    tensors ts;
+    double *ref = NULL;
+    assert_int_equal(make_tensors(&ts, s, g_seed, 0, 1), 0);
+    bk_call call = { .shape = s, .iter = -1, .rank = 0, .world = 1, .t = ts.t,
+                     .nt = BK_MOE_NT, .comm = so->shm, .timeout_s = 5.0 };
+    bk_status st = so->v->run(so->state, &call, err);
+    if (st == BK_OK) {
+        assert_int_equal(bk__moe_target.reference(s, g_seed, 0, 0, 1, &ref, err), BK_OK);
+        const uint16_t *o = ts.t[BK_MOE_OUT].data;
+        for (size_t i = 0; i < ts.t[BK_MOE_OUT].elems; i++)
+            if (bk_bf16_is_nan(o[i]) ||
+                !(fabs(bk_bf16_to_f32(o[i]) - ref[i]) <= 1e-2 * (1.0 + fabs(ref[i]))))
+                fail_msg("%s T %lld H %lld: out[%zu] = %g, reference %.9g", so->v->name,
+                         (long long)s->tokens, (long long)s->hidden, i, bk_bf16_to_f32(o[i]),
+                         ref[i]);
+        free(ref);
+    }
+    free_tensors(&ts);
+    return st;
+}
+
+/* One state serves a small shape, then larger ones: every scratch buffer grows to fit */
+static void test_scratch_grows(void **st)
+{
+    (void)st;
+    const bk_shape s[] = {
+        { .tokens = 2, .hidden = 16, .experts = 2, .topk = 1, .intermediate = 8, .weight = 1 },
+        { .tokens = 40, .hidden = 96, .experts = 6, .topk = 3, .intermediate = 80,
+          .weight = 1 },
+        { .tokens = 64, .hidden = 200, .experts = 2, .topk = 2, .intermediate = 24,
+          .weight = 1 },
+    };
+    const char *vs[] = { "moe_serial", "moe_fused_combine" };
+    for (int i = 0; i < 2; i++) {
+        solo so;
+        bk_err err = { 0 };
+        solo_open(&so, vs[i], s, 3);
+        for (int k = 0; k < 3; k++)
+            if (solo_call(&so, &s[k], &err) != BK_OK)
+                fail_msg("%s shape %d: %s", vs[i], k, err.msg);
+        solo_close(&so);
+    }
+}
+
+/* moe_fused_combine refuses a call past its domain's 4096 tokens, naming it and saying
+ * where such a call goes; moe_serial serves it */
+static void test_fused_refuses_outside_domain(void **st)
+{
+    (void)st;
+    const bk_shape s = { .tokens = 4097, .hidden = 8, .experts = 2, .topk = 1,
+                         .intermediate = 8, .weight = 1 };
+    solo so;
+    bk_err err = { 0 };
+    solo_open(&so, "moe_fused_combine", &s, 1);
+    assert_int_equal(solo_call(&so, &s, &err), BK_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "moe_fused_combine: call outside the domain"));
+    assert_non_null(strstr(err.msg, "route it to the incumbent"));
+    solo_close(&so);
+    solo_open(&so, "moe_serial", &s, 1);
+    assert_int_equal(solo_call(&so, &s, &err), BK_OK);
+    solo_close(&so);
+}
+
+/* A peer that publishes a row number outside 0..T*K-1 (memory gone bad, or another
+ * program in the segment) is named, rather than read from: rank 1 here is no variant, it
+ * fills its row table with T*K and keeps the lane's first barrier */
+static void test_fused_names_a_bad_peer(void **st)
+{
+    (void)st;
+    const bk_shape s = { .tokens = 6, .hidden = 16, .experts = 4, .topk = 2,
+                         .intermediate = 8, .weight = 1 };
+    char rid[64], names[2][BK_SHM_NAME_LEN];
+    const char *ptrs[2] = { names[0], names[1] };
+    const size_t bytes = bk__moe_target.peer_bytes(&s, 2);
+    snprintf(rid, sizeof rid, "test-moe-%d-%d", (int)getpid(), g_counter++);
+    for (int r = 0; r < 2; r++)
+        bk_shm_name(rid, "C", r, names[r]);
+    memset(g_rep, 0, sizeof *g_rep);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        bk_shm *shm = NULL;
+        bk_err err = { 0 };
+        char mine[BK_SHM_NAME_LEN];
+        if (bk_shm_create(rid, "C", 1, 2, bytes, &shm, mine, &err) != BK_OK ||
+            bk_shm_connect(shm, ptrs, 10.0, &err) != BK_OK)
+            _exit(1);
+        const bk__moe_layout lay = bk__moe_layout_of(&s, 2);
+        int32_t *rows = (int32_t *)((char *)bk_shm_local(shm) + lay.idx_off);
+        for (int64_t a = 0; a < s.tokens * s.topk; a++)
+            rows[a] = (int32_t)(s.tokens * s.topk);
+        int rc = bk_shm_barrier(shm, 10.0, &err) == BK_OK ? 0 : 2;
+        sleep(1); /* rank 0 reads the table before this segment goes */
+        bk_shm_destroy(shm);
+        _exit(rc);
+    }
+    tensors ts;
+    bk_shm *shm = NULL;
+    bk_err err = { 0 };
+    void *state = NULL;
+    char mine[BK_SHM_NAME_LEN];
+    json_t *params = json_object();
+    const bk_variant *v = bk_catalog_variant(BK_MOE_TARGET, "moe_fused_combine");
+    assert_int_equal(make_tensors(&ts, &s, g_seed, 0, 2), 0);
+    int32_t *ids = ts.t[BK_MOE_IDS].data; /* token 0's first expert is rank 1's */
+    ids[0] = 1;
+    ids[1] = 0;
+    assert_int_equal(bk_shm_create(rid, "C", 0, 2, bytes, &shm, mine, &err), BK_OK);
+    assert_int_equal(bk_shm_connect(shm, ptrs, 10.0, &err), BK_OK);
+    assert_int_equal(v->create(params, BK_BACKEND_CPU, 0, 2, &state, &err), BK_OK);
+    bk_call call = { .shape = &s, .iter = -1, .rank = 0, .world = 2, .t = ts.t,
+                     .nt = BK_MOE_NT, .comm = shm, .timeout_s = 10.0 };
+    const bk_status got = v->run(state, &call, &err);
+    int ws = 0;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+    assert_int_equal(got, BK_ERR_PEER);
+    assert_string_equal(err.msg, "moe_fused_combine: rank 1 published row 12 for token 0 slot "
+                                 "0 (rows 0..11)");
+    v->destroy(state);
+    bk_shm_destroy(shm);
+    free_tensors(&ts);
+    json_decref(params);
+}
+
 /* The shipped plans load and pass the catalog check; a bad MoE shape is named. */
 static void test_plans(void **st)
 {
@@ -355,6 +542,9 @@ int main(void)
         cmocka_unit_test(test_weights_follow_expert), cmocka_unit_test(test_routing_inputs),
         cmocka_unit_test(test_check_shape),   cmocka_unit_test(test_catalog),
         cmocka_unit_test(test_bad_ids),       cmocka_unit_test(test_plans),
+        cmocka_unit_test(test_serial_late_rank), cmocka_unit_test(test_fused_late_rank),
+        cmocka_unit_test(test_scratch_grows), cmocka_unit_test(test_fused_refuses_outside_domain),
+        cmocka_unit_test(test_fused_names_a_bad_peer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
