@@ -1,7 +1,8 @@
 /* test_engine_cpu_comm.c - the cpu backend's peer blobs: each carries the segment name and the
  * node; a lane whose ranks are on two hosts is refused at connect, naming both (its shared
  * memory cannot span hosts: before, the ranks waited out the time-out for segments that never
- * appear), malformed blobs are refused naming the rank, and nothing is left in /dev/shm. */
+ * appear), whichever rank of the lane is elsewhere, malformed blobs (too long a name or node
+ * among them) are refused naming the rank, and nothing is left in /dev/shm. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -38,15 +39,32 @@ static bk_backend_ctx *rank0(const char *arm)
     return ctx;
 }
 
-/* A blob as rank 1 would send it: its segment's name, then `node`. */
-static void peer_blob(const char *arm, const char *node)
+/* Rank 1 of a lane of 2 with its own blob in slot 1; slot 0 is the test's. Returns ctx. */
+static bk_backend_ctx *rank1(const char *arm)
+{
+    bk_backend_ctx *ctx = NULL;
+    bk_err err;
+    bk_err_clear(&err);
+    assert_int_equal(bk_engine_cpu.open(&ctx, 1, 2, -1, &err), BK_OK);
+    assert_int_equal(bk_engine_cpu.comm_create(ctx, RUN, arm, 4096, g_blobs[1], &g_lens[1], &err),
+                     BK_OK);
+    return ctx;
+}
+
+/* A blob as rank `r` would send it: its segment's name, then `node`. */
+static void blob_of(int r, const char *arm, const char *node)
 {
     char name[BK_SHM_NAME_LEN];
-    bk_shm_name(RUN, arm, 1, name);
+    bk_shm_name(RUN, arm, r, name);
     size_t n = strlen(name) + 1, m = strlen(node) + 1;
-    memcpy(g_blobs[1], name, n);
-    memcpy(g_blobs[1] + n, node, m);
-    g_lens[1] = n + m;
+    memcpy(g_blobs[r], name, n);
+    memcpy(g_blobs[r] + n, node, m);
+    g_lens[r] = n + m;
+}
+
+static void peer_blob(const char *arm, const char *node)
+{
+    blob_of(1, arm, node);
 }
 
 static void assert_no_segment(const char *arm)
@@ -92,12 +110,37 @@ static void test_lane_over_two_hosts_refused(void **state)
     assert_no_segment("H");
 }
 
+/* The same seen from rank 1, its lane's rank 0 elsewhere: refused at once too. */
+static void test_lane_rank0_elsewhere_refused(void **state)
+{
+    (void)state;
+    bk_backend_ctx *ctx = rank1("E");
+    blob_of(0, "E", "elsewhere boot 00000000-0000-0000-0000-000000000000");
+    bk_err err;
+    bk_err_clear(&err);
+    double t0 = now_s();
+    bk_status st = bk_engine_cpu.comm_connect(ctx, g_blobs, g_lens, 30.0, &err);
+    double took = now_s() - t0;
+    assert_int_equal(st, BK_ERR_UNSUPPORTED);
+    assert_true(took < 5.0);
+    assert_non_null(strstr(err.msg, "rank 1 is on "));
+    assert_non_null(strstr(err.msg, "rank 0 on elsewhere boot 0000"));
+    bk_engine_cpu.close(ctx);
+    char name[BK_SHM_NAME_LEN], path[BK_SHM_NAME_LEN + 16];
+    bk_shm_name(RUN, "E", 1, name);
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    assert_int_equal(access(path, F_OK), -1);
+}
+
 static void test_malformed_blobs_refused(void **state)
 {
     (void)state;
     char node[BK_NODE_LEN];
     bk_node_self(node);
-    for (int k = 0; k < 5; k++) {
+    char long_node[BK_NODE_LEN + 1];
+    memset(long_node, 'n', BK_NODE_LEN);
+    long_node[BK_NODE_LEN] = '\0';
+    for (int k = 0; k < 7; k++) {
         bk_backend_ctx *ctx = rank0("M");
         peer_blob("M", node);
         switch (k) {
@@ -106,6 +149,13 @@ static void test_malformed_blobs_refused(void **state)
         case 2: g_lens[1] -= 1; break;                             /* node not terminated */
         case 3: g_blobs[1][0] = '\0'; break;                       /* empty name */
         case 4: g_blobs[1][g_lens[1] - 3] = '\0'; break;           /* a NUL inside the node */
+        case 5: /* a name of BK_SHM_NAME_LEN characters: no room for its NUL */
+            memset(g_blobs[1], 'x', BK_SHM_NAME_LEN);
+            g_blobs[1][BK_SHM_NAME_LEN] = '\0';
+            memcpy(g_blobs[1] + BK_SHM_NAME_LEN + 1, node, strlen(node) + 1);
+            g_lens[1] = BK_SHM_NAME_LEN + 1 + strlen(node) + 1;
+            break;
+        case 6: peer_blob("M", long_node); break; /* a node of BK_NODE_LEN characters */
         }
         bk_err err;
         bk_err_clear(&err);
@@ -123,6 +173,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_our_blob_names_our_node),
         cmocka_unit_test(test_lane_over_two_hosts_refused),
+        cmocka_unit_test(test_lane_rank0_elsewhere_refused),
         cmocka_unit_test(test_malformed_blobs_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
