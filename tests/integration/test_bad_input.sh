@@ -156,6 +156,37 @@ cat "$IT_TMP/o.log" "$IT_TMP/o2.log"
 grep -q -- "--out: $IT_TMP/file exists and is not a directory" "$IT_TMP/o.log" ||
     fail "--out FILE: message"
 [ "$rc2" = 2 ] && grep -q -- "--out needs a value" "$IT_TMP/o2.log" || fail "--out without a value"
+# bracket run's own flags, refused before anything runs: --port whole and in 1..65534 (the
+# samples go on PORT+1), its top edge taken; one PLAN, not a second ignored nor none; 64
+# --set taken (the run then stops at the rank count, past the flags), a 65th refused
+check port-zero "bracket run: --port '0': expected an integer in 1..65534" 1 "$IT_PLAN" --port 0
+check port-top "bracket run: --port '65535': expected an integer in 1..65534" 1 "$IT_PLAN" \
+    --port 65535
+check port-junk "bracket run: --port '12x': expected an integer in 1..65534" 1 "$IT_PLAN" \
+    --port 12x
+check port-edge "needs 4 ranks, mpirun started 1" 1 "$IT_PLAN" --port 65534
+check run-two "bracket run: one PLAN expected, got 2" 1 "$IT_PLAN" "$IT_PLAN"
+check run-none "bracket run: missing PLAN" 1
+sets=()
+for i in $(seq 64); do sets+=(--set "workload.seed=$i"); done
+check run-sets64 "needs 4 ranks, mpirun started 1" 1 "$IT_PLAN" "${sets[@]}"
+check run-sets65 "bracket run: too many --set (at most 64)" 1 "$IT_PLAN" "${sets[@]}" \
+    --set workload.seed=65
+# a --topology snapshot that cannot be read is bad input, named, before any probe or arm (4
+# ranks: with 1 its error could be printed by the rank check after a probe)
+check run-topo-missing "$IT_TMP/nope.json: cannot open" 4 "$IT_PLAN" --topology "$IT_TMP/nope.json"
+# run --help: the usage on stdout (not stderr), status 0
+set +e
+mpirun "${MPIRUN_FLAGS[@]}" -np 1 "$BK_BRACKET" run --help >"$IT_TMP/rh.out" 2>"$IT_TMP/rh.err"
+rc=$?
+set -e
+cat "$IT_TMP/rh.out" "$IT_TMP/rh.err"
+[ "$rc" = 0 ] || fail "run --help: exit $rc"
+grep -q "^usage: mpirun -np N bracket run PLAN" "$IT_TMP/rh.out" ||
+    fail "run --help: no usage on stdout"
+grep -q "^Exit status: 0 PASS, 3 FAIL, 4 NO_DECISION, 2 bad input or usage, 1 internal failure.$" \
+    "$IT_TMP/rh.out" || fail "run --help: the exit statuses not listed"
+! grep -q "usage:" "$IT_TMP/rh.err" || fail "run --help: usage on stderr"
 # a variant that does not run on the plan's backend is bad input (2), not an internal failure
 check no-backend "incumbent.variant: 'shm_twopass' does not support backend cuda" 4 "$IT_PLAN" \
     --set backend=cuda
