@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # More MPI ranks than the lanes take (mpirun -np 6 for lanes of 2 + 2): the ranks in neither
 # lane are named once at the start, by rank 0, and not under --quiet; none when all are used.
+# Each arm's progress line names the variant it runs (A and T marked audits), not under --quiet.
 # Lanes all on rank 0's host keep the coordinator on ipc:// (no tcp without --iface); the
 # run's folder is named by its run id, which starts with the UTC date.
 . "$(dirname "$0")/lib.sh"
@@ -24,7 +25,16 @@ grep -q "^  idle       MPI ranks 4,5: in neither lane, no engine runs there (the
     "$IT_TMP/six.log" || fail "six: the idle ranks not named"
 idle quiet 6 --quiet
 ! grep -q "idle" "$IT_TMP/quiet.log" || fail "quiet: the idle ranks named under --quiet"
+! grep -q "^bracket: arm " "$IT_TMP/quiet.log" || fail "quiet: per-arm progress under --quiet"
 idle four 4
+# one progress line per arm, in run order, naming the variant it runs; the audits marked
+grep "^bracket: arm " "$IT_TMP/four.log" >"$IT_TMP/four-arms.txt" || true
+printf '%s\n' "bracket: arm B (shm_twopass) on 2 rank(s)..." \
+    "bracket: arm C (shm_oneshot_fused) on 2 rank(s)..." \
+    "bracket: arm B' (shm_twopass) on 2 rank(s)..." \
+    "bracket: arm A (shm_oneshot_fused, audit) on 2 rank(s)..." \
+    "bracket: arm T (shm_twopass, audit) on 2 rank(s)..." | diff - "$IT_TMP/four-arms.txt" ||
+    fail "four: the arms' progress lines do not name each arm's variant in run order"
 ! grep -q "idle" "$IT_TMP/four.log" || fail "four: idle ranks named though every rank is in a lane"
 # every lane on rank 0's host and no --iface: the coordinator stays on ipc://, no tcp (a
 # NIC of the topology is taken only for lanes on other hosts)
