@@ -28,6 +28,11 @@ assert hung and hung[0]["timed_out"] and hung[0]["killed"], c["processes"]
 assert not r["arms"][2]["ran"], "B' ran after a failed C"
 assert "timed out" in r["reasons"], r["reasons"]
 PY
+# its agent killed it at arm_s (10 s; 2 s more for SIGKILL after the SIGTERM a stopped process
+# ignores): arm C ends before rank 0's hard deadline (arm_s + 15 s), which ends it only when
+# the agents do not (their deadline taken from another timeout ended it at 29 s)
+python3 -c "import json,sys; w=json.load(open(sys.argv[1]))['arms'][1]['wall_s']; print('arm C wall_s', w); sys.exit(not 10 <= w < 25)" \
+    "$RECORD" || fail "arm C did not end at timeouts.arm_s: wall_s not in [10, 25) s"
 kill -0 "$HUNG" 2>/dev/null && fail "the hung engine $HUNG is still there"
 expect_no_leftovers
 echo "PASS: hung engine -> killed at arm_s, NO_DECISION, nothing left behind"
