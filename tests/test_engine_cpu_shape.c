@@ -377,8 +377,11 @@ static void test_ranks_pinned_apart(void **state)
     (void)state;
     cpu_set_t allowed;
     assert_int_equal(sched_getaffinity(0, sizeof allowed, &allowed), 0);
-    if (CPU_COUNT(&allowed) < 2)
-        skip(); /* one CPU: nothing to tell apart */
+    if (CPU_COUNT(&allowed) < 2) { /* one CPU: nothing to tell apart */
+        printf("SKIP test_ranks_pinned_apart: this process may use %d CPU(s), 2 needed\n",
+               CPU_COUNT(&allowed));
+        skip();
+    }
     int cpu[2] = { -1, -1 };
     for (int c = 0, k = 0; c < CPU_SETSIZE && k < 2; c++)
         if (CPU_ISSET(c, &allowed))
