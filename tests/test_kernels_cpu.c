@@ -311,6 +311,97 @@ static void late_rank(const char *variant, int world)
 static void test_twopass_late_rank(void **s) { (void)s; late_rank("shm_twopass", 2); }
 static void test_oneshot_late_rank(void **s) { (void)s; late_rank("shm_oneshot_fused", 4); }
 
+/* ---- peer memory reused across calls: the final barrier ---- */
+
+/* Lane rank 1 played by hand, keeping each variant's barriers (two a call for the
+ * one-shot, three for the two-pass, whose reduce-scatter it does for its own chunk) on new
+ * inputs each call (seed + c), and 200 ms late to write the x of every call after the
+ * first. A rank 0 that left a call before its peers were done reading (no final barrier)
+ * meets this rank one barrier early in the next call and reads its x of the call before. */
+#define RECALLS 3
+static void fake_rank1(const char *variant, const char *rid, const bk_shape *s, int si,
+                       uint64_t seed)
+{
+    bk_err err = { 0 };
+    const int twopass = strcmp(variant, "shm_twopass") == 0;
+    const bk__ar_layout lay = bk__ar_layout_of(s, 2);
+    bk_shm *shm = child_shm(rid, 1, 2, g_t->peer_bytes(s, 2), &err);
+    if (!shm)
+        _exit(1);
+    for (int c = 0; c < RECALLS; c++) {
+        rank_ctx ctx;
+        g_seed = seed + (uint64_t)c;
+        if (setup_tensors(&ctx, s, si, 1, 2) != 0)
+            _exit(1);
+        if (c > 0)
+            nanosleep(&(struct timespec){ .tv_nsec = 200000000L }, NULL);
+        memcpy((char *)bk_shm_local(shm) + lay.x_off, ctx.t[BK_AR_X].data, lay.n * 2);
+        if (bk_shm_barrier(shm, 20.0, &err) != BK_OK)
+            _exit(2);
+        if (twopass) { /* my chunk, rank 0's x then mine, as the variant sums them */
+            const uint16_t *x0 = (const uint16_t *)((char *)bk_shm_peer(shm, 0) + lay.x_off);
+            const uint16_t *x1 = (const uint16_t *)((char *)bk_shm_local(shm) + lay.x_off);
+            float *red = (float *)((char *)bk_shm_local(shm) + lay.red_off);
+            size_t hi = 2 * lay.chunk < lay.n ? 2 * lay.chunk : lay.n;
+            for (size_t i = lay.chunk; i < hi; i++)
+                red[i - lay.chunk] = bk_bf16_to_f32(x0[i]) + bk_bf16_to_f32(x1[i]);
+            if (bk_shm_barrier(shm, 20.0, &err) != BK_OK)
+                _exit(2);
+        }
+        if (bk_shm_barrier(shm, 20.0, &err) != BK_OK)
+            _exit(2);
+        free_tensors(&ctx);
+    }
+    bk_shm_destroy(shm);
+    _exit(0);
+}
+
+static void final_barrier(const char *variant)
+{
+    const int si = 9; /* 7 x 4096 */
+    const bk_shape *s = &k_shapes[si];
+    const bk_variant *v = bk_catalog_variant(BK_AR_TARGET, variant);
+    const uint64_t seed = g_seed;
+    char rid[64];
+    bk_err err = { 0 };
+    void *state = NULL;
+    snprintf(rid, sizeof rid, "test-kern-%d-final-%s", g_pid, variant);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        fake_rank1(variant, rid, s, si, seed);
+    bk_shm *shm = child_shm(rid, 0, 2, g_t->peer_bytes(s, 2), &err);
+    assert_non_null(shm);
+    json_t *params = json_object();
+    assert_int_equal(v->create(params, BK_BACKEND_CPU, 0, 2, &state, &err), BK_OK);
+    for (int c = 0; c < RECALLS; c++) {
+        rank_ctx ctx;
+        double *ref[2];
+        g_seed = seed + (uint64_t)c;
+        assert_int_equal(setup_tensors(&ctx, s, si, 0, 2), 0);
+        ctx.call.comm = shm;
+        if (v->run(state, &ctx.call, &err) != BK_OK)
+            fail_msg("%s call %d: %s", variant, c + 1, err.msg);
+        assert_int_equal(g_t->reference(s, g_seed, si, 0, 2, ref, &err), BK_OK);
+        verdict vd = judge(ctx.t[BK_AR_OUT].data, ctx.t[BK_AR_RESIDUAL_OUT].data, ref, s);
+        if (vd.bad_out || vd.bad_ro)
+            fail_msg("%s call %d: %zu bad out, %zu bad residual_out (rank 1's x of the call "
+                     "before?)", variant, c + 1, vd.bad_out, vd.bad_ro);
+        free(ref[0]);
+        free(ref[1]);
+        free_tensors(&ctx);
+    }
+    g_seed = seed;
+    int ws = 0;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+    v->destroy(state);
+    json_decref(params);
+    bk_shm_destroy(shm);
+}
+static void test_twopass_final_barrier(void **s) { (void)s; final_barrier("shm_twopass"); }
+static void test_oneshot_final_barrier(void **s) { (void)s; final_barrier("shm_oneshot_fused"); }
+
 /* ---- seeded inputs ---- */
 
 static void test_inputs_are_seeded_and_rank_independent_where_shared(void **state)
@@ -815,6 +906,8 @@ int main(void)
         cmocka_unit_test(test_oneshot_w4),
         cmocka_unit_test(test_twopass_late_rank),
         cmocka_unit_test(test_oneshot_late_rank),
+        cmocka_unit_test(test_twopass_final_barrier),
+        cmocka_unit_test(test_oneshot_final_barrier),
         cmocka_unit_test(test_slowed_unit_step),
         cmocka_unit_test(test_slowed_asks_for_its_wait),
         cmocka_unit_test(test_corrupt_is_caught),
