@@ -497,6 +497,93 @@ static void test_fused_names_a_bad_peer(void **st)
     json_decref(params);
 }
 
+/* moe_fused_combine's final barrier: rank 1 played by hand owns every expert of the call
+ * (odd ids) and publishes, in call c, the row of each assignment and rows y all equal to
+ * c + 1, keeping the variant's two barriers and coming 200 ms late to publish each call
+ * after the first. Rank 0 (the variant) reads them and must give, bit for bit, the top-k
+ * sum of y weighted in k order plus the residual. A rank 0 that left a call before its
+ * peers were done reading (no final barrier) meets rank 1 a barrier early in the next call
+ * and reads its rows of the call before. */
+static void test_fused_final_barrier(void **st)
+{
+    (void)st;
+    const bk_shape s = { .tokens = 5, .hidden = 24, .experts = 4, .topk = 2,
+                         .intermediate = 8, .weight = 1 };
+    const int64_t tk = s.tokens * s.topk;
+    char rid[64], names[2][BK_SHM_NAME_LEN], mine[BK_SHM_NAME_LEN];
+    const char *ptrs[2] = { names[0], names[1] };
+    const size_t bytes = bk__moe_target.peer_bytes(&s, 2);
+    const bk__moe_layout lay = bk__moe_layout_of(&s, 2);
+    snprintf(rid, sizeof rid, "test-moe-%d-%d", (int)getpid(), g_counter++);
+    for (int r = 0; r < 2; r++)
+        bk_shm_name(rid, "C", r, names[r]);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        bk_shm *shm = NULL;
+        bk_err err = { 0 };
+        if (bk_shm_create(rid, "C", 1, 2, bytes, &shm, mine, &err) != BK_OK ||
+            bk_shm_connect(shm, ptrs, 10.0, &err) != BK_OK)
+            _exit(1);
+        for (int c = 0; c < CALLS; c++) {
+            if (c > 0)
+                nanosleep(&(struct timespec){ .tv_nsec = 200000000L }, NULL);
+            int32_t *rows = (int32_t *)((char *)bk_shm_local(shm) + lay.idx_off);
+            uint16_t *y = (uint16_t *)((char *)bk_shm_local(shm) + lay.y_off);
+            for (int64_t a = 0; a < tk; a++)
+                rows[a] = (int32_t)a;
+            for (int64_t i = 0; i < tk * s.hidden; i++)
+                y[i] = bk_bf16_from_f32((float)(c + 1));
+            if (bk_shm_barrier(shm, 10.0, &err) != BK_OK ||
+                bk_shm_barrier(shm, 10.0, &err) != BK_OK)
+                _exit(2);
+        }
+        bk_shm_destroy(shm);
+        _exit(0);
+    }
+    tensors ts;
+    bk_shm *shm = NULL;
+    bk_err err = { 0 };
+    void *state = NULL;
+    json_t *params = json_object();
+    const bk_variant *v = bk_catalog_variant(BK_MOE_TARGET, "moe_fused_combine");
+    assert_int_equal(make_tensors(&ts, &s, g_seed, 0, 2), 0);
+    int32_t *ids = ts.t[BK_MOE_IDS].data;
+    for (int64_t a = 0; a < tk; a++)
+        ids[a] = a % 2 ? 3 : 1; /* rank 1's experts */
+    assert_int_equal(bk_shm_create(rid, "C", 0, 2, bytes, &shm, mine, &err), BK_OK);
+    assert_int_equal(bk_shm_connect(shm, ptrs, 10.0, &err), BK_OK);
+    assert_int_equal(v->create(params, BK_BACKEND_CPU, 0, 2, &state, &err), BK_OK);
+    bk_call call = { .shape = &s, .iter = -1, .rank = 0, .world = 2, .t = ts.t,
+                     .nt = BK_MOE_NT, .comm = shm, .timeout_s = 10.0 };
+    const float *w = ts.t[BK_MOE_W].data;
+    const uint16_t *res = ts.t[BK_MOE_RESIDUAL].data, *o = ts.t[BK_MOE_OUT].data;
+    for (int c = 0; c < CALLS; c++) {
+        if (v->run(state, &call, &err) != BK_OK)
+            fail_msg("call %d: %s", c + 1, err.msg);
+        const float yv = bk_bf16_to_f32(bk_bf16_from_f32((float)(c + 1)));
+        for (int64_t t = 0; t < s.tokens; t++)
+            for (int64_t j = 0; j < s.hidden; j++) {
+                float acc = 0.0f;
+                for (int64_t k = 0; k < s.topk; k++)
+                    acc += w[t * s.topk + k] * yv;
+                uint16_t want = bk_bf16_from_f32(acc + bk_bf16_to_f32(res[t * s.hidden + j]));
+                if (o[t * s.hidden + j] != want)
+                    fail_msg("call %d: out[%lld][%lld] = %g, rank 1's rows of this call give "
+                             "%g (its rows of the call before?)", c + 1, (long long)t,
+                             (long long)j, bk_bf16_to_f32(o[t * s.hidden + j]),
+                             bk_bf16_to_f32(want));
+            }
+    }
+    int ws = 0;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+    v->destroy(state);
+    bk_shm_destroy(shm);
+    free_tensors(&ts);
+    json_decref(params);
+}
+
 /* The shipped plans load and pass the catalog check; a bad MoE shape is named. */
 static void test_plans(void **st)
 {
@@ -545,6 +632,7 @@ int main(void)
         cmocka_unit_test(test_serial_late_rank), cmocka_unit_test(test_fused_late_rank),
         cmocka_unit_test(test_scratch_grows), cmocka_unit_test(test_fused_refuses_outside_domain),
         cmocka_unit_test(test_fused_names_a_bad_peer),
+        cmocka_unit_test(test_fused_final_barrier),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
