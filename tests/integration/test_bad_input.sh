@@ -107,6 +107,8 @@ check_cmd eng-device "engine: --device: '0x' is not an integer in -1.." \
     "${eng[@]}" --rank 0 --world 2 --device 0x
 check_cmd eng-seed "engine: --seed: '7 ' is not an integer in 0.." \
     "${eng[@]}" --rank 0 --world 2 --seed "7 "
+# a lane rank is in 0..world-1: rank == world is refused before anything starts
+check_cmd eng-range "bracket engine: --rank 2 / --world 2 out of range" "${eng[@]}" --rank 2 --world 2
 # an unknown option or a missing value named once, by bracket (not also by getopt)
 check_cmd eng-bogus "bracket engine: unknown option '--bogus' (see --help)" \
     "${eng[@]}" --rank 0 --world 2 --bogus

@@ -25,6 +25,9 @@ c = r["arms"][1]
 assert c["ran"] and not c["ok"], c
 hung = [p for p in c["processes"] if p["pid"] == int(sys.argv[2])]
 assert hung and hung[0]["timed_out"] and hung[0]["killed"], c["processes"]
+# killed by its own agent at arm_s (10 s; 2 s of grace for SIGTERM), not by rank 0's last
+# resort 15 s later: the engine lived well under 10 + 15 s
+assert hung[0]["spawn_to_exit_s"] < 20, hung[0]
 assert not r["arms"][2]["ran"], "B' ran after a failed C"
 assert "timed out" in r["reasons"], r["reasons"]
 PY

@@ -24,6 +24,25 @@ assert c["ran"] and not c["ok"] and "terminated" in c["reason"], c
 assert "after a peer failed" not in c["reason"], c["reason"]
 PY
 expect_no_ranks
+
+# the same while arm B runs, where rank 0's own engine is in the lane (rank 0 stops it
+# itself, no agent reports a signal for it): its line too says the run was terminated,
+# not that a peer failed
+it_start sigint-b 4 "$IT_PLAN" --set workload.iters=60000
+wait_engines B 2
+for p in $(rank_pids); do kill -INT "$p"; done
+it_wait
+[ "$RC" != 0 ] || fail "sigint-b: an interrupted run exited 0"
+python3 - "$RECORD" <<'PY' || fail "sigint-b: arm B's reason does not say the run was terminated"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["reasons"].startswith("terminated by SIGINT"), r["reasons"]
+b = r["arms"][0]
+assert b["ran"] and not b["ok"] and not r["arms"][1]["ran"], r["arms"][:2]
+assert "lane rank 0 " in b["reason"] and "as the run was terminated" in b["reason"], b["reason"]
+assert "after a peer failed" not in b["reason"], b["reason"]
+PY
+expect_no_ranks
 expect_no_leftovers
 expect_no_private_dirs
-echo "PASS: SIGINT -> partial record, NO_DECISION (terminated), nothing left behind"
+echo "PASS: SIGINT in arm C, then in arm B -> partial records, NO_DECISION (terminated), nothing left behind"

@@ -39,6 +39,15 @@ for a in r["arms"]:
         pids.add(p["pid"])
         if not a["audit"]:
             assert p["samples_received"] == p["samples_sent"] == iters * 2, p
+        # the timings of every round's processes, rank 0's own engine and the agents' alike:
+        # from spawn to exit (the agent's clock), to the first timed iteration (the engine's
+        # status; 0 for audits, which time nothing), to the first samples (rank 0's clock)
+        assert p["spawn_to_exit_s"] > 0, p
+        if a["audit"]:
+            assert p["engine_start_to_first_iter_s"] == 0 == p["arm_start_to_first_sample_s"], p
+        else:
+            assert 0 < p["engine_start_to_first_iter_s"] < p["spawn_to_exit_s"], p
+            assert p["arm_start_to_first_sample_s"] > 0, p
     if not a["audit"]:
         assert a["summary"]["n"] == [3 * iters] * 2, a["summary"]
 PY
