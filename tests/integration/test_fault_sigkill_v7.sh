@@ -7,8 +7,11 @@
 # left behind.
 . "$(dirname "$0")/fault_lib.sh"
 set -e
+# 3000 iterations: C (about 4 x 28 us x 2 shapes x iters) runs for most of a second, long
+# enough for wait_engines' 0.1 s polls to see it; with the plan's 300 the whole run took
+# 1.6 s on an idle machine and C ended between two polls
 it_start sigkill-v7 4 "$IT_PLAN" --set protocol.version=v7 --set candidate.variant=slowed \
-    --set 'candidate.params={"base":"shm_twopass","fraction":3}'
+    --set 'candidate.params={"base":"shm_twopass","fraction":3}' --set workload.iters=3000
 wait_engines C 2
 RANK0=
 for p in $(rank_pids); do
