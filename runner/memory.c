@@ -1,6 +1,7 @@
 /* memory.c - rank 0's peak for a plan, and the memory this host and cgroup still have. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/catalog.h"
@@ -173,8 +174,9 @@ static void find_cg_mounts(const char *mountinfo, cg_mount *v2, cg_mount *v1)
 {
     v2->found = v1->found = 0;
     FILE *f = fopen(mountinfo, "r");
-    char line[4096];
-    while (f && fgets(line, sizeof line, f)) {
+    char *line = NULL; /* whole lines: an overlay mount's options run to kilobytes */
+    size_t cap = 0;
+    while (f && getline(&line, &cap, f) > 0) {
         char root[1024], at[1024], fstype[64], opts[1024];
         const char *dash = strstr(line, " - ");
         if (!dash || sscanf(line, "%*s %*s %*s %1023s %1023s", root, at) != 2 ||
@@ -190,6 +192,7 @@ static void find_cg_mounts(const char *mountinfo, cg_mount *v2, cg_mount *v1)
         bk_strlcpy(m->at, at, sizeof m->at);
         m->found = 1;
     }
+    free(line);
     if (f)
         fclose(f);
 }
