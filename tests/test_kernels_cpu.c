@@ -65,6 +65,24 @@ static shared *g;
 static uint64_t g_seed;
 static int g_pid; /* the test process's, also in forked children */
 static int g_late; /* the lane's last rank sleeps this many ms before each call */
+
+static uint64_t g_seed_run; /* the seed printed at the start, which final_barrier varies */
+
+/* a late test's teardown: a failed one leaves no late rank to the tests after it */
+static int on_time(void **state)
+{
+    (void)state;
+    g_late = 0;
+    return 0;
+}
+
+/* final_barrier's teardown: the tests after it run on the printed seed even if it failed */
+static int seed_back(void **state)
+{
+    (void)state;
+    g_seed = g_seed_run;
+    return 0;
+}
 static const bk_target *g_t;
 
 static uint16_t *out_of(int rank, int si, int which)
@@ -884,6 +902,7 @@ int main(void)
     g_seed = (uint64_t)time(NULL) * 1000003u ^ (uint64_t)getpid();
     if (getenv("BK_TEST_SEED"))
         g_seed = strtoull(getenv("BK_TEST_SEED"), NULL, 0);
+    g_seed_run = g_seed;
     printf("seed = %llu (rerun with BK_TEST_SEED=%llu)\n", (unsigned long long)g_seed,
            (unsigned long long)g_seed);
     for (int si = 0; si < NSH; si++)
@@ -904,10 +923,10 @@ int main(void)
         cmocka_unit_test(test_oneshot_w1),
         cmocka_unit_test(test_oneshot_w2),
         cmocka_unit_test(test_oneshot_w4),
-        cmocka_unit_test(test_twopass_late_rank),
-        cmocka_unit_test(test_oneshot_late_rank),
-        cmocka_unit_test(test_twopass_final_barrier),
-        cmocka_unit_test(test_oneshot_final_barrier),
+        cmocka_unit_test_teardown(test_twopass_late_rank, on_time),
+        cmocka_unit_test_teardown(test_oneshot_late_rank, on_time),
+        cmocka_unit_test_teardown(test_twopass_final_barrier, seed_back),
+        cmocka_unit_test_teardown(test_oneshot_final_barrier, seed_back),
         cmocka_unit_test(test_slowed_unit_step),
         cmocka_unit_test(test_slowed_asks_for_its_wait),
         cmocka_unit_test(test_corrupt_is_caught),
