@@ -27,26 +27,15 @@ static double now_s(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* Rank 0 of a lane of 2 with its own blob in slot 0; slot 1 is the test's. Returns ctx. */
-static bk_backend_ctx *rank0(const char *arm)
+/* Lane rank `r` (0 or 1) of a lane of 2 with its own blob in slot r; the other slot is the
+ * test's. Returns ctx. */
+static bk_backend_ctx *lane_rank(int r, const char *arm)
 {
     bk_backend_ctx *ctx = NULL;
     bk_err err;
     bk_err_clear(&err);
-    assert_int_equal(bk_engine_cpu.open(&ctx, 0, 2, -1, &err), BK_OK);
-    assert_int_equal(bk_engine_cpu.comm_create(ctx, RUN, arm, 4096, g_blobs[0], &g_lens[0], &err),
-                     BK_OK);
-    return ctx;
-}
-
-/* Rank 1 of a lane of 2 with its own blob in slot 1; slot 0 is the test's. Returns ctx. */
-static bk_backend_ctx *rank1(const char *arm)
-{
-    bk_backend_ctx *ctx = NULL;
-    bk_err err;
-    bk_err_clear(&err);
-    assert_int_equal(bk_engine_cpu.open(&ctx, 1, 2, -1, &err), BK_OK);
-    assert_int_equal(bk_engine_cpu.comm_create(ctx, RUN, arm, 4096, g_blobs[1], &g_lens[1], &err),
+    assert_int_equal(bk_engine_cpu.open(&ctx, r, 2, -1, &err), BK_OK);
+    assert_int_equal(bk_engine_cpu.comm_create(ctx, RUN, arm, 4096, g_blobs[r], &g_lens[r], &err),
                      BK_OK);
     return ctx;
 }
@@ -78,7 +67,7 @@ static void assert_no_segment(const char *arm)
 static void test_our_blob_names_our_node(void **state)
 {
     (void)state;
-    bk_backend_ctx *ctx = rank0("N");
+    bk_backend_ctx *ctx = lane_rank(0, "N");
     char node[BK_NODE_LEN], name[BK_SHM_NAME_LEN];
     bk_node_self(node);
     bk_shm_name(RUN, "N", 0, name);
@@ -92,7 +81,7 @@ static void test_our_blob_names_our_node(void **state)
 static void test_lane_over_two_hosts_refused(void **state)
 {
     (void)state;
-    bk_backend_ctx *ctx = rank0("H");
+    bk_backend_ctx *ctx = lane_rank(0, "H");
     peer_blob("H", "elsewhere boot 00000000-0000-0000-0000-000000000000");
     bk_err err;
     bk_err_clear(&err);
@@ -114,7 +103,7 @@ static void test_lane_over_two_hosts_refused(void **state)
 static void test_lane_rank0_elsewhere_refused(void **state)
 {
     (void)state;
-    bk_backend_ctx *ctx = rank1("E");
+    bk_backend_ctx *ctx = lane_rank(1, "E");
     blob_of(0, "E", "elsewhere boot 00000000-0000-0000-0000-000000000000");
     bk_err err;
     bk_err_clear(&err);
@@ -141,7 +130,7 @@ static void test_malformed_blobs_refused(void **state)
     memset(long_node, 'n', BK_NODE_LEN);
     long_node[BK_NODE_LEN] = '\0';
     for (int k = 0; k < 7; k++) {
-        bk_backend_ctx *ctx = rank0("M");
+        bk_backend_ctx *ctx = lane_rank(0, "M");
         peer_blob("M", node);
         switch (k) {
         case 0: g_lens[1] = 0; break;                              /* empty */
