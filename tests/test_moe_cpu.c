@@ -91,6 +91,32 @@ static void free_tensors(tensors *ts)
     }
 }
 
+/* A lane id of this test process not used before */
+static void new_rid(char rid[64])
+{
+    snprintf(rid, 64, "test-moe-%d-%d", (int)getpid(), g_counter++);
+}
+
+/* This rank's segment of `bytes` in lane `rid` of `world` ranks, connected to its peers';
+ * NULL with *err set when either fails. */
+static bk_shm *lane_seg(const char *rid, int rank, int world, size_t bytes, bk_err *err)
+{
+    char names[MAXW][BK_SHM_NAME_LEN], mine[BK_SHM_NAME_LEN];
+    const char *ptrs[MAXW];
+    bk_shm *shm = NULL;
+    for (int r = 0; r < world; r++) {
+        bk_shm_name(rid, "C", r, names[r]);
+        ptrs[r] = names[r];
+    }
+    if (bk_shm_create(rid, "C", rank, world, bytes, &shm, mine, err) != BK_OK)
+        return NULL;
+    if (bk_shm_connect(shm, ptrs, 10.0, err) != BK_OK) {
+        bk_shm_destroy(shm);
+        return NULL;
+    }
+    return shm;
+}
+
 /* Run CALLS calls of the variant on this rank (the lane's last rank g_late ms late to
  * each), each on poisoned outputs and checked against the reference (a first call can be
  * wrong where a later one on the same inputs is right: a peer's stale memory then holds
@@ -99,8 +125,6 @@ static int child(const char *variant, const bk_shape *s, uint64_t seed, const ch
                  int world)
 {
     const bk_variant *v = bk_catalog_variant(BK_MOE_TARGET, variant);
-    char names[MAXW][BK_SHM_NAME_LEN], mine[BK_SHM_NAME_LEN];
-    const char *ptrs[MAXW];
     bk_err err = { 0 };
     bk_shm *shm = NULL;
     void *state = NULL;
@@ -109,17 +133,11 @@ static int child(const char *variant, const bk_shape *s, uint64_t seed, const ch
     json_t *params = json_object();
     int rc = 1;
     memset(&ts, 0, sizeof ts);
-    for (int r = 0; r < world; r++) {
-        bk_shm_name(rid, "C", r, names[r]);
-        ptrs[r] = names[r];
-    }
     if (!v || !params || make_tensors(&ts, s, seed, rank, world) != 0) {
         snprintf(err.msg, sizeof err.msg, "setup failed");
         goto out;
     }
-    if (bk_shm_create(rid, "C", rank, world, bk__moe_target.peer_bytes(s, world), &shm, mine,
-                      &err) != BK_OK ||
-        bk_shm_connect(shm, ptrs, 10.0, &err) != BK_OK ||
+    if (!(shm = lane_seg(rid, rank, world, bk__moe_target.peer_bytes(s, world), &err)) ||
         v->create(params, BK_BACKEND_CPU, rank, world, &state, &err) != BK_OK)
         goto out;
     bk_call call = { .shape = s, .iter = -1, .rank = rank, .world = world, .t = ts.t,
@@ -173,7 +191,7 @@ static void run_lane(const char *variant, bk_shape s, int world, uint64_t seed)
 {
     char rid[64];
     pid_t pids[MAXW];
-    snprintf(rid, sizeof rid, "test-moe-%d-%d", (int)getpid(), g_counter++);
+    new_rid(rid);
     memset(g_rep, 0, sizeof *g_rep);
     s.weight = 1.0;
     for (int r = 0; r < world; r++) {
@@ -309,38 +327,8 @@ static void test_catalog(void **st)
     assert_false(bk_domain_contains(&f->domain, &s, 2, "bf16", BK_BACKEND_CPU, 1, why, sizeof why));
 }
 
-/* An expert id out of range is refused with its position, before anything runs. */
-static void test_bad_ids(void **st)
-{
-    (void)st;
-    bk_shape s = { .tokens = 2, .hidden = 16, .experts = 4, .topk = 2, .intermediate = 8 };
-    tensors ts;
-    char rid[64], name[BK_SHM_NAME_LEN];
-    const char *ptrs[1] = { name };
-    bk_shm *shm = NULL;
-    bk_err err = { 0 };
-    void *state = NULL;
-    json_t *params = json_object();
-    const bk_variant *v = bk_catalog_variant(BK_MOE_TARGET, "moe_fused_combine");
-    snprintf(rid, sizeof rid, "test-moe-%d-bad", (int)getpid());
-    assert_int_equal(make_tensors(&ts, &s, g_seed, 0, 1), 0);
-    ((int32_t *)ts.t[BK_MOE_IDS].data)[3] = 4;
-    assert_int_equal(bk_shm_create(rid, "C", 0, 1, bk__moe_target.peer_bytes(&s, 1), &shm, name,
-                                   &err), BK_OK);
-    assert_int_equal(bk_shm_connect(shm, ptrs, 5.0, &err), BK_OK);
-    assert_int_equal(v->create(params, BK_BACKEND_CPU, 0, 1, &state, &err), BK_OK);
-    bk_call call = { .shape = &s, .iter = -1, .rank = 0, .world = 1, .t = ts.t,
-                     .nt = BK_MOE_NT, .comm = shm, .timeout_s = 5.0 };
-    assert_int_equal(v->run(state, &call, &err), BK_ERR_INPUT);
-    assert_non_null(strstr(err.msg, "topk_ids[3] = 4"));
-    v->destroy(state);
-    bk_shm_destroy(shm);
-    free_tensors(&ts);
-    json_decref(params);
-}
-
-/* One rank at world 1 with its own segment, sized for the largest of `shapes`; one state
- * (so one set of scratch buffers) across the calls. */
+/* Lane rank `rank` of `world` in the test process: its segment of `bytes` in lane `rid`
+ * and the variant's state, one state (so one set of scratch buffers) across the calls. */
 typedef struct solo {
     const bk_variant *v;
     bk_shm *shm;
@@ -348,24 +336,31 @@ typedef struct solo {
     json_t *params;
 } solo;
 
+static void side_open(solo *so, const char *variant, const char *rid, int rank, int world,
+                      size_t bytes)
+{
+    bk_err err = { 0 };
+    memset(so, 0, sizeof *so);
+    so->v = bk_catalog_variant(BK_MOE_TARGET, variant);
+    so->params = json_object();
+    assert_non_null(so->v);
+    if (!(so->shm = lane_seg(rid, rank, world, bytes, &err)))
+        fail_msg("%s", err.msg);
+    assert_int_equal(so->v->create(so->params, BK_BACKEND_CPU, rank, world, &so->state, &err),
+                     BK_OK);
+}
+
+/* One rank at world 1, its segment sized for the largest of `shapes` */
 static void solo_open(solo *so, const char *variant, const bk_shape *shapes, int nshapes)
 {
-    char rid[64], name[BK_SHM_NAME_LEN];
-    const char *ptrs[1] = { name };
-    bk_err err = { 0 };
+    char rid[64];
     size_t bytes = 0;
     for (int i = 0; i < nshapes; i++) {
         size_t b = bk__moe_target.peer_bytes(&shapes[i], 1);
         bytes = b > bytes ? b : bytes;
     }
-    memset(so, 0, sizeof *so);
-    so->v = bk_catalog_variant(BK_MOE_TARGET, variant);
-    so->params = json_object();
-    snprintf(rid, sizeof rid, "test-moe-%d-%d", (int)getpid(), g_counter++);
-    assert_non_null(so->v);
-    assert_int_equal(bk_shm_create(rid, "C", 0, 1, bytes, &so->shm, name, &err), BK_OK);
-    assert_int_equal(bk_shm_connect(so->shm, ptrs, 5.0, &err), BK_OK);
-    assert_int_equal(so->v->create(so->params, BK_BACKEND_CPU, 0, 1, &so->state, &err), BK_OK);
+    new_rid(rid);
+    side_open(so, variant, rid, 0, 1, bytes);
 }
 
 static void solo_close(solo *so)
@@ -373,6 +368,25 @@ static void solo_close(solo *so)
     so->v->destroy(so->state);
     bk_shm_destroy(so->shm);
     json_decref(so->params);
+}
+
+/* An expert id out of range is refused with its position, before anything runs. */
+static void test_bad_ids(void **st)
+{
+    (void)st;
+    bk_shape s = { .tokens = 2, .hidden = 16, .experts = 4, .topk = 2, .intermediate = 8 };
+    tensors ts;
+    bk_err err = { 0 };
+    solo so;
+    solo_open(&so, "moe_fused_combine", &s, 1);
+    assert_int_equal(make_tensors(&ts, &s, g_seed, 0, 1), 0);
+    ((int32_t *)ts.t[BK_MOE_IDS].data)[3] = 4;
+    bk_call call = { .shape = &s, .iter = -1, .rank = 0, .world = 1, .t = ts.t,
+                     .nt = BK_MOE_NT, .comm = so.shm, .timeout_s = 5.0 };
+    assert_int_equal(so.v->run(so.state, &call, &err), BK_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "topk_ids[3] = 4"));
+    solo_close(&so);
+    free_tensors(&ts);
 }
 
 /* One call of the shape on fresh inputs; BK_OK only when the output is the reference's
@@ -451,21 +465,15 @@ static void test_fused_names_a_bad_peer(void **st)
     (void)st;
     const bk_shape s = { .tokens = 6, .hidden = 16, .experts = 4, .topk = 2,
                          .intermediate = 8, .weight = 1 };
-    char rid[64], names[2][BK_SHM_NAME_LEN];
-    const char *ptrs[2] = { names[0], names[1] };
+    char rid[64];
     const size_t bytes = bk__moe_target.peer_bytes(&s, 2);
-    snprintf(rid, sizeof rid, "test-moe-%d-%d", (int)getpid(), g_counter++);
-    for (int r = 0; r < 2; r++)
-        bk_shm_name(rid, "C", r, names[r]);
-    memset(g_rep, 0, sizeof *g_rep);
+    new_rid(rid);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        bk_shm *shm = NULL;
         bk_err err = { 0 };
-        char mine[BK_SHM_NAME_LEN];
-        if (bk_shm_create(rid, "C", 1, 2, bytes, &shm, mine, &err) != BK_OK ||
-            bk_shm_connect(shm, ptrs, 10.0, &err) != BK_OK)
+        bk_shm *shm = lane_seg(rid, 1, 2, bytes, &err);
+        if (!shm)
             _exit(1);
         const bk__moe_layout lay = bk__moe_layout_of(&s, 2);
         int32_t *rows = (int32_t *)((char *)bk_shm_local(shm) + lay.idx_off);
@@ -477,32 +485,24 @@ static void test_fused_names_a_bad_peer(void **st)
         _exit(rc);
     }
     tensors ts;
-    bk_shm *shm = NULL;
     bk_err err = { 0 };
-    void *state = NULL;
-    char mine[BK_SHM_NAME_LEN];
-    json_t *params = json_object();
-    const bk_variant *v = bk_catalog_variant(BK_MOE_TARGET, "moe_fused_combine");
+    solo so;
+    side_open(&so, "moe_fused_combine", rid, 0, 2, bytes);
     assert_int_equal(make_tensors(&ts, &s, g_seed, 0, 2), 0);
     int32_t *ids = ts.t[BK_MOE_IDS].data; /* token 0's first expert is rank 1's */
     ids[0] = 1;
     ids[1] = 0;
-    assert_int_equal(bk_shm_create(rid, "C", 0, 2, bytes, &shm, mine, &err), BK_OK);
-    assert_int_equal(bk_shm_connect(shm, ptrs, 10.0, &err), BK_OK);
-    assert_int_equal(v->create(params, BK_BACKEND_CPU, 0, 2, &state, &err), BK_OK);
     bk_call call = { .shape = &s, .iter = -1, .rank = 0, .world = 2, .t = ts.t,
-                     .nt = BK_MOE_NT, .comm = shm, .timeout_s = 10.0 };
-    const bk_status got = v->run(state, &call, &err);
+                     .nt = BK_MOE_NT, .comm = so.shm, .timeout_s = 10.0 };
+    const bk_status got = so.v->run(so.state, &call, &err);
     int ws = 0;
     assert_int_equal(waitpid(pid, &ws, 0), pid);
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
     assert_int_equal(got, BK_ERR_PEER);
     assert_string_equal(err.msg, "moe_fused_combine: rank 1 published row 12 for token 0 slot "
                                  "0 (rows 0..11)");
-    v->destroy(state);
-    bk_shm_destroy(shm);
+    solo_close(&so);
     free_tensors(&ts);
-    json_decref(params);
 }
 
 /* moe_fused_combine's final barrier: rank 1 played by hand owns every expert of the call
@@ -518,20 +518,16 @@ static void test_fused_final_barrier(void **st)
     const bk_shape s = { .tokens = 5, .hidden = 24, .experts = 4, .topk = 2,
                          .intermediate = 8, .weight = 1 };
     const int64_t tk = s.tokens * s.topk;
-    char rid[64], names[2][BK_SHM_NAME_LEN], mine[BK_SHM_NAME_LEN];
-    const char *ptrs[2] = { names[0], names[1] };
+    char rid[64];
     const size_t bytes = bk__moe_target.peer_bytes(&s, 2);
     const bk__moe_layout lay = bk__moe_layout_of(&s, 2);
-    snprintf(rid, sizeof rid, "test-moe-%d-%d", (int)getpid(), g_counter++);
-    for (int r = 0; r < 2; r++)
-        bk_shm_name(rid, "C", r, names[r]);
+    new_rid(rid);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        bk_shm *shm = NULL;
         bk_err err = { 0 };
-        if (bk_shm_create(rid, "C", 1, 2, bytes, &shm, mine, &err) != BK_OK ||
-            bk_shm_connect(shm, ptrs, 10.0, &err) != BK_OK)
+        bk_shm *shm = lane_seg(rid, 1, 2, bytes, &err);
+        if (!shm)
             _exit(1);
         for (int c = 0; c < CALLS; c++) {
             if (c > 0)
@@ -550,24 +546,19 @@ static void test_fused_final_barrier(void **st)
         _exit(0);
     }
     tensors ts;
-    bk_shm *shm = NULL;
     bk_err err = { 0 };
-    void *state = NULL;
-    json_t *params = json_object();
-    const bk_variant *v = bk_catalog_variant(BK_MOE_TARGET, "moe_fused_combine");
+    solo so;
+    side_open(&so, "moe_fused_combine", rid, 0, 2, bytes);
     assert_int_equal(make_tensors(&ts, &s, g_seed, 0, 2), 0);
     int32_t *ids = ts.t[BK_MOE_IDS].data;
     for (int64_t a = 0; a < tk; a++)
         ids[a] = a % 2 ? 3 : 1; /* rank 1's experts */
-    assert_int_equal(bk_shm_create(rid, "C", 0, 2, bytes, &shm, mine, &err), BK_OK);
-    assert_int_equal(bk_shm_connect(shm, ptrs, 10.0, &err), BK_OK);
-    assert_int_equal(v->create(params, BK_BACKEND_CPU, 0, 2, &state, &err), BK_OK);
     bk_call call = { .shape = &s, .iter = -1, .rank = 0, .world = 2, .t = ts.t,
-                     .nt = BK_MOE_NT, .comm = shm, .timeout_s = 10.0 };
+                     .nt = BK_MOE_NT, .comm = so.shm, .timeout_s = 10.0 };
     const float *w = ts.t[BK_MOE_W].data;
     const uint16_t *res = ts.t[BK_MOE_RESIDUAL].data, *o = ts.t[BK_MOE_OUT].data;
     for (int c = 0; c < CALLS; c++) {
-        if (v->run(state, &call, &err) != BK_OK)
+        if (so.v->run(so.state, &call, &err) != BK_OK)
             fail_msg("call %d: %s", c + 1, err.msg);
         const float yv = bk_bf16_to_f32(bk_bf16_from_f32((float)(c + 1)));
         for (int64_t t = 0; t < s.tokens; t++)
@@ -586,10 +577,8 @@ static void test_fused_final_barrier(void **st)
     int ws = 0;
     assert_int_equal(waitpid(pid, &ws, 0), pid);
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
-    v->destroy(state);
-    bk_shm_destroy(shm);
+    solo_close(&so);
     free_tensors(&ts);
-    json_decref(params);
 }
 
 /* The shipped plans load and pass the catalog check; a bad MoE shape is named. */
