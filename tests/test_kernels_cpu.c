@@ -65,8 +65,8 @@ static shared *g;
 static uint64_t g_seed;
 static int g_pid; /* the test process's, also in forked children */
 static int g_late; /* the lane's last rank sleeps this many ms before each call */
-
 static uint64_t g_seed_run; /* the seed printed at the start, which final_barrier varies */
+static const bk_target *g_t;
 
 /* a late test's teardown: a failed one leaves no late rank to the tests after it */
 static int on_time(void **state)
@@ -83,7 +83,6 @@ static int seed_back(void **state)
     g_seed = g_seed_run;
     return 0;
 }
-static const bk_target *g_t;
 
 static uint16_t *out_of(int rank, int si, int which)
 {
@@ -322,9 +321,8 @@ static void test_oneshot_w4(void **s) { (void)s; check_lane("shm_oneshot_fused",
  * first call that differs from the second */
 static void late_rank(const char *variant, int world)
 {
-    g_late = 20;
+    g_late = 20; /* on_time, the test's teardown, sets it back */
     check_lane(variant, world);
-    g_late = 0;
 }
 static void test_twopass_late_rank(void **s) { (void)s; late_rank("shm_twopass", 2); }
 static void test_oneshot_late_rank(void **s) { (void)s; late_rank("shm_oneshot_fused", 4); }
@@ -409,8 +407,7 @@ static void final_barrier(const char *variant)
         free(ref[1]);
         free_tensors(&ctx);
     }
-    g_seed = seed;
-    int ws = 0;
+    int ws = 0; /* g_seed: seed_back, the test's teardown, puts it back */
     assert_int_equal(waitpid(pid, &ws, 0), pid);
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
     v->destroy(state);
