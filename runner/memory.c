@@ -162,10 +162,12 @@ static void unescape_octal(char *s)
 static int has_option(const char *opts, const char *want)
 {
     const size_t n = strlen(want);
-    for (const char *o = opts; o; o = strchr(o, ',') ? strchr(o, ',') + 1 : NULL)
+    for (const char *o = opts;; o++) { /* o: an option's start; o++ steps over its comma */
         if (!strncmp(o, want, n) && (o[n] == ',' || o[n] == '\0'))
             return 1;
-    return 0;
+        if (!(o = strchr(o, ',')))
+            return 0;
+    }
 }
 
 /* The cgroup2 mount and the v1 memory controller's mount in `mountinfo`; of several mounts
