@@ -162,6 +162,22 @@ print("ci-slurm: record", sys.argv[1], "verdict", r["verdict"], "-", r["reasons"
 PY
 }
 
+# check_score DIR [--strict]: what a validator does with DIR's record: `bracket score`
+# recomputes the verdict from the raw samples, finds it identical and exits with the
+# verdict's status (0 PASS, 3 FAIL, 4 NO_DECISION). --strict also refuses any identity it
+# cannot check (a run with --set candidate.variant and no candidate.source_digest is one).
+check_score() {
+    local dir=$1 rec want got=0
+    shift
+    rec=$(ls "$dir"/*/record.json)
+    want=$(python3 -c 'import json,sys; print({"PASS":0,"FAIL":3,"NO_DECISION":4}[json.load(open(sys.argv[1]))["verdict"]])' "$rec")
+    "$BRACKET" score "$@" "$rec" >"$dir/score.out" 2>&1 || got=$?
+    if [ "$got" != "$want" ] || ! grep -q "identical to the record" "$dir/score.out"; then
+        cat "$dir/score.out"
+        die "$rec: bracket score${*:+ $*} exited $got (the verdict's status is $want) or found it not identical"
+    fi
+}
+
 # exit code of a finished job ("0:0" -> 0)
 job_exit() { scontrol show job "$1" | sed -n 's/.* ExitCode=\([0-9]*\):\([0-9]*\).*/\1/p' | head -n 1; }
 
@@ -187,6 +203,7 @@ cat "$WORK/job-srun.out"
 E=$(job_exit "$J")
 case $E in 0|3|4) ;; *) die "job $J exited $E (not a verdict)" ;; esac
 check_record "$WORK/out-srun" $VERDICTS
+check_score "$WORK/out-srun" --strict
 
 # 2. mpirun inside the allocation
 J=$(BRACKET_LAUNCHER=mpirun BRACKET_MPIRUN_ARGS=--oversubscribe sbatch --parsable "${CPU_OPTS[@]}" \
@@ -197,6 +214,7 @@ cat "$WORK/job-mpirun.out"
 E=$(job_exit "$J")
 case $E in 0|3|4) ;; *) die "job $J exited $E (not a verdict)" ;; esac
 check_record "$WORK/out-mpirun" $VERDICTS
+check_score "$WORK/out-mpirun" --strict
 
 # 3. a job array over two plans (slurm/rehearse.sh)
 printf '%s\n' "$PLAN" "$SRC/tests/fixtures/plans/it-cpu.json" >"$WORK/plans.txt"
@@ -206,7 +224,10 @@ echo "$OUT_ARRAY"
 A=$(echo "$OUT_ARRAY" | sed -n 's/^submitted job \([0-9]*\) .*/\1/p' | head -n 1)
 [ -n "$A" ] || die "rehearse.sh submitted no array"
 for t in 0 1; do wait_job "${A}_$t" 300; done
-for t in 0 1; do check_record "$WORK/out-array/1x4/$t" $VERDICTS; done
+for t in 0 1; do
+    check_record "$WORK/out-array/1x4/$t" $VERDICTS
+    check_score "$WORK/out-array/1x4/$t" --strict
+done
 
 # wait_arm_c JOB LOG: until an engine of the job's arm C runs (at most 120 s); on failure
 # the job's output says why. Seen once is enough: a second look could miss an engine
@@ -239,6 +260,7 @@ expect_partial() {
     wait_job "$J" 120
     cat "$WORK/job-$1.out"
     check_record "$WORK/out-$1" NO_DECISION
+    check_score "$WORK/out-$1"
     python3 -c 'import json,sys,glob; r=json.load(open(glob.glob(sys.argv[1]+"/*/record.json")[0])); assert r["reasons"].startswith("terminated") and "crashed" not in r["reasons"], r["reasons"]' \
         "$WORK/out-$1" || die "$1: the reason is not terminated (or calls a stopped engine crashed)"
     E=$(job_exit "$J")

@@ -35,11 +35,31 @@ if [ -z "$plan" ]; then
     fi
 fi
 echo "+ mpirun -np $np $bracket run $plan ${sets[*]:-} --out bracket-out"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 set +e
-mpirun "${flags[@]}" -np "$np" "$bracket" run "$plan" "${sets[@]}" --out bracket-out
-rc=$?
+mpirun "${flags[@]}" -np "$np" "$bracket" run "$plan" "${sets[@]}" --out bracket-out | tee "$log"
+rc=${PIPESTATUS[0]}
 set -e
 case $rc in
-    0|3|4) echo "bracket demo: finished with a verdict (exit $rc: 0 PASS, 3 FAIL, 4 NO_DECISION)"; exit 0 ;;
+    0|3|4) echo "bracket demo: finished with a verdict (exit $rc: 0 PASS, 3 FAIL, 4 NO_DECISION)" ;;
     *) echo "bracket demo: failed (exit $rc)"; exit "$rc" ;;
 esac
+# What a validator does with a record: recompute its verdict from the raw samples, refusing
+# any identity it cannot check (--strict). It must agree with the run's own exit status.
+record=$(sed -n 's/^record: \(.*record\.json\)$/\1/p' "$log" | tail -n 1)
+if [ -z "$record" ]; then
+    echo "bracket demo: the run named no record (it prints 'record: DIR/record.json')"
+    exit 1
+fi
+echo "+ $bracket score --strict $record"
+set +e
+"$bracket" score --strict "$record"
+src=$?
+set -e
+if [ "$src" != "$rc" ]; then
+    echo "bracket demo: bracket score --strict exited $src, the run $rc: the record does not" \
+         "stand on its own (exit 1: it differs from its evidence; 2: an identity it cannot check)"
+    exit 1
+fi
+echo "bracket demo: the record's verdict recomputed from its samples (exit $src)"
