@@ -59,8 +59,9 @@ sabotage_tree() {
   fi
 }
 # sabotage_caught BIN LOG WHAT PATTERN [NEED]: the sabotaged copy's test BIN must fail (a pass
-# or a skip, exit 77, is not caught), and its log must match NEED when given (the test meant to
-# catch it is the one that failed); prints the lines of LOG matching PATTERN.
+# or a skip, exit 77, is not caught), and its log must match every line of NEED when given
+# (each an extended regex: the tests meant to catch it are the ones that failed); prints the
+# lines of LOG matching PATTERN.
 sabotage_caught() {
   local bin=$1 log=$2 what=$3 pat=$4 need=${5:-} brc
   [ -x "$bin" ] || { echo "break: the sabotaged copy did not build ($bin)"; return 1; }
@@ -69,11 +70,14 @@ sabotage_caught() {
   if [ "$brc" = 0 ] || [ "$brc" = 77 ]; then
     echo "break: the sabotaged $what was not caught by the GPU test (exit $brc)"; return 1
   fi
-  if [ -n "$need" ] && ! grep -qE "$need" "$log"; then
-    echo "break: the sabotaged $what failed the GPU test (exit $brc), but not as /$need/:"
-    grep -m6 -E "$pat" "$log"
-    return 1
-  fi
+  local n
+  while IFS= read -r n; do
+    if [ -n "$n" ] && ! grep -qE "$n" "$log"; then
+      echo "break: the sabotaged $what failed the GPU test (exit $brc), but not as /$n/:"
+      grep -m6 -E "$pat" "$log"
+      return 1
+    fi
+  done <<<"$need"
   echo "break: the sabotaged $what fails the GPU test, as it must:"
   grep -m6 -E "$pat" "$log"
   return 0

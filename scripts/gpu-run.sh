@@ -27,7 +27,9 @@
 # break (a copy of the tree with the one-shot kernel's residual add removed must FAIL the
 # IPC GPU test, one whose rmsnorm kernels skip their programmatic-launch wait must FAIL the
 # rmsnorm GPU test's test_pdl, one whose IPC kernels skip it must FAIL the IPC GPU test's
-# test_pdl_world1/2: proves the tests can fail), bench (bench_rmsnorm table + CSV), torch (the same
+# test_pdl_world1/2, one whose one-shot always uses the same half of peer memory must FAIL
+# test_oneshot_peer_by_hand, one whose barriers do not wait must FAIL both peer-by-hand tests:
+# proves the tests can fail), bench (bench_rmsnorm table + CSV), torch (the same
 # shapes through torch.compile and eager, our kernel timed beside them on the same tensors
 # through libbk_rmsnorm_shim.so, its default launch and the same without programmatic
 # dependent launch; bench's CSV for the copy kernel), band (shapes between the powers of two,
@@ -52,12 +54,12 @@ export NCCL_NVLS_ENABLE=0
 
 . "$src/scripts/gpu-env.sh"
 
-# break_one NAME SED_EXPR TEST WHAT PATTERN [NEED]: a copy of the tree with SED_EXPR applied to
-# kernels/ar_rmsnorm.cu must fail the GPU test TEST, as NEED when given (sabotage_caught; logs
-# $out/break-NAME-*.log).
+# break_one NAME SED_EXPR TEST WHAT PATTERN [NEED [FILE]]: a copy of the tree with SED_EXPR
+# applied to FILE (default kernels/ar_rmsnorm.cu) must fail the GPU test TEST, as NEED when
+# given (sabotage_caught; logs $out/break-NAME-*.log).
 break_one() {
-  local name=$1 expr=$2 test=$3 what=$4 pat=$5 need=${6:-}
-  sabotage_tree /tmp/bk-broken kernels/ar_rmsnorm.cu "$expr" || return 1
+  local name=$1 expr=$2 test=$3 what=$4 pat=$5 need=${6:-} file=${7:-kernels/ar_rmsnorm.cu}
+  sabotage_tree /tmp/bk-broken "$file" "$expr" || return 1
   build_tree /tmp/bk-broken /tmp/bk-broken/build "$test" >"$out/break-$name-build.log" 2>&1
   sabotage_caught "/tmp/bk-broken/build/tests/$test" "$out/break-$name-test.log" "$what" "$pat" \
     "$need"
@@ -88,6 +90,18 @@ for s in $steps; do
     break_one ipc-pdl 's|bk__pdl_wait(); /\* before the epoch|/* before the epoch|' \
       gpu_test_cuda_ipc "IPC kernels' pdl wait" "pdl|FAILED|PASSED" \
       'FAILED  \] test_pdl_world' || rc=1
+    # the peer played by hand (only its tests run: BK_TEST_FILTER): the one-shot always in
+    # the same half of peer memory, overwriting what its peer may still read; then every
+    # barrier of the IPC kernels raising its flags without waiting for the peers' (both
+    # variants then read a peer's rows before they are there)
+    BK_TEST_FILTER=test_oneshot_peer_by_hand break_one parity \
+      's/(bk_ipc_epoch(v, blockIdx.x) \& 1u) ? half : 0;/0;/' gpu_test_cuda_ipc \
+      "one-shot's half" "by hand|FAILED|PASSED" 'FAILED  \] test_oneshot_peer_by_hand' || rc=1
+    BK_TEST_FILTER='test_*_peer_by_hand' break_one no-wait \
+      's/while ((int32_t)(bk__ld_acquire_sys(mine)/while (0 \&\& (int32_t)(bk__ld_acquire_sys(mine)/' gpu_test_cuda_ipc \
+      "barriers' wait" "by hand|FAILED|PASSED" \
+      $'FAILED  \\] test_oneshot_peer_by_hand\nFAILED  \\] test_twoshot_peer_by_hand' \
+      collectives/cuda_ipc_dev.cuh || rc=1
     ;;
   bench)
     "$build/tests/bench_rmsnorm" --step "$step" ${BK_SWEEP:+--sweep} --csv "$out/bench_rmsnorm.csv" 2>&1 | tee "$out/bench_rmsnorm.txt" || rc=1

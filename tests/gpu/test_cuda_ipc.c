@@ -4,7 +4,9 @@
  * their kernels wait for the kernel before them (programmatic dependent launch) before any
  * load; NCCL at world 1, and at worlds 2, 4 and 8 with each rank a host of its own (root
  * only); a lane of 16 with NCCL alone; a peer that never arrives ends in a time-out error,
- * not a hang. */
+ * not a hang; beside a peer played by hand from the host, late on purpose, the one-shot leaves
+ * the half of peer memory its peer may still read alone and both variants wait for the
+ * peer's rows and results. */
 
 #ifndef BK_HAVE_CUDA
 /* Built without the CUDA toolkit: nothing to run. */
@@ -375,6 +377,278 @@ out:
     return st == BK_OK ? 0 : 1;
 }
 
+/* ---- a peer played by hand ----
+ * Rank 1 of a lane of 2 keeps the flags protocol of the IPC kernels from the host, with
+ * cudaMemcpy on the mapped memory, late on purpose: it writes its rows and raises its flags
+ * only after rank 0 has reached the barrier, and looks into rank 0's peer memory between
+ * calls. On one GPU the two processes' kernels and copies take turns; the order below is the
+ * protocol's, not a race, so a kernel that skips a wait or reuses memory a peer may still read
+ * fails every time:
+ *  - one-shot (one barrier a call, the half chosen by the epoch's parity): rank 0's call k+1
+ *    must leave the half of call k as it was (its peer may still be reading it), and rank 0
+ *    must not read rank 1's rows before rank 1's flag (its outputs would miss them);
+ *  - two-shot (two barriers a call): rank 0 must wait for rank 1's x before it reduces its
+ *    rows, write its rows' results into rank 1's planes, and wait for rank 1's results (from
+ *    the float64 reference here) before it copies them out.
+ * Rank 0 runs the real variant, eagerly and then in a graph replayed on new inputs; its
+ * outputs must match the float64 reference. */
+#define HAND_CALLS 4 /* calls per shape: 2 eager, then a graph captured once and replayed */
+static const int64_t k_hand_shapes[][2] = {{37, 6144}, {300, 1024}};
+#define NHAND ((int)(sizeof(k_hand_shapes) / sizeof(k_hand_shapes[0])))
+#define HAND_LATE_NS 20000000ull /* how late rank 1 writes after rank 0 arrived */
+
+static uint64_t hand_seed(int s, int k)
+{
+    return 9000 + 100 * (uint64_t)s + (uint64_t)k;
+}
+
+/* Rank 1 by hand: wait (bounded) until rank 0 has raised flag e on every slot of the grid in
+ * our flag array, i.e. passed its writes before barrier e. */
+static bk_status hand_wait(const bk_cuda_comm *c, uint32_t e, double timeout_s, bk_err *err)
+{
+    static uint32_t f[BK_IPC_SLOTS * BK_IPC_MAX_WORLD];
+    const uint64_t deadline = bk_now_ns() + (uint64_t)(timeout_s * 1e9);
+    for (;;) {
+        LT_CUDA(cudaMemcpy(f, c->dev.flags[c->rank], sizeof(f), cudaMemcpyDeviceToHost),
+                "read our flags");
+        int s = 0;
+        while (s < c->grid && (int32_t)(f[s * BK_IPC_MAX_WORLD + 0] - e) >= 0)
+            s++;
+        if (s == c->grid)
+            return BK_OK;
+        if (bk_now_ns() > deadline)
+            return BK_FAIL(err, BK_ERR_TIMEOUT, "rank 0 never raised flag %u on slot %d (it "
+                           "shows %u)", e, s, f[s * BK_IPC_MAX_WORLD + 0]);
+        bk_sleep_ns(1000000);
+    }
+}
+
+/* Rank 1 by hand: `bytes` of `src` to peer memory at `dst` (ours or rank 0's, mapped), then
+ * flag e on every slot of the grid in rank 0's flag array, after the rows have landed. */
+static bk_status hand_post(const bk_cuda_comm *c, void *dst, const void *src, size_t bytes,
+                           uint32_t e, bk_err *err)
+{
+    uint32_t v[BK_IPC_MAX_BLOCKS];
+    bk_sleep_ns(HAND_LATE_NS);
+    if (bytes)
+        LT_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "write rows");
+    LT_CUDA(cudaDeviceSynchronize(), "sync");
+    for (int s = 0; s < c->grid; s++)
+        v[s] = e;
+    LT_CUDA(cudaMemcpy2D(c->dev.flags[0] + c->rank, BK_IPC_MAX_WORLD * sizeof(uint32_t), v,
+                         sizeof(uint32_t), sizeof(uint32_t), (size_t)c->grid,
+                         cudaMemcpyHostToDevice), "raise flags");
+    LT_CUDA(cudaDeviceSynchronize(), "sync");
+    return BK_OK;
+}
+
+/* Rank 1 by hand: rank 0's peer memory at byte `off` must hold `want` (`bytes` of it). */
+static bk_status hand_expect(const bk_cuda_comm *c, size_t off, const uint16_t *want,
+                             uint16_t *got, size_t bytes, const char *what, bk_err *err)
+{
+    LT_CUDA(cudaMemcpy(got, (const char *)c->dev.data[0] + off, bytes, cudaMemcpyDeviceToHost),
+            "read rank 0's peer memory");
+    if (memcmp(got, want, bytes) != 0) {
+        size_t i = 0;
+        while (got[i] == want[i])
+            i++;
+        return BK_FAIL(err, BK_ERR_INTERNAL, "%s: element %zu is 0x%04x, not 0x%04x", what, i,
+                       got[i], want[i]);
+    }
+    return BK_OK;
+}
+
+typedef struct hand_buf {
+    uint16_t *x0, *x0_prev, *x1, *got, *ro, *out;
+    double *ref_ro, *ref_out;
+} hand_buf;
+
+static void hand_free(hand_buf *b)
+{
+    free(b->x0);
+    free(b->x0_prev);
+    free(b->x1);
+    free(b->got);
+    free(b->ro);
+    free(b->out);
+    free(b->ref_ro);
+    free(b->ref_out);
+    memset(b, 0, sizeof(*b));
+}
+
+/* One-shot, rank 1 by hand, one shape: *ep counts the barriers passed on every slot. */
+static bk_status hand_oneshot(const bk_cuda_comm *c, int s, hand_buf *b, uint32_t *ep,
+                              bk_err *err)
+{
+    const int64_t tokens = k_hand_shapes[s][0], hidden = k_hand_shapes[s][1];
+    const size_t n = (size_t)tokens * hidden, half = c->dev.bytes / 2 / 16 * 16;
+    char what[192];
+    for (int k = 0; k < HAND_CALLS; k++) {
+        const uint64_t seed = hand_seed(s, k);
+        const size_t base = (*ep & 1u) ? half : 0, prev = base ? 0 : half;
+        lane_fill(b->x0, n, seed, 0, 0);
+        lane_fill(b->x1, n, seed, 0, 1);
+        bk_status st = hand_wait(c, *ep + 1, g_timeout_s, err);
+        if (st != BK_OK)
+            return st;
+        snprintf(what, sizeof(what), "%lld x %lld call %d: rank 0's x in its half at the barrier",
+                 (long long)tokens, (long long)hidden, k);
+        if ((st = hand_expect(c, base, b->x0, b->got, n * 2, what, err)) != BK_OK)
+            return st;
+        if (k > 0) {
+            snprintf(what, sizeof(what), "%lld x %lld call %d: the half of call %d, which its "
+                     "peer may still read, changed", (long long)tokens, (long long)hidden, k,
+                     k - 1);
+            if ((st = hand_expect(c, prev, b->x0_prev, b->got, n * 2, what, err)) != BK_OK)
+                return st;
+        }
+        if ((st = hand_post(c, (char *)c->dev.data[1] + base, b->x1, n * 2, *ep + 1, err)) !=
+            BK_OK)
+            return st;
+        *ep += 1;
+        memcpy(b->x0_prev, b->x0, n * 2);
+    }
+    return BK_OK;
+}
+
+/* Two-shot, rank 1 by hand, one shape. Peer memory (the half of the epoch's parity):
+ * [x plane][residual_out plane][out plane]; rank 0 owns rows [0, seg), rank 1 the rest. */
+static bk_status hand_twoshot(const bk_cuda_comm *c, int s, hand_buf *b, uint32_t *ep,
+                              bk_err *err)
+{
+    const int64_t tokens = k_hand_shapes[s][0], hidden = k_hand_shapes[s][1];
+    const size_t n = (size_t)tokens * hidden, half = c->dev.bytes / 2 / 16 * 16;
+    const size_t plane = n * 2, seg = (size_t)(tokens + 1) / 2;
+    const size_t mine = seg * (size_t)hidden, theirs = n - mine; /* elements */
+    char what[192];
+    for (int k = 0; k < HAND_CALLS; k++) {
+        const uint64_t seed = hand_seed(s, k);
+        const size_t base = (*ep & 1u) ? half : 0;
+        char *ours = (char *)c->dev.data[1] + base, *peer0 = (char *)c->dev.data[0] + base;
+        lane_fill(b->x0, n, seed, 0, 0);
+        lane_fill(b->x1, n, seed, 0, 1);
+        lane_reference(seed, 2, tokens, hidden, b->ref_ro, b->ref_out);
+        for (size_t i = 0; i < n; i++) {
+            b->ro[i] = f_to_bf16((float)b->ref_ro[i]);
+            b->out[i] = f_to_bf16((float)b->ref_out[i]);
+        }
+        /* barrier 1: rank 0's x is in its x plane; ours goes into ours, late */
+        bk_status st = hand_wait(c, *ep + 1, g_timeout_s, err);
+        if (st != BK_OK)
+            return st;
+        snprintf(what, sizeof(what), "%lld x %lld call %d: rank 0's x plane at the first "
+                 "barrier", (long long)tokens, (long long)hidden, k);
+        if ((st = hand_expect(c, base, b->x0, b->got, plane, what, err)) != BK_OK)
+            return st;
+        if ((st = hand_post(c, ours, b->x1, plane, *ep + 1, err)) != BK_OK)
+            return st;
+        /* barrier 2: rank 0's rows' results are in our planes; ours go into its planes, late */
+        if ((st = hand_wait(c, *ep + 2, g_timeout_s, err)) != BK_OK)
+            return st;
+        for (int pl = 1; pl <= 2; pl++) {
+            LT_CUDA(cudaMemcpy(b->got, ours + pl * plane, mine * 2, cudaMemcpyDeviceToHost),
+                    "read our planes");
+            const double e = lane_err(b->got, pl == 1 ? b->ref_ro : b->ref_out, mine,
+                                      RTOL_FUSED, ATOL_FUSED);
+            if (e > 1.0)
+                return BK_FAIL(err, BK_ERR_INTERNAL, "%lld x %lld call %d: the %s rank 0 wrote "
+                               "into rank 1's plane for its rows is off the float64 reference "
+                               "(worst error %.3g of tolerance)", (long long)tokens,
+                               (long long)hidden, k, pl == 1 ? "residual_out" : "out", e);
+        }
+        LT_CUDA(cudaMemcpy(peer0 + plane + mine * 2, b->ro + mine, theirs * 2,
+                           cudaMemcpyHostToDevice), "write residual_out rows");
+        if ((st = hand_post(c, peer0 + 2 * plane + mine * 2, b->out + mine, theirs * 2,
+                            *ep + 2, err)) != BK_OK)
+            return st;
+        *ep += 2;
+    }
+    return BK_OK;
+}
+
+/* Rank 0: the real variant HAND_CALLS times a shape (eager, eager, graph, graph replay), each
+ * on fresh inputs, each matching the float64 reference. Rank 1: played by hand. */
+static int hand_rank(int rank, int world, lane_shm *shm, void *argp)
+{
+    const bk_variant *v = argp;
+    const int twoshot = v == &bk_variant_ipc_twoshot_fused;
+    bk_err e, *err = &e;
+    bk_status st = BK_OK;
+    bk_cuda_comm *comm = NULL;
+    lane_tensors lt;
+    hand_buf b;
+    uint32_t ep = 0;
+    memset(&lt, 0, sizeof(lt));
+    memset(&b, 0, sizeof(b));
+    bk_err_clear(err);
+    BK_TRY(lane_comm_up(shm, rank, world, lane_device(rank),
+                        bk_ar_rmsnorm_cuda_peer_bytes(300, 6144), g_timeout_s, &comm, err));
+    if (!comm->have_p2p) {
+        st = BK_FAIL(err, BK_ERR_INTERNAL, "no peer memory: %s", comm->p2p_why);
+        goto out;
+    }
+    for (int s = 0; s < NHAND; s++) {
+        const int64_t tokens = k_hand_shapes[s][0], hidden = k_hand_shapes[s][1];
+        const size_t n = (size_t)tokens * hidden;
+        if (rank == 1) {
+            b.x0 = malloc(n * 2), b.x0_prev = malloc(n * 2), b.x1 = malloc(n * 2);
+            b.got = malloc(n * 2), b.ro = malloc(n * 2), b.out = malloc(n * 2);
+            b.ref_ro = malloc(n * sizeof(double)), b.ref_out = malloc(n * sizeof(double));
+            if (!b.x0 || !b.x0_prev || !b.x1 || !b.got || !b.ro || !b.out || !b.ref_ro ||
+                !b.ref_out) {
+                st = BK_FAIL(err, BK_ERR_SYSTEM, "out of host memory");
+                goto out;
+            }
+            BK_TRY(twoshot ? hand_twoshot(comm, s, &b, &ep, err)
+                           : hand_oneshot(comm, s, &b, &ep, err));
+            hand_free(&b);
+            continue;
+        }
+        BK_TRY(lt_alloc(&lt, tokens, hidden, err));
+        for (int k = 0; k < HAND_CALLS; k++) {
+            char what[160];
+            uint64_t h = 0;
+            snprintf(what, sizeof(what), "%s beside a peer played by hand, call %d (%s)",
+                     v->name, k, k < 2 ? "eager" : "graph");
+            BK_TRY(lt_inputs(&lt, hand_seed(s, k), rank, world, err));
+            BK_TRY(lt_call(&lt, v, comm, k >= 2, 0, g_timeout_s, err));
+            BK_TRY(lt_check(&lt, what, RTOL_FUSED, ATOL_FUSED, 0, &h, err));
+        }
+        lt_free(&lt);
+        memset(&lt, 0, sizeof(lt));
+    }
+out:
+    lane_wait_done(shm, rank, 3 * g_timeout_s);
+    hand_free(&b);
+    lt_free(&lt);
+    bk_cuda_comm_destroy(comm);
+    return st == BK_OK ? 0 : rank_fail(shm, rank, err);
+}
+
+static void hand_lane(const bk_variant *v)
+{
+    lane_shm *shm = lane_map();
+    assert_non_null(shm);
+    int failed = lane_run(shm, 2, hand_rank, (void *)v, 12 * g_timeout_s);
+    for (int r = 0; r < 2; r++)
+        if (shm->msg[r][0])
+            print_message("%s\n", shm->msg[r]);
+    assert_int_equal(failed, 0);
+    munmap(shm, sizeof(*shm));
+}
+
+static void test_oneshot_peer_by_hand(void **state)
+{
+    (void)state;
+    hand_lane(&bk_variant_ipc_oneshot_fused);
+}
+
+static void test_twoshot_peer_by_hand(void **state)
+{
+    (void)state;
+    hand_lane(&bk_variant_ipc_twoshot_fused);
+}
+
 /* A lane of 16 (past the 8 whose peer memory is mapped; NCCL alone serves such a lane,
  * e.g. TP 16 over two 8-GPU hosts): every rank creates and connects its side without
  * opening a handle, says why it has no peer memory, and the IPC variants refuse it. Here
@@ -477,11 +751,17 @@ int main(void)
         g_timeout_s = t;
         printf("test_cuda_ipc: every lane bound %.0f s (BK_TEST_TIMEOUT_S)\n", t);
     }
+    const char *only = getenv("BK_TEST_FILTER");
+    if (only && *only) { /* scripts/gpu-run.sh's break step: the test meant to catch it */
+        cmocka_set_test_filter(only);
+        printf("test_cuda_ipc: only the tests matching %s (BK_TEST_FILTER)\n", only);
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fused_world1), cmocka_unit_test(test_fused_world2),
         cmocka_unit_test(test_fused_world4), cmocka_unit_test(test_fused_world8),
         cmocka_unit_test(test_pdl_world1),  cmocka_unit_test(test_pdl_world2),
         cmocka_unit_test(test_nccl_world1),  cmocka_unit_test(test_hang_times_out),
+        cmocka_unit_test(test_oneshot_peer_by_hand), cmocka_unit_test(test_twoshot_peer_by_hand),
         cmocka_unit_test(test_wide_lane_nccl_only), cmocka_unit_test(test_nccl_hosts_world2),
         cmocka_unit_test(test_nccl_hosts_world4), cmocka_unit_test(test_nccl_hosts_world8),
     };
