@@ -12,7 +12,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-run-as-root)
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps build demo test test-sanitize bench clean
+.PHONY: all deps build demo test test-sanitize bench fuzz clean
 
 all: build
 
@@ -52,6 +52,12 @@ test-sanitize: deps
 
 bench: build
 	@./tests/bench/run-all.sh $(BUILD)
+
+# The libFuzzer harnesses of tests/fuzz, FUZZ_S seconds each, on a clang build with ASan and
+# UBSan in $(BUILD)-fuzz (needs clang, which the build itself does not: tests/fuzz/README.md).
+FUZZ_S ?= 60
+fuzz: deps
+	@./tests/fuzz/run.sh $(FUZZ_S) $(BUILD)-fuzz
 
 clean:
 	rm -rf $(BUILD)
