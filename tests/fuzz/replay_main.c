@@ -1,0 +1,148 @@
+/* replay_main.c - a main() for the fuzz harnesses without libFuzzer (any compiler): each
+ * argument is a file run through LLVMFuzzerTestOneInput once, a folder whose files are, or a
+ * corpus pack (*.pack: records of a 4-byte little-endian length and that many bytes, as
+ * tests/fuzz/pack.py writes them). ctest runs every harness this way over its corpus in
+ * tests/fuzz/corpus, so the sanitizer build (make test-sanitize) replays what the fuzzers
+ * found, and the harnesses keep compiling. A harness reports a failure by aborting. What the
+ * code under test prints on stdout is discarded. */
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static long g_runs;
+
+static int read_all(const char *path, uint8_t **data, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        perror(path);
+        return -1;
+    }
+    size_t cap = 4096, n = 0;
+    uint8_t *b = malloc(cap);
+    size_t got;
+    while (b && (got = fread(b + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            uint8_t *nb = realloc(b, cap *= 2);
+            if (!nb) {
+                free(b);
+                b = NULL;
+                break;
+            }
+            b = nb;
+        }
+    }
+    int bad = ferror(f) || !b;
+    fclose(f);
+    if (bad) {
+        free(b);
+        fprintf(stderr, "%s: cannot read it\n", path);
+        return -1;
+    }
+    *data = b;
+    *size = n;
+    return 0;
+}
+
+static int run_pack(const char *path, const uint8_t *p, size_t n)
+{
+    size_t at = 0;
+    while (at < n) {
+        if (n - at < 4) {
+            fprintf(stderr, "%s: a record cut short at byte %zu\n", path, at);
+            return -1;
+        }
+        const size_t len = (size_t)p[at] | (size_t)p[at + 1] << 8 | (size_t)p[at + 2] << 16 |
+                           (size_t)p[at + 3] << 24;
+        at += 4;
+        if (len > n - at) {
+            fprintf(stderr, "%s: a record of %zu bytes at byte %zu runs past the end\n", path,
+                    len, at - 4);
+            return -1;
+        }
+        /* a copy of its own, so that a read past it is a read past an allocation */
+        uint8_t *one = malloc(len ? len : 1);
+        if (!one)
+            return -1;
+        memcpy(one, p + at, len);
+        LLVMFuzzerTestOneInput(one, len);
+        free(one);
+        g_runs++;
+        at += len;
+    }
+    return 0;
+}
+
+static int run_path(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        perror(path);
+        return -1;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(path);
+        if (!d) {
+            perror(path);
+            return -1;
+        }
+        struct dirent *e;
+        int rc = 0;
+        while ((e = readdir(d)) != NULL) {
+            if (e->d_name[0] == '.')
+                continue;
+            char sub[4096];
+            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+            rc |= run_path(sub);
+        }
+        closedir(d);
+        return rc;
+    }
+    uint8_t *data = NULL;
+    size_t size = 0;
+    if (read_all(path, &data, &size) != 0)
+        return -1;
+    const size_t l = strlen(path);
+    int rc = 0;
+    if (l > 5 && strcmp(path + l - 5, ".pack") == 0) {
+        rc = run_pack(path, data, size);
+    } else {
+        LLVMFuzzerTestOneInput(data, size);
+        g_runs++;
+    }
+    free(data);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s FILE|FOLDER|CORPUS.pack...\n", argv[0]);
+        return 2;
+    }
+    /* what the code under test prints on stdout (bracket score's report) goes nowhere; its
+     * errors and the sanitizers' reports stay on stderr */
+    fflush(stdout);
+    const int out = dup(1), null = open("/dev/null", O_WRONLY);
+    if (out < 0 || null < 0 || dup2(null, 1) < 0) {
+        perror("replay: stdout to /dev/null");
+        return 1;
+    }
+    close(null);
+    int rc = 0;
+    for (int i = 1; i < argc; i++)
+        rc |= run_path(argv[i]);
+    fflush(stdout);
+    dup2(out, 1);
+    close(out);
+    printf("%s: %ld inputs replayed, none failed\n", argv[0], g_runs);
+    return rc ? 1 : 0;
+}
