@@ -8,11 +8,11 @@ set -euo pipefail
 secs=${1:-60}
 build=${2:-build-fuzz}
 cd "$(dirname "$0")/../.."
-src=$PWD
 command -v clang >/dev/null || { echo "fuzz: needs clang (apt-get install clang)"; exit 2; }
 [ -f "$build/CMakeCache.txt" ] || CC=clang cmake -S . -B "$build" -DBK_FUZZ=ON -DBK_SANITIZE=ON \
     -DBK_CUDA=OFF -DBK_TESTS=OFF -DBK_BENCH=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)" >/dev/null
+build=$(cd "$build" && pwd)
 work=$build/fuzz
 mkdir -p "$work"
 "$build/fuzz_seeds" "$work/seeds"
@@ -50,6 +50,11 @@ for name in ("plan", "topo", "rec"):
             if q.isascii() and q.isprintable():
                 d.write('w%d="%s"\n' % (i, q.replace("\\", "\\\\").replace('"', '\\"')))
 PY
+# what earlier campaigns kept (tests/fuzz/corpus) seeds this one too
+for p in tests/fuzz/corpus/*.pack; do
+    rm -rf "$work/seeds/kept-$(basename "$p" .pack)"
+    tests/fuzz/pack.py --unpack "$p" "$work/seeds/kept-$(basename "$p" .pack)"
+done
 rc=0
 # run NAME HARNESS SEEDS [DICT] [ENV...]
 run() {
@@ -57,8 +62,9 @@ run() {
     shift 4 || shift $#
     mkdir -p "$work/corpus-$name"
     echo "== $name ($secs s)"
-    if (cd "$work" && env "$@" "$src/$build/$bin" -max_total_time="$secs" -close_fd_mask=3 \
-            -print_final_stats=1 ${dict:+-dict=$dict} "corpus-$name" "$seeds" >"$name.log" 2>&1); then
+    if (cd "$work" && env "$@" "$build/$bin" -max_total_time="$secs" -close_fd_mask=3 \
+            -print_final_stats=1 ${dict:+-dict=$dict} "corpus-$name" "$seeds" \
+            "seeds/kept-$name" >"$name.log" 2>&1); then
         grep -E "^stat::(number_of_executed_units|new_units_added)" "$work/$name.log" | tr '\n' ' '
         echo
     else
