@@ -2,9 +2,15 @@
  * and the PCIe path class between devices (PIX, PXB, PHB, NODE, SYS). */
 #include "topology/topology.h"
 
+#include <errno.h>
 #include <hwloc.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #if defined(__GNUC__) && !defined(__clang__) /* gcc's warning; clang has none */
@@ -239,14 +245,151 @@ out:
     return st;
 }
 
+/* An hwloc XML file or a synthetic description comes from outside, and hwloc's importer can
+ * crash on a malformed one (Debian 12's hwloc 2.9 dereferences the missing complete_cpuset
+ * of an object that has a cpuset; hwloc rejects such files from its pull request 783 on).
+ * So the import runs in a child process, which sends the host back as snapshot JSON through
+ * a pipe ('O' then the text, or 'E', the status as 4 bytes and the message); a child that
+ * crashes, is killed or answers nothing whole is an error naming the file, and bracket goes
+ * on. The child never returns: it ends with _exit, running none of the parent's exit work. */
+#define ISOLATED_S 60 /* how long an import may take (a valid one takes milliseconds) */
+
+static void child_answer(int fd, const char *xml, const char *synthetic)
+{
+    /* a crash ends this process, whatever handler the parent had (a test framework's
+     * would carry on running the parent's work in it) */
+    static const int fatal[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT };
+    for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
+        signal(fatal[i], SIG_DFL);
+    bk_topo *t = NULL;
+    bk_err e = { 0 };
+    char *json = NULL;
+    bk_status st = probe_source(xml, synthetic, &t, &e);
+    if (st == BK_OK && !(json = bk_topo_dump(t)))
+        st = BK_FAIL(&e, BK_ERR_SYSTEM, "out of memory");
+    char head[5] = { 'O', 0, 0, 0, 0 };
+    const char *body = json;
+    size_t len = json ? strlen(json) : 0;
+    if (st != BK_OK) {
+        head[0] = 'E';
+        const int32_t code = (int32_t)st;
+        memcpy(head + 1, &code, 4);
+        body = e.msg;
+        len = strlen(e.msg);
+    }
+    int ok = write(fd, head, st == BK_OK ? 1 : 5) == (st == BK_OK ? 1 : 5);
+    for (size_t at = 0; ok && at < len;) {
+        ssize_t n = write(fd, body + at, len - at);
+        if (n <= 0 && errno != EINTR)
+            ok = 0;
+        else if (n > 0)
+            at += (size_t)n;
+    }
+    _exit(ok ? 0 : 1);
+}
+
+static bk_status probe_isolated(const char *xml, const char *synthetic, bk_topo **out,
+                                bk_err *err)
+{
+    const char *what = xml ? xml : synthetic;
+    *out = NULL;
+    int fd[2];
+    if (pipe(fd) != 0)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "%s: pipe: %s", what, strerror(errno));
+    fflush(NULL); /* nothing buffered is written twice */
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]);
+        close(fd[1]);
+        return BK_FAIL(err, BK_ERR_SYSTEM, "%s: fork: %s", what, strerror(errno));
+    }
+    if (pid == 0) {
+        close(fd[0]);
+        child_answer(fd[1], xml, synthetic);
+    }
+    close(fd[1]);
+    bk_status st = BK_OK;
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int timed_out = 0;
+    const uint64_t deadline = bk_now_ns() + (uint64_t)ISOLATED_S * 1000000000ull;
+    for (;;) {
+        struct pollfd p = { .fd = fd[0], .events = POLLIN };
+        const uint64_t now = bk_now_ns();
+        if (now >= deadline) {
+            timed_out = 1;
+            break;
+        }
+        const int r = poll(&p, 1, (int)((deadline - now) / 1000000 + 1));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            continue; /* the deadline is checked above */
+        if (len + 4096 + 1 > cap) {
+            char *nb = realloc(buf, cap = 2 * cap + 8192);
+            if (!nb) {
+                st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: out of memory", what);
+                break;
+            }
+            buf = nb;
+        }
+        const ssize_t n = read(fd[0], buf + len, cap - len - 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break; /* the end, or an error: the child's status says which */
+        len += (size_t)n;
+    }
+    close(fd[0]);
+    if (timed_out)
+        kill(pid, SIGKILL);
+    int wst = 0;
+    while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
+        ;
+    if (st != BK_OK) {
+        free(buf);
+        return st;
+    }
+    if (timed_out) {
+        st = BK_FAIL(err, BK_ERR_INPUT, "%s: hwloc did not finish importing it in %d s",
+                     what, ISOLATED_S);
+    } else if (WIFSIGNALED(wst) || !WIFEXITED(wst) || WEXITSTATUS(wst) != 0 || len < 1 ||
+               (buf[0] != 'O' && (buf[0] != 'E' || len < 5))) {
+        char how[64];
+        if (WIFSIGNALED(wst))
+            snprintf(how, sizeof how, "signal %d (%s)", WTERMSIG(wst), strsignal(WTERMSIG(wst)));
+        else
+            snprintf(how, sizeof how, "status %d", WIFEXITED(wst) ? WEXITSTATUS(wst) : -1);
+        st = BK_FAIL(err, BK_ERR_INPUT, "%s: hwloc failed while importing it (its process "
+                     "ended with %s): not a whole hwloc %s", what, how,
+                     xml ? "XML export (lstopo --of xml writes one)" : "synthetic description");
+    } else if (buf[0] == 'E') {
+        int32_t code;
+        memcpy(&code, buf + 1, 4);
+        buf[len] = '\0';
+        st = BK_FAIL(err, (bk_status)code, "%s", buf + 5);
+    } else {
+        buf[len] = '\0';
+        bk_topo *t = NULL;
+        st = bk_topo_parse(buf + 1, what, &t, err);
+        if (st == BK_OK) {
+            bk_strlcpy(t->source, what, sizeof t->source);
+            free(bk_topo_dump(t)); /* sets the digest */
+            *out = t;
+        }
+    }
+    free(buf);
+    return st;
+}
+
 bk_status bk_topo_probe_xml(const char *xml_path, bk_topo **out, bk_err *err)
 {
-    return probe_source(xml_path, NULL, out, err);
+    return probe_isolated(xml_path, NULL, out, err);
 }
 
 bk_status bk_topo_probe_synthetic(const char *desc, bk_topo **out, bk_err *err)
 {
-    return probe_source(NULL, desc, out, err);
+    return probe_isolated(NULL, desc, out, err);
 }
 
 bk_status bk_topo_probe(bk_topo **out, bk_err *err)

@@ -17,7 +17,8 @@ work=$build/fuzz
 mkdir -p "$work"
 "$build/fuzz_seeds" "$work/seeds"
 mkdir -p "$work/seeds/plan" "$work/seeds/topo" "$work/seeds/rec" "$work/seeds/samples" \
-    "$work/seeds/bind"
+    "$work/seeds/bind" "$work/seeds/xml"
+cp tests/fixtures/topo/*.xml "$work/seeds/xml/"
 cp plans/*.json tests/fixtures/plans/*.json "$work/seeds/plan/"
 # the snapshots, less the 128-host one (each run of it takes milliseconds)
 find tests/fixtures/topo -name '*.json' ! -name 'cluster128x8.json' -exec cp {} "$work/seeds/topo/" \;
@@ -80,4 +81,5 @@ run record fuzz_record seeds/rec rec.dict
 run samples fuzz_record seeds/samples "" BK_FUZZ_FILE=samples
 run mem fuzz_mem seeds/mem ""
 run bind fuzz_bind seeds/bind ""
+run xml fuzz_xml seeds/xml ""
 exit $rc
