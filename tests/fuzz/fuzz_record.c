@@ -1,6 +1,7 @@
 /* fuzz_record.c - libFuzzer: `bracket score` (bk_cmd_score, in this process) on a run folder
- * whose record.json is the input, or (BK_FUZZ_FILE=samples) whose samples.msgpack is, the
- * other files those of tests/fixtures/records/byte-cut-reasons. It may not crash, read out
+ * whose record.json is the input, or whose samples.msgpack (BK_FUZZ_FILE=samples) or
+ * topology.json (BK_FUZZ_FILE=topology) is, the other files those of
+ * tests/fixtures/records/byte-cut-reasons. It may not crash, read out
  * of bounds or leak (ASan, UBSan), and answers with one of its exit statuses: 0/3/4 (the
  * verdict, recomputed identical), 1 (differs from its evidence or recomputation), 2 (not a
  * record it can read). Seeds: that fixture's files. Run with -close_fd_mask=3 (its report
@@ -61,7 +62,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         atexit(clean);
         snprintf(g_record, sizeof g_record, "%s/record.json", g_dir);
         snprintf(g_target, sizeof g_target, "%s/%s", g_dir,
-                 which && !strcmp(which, "samples") ? "samples.msgpack" : "record.json");
+                 !which ? "record.json" : !strcmp(which, "samples") ? "samples.msgpack"
+                 : !strcmp(which, "topology") ? "topology.json" : "record.json");
     }
     if (fuzz_put(g_target, data, size) != 0)
         abort();

@@ -17,7 +17,7 @@ work=$build/fuzz
 mkdir -p "$work"
 "$build/fuzz_seeds" "$work/seeds"
 mkdir -p "$work/seeds/plan" "$work/seeds/topo" "$work/seeds/rec" "$work/seeds/samples" \
-    "$work/seeds/bind" "$work/seeds/xml"
+    "$work/seeds/bind" "$work/seeds/xml" "$work/seeds/record-topology"
 cp tests/fixtures/topo/*.xml "$work/seeds/xml/"
 cp plans/*.json tests/fixtures/plans/*.json "$work/seeds/plan/"
 # the snapshots, less the 128-host one (each run of it takes milliseconds)
@@ -25,6 +25,7 @@ find tests/fixtures/topo -name '*.json' ! -name 'cluster128x8.json' -exec cp {} 
 for d in tests/fixtures/records/*/; do
     cp "$d/record.json" "$work/seeds/rec/$(basename "$d").json"
     cp "$d/samples.msgpack" "$work/seeds/samples/$(basename "$d").msgpack"
+    [ ! -f "$d/topology.json" ] || cp "$d/topology.json" "$work/seeds/record-topology/$(basename "$d").json"
 done
 # dictionaries: the keys and short strings of the seed files
 python3 - "$work" <<'PY'
@@ -79,6 +80,7 @@ run plan fuzz_plan seeds/plan plan.dict
 run topo fuzz_topo seeds/topo topo.dict
 run record fuzz_record seeds/rec rec.dict
 run samples fuzz_record seeds/samples "" BK_FUZZ_FILE=samples
+run record-topology fuzz_record seeds/record-topology topo.dict BK_FUZZ_FILE=topology
 run mem fuzz_mem seeds/mem ""
 run bind fuzz_bind seeds/bind ""
 run xml fuzz_xml seeds/xml ""
