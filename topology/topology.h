@@ -115,7 +115,9 @@ bk_status bk_topo_probe(bk_topo **out, bk_err *err);
 /* The hwloc part alone over a loaded hwloc topology (real, XML or synthetic);
  * `topo` is a hwloc_topology_t. Fills CPU side, GPUs, NICs, PCI classes. */
 bk_status bk_topo_probe_hwloc(void *topo, bk_topo_host *h, bk_err *err);
-/* Same, loading an hwloc XML file or a synthetic description ("pack:2 core:4 pu:1"). */
+/* Same, loading an hwloc XML file or a synthetic description ("pack:2 core:4 pu:1"), in a
+ * child process (fork; hwloc's importer can crash on a malformed file): BK_ERR_INPUT naming
+ * the file when hwloc refuses it, crashes or takes over 60 s. */
 bk_status bk_topo_probe_xml(const char *xml_path, bk_topo **out, bk_err *err);
 bk_status bk_topo_probe_synthetic(const char *desc, bk_topo **out, bk_err *err);
 /* NVML pass: NVLink counts per GPU pair, NVSwitch, UUIDs, names. Never fails
