@@ -143,6 +143,11 @@ int main(int argc, char **argv)
     fflush(stdout);
     dup2(out, 1);
     close(out);
+    if (rc) {
+        printf("%s: %ld inputs replayed, none failed, but some could not be read (above)\n",
+               argv[0], g_runs);
+        return 1;
+    }
     printf("%s: %ld inputs replayed, none failed\n", argv[0], g_runs);
-    return rc ? 1 : 0;
+    return 0;
 }
