@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # An engine that dies before its hello: its shared-memory segment's name is taken (planted
-# here during arm B, as a crashed engine could leave it), so its shm_open fails and it exits
-# before the rendezvous. Arm C fails: NO_DECISION naming the engine's error; the record keeps
+# here during arm B: the names carry the run's id, so only a test can take one before the
+# run uses it), so its shm_open fails and it exits before the rendezvous, as an engine does
+# whose start fails for any reason (its backend, its plan copy, its memory). Arm C fails: NO_DECISION naming the engine's error; the record keeps
 # that engine's pid, which only its agent could give (no hello carried it); the agent removes
 # its failed engine's segment name, so nothing of the run is left in /dev/shm.
 . "$(dirname "$0")/fault_lib.sh"

@@ -3,7 +3,7 @@
 # its first timed one. The engine's clock shows it: from its start to its first timed
 # iteration (engine_start_to_first_iter_s) it makes warmup_iters calls, each behind a lane
 # barrier, each about as long as a timed one: about warmup_iters x the arm's median (0.9 to
-# 1.0 of it, here and under the sanitizers). The bound is a quarter of that, since this VM's
+# 1.05 of it, here and under the sanitizers). The bound is a quarter of that, since this VM's
 # speed swings by up to 1.8x between the warm-up and the timed calls. An engine that
 # skipped its warm-up reaches its first timed iteration in its start-up time alone (3 ms
 # here, under a twentieth of the bound).
