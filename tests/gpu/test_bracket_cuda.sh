@@ -33,7 +33,8 @@ for a in r["arms"]:
     for p in a["processes"]:
         assert all(w in p["engine_settings"].split() for w in want), (want, p)
 PY
-expect_rescore
+# as `make demo` ends on a GPU machine: every identity of the record checked too
+expect_rescore --strict
 it_run cuda-aa "$np" "$plan" "${sets[@]}" --set candidate.variant=nccl_then_rmsnorm \
     --set protocol.drift_policy=strict
 grep -q "^verdict: PASS" "$OUT" && fail "A/A on cuda gave PASS"

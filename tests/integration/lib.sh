@@ -132,10 +132,11 @@ print("verdict %s as its record gives it: %s" % (v, r["reasons"]))
 PY
 }
 
-# expect_rescore: `bracket score` reproduces the verdict and numbers bit for bit
+# expect_rescore [--strict]: `bracket score` (with the options given) reproduces the verdict
+# and numbers bit for bit
 expect_rescore() {
     set +e
-    "$BK_BRACKET" score "$RECORD" >"$IT_TMP/score.log" 2>&1
+    "$BK_BRACKET" score "$@" "$RECORD" >"$IT_TMP/score.log" 2>&1
     local rc=$?
     set -e
     cat "$IT_TMP/score.log"
