@@ -117,6 +117,14 @@ agent_of_first_engine() {
     [ -n "$AGENT" ] || fail "no agent for the engine $(echo "$EPIDS" | head -n 1)"
 }
 
+# final_record: 0 when the run it_start began has written its final record, in which arm C
+# ran (the unfinished record written before arm C has it not run)
+final_record() {
+    local rec
+    rec=$(ls -d "$OUTDIR"/*/record.json 2>/dev/null | head -n 1 || true)
+    [ -n "$rec" ] && python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))['arms'][1]['ran'] else 1)" "$rec"
+}
+
 # mpi_segments: Open MPI's shared-memory segments in /dev/shm (btl vader / sm), sorted
 mpi_segments() {
     ls /dev/shm 2>/dev/null | grep -E '^(vader|sm)_segment\.' | sort || true
