@@ -32,10 +32,11 @@
 #include "kernels/bf16.h"
 #include "kernels/catalog_internal.h"
 #include "runner/rng.h"
+#include "shm_fixture.h"
 
 #define RTOL 0x1p-6
 #define ATOL 1e-5
-#define MAXW 4
+#define MAXW SHM_FIXTURE_MAXW /* lane ranks at most */
 #define NSH 15
 
 static const bk_shape k_shapes[NSH] = {
@@ -124,23 +125,6 @@ static void free_tensors(rank_ctx *c)
         free(c->t[i].data);
 }
 
-static bk_shm *child_shm(const char *rid, int rank, int world, size_t bytes, bk_err *err)
-{
-    char names[MAXW][BK_SHM_NAME_LEN], mine[BK_SHM_NAME_LEN];
-    const char *ptrs[MAXW];
-    bk_shm *shm = NULL;
-    for (int r = 0; r < world; r++) {
-        bk_shm_name(rid, "C", r, names[r]);
-        ptrs[r] = names[r];
-    }
-    if (bk_shm_create(rid, "C", rank, world, bytes, &shm, mine, err) != BK_OK)
-        return NULL;
-    if (bk_shm_connect(shm, ptrs, 20.0, err) != BK_OK) {
-        bk_shm_destroy(shm);
-        return NULL;
-    }
-    return shm;
-}
 
 /* Every shape twice (buffers reused across calls), outputs copied out. */
 static int child_lane(const char *rid, const char *variant, int rank, int world)
@@ -153,7 +137,7 @@ static int child_lane(const char *rid, const char *variant, int rank, int world)
         size_t b = g_t->peer_bytes(&k_shapes[si], world);
         bytes = b > bytes ? b : bytes;
     }
-    bk_shm *shm = child_shm(rid, rank, world, bytes, &err);
+    bk_shm *shm = shm_lane_seg(rid, rank, world, bytes, 20.0, &err);
     json_t *params = json_object();
     if (!shm || v->create(params, BK_BACKEND_CPU, rank, world, &state, &err) != BK_OK)
         goto fail;
@@ -341,7 +325,7 @@ static void fake_rank1(const char *variant, const char *rid, const bk_shape *s, 
     bk_err err = { 0 };
     const int twopass = strcmp(variant, "shm_twopass") == 0;
     const bk__ar_layout lay = bk__ar_layout_of(s, 2);
-    bk_shm *shm = child_shm(rid, 1, 2, g_t->peer_bytes(s, 2), &err);
+    bk_shm *shm = shm_lane_seg(rid, 1, 2, g_t->peer_bytes(s, 2), 20.0, &err);
     if (!shm)
         _exit(1);
     for (int c = 0; c < RECALLS; c++) {
@@ -386,7 +370,7 @@ static void final_barrier(const char *variant)
     assert_true(pid >= 0);
     if (pid == 0)
         fake_rank1(variant, rid, s, si, seed);
-    bk_shm *shm = child_shm(rid, 0, 2, g_t->peer_bytes(s, 2), &err);
+    bk_shm *shm = shm_lane_seg(rid, 0, 2, g_t->peer_bytes(s, 2), 20.0, &err);
     assert_non_null(shm);
     json_t *params = json_object();
     assert_int_equal(v->create(params, BK_BACKEND_CPU, 0, 2, &state, &err), BK_OK);

@@ -20,8 +20,9 @@
 #include "kernels/bf16.h"
 #include "kernels/catalog_internal.h"
 #include "kernels/moe_internal.h"
+#include "shm_fixture.h"
 
-#define MAXW 4
+#define MAXW SHM_FIXTURE_MAXW /* lane ranks at most */
 #define MAX_OUT (64 * 256)
 #define CALLS 3 /* calls per rank: scratch and peer memory are reused */
 
@@ -97,25 +98,6 @@ static void new_rid(char rid[64])
     snprintf(rid, 64, "test-moe-%d-%d", (int)getpid(), g_counter++);
 }
 
-/* This rank's segment of `bytes` in lane `rid` of `world` ranks, connected to its peers';
- * NULL with *err set when either fails. */
-static bk_shm *lane_seg(const char *rid, int rank, int world, size_t bytes, bk_err *err)
-{
-    char names[MAXW][BK_SHM_NAME_LEN], mine[BK_SHM_NAME_LEN];
-    const char *ptrs[MAXW];
-    bk_shm *shm = NULL;
-    for (int r = 0; r < world; r++) {
-        bk_shm_name(rid, "C", r, names[r]);
-        ptrs[r] = names[r];
-    }
-    if (bk_shm_create(rid, "C", rank, world, bytes, &shm, mine, err) != BK_OK)
-        return NULL;
-    if (bk_shm_connect(shm, ptrs, 10.0, err) != BK_OK) {
-        bk_shm_destroy(shm);
-        return NULL;
-    }
-    return shm;
-}
 
 /* Run CALLS calls of the variant on this rank (the lane's last rank g_late ms late to
  * each), each on poisoned outputs and checked against the reference (a first call can be
@@ -137,7 +119,8 @@ static int child(const char *variant, const bk_shape *s, uint64_t seed, const ch
         snprintf(err.msg, sizeof err.msg, "setup failed");
         goto out;
     }
-    if (!(shm = lane_seg(rid, rank, world, bk__moe_target.peer_bytes(s, world), &err)) ||
+    if (!(shm = shm_lane_seg(rid, rank, world, bk__moe_target.peer_bytes(s, world), 10.0,
+                             &err)) ||
         v->create(params, BK_BACKEND_CPU, rank, world, &state, &err) != BK_OK)
         goto out;
     bk_call call = { .shape = s, .iter = -1, .rank = rank, .world = world, .t = ts.t,
@@ -343,7 +326,7 @@ static void side_open(solo *so, const char *variant, const char *rid, int rank, 
     so->v = bk_catalog_variant(BK_MOE_TARGET, variant);
     so->params = json_object();
     assert_non_null(so->v);
-    if (!(so->shm = lane_seg(rid, rank, world, bytes, &err)))
+    if (!(so->shm = shm_lane_seg(rid, rank, world, bytes, 10.0, &err)))
         fail_msg("%s", err.msg);
     assert_int_equal(so->v->create(so->params, BK_BACKEND_CPU, rank, world, &so->state, &err),
                      BK_OK);
@@ -471,7 +454,7 @@ static void test_fused_names_a_bad_peer(void **st)
     assert_true(pid >= 0);
     if (pid == 0) {
         bk_err err = { 0 };
-        bk_shm *shm = lane_seg(rid, 1, 2, bytes, &err);
+        bk_shm *shm = shm_lane_seg(rid, 1, 2, bytes, 10.0, &err);
         if (!shm)
             _exit(1);
         const bk__moe_layout lay = bk__moe_layout_of(&s, 2);
@@ -525,7 +508,7 @@ static void test_fused_final_barrier(void **st)
     assert_true(pid >= 0);
     if (pid == 0) {
         bk_err err = { 0 };
-        bk_shm *shm = lane_seg(rid, 1, 2, bytes, &err);
+        bk_shm *shm = shm_lane_seg(rid, 1, 2, bytes, 10.0, &err);
         if (!shm)
             _exit(1);
         for (int c = 0; c < CALLS; c++) {
