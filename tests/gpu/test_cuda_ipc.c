@@ -114,17 +114,25 @@ out:
     return st == BK_OK ? 0 : rank_fail(shm, rank, err);
 }
 
-/* A lane of `world` ranks running fn: every rank succeeds with `checks` digests, each equal
- * across ranks. */
-static void lane_checks(int world, lane_fn fn, lane_arg *arg, int checks)
+/* A lane of `world` ranks running fn, bounded by timeout_s: every rank's message printed,
+ * none may fail. The caller reads the lane's results and unmaps it. */
+static lane_shm *lane_ok(int world, lane_fn fn, void *arg, double timeout_s)
 {
     lane_shm *shm = lane_map();
     assert_non_null(shm);
-    int failed = lane_run(shm, world, fn, arg, 12 * g_timeout_s);
+    int failed = lane_run(shm, world, fn, arg, timeout_s);
     for (int r = 0; r < world; r++)
         if (shm->msg[r][0])
             print_message("%s\n", shm->msg[r]);
     assert_int_equal(failed, 0);
+    return shm;
+}
+
+/* A lane of `world` ranks running fn: every rank succeeds with `checks` digests, each equal
+ * across ranks. */
+static void lane_checks(int world, lane_fn fn, lane_arg *arg, int checks)
+{
+    lane_shm *shm = lane_ok(world, fn, arg, 12 * g_timeout_s);
     assert_int_equal(shm->nhash, checks);
     for (int c = 0; c < shm->nhash; c++)
         for (int r = 1; r < world; r++)
@@ -627,14 +635,7 @@ out:
 
 static void hand_lane(const bk_variant *v)
 {
-    lane_shm *shm = lane_map();
-    assert_non_null(shm);
-    int failed = lane_run(shm, 2, hand_rank, (void *)v, 12 * g_timeout_s);
-    for (int r = 0; r < 2; r++)
-        if (shm->msg[r][0])
-            print_message("%s\n", shm->msg[r]);
-    assert_int_equal(failed, 0);
-    munmap(shm, sizeof(*shm));
+    munmap(lane_ok(2, hand_rank, (void *)v, 12 * g_timeout_s), sizeof(lane_shm));
 }
 
 static void test_oneshot_peer_by_hand(void **state)
@@ -706,30 +707,15 @@ out:
 static void test_wide_lane_nccl_only(void **state)
 {
     (void)state;
-    lane_shm *shm = lane_map();
-    assert_non_null(shm);
-    int failed = lane_run(shm, 16, wide_rank, NULL, 6 * g_timeout_s);
-    for (int r = 0; r < 16; r++)
-        if (shm->msg[r][0])
-            print_message("%s\n", shm->msg[r]);
-    assert_int_equal(failed, 0);
-    munmap(shm, sizeof(*shm));
+    munmap(lane_ok(16, wide_rank, NULL, 6 * g_timeout_s), sizeof(lane_shm));
 }
 
 static void test_hang_times_out(void **state)
 {
     (void)state;
     const bk_variant *vs[2] = {&bk_variant_ipc_oneshot_fused, &bk_variant_ipc_twoshot_fused};
-    for (int i = 0; i < 2; i++) {
-        lane_shm *shm = lane_map();
-        assert_non_null(shm);
-        int failed = lane_run(shm, 2, hang_rank, (void *)vs[i], 6 * g_timeout_s);
-        for (int r = 0; r < 2; r++)
-            if (shm->msg[r][0])
-                print_message("%s\n", shm->msg[r]);
-        assert_int_equal(failed, 0);
-        munmap(shm, sizeof(*shm));
-    }
+    for (int i = 0; i < 2; i++)
+        munmap(lane_ok(2, hang_rank, (void *)vs[i], 6 * g_timeout_s), sizeof(lane_shm));
 }
 
 int main(void)
