@@ -235,8 +235,7 @@ static bk_status probe_source(const char *xml, const char *synthetic, bk_topo **
         bk_strlcpy(t->source, "probe", sizeof t->source);
     }
     BK_TRY(bk_topo_probe_hwloc(topo, h, err));
-    free(bk_topo_dump(t)); /* sets the digest */
-    *out = t;
+    *out = t; /* its digest is set by the callers' dump, once the topology is whole */
     t = NULL;
 out:
     bk_topo_free(t);
@@ -371,12 +370,9 @@ static bk_status probe_isolated(const char *xml, const char *synthetic, bk_topo 
     } else {
         buf[len] = '\0';
         bk_topo *t = NULL;
-        st = bk_topo_parse(buf + 1, what, &t, err);
-        if (st == BK_OK) {
-            bk_strlcpy(t->source, what, sizeof t->source);
-            free(bk_topo_dump(t)); /* sets the digest */
+        st = bk_topo_parse(buf + 1, what, &t, err); /* sets source (what) and the digest */
+        if (st == BK_OK)
             *out = t;
-        }
     }
     free(buf);
     return st;
