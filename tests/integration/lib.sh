@@ -144,6 +144,18 @@ expect_rescore() {
     grep -q "identical to the record" "$IT_TMP/score.log" || fail "bracket score differs from the record"
 }
 
+# shm_prefix RUN_ID: how the names of that run's shared-memory segments in /dev/shm begin
+# (collectives/shm.c, bk_shm_name: "bk-", a 48-bit FNV-1a hash of the run id, "-")
+shm_prefix() {
+    python3 - "$1" <<'PY'
+import sys
+h = 0xcbf29ce484222325
+for c in sys.argv[1].encode():
+    h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
+print("bk-%012x-" % (h & 0xffffffffffff))
+PY
+}
+
 # expect_no_leftovers: no engine of this test's runs and no shared-memory segment of
 # its runs remain (segment names carry a 48-bit FNV-1a hash of the run id)
 expect_no_leftovers() {
@@ -152,19 +164,13 @@ expect_no_leftovers() {
         pgrep -af "bracket engine .*$IT_TMP" >&2
         fail "engine processes left behind"
     fi
-    local left
-    left=$(python3 - "$IT_TMP" <<'PY'
-import glob, json, os, sys
-for rec in glob.glob(os.path.join(sys.argv[1], "out-*", "*", "record.json")):
-    run = json.load(open(rec))["run_id"]
-    h = 0xcbf29ce484222325
-    for c in run.encode():
-        h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
-    prefix = "bk-%012x-" % (h & 0xffffffffffff)
-    for f in os.listdir("/dev/shm"):
-        if f.startswith(prefix):
-            print(f)
-PY
-)
+    local left="" rec run f
+    for rec in "$IT_TMP"/out-*/*/record.json; do
+        [ -f "$rec" ] || continue
+        run=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_id"])' "$rec")
+        for f in /dev/shm/"$(shm_prefix "$run")"*; do
+            [ ! -e "$f" ] || left+="${left:+ }${f#/dev/shm/}"
+        done
+    done
     [ -z "$left" ] || fail "shared-memory segments left behind: $left"
 }

@@ -11,14 +11,7 @@ it_start early-death 4 "$IT_PLAN" --set workload.iters=30000
 wait_engines B 2
 RUN_ID=$(tr '\0' '\n' <"/proc/$(echo "$EPIDS" | head -n 1)/cmdline" | sed -n '/^--run$/{n;p;q}')
 [ -n "$RUN_ID" ] || fail "no --run in the engine's command line"
-SEG=$(python3 - "$RUN_ID" <<'PY'
-import sys
-h = 0xcbf29ce484222325
-for c in sys.argv[1].encode():
-    h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
-print("bk-%012x-C-1" % (h & 0xffffffffffff))
-PY
-)
+SEG=$(shm_prefix "$RUN_ID")C-1
 # the segment of arm C's lane rank 1 (MPI rank 3), before its engine starts
 (set -C && : >"/dev/shm/$SEG") || fail "/dev/shm/$SEG exists already"
 chmod 600 "/dev/shm/$SEG"
