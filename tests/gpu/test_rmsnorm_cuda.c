@@ -702,6 +702,11 @@ int main(void)
            "must refuse");
     if (cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking) != cudaSuccess)
         return 1;
+    const char *only = getenv("BK_TEST_FILTER");
+    if (only && *only) { /* one test, e.g. under a sanitizer: cmocka's pattern */
+        cmocka_set_test_filter(only);
+        printf("test_rmsnorm_cuda: only the tests matching %s (BK_TEST_FILTER)\n", only);
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_graph_first_call),
         cmocka_unit_test(test_all_configs),
