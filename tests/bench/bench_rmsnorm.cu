@@ -28,6 +28,8 @@
  *   of each (default 2, at most 8), each column the median of all its rounds' replays. Where
  *   the default leaves pdl off, the same launch with it is timed in that alternation too
  *   (column "pdl us"; "-" where the default has it).
+ *   Every shape also times the shape's data-movement floor in that alternation (column "move
+ *   us"): its bytes moved by every SM with no reduction (move_kernel), launched with pdl.
  *     --hot      one input set (L2-resident inputs, like the epilogue right after the
  *                allreduce wrote x) instead of the rotated cold sets
  *
@@ -149,6 +151,43 @@ __global__ void pdl_empty_kernel(void)
 {
     bk__pdl_wait();
     bk__pdl_launch();
+}
+
+/* The data-movement floor of a shape: the norm's bytes (x and residual read, gamma read,
+ * residual_out and out written) moved with no reduction, by every SM: each thread loads
+ * MOVE_VPT vectors of x and of the residual at once, as the copy kernel does, and writes
+ * their sums' stand-ins (x ^ residual, and that ^ gamma) to both outputs. Launched with pdl,
+ * as the default is where it gains. No residual + RMSNorm kernel can beat it by much: its
+ * row must be reduced before its first output is written, and it moves the same bytes. */
+#define MOVE_THREADS 256
+#define MOVE_VPT 2
+__global__ void move_kernel(const uint4 *__restrict__ x, const uint4 *__restrict__ r,
+                            const uint4 *__restrict__ g, uint4 *__restrict__ ro,
+                            uint4 *__restrict__ out, int64_t n, int hvec)
+{
+    bk__pdl_wait();
+    bk__pdl_launch();
+    const int64_t base = (int64_t)blockIdx.x * MOVE_THREADS * MOVE_VPT + threadIdx.x;
+    uint4 a[MOVE_VPT], b[MOVE_VPT];
+#pragma unroll
+    for (int k = 0; k < MOVE_VPT; k++) {
+        const int64_t i = base + (int64_t)k * MOVE_THREADS;
+        if (i < n) {
+            a[k] = x[i];
+            b[k] = r[i];
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < MOVE_VPT; k++) {
+        const int64_t i = base + (int64_t)k * MOVE_THREADS;
+        if (i < n) {
+            const uint4 c = g[i % hvec];
+            const uint4 s = make_uint4(a[k].x ^ b[k].x, a[k].y ^ b[k].y, a[k].z ^ b[k].z,
+                                       a[k].w ^ b[k].w);
+            ro[i] = s;
+            out[i] = make_uint4(s.x ^ c.x, s.y ^ c.y, s.z ^ c.z, s.w ^ c.w);
+        }
+    }
 }
 
 /* Time a graph of CALLS captured launches: its REPLAYS replays' microseconds per call into
@@ -404,10 +443,10 @@ int main(int argc, char **argv)
                              : "cold (rotated input sets, over 3 x L2)");
     if (csv)
         fprintf(csv, "hidden,tokens,bytes,us,gbps,copy_share,copy_gbps,best_us,best_cfg,"
-                     "pipe_us,pipe_cfg,mode,nopdl_us,pdl_us\n");
-    printf("%6s %6s %12s %9s %8s %7s %9s %9s %9s %9s %9s %9s  [%s]\n", "hidden", "tokens",
+                     "pipe_us,pipe_cfg,mode,nopdl_us,pdl_us,move_us\n");
+    printf("%6s %6s %12s %9s %8s %7s %9s %9s %9s %9s %9s %9s %8s  [%s]\n", "hidden", "tokens",
            "bytes", "us", "GB/s", "%copy", "no-pdl us", "pdl us", "best us", "best cfg",
-           "pipe us", "pipe cfg", hot ? "hot" : "cold");
+           "pipe us", "pipe cfg", "move us", hot ? "hot" : "cold");
     for (int hi = 0; hi < nhidden; hi++) {
         if (each) { /* the rows a wave of each launch the default rule weighs, on this device */
             bk_rmsnorm_occ o;
@@ -492,8 +531,18 @@ int main(int argc, char **argv)
                 (!def_pdl && !right(&pdl_cfg, "default with pdl")))
                 return 1;
             float def_t[MAX_ROUNDS * REPLAYS], nopdl_t[MAX_ROUNDS * REPLAYS];
-            float pdl_t[MAX_ROUNDS * REPLAYS];
+            float pdl_t[MAX_ROUNDS * REPLAYS], move_t[MAX_ROUNDS * REPLAYS];
+            const int64_t nvec = (int64_t)tn / 8;
+            const unsigned move_blocks =
+                (unsigned)((nvec + MOVE_THREADS * MOVE_VPT - 1) / (MOVE_THREADS * MOVE_VPT));
             for (int r = 0; r < rounds; r++) {
+                time_graph_into(st, [&](int i) { /* the shape's data-movement floor */
+                    const int s = i % sets;
+                    BK(bk__launch("move_kernel", move_kernel, move_blocks, MOVE_THREADS, 0, st,
+                                  1, &e_, (const uint4 *)x[s], (const uint4 *)res[s],
+                                  (const uint4 *)g, (uint4 *)ro[s], (uint4 *)out[s], nvec,
+                                  (int)(H / 8)));
+                }, move_t + r * REPLAYS);
                 if (!def_pdl) /* the rule left pdl off here: what it would give */
                     graph_cfg(&pdl_cfg, pdl_t + r * REPLAYS);
                 time_graph_into(st, [&](int i) {
@@ -505,6 +554,7 @@ int main(int argc, char **argv)
             }
             const double us = median(def_t, rounds * REPLAYS);
             const double nopdl_us = median(nopdl_t, rounds * REPLAYS);
+            const double move_us = median(move_t, rounds * REPLAYS);
             const double pdl_us = def_pdl ? NAN : median(pdl_t, rounds * REPLAYS);
             char pdl_col[32] = "-", pdl_csv[32] = "";
             if (!def_pdl) {
@@ -563,15 +613,15 @@ int main(int argc, char **argv)
                 snprintf(pbest_us, sizeof pbest_us, "%.2f", pbest);
                 snprintf(pbest_csv, sizeof pbest_csv, "%.3f", pbest);
             }
-            printf("%6lld %6lld %12.0f %9.2f %8.0f %6.1f%% %9.2f %9s %9.2f %9s %9.9s %9s\n",
+            printf("%6lld %6lld %12.0f %9.2f %8.0f %6.1f%% %9.2f %9s %9.2f %9s %9.9s %9s %8.2f\n",
                    (long long)H, (long long)T, bytes, us, bw / 1e9, 100 * bw / copy_bw, nopdl_us,
-                   pdl_col, best, best_cfg, pbest_us, pbest_cfg);
+                   pdl_col, best, best_cfg, pbest_us, pbest_cfg, move_us);
             if (csv)
-                fprintf(csv, "%lld,%lld,%.0f,%.3f,%.1f,%.4f,%.1f,%.3f,%s,%s,%s,%s,%.3f,%s\n",
+                fprintf(csv, "%lld,%lld,%.0f,%.3f,%.1f,%.4f,%.1f,%.3f,%s,%s,%s,%s,%.3f,%s,%.3f\n",
                         (long long)H, (long long)T, bytes, us, bw / 1e9, bw / copy_bw,
                         copy_bw / 1e9, best, best_cfg, pbest_csv,
                         pbest < INFINITY ? pbest_cfg : "", hot ? "hot" : "cold", nopdl_us,
-                        pdl_csv);
+                        pdl_csv, move_us);
             for (int s = 0; s < sets; s++) {
                 CK(cudaFree(x[s]));
                 CK(cudaFree(res[s]));
