@@ -221,19 +221,30 @@ static void poison(shape_data *d)
 }
 
 /* The last run's outputs against the float64 reference; fails naming the first bad
- * element (a poisoned one reads as NaN). */
+ * element and how many are bad: of those, how many still hold the poison's bits (0xFFFF, an
+ * element never written) and how many other NaNs (0x7FFF and the like: computed from a NaN,
+ * an input read before it was written), which tells the two ways to fail apart. */
 static void check_ref(const shape_data *d, const uint16_t *ro, const uint16_t *out,
                       const char *what)
 {
+    size_t bad = 0, first = 0, unwritten = 0, nan = 0;
     for (size_t i = 0; i < d->n; i++) {
         const double a = bk_bf16_to_f32(ro[i]), b = bk_bf16_to_f32(out[i]);
         const double ea = ATOL + RTOL * fabs(d->ref_ro[i]), eb = ATOL + RTOL * fabs(d->ref_out[i]);
-        if (!(fabs(a - d->ref_ro[i]) <= ea) || !(fabs(b - d->ref_out[i]) <= eb))
-            fail_msg("%s: T %lld H %lld row %zu col %zu: residual_out %g (ref %.9g), out %g "
-                     "(ref %.9g) (seed %llu)", what, (long long)d->tokens, (long long)d->hidden,
-                     i / (size_t)d->hidden, i % (size_t)d->hidden, a, d->ref_ro[i], b,
-                     d->ref_out[i], (unsigned long long)g_seed);
+        if (fabs(a - d->ref_ro[i]) <= ea && fabs(b - d->ref_out[i]) <= eb)
+            continue;
+        if (bad++ == 0)
+            first = i;
+        unwritten += (ro[i] == 0xFFFFu) + (out[i] == 0xFFFFu);
+        nan += (ro[i] != 0xFFFFu && isnan(a)) + (out[i] != 0xFFFFu && isnan(b));
     }
+    if (bad)
+        fail_msg("%s: T %lld H %lld row %zu col %zu: residual_out %g (ref %.9g), out %g "
+                 "(ref %.9g); %zu of %zu elements off, their outputs %zu still poisoned "
+                 "(never written), %zu other NaN (seed %llu)", what, (long long)d->tokens,
+                 (long long)d->hidden, first / (size_t)d->hidden, first % (size_t)d->hidden,
+                 bk_bf16_to_f32(ro[first]), d->ref_ro[first], bk_bf16_to_f32(out[first]),
+                 d->ref_out[first], bad, d->n, unwritten, nan, (unsigned long long)g_seed);
 }
 
 static void fetch(shape_data *d)
