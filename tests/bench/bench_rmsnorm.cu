@@ -28,8 +28,9 @@
  *   of each (default 2, at most 8), each column the median of all its rounds' replays. Where
  *   the default leaves pdl off, the same launch with it is timed in that alternation too
  *   (column "pdl us"; "-" where the default has it).
- *   Every shape also times the shape's data-movement floor in that alternation (column "move
- *   us"): its bytes moved by every SM with no reduction (move_kernel), launched with pdl.
+ *   Every shape also times its bytes moved by every SM with no reduction in that alternation
+ *   (column "move us", move_kernel, with pdl): the same bytes without a row's dependency, a
+ *   reference rather than a lower bound.
  *     --hot      one input set (L2-resident inputs, like the epilogue right after the
  *                allreduce wrote x) instead of the rotated cold sets
  *
@@ -153,12 +154,13 @@ __global__ void pdl_empty_kernel(void)
     bk__pdl_launch();
 }
 
-/* The data-movement floor of a shape: the norm's bytes (x and residual read, gamma read,
- * residual_out and out written) moved with no reduction, by every SM: each thread loads
- * MOVE_VPT vectors of x and of the residual at once, as the copy kernel does, and writes
- * their sums' stand-ins (x ^ residual, and that ^ gamma) to both outputs. Launched with pdl,
- * as the default is where it gains. No residual + RMSNorm kernel can beat it by much: its
- * row must be reduced before its first output is written, and it moves the same bytes. */
+/* A shape's bytes moved with no reduction (the "move us" column): x and residual read, gamma
+ * read, residual_out and out written, by every SM; each thread loads MOVE_VPT vectors of x and
+ * of the residual at once, as the copy kernel does, and writes stand-ins of their sums
+ * (x ^ residual, and that ^ gamma) to both outputs. Launched with pdl, as the default is where
+ * it gains. What the same bytes take without a row's dependency (every output of a row waits
+ * for all of its loads and a reduction); not a lower bound: its one launch shape is not the
+ * best at every size, and a one-block row beats it at some shapes. */
 #define MOVE_THREADS 256
 #define MOVE_VPT 2
 __global__ void move_kernel(const uint4 *__restrict__ x, const uint4 *__restrict__ r,
@@ -536,7 +538,7 @@ int main(int argc, char **argv)
             const unsigned move_blocks =
                 (unsigned)((nvec + MOVE_THREADS * MOVE_VPT - 1) / (MOVE_THREADS * MOVE_VPT));
             for (int r = 0; r < rounds; r++) {
-                time_graph_into(st, [&](int i) { /* the shape's data-movement floor */
+                time_graph_into(st, [&](int i) { /* the same bytes, no reduction */
                     const int s = i % sets;
                     BK(bk__launch("move_kernel", move_kernel, move_blocks, MOVE_THREADS, 0, st,
                                   1, &e_, (const uint4 *)x[s], (const uint4 *)res[s],
