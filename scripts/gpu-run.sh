@@ -2,8 +2,8 @@
 # gpu-run.sh - build, test and benchmark bracket's cuda backend on a GPU machine that has
 # CUDA, NCCL, Open MPI and hwloc but no ZeroMQ, msgpack-c, jansson or cmocka, in one call.
 #
-#   scripts/gpu-run.sh [STEP...]        STEP: build test break bench torch band waves ipc sanitize
-#                                       asan
+#   scripts/gpu-run.sh [STEP...]        STEP: build test break bench torch band small waves ipc
+#                                       sanitize asan
 #                                       (default: build test break bench torch)
 #
 # Environment:
@@ -34,7 +34,8 @@
 # through libbk_rmsnorm_shim.so, its default launch and the same without programmatic
 # dependent launch; bench's CSV for the copy kernel), band (shapes between the powers of two,
 # where the rule switches: bench_rmsnorm's default, no-pdl and pdl columns, 3 rounds, then
-# torch.compile beside ours on the same tensors), waves (every lean configuration beside the
+# torch.compile beside ours on the same tensors), small (every lean configuration, split rows
+# included, at 1-128 tokens, with the mover column; BK_SMALL_TOKENS, BK_SMALL_HIDDEN), waves (every lean configuration beside the
 # default where the rule's waves switch, and at hidden sizes only the device's counts
 # reach), ipc (nccl_then_rmsnorm
 # against the two IPC variants across GPUs at worlds 2, 4, 8 as far as the machine's GPUs go,
@@ -130,6 +131,16 @@ for s in $steps; do
       --lib "$build/tests/libbk_rmsnorm_shim.so" --nopdl --csv "$out/band_torch.csv" \
       --tokens "${BK_BAND_TORCH_TOKENS:-288,384,416,448,480,511,544,640,768,1000}" \
       --hidden "${BK_BAND_TORCH_HIDDEN:-5120,6144,7168,8192,10240,12288}" 2>&1 | tee "$out/band_torch.txt" || rc=1
+    ;;
+  small)
+    # the goal's small shapes (2 us or less at 128 tokens or fewer), where the default is 0.1-0.47
+    # us above the same bytes moved with no reduction (the "move us" column, thirtieth session,
+    # H100): every lean configuration (--each), the split rows at 48-128 tokens included, which
+    # the rule uses only below 64 and which were last swept before pdl (fourteenth session)
+    "$build/tests/bench_rmsnorm" --sweep lean --each --rounds 3 \
+      --tokens "${BK_SMALL_TOKENS:-1,8,16,32,48,64,96,128}" \
+      --hidden "${BK_SMALL_HIDDEN:-4096,6144,7168,8192}" --csv "$out/small_rmsnorm.csv" 2>&1 \
+      | tee "$out/small_rmsnorm.txt" || rc=1
     ;;
   waves)
     # the default rule's waves (bk_rmsnorm_occ_device): every lean configuration beside the
