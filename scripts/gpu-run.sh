@@ -3,7 +3,7 @@
 # CUDA, NCCL, Open MPI and hwloc but no ZeroMQ, msgpack-c, jansson or cmocka, in one call.
 #
 #   scripts/gpu-run.sh [STEP...]        STEP: build test break bench torch band small waves ipc
-#                                       sanitize asan
+#                                       sanitize asan pdlstress
 #                                       (default: build test break bench torch)
 #
 # Environment:
@@ -43,7 +43,9 @@
 # machine a smoke run of the program, two ranks sharing the GPU), sanitize (GPU test programs under compute-sanitizer: memcheck
 # with leak check, racecheck, synccheck, initcheck, forked children followed; a line per run
 # with the exit status and the tool's error summary, logs in $OUT/sanitize-TEST-TOOL.log),
-# asan (the GPU tests on a build of the host code with AddressSanitizer and UBSan).
+# asan (the GPU tests on a build of the host code with AddressSanitizer and UBSan), pdlstress
+# (test_pdl plain BK_PDLSTRESS_N times and under racecheck 3 times, while bench_rmsnorm keeps
+# the GPU busy from another process).
 set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$src/gpu-out}
@@ -131,6 +133,40 @@ for s in $steps; do
       --lib "$build/tests/libbk_rmsnorm_shim.so" --nopdl --csv "$out/band_torch.csv" \
       --tokens "${BK_BAND_TORCH_TOKENS:-288,384,416,448,480,511,544,640,768,1000}" \
       --hidden "${BK_BAND_TORCH_HIDDEN:-5120,6144,7168,8192,10240,12288}" 2>&1 | tee "$out/band_torch.txt" || rc=1
+    ;;
+  pdlstress)
+    # test_pdl (a late writer, then each kernel launched with pdl must wait for it) while
+    # another process keeps the GPU busy, so the two take turns in time slices: plain
+    # BK_PDLSTRESS_N times (default 10), then under racecheck 3 times. Thirtieth session: it
+    # failed once under racecheck beside another sanitizer run on an H100 (the pipelined
+    # kernel, NaN at row 0) and never alone; the test's message says whether the outputs were
+    # never written or computed from inputs read too early.
+    cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    T=$build/tests/gpu_test_rmsnorm_cuda
+    # the load: bench_rmsnorm again and again for at most 400 s, in a session of its own so
+    # that the whole group goes at the end
+    setsid bash -c 'end=$((SECONDS + 400)); while [ $SECONDS -lt $end ]; do
+      "$0" --rounds 2 --step 4 >/dev/null 2>&1 || break; done' "$build/tests/bench_rmsnorm" &
+    load=$!
+    sleep 3
+    fails=0
+    for i in $(seq "${BK_PDLSTRESS_N:-10}"); do
+      BK_TEST_FILTER=test_pdl timeout -k 5 120 "$T" >"$out/pdlstress-plain-$i.log" 2>&1 \
+        || { fails=$((fails + 1)); grep -E '^ERROR|FAILED  \]' "$out/pdlstress-plain-$i.log" | head -2; }
+    done
+    echo "pdlstress: plain beside a load: $fails of ${BK_PDLSTRESS_N:-10} failed"
+    [ "$fails" = 0 ] || rc=1
+    if [ -x "$cs" ]; then
+      fails=0
+      for i in 1 2 3; do
+        BK_TEST_FILTER=test_pdl timeout -k 5 200 "$cs" --tool racecheck --error-exitcode 99 "$T" \
+          >"$out/pdlstress-race-$i.log" 2>&1 \
+          || { fails=$((fails + 1)); grep -E '^ERROR|FAILED  \]|SUMMARY' "$out/pdlstress-race-$i.log" | head -3; }
+      done
+      echo "pdlstress: racecheck beside a load: $fails of 3 failed"
+      [ "$fails" = 0 ] || rc=1
+    fi
+    kill -- -"$load" 2>/dev/null; wait "$load" 2>/dev/null
     ;;
   small)
     # the goal's small shapes (2 us or less at 128 tokens or fewer), where the default is 0.1-0.47
