@@ -7,9 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__GNUC__) && !defined(__clang__) /* gcc's warning; clang has none */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
-#endif
 
 /* Entry `idx` of a comma list into buf ("" when absent); returns the entry count. */
 static int list_entry(const char *list, int idx, char *buf, size_t n)

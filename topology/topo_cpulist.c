@@ -5,9 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#if defined(__GNUC__) && !defined(__clang__) /* gcc's warning; clang has none */
 #pragma GCC diagnostic ignored "-Wformat-truncation" /* a cut-off message is acceptable */
-#endif
 
 /* One CPU number at *p (digits, no leading zero, as hwloc writes them); advances *p past
  * it. 0 on success; -1 for no number; -2 for one past BK_TOPO_MAX_CPU. */

@@ -12,9 +12,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#if defined(__GNUC__) && !defined(__clang__) /* gcc's warning; clang has none */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
-#endif
 
 enum { P2P_ATTR_PERFORMANCE_RANK = 1 }; /* cudaDevP2PAttrPerformanceRank */
 

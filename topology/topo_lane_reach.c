@@ -5,9 +5,7 @@
 
 #include <stdio.h>
 
-#if defined(__GNUC__) && !defined(__clang__) /* gcc's warning; clang has none */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
-#endif
 
 int bk_lane_one_host(const bk_rank_place *places, const int *ranks, int n, int *a, int *b)
 {

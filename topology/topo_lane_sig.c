@@ -3,9 +3,7 @@
 #include "topology/topo_lanes_priv.h"
 
 /* Messages and names live in fixed buffers; a cut-off message is acceptable. */
-#if defined(__GNUC__) && !defined(__clang__) /* gcc's warning; clang has none */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
-#endif
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -9,9 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__GNUC__) && !defined(__clang__) /* gcc's warning; clang has none */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
-#endif
 
 /* The few NVML types used, with their documented ABI (nvml.h is not needed). */
 typedef int nvml_ret;

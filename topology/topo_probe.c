@@ -13,9 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#if defined(__GNUC__) && !defined(__clang__) /* gcc's warning; clang has none */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
-#endif
 
 #define PCI_VENDOR_NVIDIA 0x10de
 
