@@ -14,41 +14,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runner/record_io.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static long g_runs;
 
-static int read_all(const char *path, uint8_t **data, size_t *size)
+/* One input, in an allocation of exactly its size, so that a read past it is a read past
+ * an allocation (ASan). */
+static int run_one(const uint8_t *p, size_t len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        perror(path);
+    uint8_t *one = malloc(len ? len : 1);
+    if (!one)
         return -1;
-    }
-    size_t cap = 4096, n = 0;
-    uint8_t *b = malloc(cap);
-    size_t got;
-    while (b && (got = fread(b + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            uint8_t *nb = realloc(b, cap *= 2);
-            if (!nb) {
-                free(b);
-                b = NULL;
-                break;
-            }
-            b = nb;
-        }
-    }
-    int bad = ferror(f) || !b;
-    fclose(f);
-    if (bad) {
-        free(b);
-        fprintf(stderr, "%s: cannot read it\n", path);
-        return -1;
-    }
-    *data = b;
-    *size = n;
+    memcpy(one, p, len);
+    LLVMFuzzerTestOneInput(one, len);
+    free(one);
+    g_runs++;
     return 0;
 }
 
@@ -68,14 +50,8 @@ static int run_pack(const char *path, const uint8_t *p, size_t n)
                     len, at - 4);
             return -1;
         }
-        /* a copy of its own, so that a read past it is a read past an allocation */
-        uint8_t *one = malloc(len ? len : 1);
-        if (!one)
+        if (run_one(p + at, len) != 0)
             return -1;
-        memcpy(one, p + at, len);
-        LLVMFuzzerTestOneInput(one, len);
-        free(one);
-        g_runs++;
         at += len;
     }
     return 0;
@@ -106,18 +82,17 @@ static int run_path(const char *path)
         closedir(d);
         return rc;
     }
-    uint8_t *data = NULL;
+    char *data = NULL;
     size_t size = 0;
-    if (read_all(path, &data, &size) != 0)
+    bk_err err = { 0 };
+    if (bk_read_file(path, &data, &size, &err) != BK_OK) {
+        fprintf(stderr, "%s\n", err.msg);
         return -1;
-    const size_t l = strlen(path);
-    int rc = 0;
-    if (l > 5 && strcmp(path + l - 5, ".pack") == 0) {
-        rc = run_pack(path, data, size);
-    } else {
-        LLVMFuzzerTestOneInput(data, size);
-        g_runs++;
     }
+    const size_t l = strlen(path);
+    const int rc = l > 5 && strcmp(path + l - 5, ".pack") == 0
+                       ? run_pack(path, (const uint8_t *)data, size)
+                       : run_one((const uint8_t *)data, size);
     free(data);
     return rc;
 }
