@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_util.h"
 #include "topology/topology.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -63,24 +64,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bk_topo *t = NULL;
     bk_err err = { 0 };
     if (bk_topo_parse(text, "fuzz.json", &t, &err) == BK_OK) {
-        char *canon = bk_topo_dump(t);
-        bk_topo *u = NULL;
-        bk_err_clear(&err);
-        if (!canon || bk_topo_parse(canon, "canon.json", &u, &err) != BK_OK) {
-            fprintf(stderr, "its canonical text is refused: %s\n%s\n", err.msg,
-                    canon ? canon : "(none)");
-            abort();
-        }
-        char *again = bk_topo_dump(u);
-        if (!again || strcmp(canon, again) != 0 || strcmp(t->digest, u->digest) != 0) {
-            fprintf(stderr, "the canonical text changes when parsed again:\n%s\n%s\n", canon,
-                    again ? again : "(none)");
-            abort();
-        }
+        fuzz_canon_stable(t);
         lanes(t);
-        free(again);
-        free(canon);
-        bk_topo_free(u);
         bk_topo_free(t);
     } else if (!err.msg[0]) {
         fprintf(stderr, "a snapshot refused without a reason\n");
