@@ -14,26 +14,14 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char g_dir[64], g_path[3][128];
-
-static void clean(void)
-{
-    for (int i = 0; i < 3; i++)
-        unlink(g_path[i]);
-    rmdir(g_dir);
-}
+static char g_path[3][128];
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char *const names[3] = { "meminfo", "cgroup", "mountinfo" };
-    if (!g_dir[0]) {
-        snprintf(g_dir, sizeof g_dir, "/tmp/bk-fuzz-mem-XXXXXX");
-        if (!mkdtemp(g_dir))
-            abort();
+    if (!g_path[0][0])
         for (int i = 0; i < 3; i++)
-            snprintf(g_path[i], sizeof g_path[i], "%s/%s", g_dir, names[i]);
-        atexit(clean);
-    }
+            snprintf(g_path[i], sizeof g_path[i], "%s/%s", fuzz_tmpdir("mem"), names[i]);
     size_t at = 0;
     for (int i = 0; i < 3; i++) {
         const uint8_t *end = i < 2 && at < size ? memchr(data + at, 0, size - at) : NULL;

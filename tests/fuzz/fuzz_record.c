@@ -20,27 +20,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define FIXTURE BK_SOURCE_DIR "/tests/fixtures/records/byte-cut-reasons"
 
-static char g_dir[64], g_record[128], g_target[128];
+static char g_record[128], g_target[128];
 
-static void clean(void)
-{
-    static const char *const names[] = { "record.json", "samples.msgpack", "topology.json" };
-    char path[160];
-    for (int i = 0; i < 3; i++) {
-        snprintf(path, sizeof path, "%s/%s", g_dir, names[i]);
-        unlink(path);
-    }
-    rmdir(g_dir);
-}
-
-static void copy_in(const char *name)
+static void copy_in(const char *dir, const char *name)
 {
     char src[256], dst[160];
     char *text = NULL;
     size_t len = 0;
     bk_err err = { 0 };
     snprintf(src, sizeof src, "%s/%s", FIXTURE, name);
-    snprintf(dst, sizeof dst, "%s/%s", g_dir, name);
+    snprintf(dst, sizeof dst, "%s/%s", dir, name);
     if (bk_read_file(src, &text, &len, &err) != BK_OK ||
         bk_write_atomic(dst, text, len, &err) != BK_OK) {
         fprintf(stderr, "%s\n", err.msg);
@@ -51,17 +40,14 @@ static void copy_in(const char *name)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (!g_dir[0]) {
+    if (!g_record[0]) {
         const char *which = getenv("BK_FUZZ_FILE");
-        snprintf(g_dir, sizeof g_dir, "/tmp/bk-fuzz-record-XXXXXX");
-        if (!mkdtemp(g_dir))
-            abort();
-        copy_in("record.json");
-        copy_in("samples.msgpack");
-        copy_in("topology.json");
-        atexit(clean);
-        snprintf(g_record, sizeof g_record, "%s/record.json", g_dir);
-        snprintf(g_target, sizeof g_target, "%s/%s", g_dir,
+        const char *dir = fuzz_tmpdir("record");
+        copy_in(dir, "record.json");
+        copy_in(dir, "samples.msgpack");
+        copy_in(dir, "topology.json");
+        snprintf(g_record, sizeof g_record, "%s/record.json", dir);
+        snprintf(g_target, sizeof g_target, "%s/%s", dir,
                  !which ? "record.json" : !strcmp(which, "samples") ? "samples.msgpack"
                  : !strcmp(which, "topology") ? "topology.json" : "record.json");
     }

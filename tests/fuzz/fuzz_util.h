@@ -2,9 +2,11 @@
 #ifndef BK_FUZZ_UTIL_H
 #define BK_FUZZ_UTIL_H
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "topology/topology.h"
 
@@ -17,6 +19,43 @@ static inline int fuzz_put(const char *path, const void *data, size_t len)
         return -1;
     size_t n = len ? fwrite(data, 1, len, f) : 0;
     return fclose(f) == 0 && n == len ? 0 : -1;
+}
+
+/* The harness's own folder (fuzz_tmpdir): its name, "" until made. */
+static inline char *fuzz__dir(void)
+{
+    static char dir[64];
+    return dir;
+}
+
+/* At exit: the files the harness left in its folder, then the folder. */
+static inline void fuzz__dir_clean(void)
+{
+    DIR *d = opendir(fuzz__dir());
+    struct dirent *e;
+    char path[sizeof "/" + 64 + 256];
+    while (d && (e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') {
+            snprintf(path, sizeof path, "%s/%s", fuzz__dir(), e->d_name);
+            unlink(path);
+        }
+    if (d)
+        closedir(d);
+    rmdir(fuzz__dir());
+}
+
+/* A folder of the harness's own under /tmp (bk-fuzz-NAME-XXXXXX), made on the first call and
+ * removed with what is in it at exit; aborts when it cannot be made. */
+static inline const char *fuzz_tmpdir(const char *name)
+{
+    char *dir = fuzz__dir();
+    if (!dir[0]) {
+        snprintf(dir, 64, "/tmp/bk-fuzz-%s-XXXXXX", name);
+        if (!mkdtemp(dir))
+            abort();
+        atexit(fuzz__dir_clean);
+    }
+    return dir;
 }
 
 /* An accepted topology's canonical text (bk_topo_dump, which also sets its digest) must parse

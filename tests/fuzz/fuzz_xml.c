@@ -15,23 +15,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char g_dir[64], g_path[128];
-
-static void clean(void)
-{
-    unlink(g_path);
-    rmdir(g_dir);
-}
+static char g_path[128];
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (!g_dir[0]) {
-        snprintf(g_dir, sizeof g_dir, "/tmp/bk-fuzz-xml-XXXXXX");
-        if (!mkdtemp(g_dir))
-            abort();
-        snprintf(g_path, sizeof g_path, "%s/topo.xml", g_dir);
-        atexit(clean);
-    }
+    if (!g_path[0])
+        snprintf(g_path, sizeof g_path, "%s/topo.xml", fuzz_tmpdir("xml"));
     if (fuzz_put(g_path, data, size) != 0)
         abort();
     bk_topo *t = NULL;
