@@ -221,18 +221,24 @@ static void test_host_identity(void **state)
     assert_null(strpbrk(boot, "\r\n"));
 }
 
+/* text as a new file /tmp/bk_topo_xml_XXXXXX, its name into tmp (the caller removes it) */
+static void xml_file(char tmp[sizeof "/tmp/bk_topo_xml_XXXXXX"], const char *text)
+{
+    strcpy(tmp, "/tmp/bk_topo_xml_XXXXXX");
+    int fd = mkstemp(tmp);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
 /* An XML that hwloc reads but cannot load (a machine without a cpuset) is bad
  * input, like an unreadable one, not a system failure. */
 static void test_xml_load_fails(void **state)
 {
     (void)state;
-    char tmp[] = "/tmp/bk_topo_xml_XXXXXX";
-    int fd = mkstemp(tmp);
-    assert_true(fd >= 0);
-    static const char xml[] = "<?xml version=\"1.0\"?>\n<topology version=\"2.0\">"
-                              "<object type=\"Machine\" os_index=\"0\"/></topology>\n";
-    assert_int_equal(write(fd, xml, sizeof xml - 1), (ssize_t)(sizeof xml - 1));
-    close(fd);
+    char tmp[sizeof "/tmp/bk_topo_xml_XXXXXX"];
+    xml_file(tmp, "<?xml version=\"1.0\"?>\n<topology version=\"2.0\">"
+                  "<object type=\"Machine\" os_index=\"0\"/></topology>\n");
     bk_topo *t = NULL;
     bk_err err = { 0 };
     assert_int_equal(bk_topo_probe_xml(tmp, &t, &err), BK_ERR_INPUT);
@@ -253,17 +259,14 @@ static void test_xml_hwloc_crash(void **state)
     bk_err err = { 0 };
     assert_int_equal(bk_read_file(fx("pcie_one.xml"), &text, &len, &err), BK_OK);
     /* the first Core loses its complete_cpuset */
+    static const char attr[] = " complete_cpuset=\"0x00000001\"";
     char *core = strstr(text, "<object type=\"Core\"");
     assert_non_null(core);
-    char *cc = strstr(core, " complete_cpuset=\"0x00000001\"");
+    char *cc = strstr(core, attr);
     assert_non_null(cc);
-    memmove(cc, cc + strlen(" complete_cpuset=\"0x00000001\""),
-            strlen(cc + strlen(" complete_cpuset=\"0x00000001\"")) + 1);
-    char tmp[] = "/tmp/bk_topo_xml_XXXXXX";
-    int fd = mkstemp(tmp);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
+    memmove(cc, cc + sizeof attr - 1, strlen(cc + sizeof attr - 1) + 1);
+    char tmp[sizeof "/tmp/bk_topo_xml_XXXXXX"];
+    xml_file(tmp, text);
     free(text);
     bk_topo *t = NULL;
     bk_err_clear(&err);
