@@ -2,9 +2,10 @@
 # An engine that dies before its hello: its shared-memory segment's name is taken (planted
 # here during arm B: the names carry the run's id, so only a test can take one before the
 # run uses it), so its shm_open fails and it exits before the rendezvous, as an engine does
-# whose start fails for any reason (its backend, its plan copy, its memory). Arm C fails: NO_DECISION naming the engine's error; the record keeps
-# that engine's pid, which only its agent could give (no hello carried it); the agent removes
-# its failed engine's segment name, so nothing of the run is left in /dev/shm.
+# whose start fails for any reason (its backend, its plan copy, its memory). Arm C fails:
+# NO_DECISION naming the engine's error; the record keeps that engine's pid, which only its
+# agent could give (no hello carried it); the agent removes its failed engine's segment name,
+# so nothing of the run is left in /dev/shm.
 . "$(dirname "$0")/fault_lib.sh"
 set -e
 it_start early-death 4 "$IT_PLAN" --set workload.iters=30000
