@@ -125,7 +125,6 @@ static void free_tensors(rank_ctx *c)
         free(c->t[i].data);
 }
 
-
 /* Every shape twice (buffers reused across calls), outputs copied out. */
 static int child_lane(const char *rid, const char *variant, int rank, int world)
 {

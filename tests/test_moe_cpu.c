@@ -98,7 +98,6 @@ static void new_rid(char rid[64])
     snprintf(rid, 64, "test-moe-%d-%d", (int)getpid(), g_counter++);
 }
 
-
 /* Run CALLS calls of the variant on this rank (the lane's last rank g_late ms late to
  * each), each on poisoned outputs and checked against the reference (a first call can be
  * wrong where a later one on the same inputs is right: a peer's stale memory then holds
