@@ -56,6 +56,8 @@ mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
 
 . "$src/scripts/gpu-env.sh"
+# compute-sanitizer, for the sanitize and pdlstress steps
+cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 
 # break_one NAME SED_EXPR TEST WHAT PATTERN [NEED [FILE]]: a copy of the tree with SED_EXPR
 # applied to FILE (default kernels/ar_rmsnorm.cu) must fail the GPU test TEST, as NEED when
@@ -141,7 +143,6 @@ for s in $steps; do
     # failed once under racecheck beside another sanitizer run on an H100 (the pipelined
     # kernel, NaN at row 0) and never alone; the test's message says whether the outputs were
     # never written or computed from inputs read too early.
-    cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     T=$build/tests/gpu_test_rmsnorm_cuda
     # the load: bench_rmsnorm again and again for at most 400 s, in a session of its own so
     # that the whole group goes at the end
@@ -165,6 +166,8 @@ for s in $steps; do
       done
       echo "pdlstress: racecheck beside a load: $fails of 3 failed"
       [ "$fails" = 0 ] || rc=1
+    else
+      echo "pdlstress: no compute-sanitizer ($cs): the racecheck runs SKIPPED"
     fi
     kill -- -"$load" 2>/dev/null; wait "$load" 2>/dev/null
     ;;
@@ -216,7 +219,6 @@ for s in $steps; do
     done
     ;;
   sanitize)
-    cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     [ -x "$cs" ] || { echo "sanitize: no compute-sanitizer"; rc=1; continue; }
     export BK_SOURCE_DIR=$src BK_BUILD_DIR=$build BK_BRACKET=$build/bracket
     for run in ${BK_SANITIZE:-rmsnorm_cuda:memcheck rmsnorm_cuda:racecheck rmsnorm_cuda:synccheck \
