@@ -242,6 +242,7 @@ static double copy_bandwidth(cudaStream_t st)
     CK(cudaMalloc(&src, bytes));
     CK(cudaMalloc(&dst, bytes));
     CK(cudaMemset(src, 1, bytes));
+    CK(cudaDeviceSynchronize()); /* the legacy-stream memset must not overlap the timing */
     CK(cudaEventCreate(&a));
     CK(cudaEventCreate(&b));
     BK(bk_copy_kernel(src, dst, bytes, st, &e_));

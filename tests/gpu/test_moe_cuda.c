@@ -64,6 +64,7 @@ static void set_make(dev_set *d, const bk_shape *s, uint64_t seed)
     for (int i = 0; i < BK_MOE_NT; i++)
         CK(cudaMemcpy(d->dev[i].data, d->host[i].data, d->host[i].elems * d->host[i].elem_bytes,
                       cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize()); /* legacy-stream uploads vs g_stream (non-blocking) */
 }
 
 static void set_free(dev_set *d)

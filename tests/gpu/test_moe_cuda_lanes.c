@@ -95,6 +95,8 @@ static bk_status lane_set_make(dev_set *d, const bk_shape *s, uint64_t seed, int
     for (int i = 0; i < BK_MOE_NT; i++)
         BK_CUDA_TRY(cudaMemcpy(d->dev[i].data, d->host[i].data,
                            d->host[i].elems * d->host[i].elem_bytes, cudaMemcpyHostToDevice));
+    /* legacy-stream uploads vs the lane's non-blocking stream */
+    BK_CUDA_TRY(cudaDeviceSynchronize());
 out:
     return st;
 }

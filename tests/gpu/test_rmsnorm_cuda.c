@@ -193,6 +193,9 @@ static void shape_make(shape_data *d, int64_t tokens, int64_t hidden, uint64_t s
     CK(cudaMemcpy(d->dx, d->x, b, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d->dres, d->res, b, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d->dgamma, d->gamma, (size_t)hidden * 2, cudaMemcpyHostToDevice));
+    /* cudaMemcpy runs on the legacy stream, which does not order g_stream (non-blocking),
+     * and may return before a pageable upload has landed: finish it before any launch */
+    CK(cudaDeviceSynchronize());
 }
 
 static void shape_free(shape_data *d)
@@ -500,6 +503,11 @@ static void pdl_shape(int64_t tokens, int64_t hidden, const bk_rmsnorm_cfg *cfg,
         CK(cudaMalloc(&saved[k], bytes[k]));
         CK(cudaMemcpy(saved[k], dst[k], bytes[k], cudaMemcpyDeviceToDevice));
     }
+    /* A device-to-device cudaMemcpy returns at once, on the legacy stream, which does not
+     * order g_stream: unfinished, the writer below copied not-yet-saved memory (NaN, from a
+     * freed poisoned buffer) whenever another process's kernels delayed these copies
+     * (thirty-first session: test_pdl failed 6 of 10 runs beside bench_rmsnorm). */
+    CK(cudaDeviceSynchronize());
     c.pdl = 1;
     for (int graph = 0; graph < 2; graph++) {
         cudaGraph_t g = NULL;
