@@ -38,8 +38,7 @@ demo: build
 # Skipped tests (GPU tests without a GPU, Slurm without root) say why: printed after the run.
 test: build
 	@cd $(BUILD) && { ctest --output-on-failure --timeout 900; rc=$$?; \
-	  grep -hoE "SKIP(PED)?:.*|^\[  SKIPPED \] [A-Za-z_].*" Testing/Temporary/LastTest.log | \
-	    sort | uniq -c | sed 's/^/skipped: /'; \
+	  $(CURDIR)/scripts/list-skips.sh Testing/Temporary/LastTest.log | sed 's/^/skipped: /'; \
 	  exit $$rc; }
 
 # The same suite (gpu tests left out, and the Slurm test: srun's plumbing, run again by CI's

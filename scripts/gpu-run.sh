@@ -20,7 +20,8 @@
 #              shapes (defaults below)
 #   BK_SANITIZE  the sanitize step's runs, TEST:TOOL ... (default below); BK_SANITIZE_S the
 #              seconds each may take (default 150); BK_RACECHECK_MAX_TOKENS the rmsnorm
-#              test's largest shape under racecheck (default 131; the test says what it left out);
+#              test's largest shape under racecheck (default 131; the test says what it left out),
+#              BK_RACECHECK_MIN_TOKENS its smallest (default all: set it to run the large rows alone);
 #              BK_SANITIZE_LANE_S the IPC test's lane bounds under the sanitizer (default its 20 s)
 # NVLink multicast stays off: NCCL_NVLS_ENABLE=0 is exported for every step.
 #
@@ -85,7 +86,7 @@ for s in $steps; do
     # every test's own output, passing ones too: a test skipped inside a passing program
     # (cmocka's skip(), with the reason the test printed) is said here, not only in ctest's log
     cp "$build/Testing/Temporary/LastTest.log" "$out/test-gpu-full.log" 2>/dev/null
-    skips=$(grep -hE '^\[  SKIPPED \] [A-Za-z_]|SKIP(PED)?:' "$out/test-gpu-full.log" 2>/dev/null | sort | uniq -c)
+    skips=$("$src/scripts/list-skips.sh" "$out/test-gpu-full.log" 2>&1)
     if [ -n "$skips" ]; then echo "skipped inside the GPU tests:"; echo "$skips"; else echo "skipped inside the GPU tests: none"; fi
     (cd "$build" && ctest -L unit --output-on-failure 2>&1) | tee "$out/test-unit.log" | tail -5 || rc=1
     ;;
@@ -229,10 +230,11 @@ for s in $steps; do
       extra=()
       [ "$tool" = memcheck ] && extra=(--leak-check full)
       # racecheck is too slow for the rmsnorm test's 1000- and 5000-token shapes
-      max_tokens=
-      [ "$tool" = racecheck ] && max_tokens=${BK_RACECHECK_MAX_TOKENS:-131}
+      max_tokens= min_tokens=
+      [ "$tool" = racecheck ] && max_tokens=${BK_RACECHECK_MAX_TOKENS:-131} \
+        min_tokens=${BK_RACECHECK_MIN_TOKENS:-}
       t0=$(date +%s)
-      BK_TEST_TIMEOUT_S=${BK_SANITIZE_LANE_S:-} BK_TEST_MAX_TOKENS=$max_tokens timeout -k 5 "${BK_SANITIZE_S:-150}" "$cs" --tool "$tool" "${extra[@]}" --target-processes all \
+      BK_TEST_TIMEOUT_S=${BK_SANITIZE_LANE_S:-} BK_TEST_MAX_TOKENS=$max_tokens BK_TEST_MIN_TOKENS=$min_tokens timeout -k 5 "${BK_SANITIZE_S:-150}" "$cs" --tool "$tool" "${extra[@]}" --target-processes all \
         --error-exitcode 99 "$build/tests/gpu_test_$t" >"$log" 2>&1
       r=$?
       [ "$r" = 0 ] || rc=1

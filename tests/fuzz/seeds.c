@@ -24,14 +24,20 @@ static int put(const char *dir, const char *name, const void *data, size_t len)
     return 0;
 }
 
-static int sub(const char *dir, const char *name, char *out, size_t len)
+/* mkdir that an existing folder satisfies; says what failed */
+static int make_dir(const char *path)
 {
-    snprintf(out, len, "%s/%s", dir, name);
-    if (mkdir(out, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "fuzz_seeds: mkdir %s: %s\n", out, strerror(errno));
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "fuzz_seeds: mkdir %s: %s\n", path, strerror(errno));
         return -1;
     }
     return 0;
+}
+
+static int sub(const char *dir, const char *name, char *out, size_t len)
+{
+    snprintf(out, len, "%s/%s", dir, name);
+    return make_dir(out);
 }
 
 int main(int argc, char **argv)
@@ -41,12 +47,8 @@ int main(int argc, char **argv)
         return 2;
     }
     char wire[400], mem[400], bind[400];
-    if (mkdir(argv[1], 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "fuzz_seeds: mkdir %s: %s\n", argv[1], strerror(errno));
-        return 1;
-    }
-    if (sub(argv[1], "wire", wire, sizeof wire) || sub(argv[1], "mem", mem, sizeof mem) ||
-        sub(argv[1], "bind", bind, sizeof bind))
+    if (make_dir(argv[1]) != 0 || sub(argv[1], "wire", wire, sizeof wire) ||
+        sub(argv[1], "mem", mem, sizeof mem) || sub(argv[1], "bind", bind, sizeof bind))
         return 1;
     bk_wire_buf b = { 0 };
     bk_err err = { 0 };

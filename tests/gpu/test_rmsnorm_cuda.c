@@ -563,24 +563,31 @@ static void test_pdl(void **st)
 }
 
 /* BK_TEST_MAX_TOKENS=N (scripts/gpu-run.sh's racecheck, which is too slow for the 1000- and
- * 5000-token rows) leaves out the shapes of more tokens, and says so. */
+ * 5000-token rows) leaves out the shapes of more tokens, BK_TEST_MIN_TOKENS=N those of fewer
+ * (so that the slow rows can run under the tool in calls of their own), and says so. */
 static void test_all_configs(void **st)
 {
     (void)st;
-    const char *env = getenv("BK_TEST_MAX_TOKENS");
+    const char *env = getenv("BK_TEST_MAX_TOKENS"), *env_min = getenv("BK_TEST_MIN_TOKENS");
     const long long max = env && *env ? strtoll(env, NULL, 10) : 0;
+    const long long min = env_min && *env_min ? strtoll(env_min, NULL, 10) : 0;
     int left_out = 0;
     for (int ti = 0; ti < NT; ti++)
         for (int hi = 0; hi < NH; hi++) {
-            if (max > 0 && k_tokens[ti] > max) {
+            if ((max > 0 && k_tokens[ti] > max) || k_tokens[ti] < min) {
                 left_out++;
                 continue;
             }
             run_shape(k_tokens[ti], k_hidden[hi], g_seed + (uint64_t)(ti * NH + hi));
         }
+    if (left_out == NT * NH)
+        fail_msg("test_all_configs: BK_TEST_MIN_TOKENS=%lld BK_TEST_MAX_TOKENS=%lld leave out "
+                 "every shape (tokens run %lld to %lld)", min, max, (long long)k_tokens[0],
+                 (long long)k_tokens[NT - 1]);
     if (left_out)
-        printf("test_all_configs: BK_TEST_MAX_TOKENS=%lld: %d of %d shapes LEFT OUT (more "
-               "tokens): this run does not cover them\n", max, left_out, NT * NH);
+        printf("test_all_configs: BK_TEST_MIN_TOKENS=%lld BK_TEST_MAX_TOKENS=%lld: %d of %d "
+               "shapes LEFT OUT (fewer or more tokens): this run does not cover them\n", min,
+               max, left_out, NT * NH);
 }
 
 /* The default rule's waves come from this device (bk_rmsnorm_occ_device): its SM count and
