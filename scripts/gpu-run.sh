@@ -46,8 +46,9 @@
 # with leak check, racecheck, synccheck, initcheck, forked children followed; a line per run
 # with the exit status and the tool's error summary, logs in $OUT/sanitize-TEST-TOOL.log),
 # asan (the GPU tests on a build of the host code with AddressSanitizer and UBSan), pdlstress
-# (test_pdl plain BK_PDLSTRESS_N times and under racecheck 3 times, while bench_rmsnorm keeps
-# the GPU busy from another process).
+# (test_pdl plain BK_PDLSTRESS_N times and under racecheck 3 times, then the IPC test's
+# test_pdl_world1/2 BK_PDLSTRESS_IPC_N times, while bench_rmsnorm keeps the GPU busy from
+# another process).
 set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$src/gpu-out}
@@ -171,6 +172,16 @@ for s in $steps; do
     else
       echo "pdlstress: no compute-sanitizer ($cs): the racecheck runs SKIPPED"
     fi
+    # the IPC kernels' late-writer tests (lanes of 1 and 2 processes, their flags and
+    # barriers crossing processes) beside the same load, BK_PDLSTRESS_IPC_N times (default 5)
+    fails=0
+    for i in $(seq "${BK_PDLSTRESS_IPC_N:-5}"); do
+      BK_TEST_FILTER='test_pdl_world*' timeout -k 5 200 "$build/tests/gpu_test_cuda_ipc" \
+        >"$out/pdlstress-ipc-$i.log" 2>&1 \
+        || { fails=$((fails + 1)); grep -E 'FAILED  \]|rank [0-9]' "$out/pdlstress-ipc-$i.log" | head -3; }
+    done
+    echo "pdlstress: IPC test_pdl_world1/2 beside a load: $fails of ${BK_PDLSTRESS_IPC_N:-5} failed"
+    [ "$fails" = 0 ] || rc=1
     kill -- -"$load" 2>/dev/null; wait "$load" 2>/dev/null
     ;;
   small)
