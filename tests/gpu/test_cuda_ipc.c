@@ -27,6 +27,7 @@ int main(void)
 
 #include "lane_call.h"
 #include "pdl_writer.h"
+#include "test_filter.h"
 
 static const int64_t k_shapes[][2] = {{1, 4096}, {5, 8}, {37, 6144}, {300, 1024}, {3, 16384}};
 #define NSHAPES ((int)(sizeof(k_shapes) / sizeof(k_shapes[0])))
@@ -737,11 +738,7 @@ int main(void)
         g_timeout_s = t;
         printf("test_cuda_ipc: every lane bound %.0f s (BK_TEST_TIMEOUT_S)\n", t);
     }
-    const char *only = getenv("BK_TEST_FILTER");
-    if (only && *only) { /* scripts/gpu-run.sh's break step: the test meant to catch it */
-        cmocka_set_test_filter(only);
-        printf("test_cuda_ipc: only the tests matching %s (BK_TEST_FILTER)\n", only);
-    }
+    bk_test_filter("test_cuda_ipc");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fused_world1), cmocka_unit_test(test_fused_world2),
         cmocka_unit_test(test_fused_world4), cmocka_unit_test(test_fused_world8),

@@ -30,6 +30,7 @@ int main(void)
 #include "kernels/catalog_internal.h"
 #include "kernels/moe_internal.h"
 #include "moe_gpu.h"
+#include "test_filter.h"
 
 static uint64_t g_seed;
 static cudaStream_t g_stream;
@@ -292,6 +293,7 @@ int main(void)
     printf("test_moe_cuda: seed %llu (BK_TEST_SEED to repeat)\n", (unsigned long long)g_seed);
     if (cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking) != cudaSuccess)
         return 1;
+    bk_test_filter("test_moe_cuda"); /* e.g. test_graph alone under racecheck */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_eager),
         cmocka_unit_test(test_graph),

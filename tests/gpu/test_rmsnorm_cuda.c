@@ -33,6 +33,7 @@ int main(void)
 #include "kernels/bf16.h"
 #include "kernels/cuda_variants.h"
 #include "pdl_writer.h"
+#include "test_filter.h"
 
 #define CK(call) assert_int_equal((int)(call), (int)cudaSuccess)
 #define ATOL 1e-3
@@ -728,11 +729,7 @@ int main(void)
            "must refuse");
     if (cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking) != cudaSuccess)
         return 1;
-    const char *only = getenv("BK_TEST_FILTER");
-    if (only && *only) { /* one test, e.g. under a sanitizer: cmocka's pattern */
-        cmocka_set_test_filter(only);
-        printf("test_rmsnorm_cuda: only the tests matching %s (BK_TEST_FILTER)\n", only);
-    }
+    bk_test_filter("test_rmsnorm_cuda");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_graph_first_call),
         cmocka_unit_test(test_all_configs),
