@@ -20,8 +20,10 @@
 #              shapes (defaults below)
 #   BK_SANITIZE  the sanitize step's runs, TEST:TOOL ... (default below); BK_SANITIZE_S the
 #              seconds each may take (default 150); BK_RACECHECK_MAX_TOKENS the rmsnorm
-#              test's largest shape under racecheck (default 131; the test says what it left out),
-#              BK_RACECHECK_MIN_TOKENS its smallest (default all: set it to run the large rows alone);
+#              test's largest shape under racecheck (default 131, or all when
+#              BK_RACECHECK_MIN_TOKENS is set; the test says what it left out);
+#              BK_RACECHECK_MIN_TOKENS its smallest (default all: set it to run the large rows
+#              alone, e.g. 5000);
 #              BK_SANITIZE_LANE_S the IPC test's lane bounds under the sanitizer (default its 20 s)
 # NVLink multicast stays off: NCCL_NVLS_ENABLE=0 is exported for every step.
 #
@@ -57,6 +59,13 @@ step=${BK_STEP:-2}
 steps=${*:-build test break bench torch}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
+# at any exit, every log and table in one archive named to sort first: the device tool
+# brings back only the first few files of $OUT (thirty-first session: 8 of 38)
+pack() {
+  tar czf "$out/0-all.tgz.part" -C "$out" --exclude='0-all.tgz*' . 2>/dev/null &&
+    mv "$out/0-all.tgz.part" "$out/0-all.tgz"
+}
+trap pack EXIT
 
 . "$src/scripts/gpu-env.sh"
 # compute-sanitizer, for the sanitize and pdlstress steps
@@ -86,9 +95,15 @@ for s in $steps; do
     (cd "$build" && ctest -L gpu --output-on-failure --timeout 300 2>&1) | tee "$out/test-gpu.log" | tail -40 || rc=1
     # every test's own output, passing ones too: a test skipped inside a passing program
     # (cmocka's skip(), with the reason the test printed) is said here, not only in ctest's log
+    rm -f "$out/test-gpu-full.log" # not an earlier run's
     cp "$build/Testing/Temporary/LastTest.log" "$out/test-gpu-full.log" 2>/dev/null
-    skips=$("$src/scripts/list-skips.sh" "$out/test-gpu-full.log" 2>&1)
-    if [ -n "$skips" ]; then echo "skipped inside the GPU tests:"; echo "$skips"; else echo "skipped inside the GPU tests: none"; fi
+    if [ ! -r "$out/test-gpu-full.log" ]; then
+      echo "skipped inside the GPU tests: not known (no ctest log in $build/Testing)"
+    elif skips=$("$src/scripts/list-skips.sh" "$out/test-gpu-full.log") && [ -n "$skips" ]; then
+      echo "skipped inside the GPU tests:"; echo "$skips"
+    else
+      echo "skipped inside the GPU tests: none"
+    fi
     (cd "$build" && ctest -L unit --output-on-failure 2>&1) | tee "$out/test-unit.log" | tail -5 || rc=1
     ;;
   break)
@@ -147,14 +162,17 @@ for s in $steps; do
     # from a legacy-stream copy unordered with its non-blocking stream (fixed in 342e818: 0 of
     # 20 since). A failure names outputs never written and NaNs computed from early reads.
     T=$build/tests/gpu_test_rmsnorm_cuda
-    # the load: bench_rmsnorm again and again for at most 400 s, in a session of its own so
-    # that the whole group goes at the end
-    setsid bash -c 'end=$((SECONDS + 400)); while [ $SECONDS -lt $end ]; do
+    # the load: bench_rmsnorm again and again for at most 1200 s, in a session of its own so
+    # that the whole group goes at the end; each run below says when it was not beside it
+    setsid bash -c 'end=$((SECONDS + 1200)); while [ $SECONDS -lt $end ]; do
       "$0" --rounds 2 --step 4 >/dev/null 2>&1 || break; done' "$build/tests/bench_rmsnorm" &
     load=$!
     sleep 3
+    # loaded NAME: says so when the load is gone (it ended by its bound or failed)
+    loaded() { kill -0 "$load" 2>/dev/null || echo "pdlstress: $1 ran WITHOUT the load (gone)"; }
     fails=0
     for i in $(seq "${BK_PDLSTRESS_N:-10}"); do
+      loaded "plain run $i"
       BK_TEST_FILTER=test_pdl timeout -k 5 120 "$T" >"$out/pdlstress-plain-$i.log" 2>&1 \
         || { fails=$((fails + 1)); grep -E '^ERROR|FAILED  \]' "$out/pdlstress-plain-$i.log" | head -2; }
     done
@@ -163,6 +181,7 @@ for s in $steps; do
     if [ -x "$cs" ]; then
       fails=0
       for i in 1 2 3; do
+        loaded "racecheck run $i"
         BK_TEST_FILTER=test_pdl timeout -k 5 200 "$cs" --tool racecheck --error-exitcode 99 "$T" \
           >"$out/pdlstress-race-$i.log" 2>&1 \
           || { fails=$((fails + 1)); grep -E '^ERROR|FAILED  \]|SUMMARY' "$out/pdlstress-race-$i.log" | head -3; }
@@ -173,12 +192,15 @@ for s in $steps; do
       echo "pdlstress: no compute-sanitizer ($cs): the racecheck runs SKIPPED"
     fi
     # the IPC kernels' late-writer tests (lanes of 1 and 2 processes, their flags and
-    # barriers crossing processes) beside the same load, BK_PDLSTRESS_IPC_N times (default 5)
+    # barriers crossing processes) beside the same load, BK_PDLSTRESS_IPC_N times (default 5);
+    # a run counts as passed only when both tests ran (a filter matching none passes)
     fails=0
     for i in $(seq "${BK_PDLSTRESS_IPC_N:-5}"); do
+      loaded "IPC run $i"
+      log=$out/pdlstress-ipc-$i.log
       BK_TEST_FILTER='test_pdl_world*' timeout -k 5 200 "$build/tests/gpu_test_cuda_ipc" \
-        >"$out/pdlstress-ipc-$i.log" 2>&1 \
-        || { fails=$((fails + 1)); grep -E 'FAILED  \]|rank [0-9]' "$out/pdlstress-ipc-$i.log" | head -3; }
+        >"$log" 2>&1 && grep -q 'PASSED  \] 2 test(s)' "$log" \
+        || { fails=$((fails + 1)); grep -E 'FAILED  \]|PASSED  \]|rank [0-9]' "$log" | head -3; }
     done
     echo "pdlstress: IPC test_pdl_world1/2 beside a load: $fails of ${BK_PDLSTRESS_IPC_N:-5} failed"
     [ "$fails" = 0 ] || rc=1
@@ -241,12 +263,17 @@ for s in $steps; do
       extra=()
       [ "$tool" = memcheck ] && extra=(--leak-check full)
       # racecheck is too slow for the rmsnorm test's 1000- and 5000-token shapes
-      max_tokens= min_tokens=
-      [ "$tool" = racecheck ] && max_tokens=${BK_RACECHECK_MAX_TOKENS:-131} \
+      max_tokens='' min_tokens=''
+      if [ "$tool" = racecheck ]; then
         min_tokens=${BK_RACECHECK_MIN_TOKENS:-}
+        [ -n "$min_tokens" ] && max_tokens=${BK_RACECHECK_MAX_TOKENS:-} ||
+          max_tokens=${BK_RACECHECK_MAX_TOKENS:-131}
+      fi
       t0=$(date +%s)
-      BK_TEST_TIMEOUT_S=${BK_SANITIZE_LANE_S:-} BK_TEST_MAX_TOKENS=$max_tokens BK_TEST_MIN_TOKENS=$min_tokens timeout -k 5 "${BK_SANITIZE_S:-150}" "$cs" --tool "$tool" "${extra[@]}" --target-processes all \
-        --error-exitcode 99 "$build/tests/gpu_test_$t" >"$log" 2>&1
+      BK_TEST_TIMEOUT_S=${BK_SANITIZE_LANE_S:-} BK_TEST_MAX_TOKENS=$max_tokens \
+        BK_TEST_MIN_TOKENS=$min_tokens timeout -k 5 "${BK_SANITIZE_S:-150}" "$cs" --tool "$tool" \
+        "${extra[@]}" --target-processes all --error-exitcode 99 "$build/tests/gpu_test_$t" \
+        >"$log" 2>&1
       r=$?
       [ "$r" = 0 ] || rc=1
       echo "sanitize $t $tool: exit $r in $(( $(date +%s) - t0 )) s;" \
@@ -266,8 +293,4 @@ for s in $steps; do
   esac
 done
 echo "=== done rc=$rc ($(date -u +%H:%M:%S))"
-# every log and table in one archive, named to sort first: the device tool brings back only
-# the first few files of $OUT (thirty-first session: 8 of 38)
-tar czf "$out/0-all.tgz.part" -C "$out" --exclude='0-all.tgz*' . 2>/dev/null &&
-  mv "$out/0-all.tgz.part" "$out/0-all.tgz"
 exit $rc

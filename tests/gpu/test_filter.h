@@ -1,7 +1,8 @@
 /* test_filter.h - BK_TEST_FILTER=PATTERN for the cmocka GPU test programs: only the tests
  * whose names match cmocka's pattern ('*' and '?') run, and the program says so. For one test
- * under a sanitizer (scripts/gpu-run.sh's sanitize and pdlstress steps) or the test a
- * sabotage must fail (its break step). Include after <cmocka.h>. */
+ * under a sanitizer or beside a load (scripts/gpu-run.sh's pdlstress step; by hand with
+ * compute-sanitizer) or the test a sabotage must fail (its break step). Include after
+ * <cmocka.h>. */
 #ifndef BK_TEST_FILTER_H
 #define BK_TEST_FILTER_H
 

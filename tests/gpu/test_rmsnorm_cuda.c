@@ -505,9 +505,10 @@ static void pdl_shape(int64_t tokens, int64_t hidden, const bk_rmsnorm_cfg *cfg,
         CK(cudaMemcpy(saved[k], dst[k], bytes[k], cudaMemcpyDeviceToDevice));
     }
     /* A device-to-device cudaMemcpy returns at once, on the legacy stream, which does not
-     * order g_stream: unfinished, the writer below copied not-yet-saved memory (NaN, from a
-     * freed poisoned buffer) whenever another process's kernels delayed these copies
-     * (thirty-first session: test_pdl failed 6 of 10 runs beside bench_rmsnorm). */
+     * order g_stream: unfinished, these copies could read the inputs after the poisoning
+     * below (on g_stream) and save NaN, or the writer could copy saved buffers not yet
+     * written (a freed buffer's old poison), whenever another process's kernels delayed
+     * them (thirty-first session: test_pdl failed 6 of 10 runs beside bench_rmsnorm). */
     CK(cudaDeviceSynchronize());
     c.pdl = 1;
     for (int graph = 0; graph < 2; graph++) {
