@@ -426,6 +426,7 @@ static void combine_table(double copy)
         for (int i = 0; i < sets; i++) {
             CK(cudaMalloc(&y[i], ybytes));
             fill_kernel<<<4096, 256>>>(y[i], tk * h, 1.0f, 5 + i);
+            CK(cudaGetLastError());
         }
         CK(cudaMalloc(&out, (size_t)t * h * 2));
         CK(cudaMalloc(&row_of, tk * 4));
