@@ -30,7 +30,7 @@ export NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu \
   --format=csv,noheader,nounits -lms 100 >"$runs/clocks.csv" 2>/dev/null &
 smi=$!
-trap 'kill $smi 2>/dev/null' EXIT
+trap 'kill $smi 2>/dev/null; pack_out' EXIT # pack_out: gpu-env.sh
 stamp() { while IFS= read -r l; do printf '%s %s\n' "$(date +%s.%N)" "$l"; done; }
 for i in $(seq 1 "$n"); do
   for k in "${!settings[@]}"; do

@@ -12,6 +12,7 @@ mkdir -p "$out" "$runs"
 export NCCL_NVLS_ENABLE=0 OUT=$out BK_BUILD=$build
 "$src/scripts/gpu-run.sh" build || exit 1
 . "$src/scripts/gpu-env.sh"
+trap pack_out EXIT # all of $out also in $out/0-all.tgz
 b=$build/bracket
 flags=(-q --oversubscribe --bind-to none --allow-run-as-root -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE)
 rc=0

@@ -3,7 +3,8 @@
 # has CUDA, NCCL, Open MPI and hwloc but no ZeroMQ, msgpack-c, jansson or cmocka: points the
 # build at the bundled libraries (BK_DEPS, default ./.gpu-deps/root or ../.gpu-deps/root, made
 # on a Debian machine by ../shared/gpu-host/bundle-deps DIR), finds NCCL (the toolkit's, else
-# PyTorch's wheel's), and defines build_tree SRC BUILD [TARGET...]. Needs $src and $out set.
+# PyTorch's wheel's), and defines build_tree SRC BUILD [TARGET...], the sabotage helpers and
+# pack_out (below). Needs $src and $out set.
 if [ -z "${BK_DEPS:-}" ]; then
   for d in "$src/.gpu-deps/root" "$src/../.gpu-deps/root"; do
     [ -d "$d" ] && BK_DEPS=$(cd "$d" && pwd) && break
@@ -81,4 +82,11 @@ sabotage_caught() {
   echo "break: the sabotaged $what fails the GPU test, as it must:"
   grep -m6 -E "$pat" "$log"
   return 0
+}
+# pack_out: every log and table under $out also in one archive, $out/0-all.tgz, named to sort
+# first: the device tool brings back only the first few files of $OUT (thirty-first session:
+# 8 of 38). The scripts call it at any exit (trap pack_out EXIT).
+pack_out() {
+  tar czf "$out/0-all.tgz.part" -C "$out" --exclude='0-all.tgz*' . 2>/dev/null &&
+    mv "$out/0-all.tgz.part" "$out/0-all.tgz"
 }

@@ -22,6 +22,7 @@ names=${*:-aa-graph aa-eager one-graph two-graph one-eager}
 mkdir -p "$out" "$runs"
 export NCCL_NVLS_ENABLE=0
 . "$src/scripts/gpu-env.sh"
+trap pack_out EXIT # all of $out also in $out/0-all.tgz
 b=$build/bracket
 ngpu=$(nvidia-smi -L | grep -c '^GPU ')
 if [ "$ngpu" -lt 2 ]; then

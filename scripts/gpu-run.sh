@@ -59,15 +59,9 @@ step=${BK_STEP:-2}
 steps=${*:-build test break bench torch}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
-# at any exit, every log and table in one archive named to sort first: the device tool
-# brings back only the first few files of $OUT (thirty-first session: 8 of 38)
-pack() {
-  tar czf "$out/0-all.tgz.part" -C "$out" --exclude='0-all.tgz*' . 2>/dev/null &&
-    mv "$out/0-all.tgz.part" "$out/0-all.tgz"
-}
-trap pack EXIT
 
 . "$src/scripts/gpu-env.sh"
+trap pack_out EXIT
 # compute-sanitizer, for the sanitize and pdlstress steps
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 

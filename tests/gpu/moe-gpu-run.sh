@@ -12,6 +12,7 @@ iters=${1:-10}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
 . "$src/scripts/gpu-env.sh"
+trap pack_out EXIT # all of $out also in $out/0-all.tgz
 echo "=== build $(date -u +%T)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 build_tree "$src" /tmp/moe-build gpu_test_moe_cuda gpu_test_moe_cuda_lanes bench_moe >"$out/build.log" 2>&1 \
