@@ -6,7 +6,9 @@
 #                                       sanitize asan pdlstress
 #                                       (default: build test break bench torch)
 #
-# Logs and tables go to $OUT, all of them also in $OUT/0-all.tgz at the end.
+# Logs and tables go to $OUT, all of them also in $OUT/0-all.tgz at the end; the output to
+# $OUT/gpu-run.log too, and its result lines (steps, pdlstress, break, sanitize, skips) are
+# printed again at the end.
 # Environment:
 #   BK_DEPS    the bundled libraries (made here by ../shared/gpu-host/bundle-deps DIR on a
 #              Debian machine; DIR/root). Default: the first of ./.gpu-deps/root and
@@ -59,9 +61,17 @@ step=${BK_STEP:-2}
 steps=${*:-build test break bench torch}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
+# everything this script prints also in $out/gpu-run.log; at exit its result lines again, last
+# (the device tool returns only the output's tail, which a long table fills), then pack_out
+exec > >(tee "$out/gpu-run.log") 2>&1
+summary() {
+  echo "=== summary: the result lines above, again"
+  local pat='^(=== [a-z]+ \(|=== done|pdlstress: |break: |sanitize [a-z_]+ [a-z]+: '
+  grep -E "$pat|skipped inside|build failed|unknown step)" "$out/gpu-run.log"
+}
 
 . "$src/scripts/gpu-env.sh"
-trap pack_out EXIT
+trap 'summary; pack_out' EXIT
 # compute-sanitizer, for the sanitize and pdlstress steps
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 
