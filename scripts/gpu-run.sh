@@ -61,8 +61,7 @@ step=${BK_STEP:-2}
 steps=${*:-build test break bench torch}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
-# everything this script prints also in $out/gpu-run.log; at exit its result lines again, last
-# (the device tool returns only the output's tail, which a long table fills), then pack_out
+# everything this script prints also in $out/gpu-run.log
 exec > >(tee "$out/gpu-run.log") 2>&1
 summary() {
   echo "=== summary: the result lines above, again"
@@ -71,7 +70,14 @@ summary() {
 }
 
 . "$src/scripts/gpu-env.sh"
-trap 'summary; pack_out' EXIT
+# At any exit (a signal too): pdlstress's load stopped, should the script end inside that
+# step; every file of $out packed (pack_out); then the result lines again, last, since the
+# device tool returns only the output's tail, which a long table fills. The archive comes
+# before the summary: a signal to the whole group may have ended tee, and a write to it
+# would then end this script.
+trap '[ -n "${load:-}" ] && kill -- -"$load" 2>/dev/null; pack_out; summary' EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 # compute-sanitizer, for the sanitize and pdlstress steps
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 
@@ -169,7 +175,8 @@ for s in $steps; do
     # the load: bench_rmsnorm again and again for at most 1200 s, in a session of its own so
     # that the whole group goes at the end; each run below says when it was not beside it
     setsid bash -c 'end=$((SECONDS + 1200)); while [ $SECONDS -lt $end ]; do
-      "$0" --rounds 2 --step 4 >/dev/null 2>&1 || break; done' "$build/tests/bench_rmsnorm" &
+      "$0" --rounds 2 --step 4 || break; done' "$build/tests/bench_rmsnorm" \
+      >/dev/null 2>&1 </dev/null &
     load=$!
     sleep 3
     # loaded NAME: says so when the load is gone (it ended by its bound or failed)
