@@ -216,6 +216,7 @@ for s in $steps; do
     echo "pdlstress: IPC test_pdl_world1/2 beside a load: $fails of ${BK_PDLSTRESS_IPC_N:-5} failed"
     [ "$fails" = 0 ] || rc=1
     kill -- -"$load" 2>/dev/null; wait "$load" 2>/dev/null
+    load= # gone: the exit trap must not signal its number again
     ;;
   small)
     # the goal's small shapes (2 us or less at 128 tokens or fewer), where the default is 0.1-0.47
