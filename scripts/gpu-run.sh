@@ -179,42 +179,36 @@ for s in $steps; do
       >/dev/null 2>&1 </dev/null &
     load=$!
     sleep 3
-    # loaded NAME: says so when the load is gone (it ended by its bound or failed)
-    loaded() { kill -0 "$load" 2>/dev/null || echo "pdlstress: $1 ran WITHOUT the load (gone)"; }
-    fails=0
-    for i in $(seq "${BK_PDLSTRESS_N:-10}"); do
-      loaded "plain run $i"
-      BK_TEST_FILTER=test_pdl timeout -k 5 120 "$T" >"$out/pdlstress-plain-$i.log" 2>&1 \
-        || { fails=$((fails + 1)); grep -E '^ERROR|FAILED  \]' "$out/pdlstress-plain-$i.log" | head -2; }
-    done
-    echo "pdlstress: plain beside a load: $fails of ${BK_PDLSTRESS_N:-10} failed"
-    [ "$fails" = 0 ] || rc=1
-    if [ -x "$cs" ]; then
-      fails=0
-      for i in 1 2 3; do
-        loaded "racecheck run $i"
-        BK_TEST_FILTER=test_pdl timeout -k 5 200 "$cs" --tool racecheck --error-exitcode 99 "$T" \
-          >"$out/pdlstress-race-$i.log" 2>&1 \
-          || { fails=$((fails + 1)); grep -E '^ERROR|FAILED  \]|SUMMARY' "$out/pdlstress-race-$i.log" | head -3; }
+    # runs LABEL TAG N PATTERN NEED CMD...: CMD N times beside the load (each run says when
+    # the load is gone: it ended by its bound or failed), logs $out/pdlstress-TAG-I.log; a run
+    # fails by its exit status or, NEED given, when its log lacks that line (a cmocka filter
+    # matching no test passes); a failed run's lines matching PATTERN are printed
+    runs() {
+      local label=$1 tag=$2 n=$3 pat=$4 need=$5 fails=0 i log
+      shift 5
+      for i in $(seq "$n"); do
+        kill -0 "$load" 2>/dev/null || echo "pdlstress: $tag run $i ran WITHOUT the load (gone)"
+        log=$out/pdlstress-$tag-$i.log
+        "$@" >"$log" 2>&1 && { [ -z "$need" ] || grep -q "$need" "$log"; } ||
+          { fails=$((fails + 1)); grep -E "$pat" "$log" | head -3; }
       done
-      echo "pdlstress: racecheck beside a load: $fails of 3 failed"
+      echo "pdlstress: $label beside a load: $fails of $n failed"
       [ "$fails" = 0 ] || rc=1
+    }
+    runs plain plain "${BK_PDLSTRESS_N:-10}" '^ERROR|FAILED  \]' '' \
+      env BK_TEST_FILTER=test_pdl timeout -k 5 120 "$T"
+    if [ -x "$cs" ]; then
+      runs racecheck race 3 '^ERROR|FAILED  \]|SUMMARY' '' env BK_TEST_FILTER=test_pdl \
+        timeout -k 5 200 "$cs" --tool racecheck --error-exitcode 99 "$T"
     else
       echo "pdlstress: no compute-sanitizer ($cs): the racecheck runs SKIPPED"
     fi
     # the IPC kernels' late-writer tests (lanes of 1 and 2 processes, their flags and
     # barriers crossing processes) beside the same load, BK_PDLSTRESS_IPC_N times (default 5);
-    # a run counts as passed only when both tests ran (a filter matching none passes)
-    fails=0
-    for i in $(seq "${BK_PDLSTRESS_IPC_N:-5}"); do
-      loaded "IPC run $i"
-      log=$out/pdlstress-ipc-$i.log
-      BK_TEST_FILTER='test_pdl_world*' timeout -k 5 200 "$build/tests/gpu_test_cuda_ipc" \
-        >"$log" 2>&1 && grep -q 'PASSED  \] 2 test(s)' "$log" \
-        || { fails=$((fails + 1)); grep -E 'FAILED  \]|PASSED  \]|rank [0-9]' "$log" | head -3; }
-    done
-    echo "pdlstress: IPC test_pdl_world1/2 beside a load: $fails of ${BK_PDLSTRESS_IPC_N:-5} failed"
-    [ "$fails" = 0 ] || rc=1
+    # a run counts as passed only when both tests ran
+    runs "IPC test_pdl_world1/2" ipc "${BK_PDLSTRESS_IPC_N:-5}" 'FAILED  \]|PASSED  \]|rank [0-9]' \
+      'PASSED  \] 2 test(s)' env 'BK_TEST_FILTER=test_pdl_world*' timeout -k 5 200 \
+      "$build/tests/gpu_test_cuda_ipc"
     kill -- -"$load" 2>/dev/null; wait "$load" 2>/dev/null
     load= # gone: the exit trap must not signal its number again
     ;;
