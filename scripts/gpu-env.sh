@@ -86,7 +86,9 @@ sabotage_caught() {
 # pack_out: every log and table under $out also in one archive, $out/0-all.tgz, named to sort
 # first: the device tool brings back only the first few files of $OUT (thirty-first session:
 # 8 of 38). The scripts call it at any exit (trap pack_out EXIT).
+# GNU tar exits 1 when a file changed while it read it: gpu-run.log does, tee still writing it
+# (thirty-second session: the archive was whole but stayed 0-all.tgz.part); only 2 is a failure.
 pack_out() {
-  tar czf "$out/0-all.tgz.part" -C "$out" --exclude='0-all.tgz*' . 2>/dev/null &&
-    mv "$out/0-all.tgz.part" "$out/0-all.tgz"
+  tar czf "$out/0-all.tgz.part" -C "$out" --exclude='0-all.tgz*' . 2>/dev/null
+  [ $? -le 1 ] && mv "$out/0-all.tgz.part" "$out/0-all.tgz"
 }
