@@ -419,19 +419,21 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, const bk_rmsnorm_
     cfg->threads = tokens < 64 || mid ? 512 : 1024;
 }
 
-/* Rule v5: below 64 tokens, out of place, a row over several blocks (cfg->split): each
+/* Rule v6: below 64 tokens, out of place, a row over several blocks (cfg->split): each
  * block reads the whole row and stores its share, so fewer bytes pass through each SM
- * while the rows are fewer than the SMs. 4 blocks to 16 tokens (8 from hidden 8192), 4 to
- * 32, 2 below 64: at most about 128 blocks (bench_rmsnorm --sweep lean, H200, 2026-12-03
+ * while the rows are fewer than the SMs. 4 blocks to 32 tokens (8 to 8 tokens from hidden
+ * 8192), 2 below 64: at most about 128 blocks (bench_rmsnorm --sweep lean, H200, 2026-12-03
  * 16:55 UTC; against v4, old/new/new/old at 17:12: 0.07-0.19 us less at 1-16 tokens, 0-0.1
- * at 32, unchanged from 64). In place (sum overlapping an output, as the incumbent calls
- * it) one block a row, as bk__check_split requires. */
+ * at 32, unchanged from 64). v5 took 8 blocks to 16 tokens from hidden 8192; at 8192 x 16
+ * 4 beat it by 0.12 us on the H200 (twenty-first session) and 0.15 on the H100 (thirty-first;
+ * v5 against v6: thirty-second session, docs/bench/cuda.md). In place (sum overlapping an
+ * output, as the incumbent calls it) one block a row, as bk__check_split requires. */
 static void bk__rmsnorm_split(int64_t tokens, int64_t hidden, int in_place, bk_rmsnorm_cfg *cfg)
 {
     if (cfg->kernel != BK_RMSNORM_LEAN || !cfg->gamma_early || tokens >= 64 || tokens < 1 ||
         in_place)
         return;
-    cfg->split = tokens <= 16 ? (hidden >= 8192 ? 8 : 4) : tokens <= 32 ? 4 : 2;
+    cfg->split = tokens <= 8 && hidden >= 8192 ? 8 : tokens <= 32 ? 4 : 2;
 }
 
 /* The row and lean kernels' common signature and launch: `split` blocks per row (1 but

@@ -2,8 +2,8 @@
 # gpu-run.sh - build, test and benchmark bracket's cuda backend on a GPU machine that has
 # CUDA, NCCL, Open MPI and hwloc but no ZeroMQ, msgpack-c, jansson or cmocka, in one call.
 #
-#   scripts/gpu-run.sh [STEP...]        STEP: build test break bench torch band small waves ipc
-#                                       sanitize asan pdlstress
+#   scripts/gpu-run.sh [STEP...]        STEP: build test break bench torch band small waves ab
+#                                       ipc sanitize asan pdlstress
 #                                       (default: build test break bench torch)
 #
 # Logs and tables go to $OUT, all of them also in $OUT/0-all.tgz at the end; the output to
@@ -29,6 +29,7 @@
 #              BK_SANITIZE_LANE_S the IPC test's lane bounds under the sanitizer (default its 20 s)
 # NVLink multicast stays off: NCCL_NVLS_ENABLE=0 is exported for every step.
 #
+#   BK_AB_OLD, BK_AB_TOKENS, BK_AB_HIDDEN  the ab step's old tree and shapes
 # Steps: build (cmake + ninja, all cores), test (ctest -L gpu, then the unit tests),
 # break (a copy of the tree with the one-shot kernel's residual add removed must FAIL the
 # IPC GPU test, one whose rmsnorm kernels skip their programmatic-launch wait must FAIL the
@@ -43,7 +44,8 @@
 # torch.compile beside ours on the same tensors), small (every lean configuration, split rows
 # included, at 1-128 tokens, with the mover column; BK_SMALL_TOKENS, BK_SMALL_HIDDEN), waves (every lean configuration beside the
 # default where the rule's waves switch, and at hidden sizes only the device's counts
-# reach), ipc (nccl_then_rmsnorm
+# reach), ab (the default rule of the tree in BK_AB_OLD against this tree's, old/new/new/old on
+# the same card), ipc (nccl_then_rmsnorm
 # against the two IPC variants across GPUs at worlds 2, 4, 8 as far as the machine's GPUs go,
 # then the goal's rows up to 32 tokens without programmatic dependent launch; on a one-GPU
 # machine a smoke run of the program, two ranks sharing the GPU), sanitize (GPU test programs under compute-sanitizer: memcheck
@@ -65,7 +67,7 @@ export NCCL_NVLS_ENABLE=0
 exec > >(tee "$out/gpu-run.log") 2>&1
 summary() {
   echo "=== summary: the result lines above, again"
-  local pat='^(=== [a-z]+ \(|=== done|pdlstress: |break: |sanitize [a-z_]+ [a-z]+: '
+  local pat='^(=== [a-z]+ \(|=== done|pdlstress: |break: |ab: |sanitize [a-z_]+ [a-z]+: '
   grep -E "$pat|skipped inside|build failed|unknown step)" "$out/gpu-run.log"
 }
 
@@ -221,6 +223,37 @@ for s in $steps; do
       --tokens "${BK_SMALL_TOKENS:-1,8,16,32,48,64,96,128}" \
       --hidden "${BK_SMALL_HIDDEN:-4096,6144,7168,8192}" --csv "$out/small_rmsnorm.csv" 2>&1 \
       | tee "$out/small_rmsnorm.txt" || rc=1
+    ;;
+  ab)
+    # the default rule before and after a change, on the same card in one call (METHOD.md):
+    # bench_rmsnorm of the tree in BK_AB_OLD (a copy of the old revision: git archive REV |
+    # tar -x -C DIR, carried) and of this one, run old, new, new, old at BK_AB_TOKENS x
+    # BK_AB_HIDDEN, 3 rounds each; then per shape the default's us, each side the mean of its
+    # two runs, and new - old
+    if [ ! -f "${BK_AB_OLD:-}/kernels/ar_rmsnorm.cu" ]; then
+      echo "ab: BK_AB_OLD (${BK_AB_OLD:-unset}) is not a copy of the tree"; rc=1; continue
+    fi
+    [ -x "$build/tests/bench_rmsnorm" ] || { echo "ab: no $build/tests/bench_rmsnorm: run build first"; rc=1; continue; }
+    build_tree "$(cd "$BK_AB_OLD" && pwd)" "$build-old" bench_rmsnorm >"$out/ab-build.log" 2>&1 ||
+      { echo "ab: the old tree did not build"; tail -20 "$out/ab-build.log"; rc=1; continue; }
+    n=0
+    for k in old new new old; do
+      n=$((n + 1)) b=$build
+      [ "$k" = old ] && b=$build-old
+      "$b/tests/bench_rmsnorm" --rounds 3 --tokens "${BK_AB_TOKENS:-1,8,9,12,16}" \
+        --hidden "${BK_AB_HIDDEN:-8192,10240,12288,16384}" --csv "$out/ab-$n-$k.csv" \
+        >"$out/ab-$n-$k.txt" 2>&1 || { echo "ab: run $n ($k) failed:"; tail -5 "$out/ab-$n-$k.txt"; rc=1; }
+    done
+    # columns: hidden 1, tokens 2, us 4
+    awk -F, 'FNR == 1 { k = FILENAME; sub(/.*-/, "", k); sub(/\.csv$/, "", k); next }
+             { key = $1 "," $2; if (!(key in seen)) { seen[key] = 1; order[++m] = key }
+               sum[key, k] += $4; cnt[key, k]++ }
+             END { print "ab: hidden tokens  old us  new us  new-old"
+                   for (i = 1; i <= m; i++) { split(order[i], f, ",")
+                     o = sum[order[i], "old"] / cnt[order[i], "old"]
+                     w = sum[order[i], "new"] / cnt[order[i], "new"]
+                     printf "ab: %6d %6d  %6.3f  %6.3f  %+7.3f\n", f[1], f[2], o, w, w - o } }' \
+      "$out"/ab-[1-4]-*.csv | tee "$out/ab-summary.txt"
     ;;
   waves)
     # the default rule's waves (bk_rmsnorm_occ_device): every lean configuration beside the
