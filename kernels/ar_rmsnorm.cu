@@ -343,7 +343,8 @@ extern "C" void bk_rmsnorm_occ_h200(int64_t hidden, bk_rmsnorm_occ *occ)
  * 2026-12-02 22:21 UTC, hints from the full sweep of 15:25 UTC): the lean row kernel with
  * gamma early. Hidden <= 4096: 512 threads per row (one vector each; the row kernel at
  * 1024-4096 tokens, where it measured best). Above 4096: 512 threads of 2 vectors below
- * 64 tokens and from 256 tokens up to one wave of them (occ->mid blocks an SM x occ->sms;
+ * 64 tokens, at 80-192 from hidden 6144 (without hints; H100, thirty-second session) and
+ * from 256 tokens up to one wave of them (occ->mid blocks an SM x occ->sms;
  * to 1023 where the wave is not known), else 1024 of one
  * (below 64 tokens 2 vectors a thread beat 1; from 1024 tokens 1024 threads beat 512 by
  * 0.5-1.6% at hidden 6144-8192; past the wave, see below). Above 8192, where 512 threads
@@ -415,6 +416,18 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, const bk_rmsnorm_
                 return;
             }
         }
+    }
+    /* 80-192 tokens from hidden 6144: 512 threads of 2 vectors with gamma early and no hints
+     * (H100, thirty-second session, docs/bench/cuda.md: bench_rmsnorm --sweep lean --each
+     * found them 0.03-0.24 us faster than 1024 threads with the hint at 80-192 x 6144-8192, the
+     * thirty-first session at 96-128 x 7168-8192; against the rule before, old/new/new/old:
+     * 0.02-0.08 us less at 96-192 x 6144, 0.05-0.23 at 80-192 x 7168-8192, 64 and 208
+     * unchanged; at 5120 0.02-0.04 more at 80-96 and less at 160-192, so not below 6144). At
+     * 224 the sweep had them 0.5-0.7 us slower at 7168-8192. Not yet measured on the H200. */
+    if (tokens >= 80 && tokens <= 192 && hidden >= 6144) {
+        cfg->threads = 512;
+        cfg->stream_hint = 0;
+        return;
     }
     cfg->threads = tokens < 64 || mid ? 512 : 1024;
 }

@@ -67,7 +67,7 @@ export NCCL_NVLS_ENABLE=0
 exec > >(tee "$out/gpu-run.log") 2>&1
 summary() {
   echo "=== summary: the result lines above, again"
-  local pat='^(=== [a-z]+ \(|=== done|pdlstress: |break: |ab: |sanitize [a-z_]+ [a-z]+: '
+  local pat='^(=== [a-z]+ \(|=== done|pdlstress: |break: |ab: |torch: |shapes where ours |sanitize [a-z_]+ [a-z]+: '
   grep -E "$pat|skipped inside|build failed|unknown step)" "$out/gpu-run.log"
 }
 
@@ -147,6 +147,10 @@ for s in $steps; do
     "$build/tests/bench_rmsnorm" --step "$step" ${BK_SWEEP:+--sweep} --csv "$out/bench_rmsnorm.csv" 2>&1 | tee "$out/bench_rmsnorm.txt" || rc=1
     ;;
   torch)
+    if [ ! -f "$out/bench_rmsnorm.csv" ]; then # the copy kernel's numbers come from it
+      echo "torch: no $out/bench_rmsnorm.csv: give the bench step before torch (bench torch)"
+      rc=1; continue
+    fi
     PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=$(nproc) python3 "$src/tests/bench/torch_rmsnorm.py" \
       --ours "$out/bench_rmsnorm.csv" --lib "$build/tests/libbk_rmsnorm_shim.so" \
       --csv "$out/torch_rmsnorm.csv" --step "$step" --nopdl 2>&1 | tee "$out/torch_rmsnorm.txt" || rc=1
