@@ -566,13 +566,33 @@ static void test_pdl(void **st)
 
 /* BK_TEST_MAX_TOKENS=N (scripts/gpu-run.sh's racecheck, which is too slow for the 1000- and
  * 5000-token rows) leaves out the shapes of more tokens, BK_TEST_MIN_TOKENS=N those of fewer
- * (so that the slow rows can run under the tool in calls of their own), and says so. */
+ * (so that the slow rows can run under the tool in calls of their own), and says so. Unset
+ * or empty: no bound (0); anything but a whole number from 1 is refused in main. */
+static long long g_max_tokens, g_min_tokens;
+
+/* *out = the whole number in NAME (0 when unset or empty); 0 and a message when it is not one
+ * from 1 to 10^9 */
+static int env_tokens(const char *name, long long *out)
+{
+    const char *env = getenv(name);
+    *out = 0;
+    if (!env || !*env)
+        return 1;
+    char *end = NULL;
+    const long long v = strtoll(env, &end, 10);
+    if (*end || end == env || v < 1 || v > 1000000000) {
+        printf("test_rmsnorm_cuda: %s=%s: want a whole number of tokens from 1, or unset\n",
+               name, env);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
 static void test_all_configs(void **st)
 {
     (void)st;
-    const char *env = getenv("BK_TEST_MAX_TOKENS"), *env_min = getenv("BK_TEST_MIN_TOKENS");
-    const long long max = env && *env ? strtoll(env, NULL, 10) : 0;
-    const long long min = env_min && *env_min ? strtoll(env_min, NULL, 10) : 0;
+    const long long max = g_max_tokens, min = g_min_tokens;
     int left_out = 0;
     for (int ti = 0; ti < NT; ti++)
         for (int hi = 0; hi < NH; hi++) {
@@ -582,14 +602,15 @@ static void test_all_configs(void **st)
             }
             run_shape(k_tokens[ti], k_hidden[hi], g_seed + (uint64_t)(ti * NH + hi));
         }
+    char bounds[96]; /* only the bounds that are set (%.0lld prints nothing for 0) */
+    snprintf(bounds, sizeof bounds, "%s%.0lld%s%s%.0lld", min ? "BK_TEST_MIN_TOKENS=" : "", min,
+             min && max ? " " : "", max ? "BK_TEST_MAX_TOKENS=" : "", max);
     if (left_out == NT * NH)
-        fail_msg("test_all_configs: BK_TEST_MIN_TOKENS=%lld BK_TEST_MAX_TOKENS=%lld leave out "
-                 "every shape (tokens run %lld to %lld)", min, max, (long long)k_tokens[0],
-                 (long long)k_tokens[NT - 1]);
+        fail_msg("test_all_configs: %s leaves out every shape (tokens run %lld to %lld)", bounds,
+                 (long long)k_tokens[0], (long long)k_tokens[NT - 1]);
     if (left_out)
-        printf("test_all_configs: BK_TEST_MIN_TOKENS=%lld BK_TEST_MAX_TOKENS=%lld: %d of %d "
-               "shapes LEFT OUT (fewer or more tokens): this run does not cover them\n", min,
-               max, left_out, NT * NH);
+        printf("test_all_configs: %s: %d of %d shapes LEFT OUT (fewer or more tokens): this run "
+               "does not cover them\n", bounds, left_out, NT * NH);
 }
 
 /* The default rule's waves come from this device (bk_rmsnorm_occ_device): its SM count and
@@ -716,6 +737,9 @@ static void test_refusals(void **st)
 int main(void)
 {
     int n = 0, major = 0;
+    if (!env_tokens("BK_TEST_MAX_TOKENS", &g_max_tokens) ||
+        !env_tokens("BK_TEST_MIN_TOKENS", &g_min_tokens))
+        return 1;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
         printf("test_rmsnorm_cuda: SKIP: no usable CUDA device\n");
         return 77;
