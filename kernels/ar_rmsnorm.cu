@@ -354,7 +354,8 @@ extern "C" void bk_rmsnorm_occ_h200(int64_t hidden, bk_rmsnorm_occ *occ)
  * more (occ->l512, occ->l256). The waves come from the device the call runs on
  * (bk_rmsnorm_occ_device: its SMs and the compiled kernels' occupancy), so they move with
  * the SM count and cover every hidden size; without a device, the H200's. Evict-first hints from
- * 64 tokens (from 16 at hidden >= 8192). The pipelined kernel (BK_RMSNORM_PIPE) measured
+ * 64 tokens (from 16 at hidden >= 8192), but not at 80-192 x 6144-8192 nor with the one-wave
+ * launches of 512 or 256 threads. The pipelined kernel (BK_RMSNORM_PIPE) measured
  * 2-9% slower than the lean one at every shape it served and is not picked. Programmatic
  * dependent launch: bk__rmsnorm_pdl. This is the one place to switch. */
 static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, const bk_rmsnorm_occ *occ,
