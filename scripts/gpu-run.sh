@@ -27,9 +27,10 @@
 #              BK_RACECHECK_MIN_TOKENS its smallest (default all: set it to run the large rows
 #              alone, e.g. 5000);
 #              BK_SANITIZE_LANE_S the IPC test's lane bounds under the sanitizer (default its 20 s)
+#   BK_AB_OLD, BK_AB_TOKENS, BK_AB_HIDDEN  the ab step's old tree (a copy of the old revision's
+#              files) and shapes (defaults below)
 # NVLink multicast stays off: NCCL_NVLS_ENABLE=0 is exported for every step.
 #
-#   BK_AB_OLD, BK_AB_TOKENS, BK_AB_HIDDEN  the ab step's old tree and shapes
 # Steps: build (cmake + ninja, all cores), test (ctest -L gpu, then the unit tests),
 # break (a copy of the tree with the one-shot kernel's residual add removed must FAIL the
 # IPC GPU test, one whose rmsnorm kernels skip their programmatic-launch wait must FAIL the
@@ -254,6 +255,8 @@ for s in $steps; do
                sum[key, k] += $4; cnt[key, k]++ }
              END { print "ab: hidden tokens  old us  new us  new-old"
                    for (i = 1; i <= m; i++) { split(order[i], f, ",")
+                     if (!cnt[order[i], "old"] || !cnt[order[i], "new"]) {
+                       printf "ab: %6d %6d  (a side has no run)\n", f[1], f[2]; continue }
                      o = sum[order[i], "old"] / cnt[order[i], "old"]
                      w = sum[order[i], "new"] / cnt[order[i], "new"]
                      printf "ab: %6d %6d  %6.3f  %6.3f  %+7.3f\n", f[1], f[2], o, w, w - o } }' \
