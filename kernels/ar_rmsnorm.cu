@@ -349,12 +349,14 @@ extern "C" void bk_rmsnorm_occ_h200(int64_t hidden, bk_rmsnorm_occ *occ)
  * (below 64 tokens 2 vectors a thread beat 1; from 1024 tokens 1024 threads beat 512 by
  * 0.5-1.6% at hidden 6144-8192; past the wave, see below). Above 8192, where 512 threads
  * would hold more than 2 vectors, 1024 threads, but 512 without gamma early from 256 tokens
- * to the wave (at hidden 15368-16384 also 352-1023). Up to hidden 8192, past the wave, 512 or
+ * to the wave (at hidden 15368-16384 also 352-1023); to 12288 at 160-192 tokens, 1024 without
+ * gamma early or hints. Up to hidden 8192, past the wave, 512 or
  * 256 threads without gamma early or hints where the rows fill one wave of them to 15/16 or
  * more (occ->l512, occ->l256). The waves come from the device the call runs on
  * (bk_rmsnorm_occ_device: its SMs and the compiled kernels' occupancy), so they move with
  * the SM count and cover every hidden size; without a device, the H200's. Evict-first hints from
- * 64 tokens (from 16 at hidden >= 8192), but not at 80-192 x 6144-8192 nor with the one-wave
+ * 64 tokens (from 16 at hidden >= 8192), but not at 80-192 x 6144-8192, 160-192 x 8200-12288,
+ * on rows split over blocks at 16 tokens or fewer (bk__rmsnorm_split), nor with the one-wave
  * launches of 512 or 256 threads. The pipelined kernel (BK_RMSNORM_PIPE) measured
  * 2-9% slower than the lean one at every shape it served and is not picked. Programmatic
  * dependent launch: bk__rmsnorm_pdl. This is the one place to switch. */
@@ -396,6 +398,15 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, const bk_rmsnorm_
     if (hidden > 8192) { /* 512 threads would hold more than 2 vectors each */
         cfg->threads = mid ? 512 : 1024;
         cfg->gamma_early = !mid;
+        /* 160-192 tokens to hidden 12288: without gamma early or hints (thirty-third
+         * session, docs/bench/cuda.md: bench_rmsnorm --sweep lean --each on the H200, 0.18-0.30
+         * us less at 10240 x 160-192, 0.01-0.09 at 12288 x 160-224; old/new/new/old on the
+         * H100, 0.31-0.45 less at 10240 x 160-192, but 0.9-1.5 more at 10240 x 208-255 and
+         * 0.05-0.36 more at 16384 x 160-208, so neither there) */
+        if (tokens >= 160 && tokens <= 192 && hidden <= 12288) {
+            cfg->gamma_early = 0;
+            cfg->stream_hint = 0;
+        }
         return;
     }
     /* Past that wave, a launch whose rows fill one wave of its own to 15/16 or more: 512
@@ -424,7 +435,9 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, const bk_rmsnorm_
      * thirty-first session at 96-128 x 7168-8192; against the rule before, old/new/new/old:
      * 0.02-0.08 us less at 96-192 x 6144, 0.05-0.23 at 80-192 x 7168-8192, 64 and 208
      * unchanged; at 5120 0.02-0.04 more at 80-96 and less at 160-192, so not below 6144). At
-     * 224 the sweep had them 0.5-0.7 us slower at 7168-8192. Not yet measured on the H200. */
+     * 224 the sweep had them 0.5-0.7 us slower at 7168-8192. On the H200 (thirty-third
+     * session, old/new/new/old with v6 against 2c040a2): 0.05-0.14 us less at 80-192 x
+     * 7168-8192, 0.01-0.05 at 96-192 x 6144, 5120 unchanged. */
     if (tokens >= 80 && tokens <= 192 && hidden >= 6144) {
         cfg->threads = 512;
         cfg->stream_hint = 0;
@@ -440,14 +453,24 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, const bk_rmsnorm_
  * 16:55 UTC; against v4, old/new/new/old at 17:12: 0.07-0.19 us less at 1-16 tokens, 0-0.1
  * at 32, unchanged from 64). v5 took 8 blocks to 16 tokens from hidden 8192; at 8192 x 16
  * 4 beat it by 0.12 us on the H200 (twenty-first session) and 0.15 on the H100 (thirty-first;
- * v5 against v6: thirty-second session, docs/bench/cuda.md). In place (sum overlapping an
- * output, as the incumbent calls it) one block a row, as bk__check_split requires. */
+ * v5 against v6: thirty-second session, docs/bench/cuda.md, 0.03-0.29 us less at 9-12 x
+ * 8192-16384 but 0.04 more at 12288 x 16; on the H200, thirty-third session: 0.015-0.2 less
+ * at 9-12 x 8192-16384 but 12288 x 9, 0.01 more; 12288 x 16 a tie). In place (sum
+ * overlapping an output, as the incumbent calls it) one block a row, as bk__check_split
+ * requires. */
 static void bk__rmsnorm_split(int64_t tokens, int64_t hidden, int in_place, bk_rmsnorm_cfg *cfg)
 {
     if (cfg->kernel != BK_RMSNORM_LEAN || !cfg->gamma_early || tokens >= 64 || tokens < 1 ||
         in_place)
         return;
     cfg->split = tokens <= 8 && hidden >= 8192 ? 8 : tokens <= 32 ? 4 : 2;
+    /* split rows at 16 tokens or fewer without the evict-first hint (on at 16 from hidden
+     * 8192; thirty-third session, docs/bench/cuda.md): bench_rmsnorm --sweep lean --each on
+     * the H200 had them 0.06-0.11 us faster at 16 x 8192-16384; old/new/new/old on the H100,
+     * 0.03-0.16 us less there. In place, one block a row keeps the hint: the sweep had 1024
+     * threads of one block a row faster with it at 8192 x 16. */
+    if (tokens <= 16)
+        cfg->stream_hint = 0;
 }
 
 /* The row and lean kernels' common signature and launch: `split` blocks per row (1 but

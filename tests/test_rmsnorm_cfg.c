@@ -183,6 +183,8 @@ static void test_default_rule_threads(void **st)
     (void)st;
     static const struct { int64_t tokens, hidden; int threads, early; } k[] = {
         {255, 7168, 1024, 1},  {256, 7168, 512, 1},   {396, 7168, 512, 1},
+        {159, 8200, 1024, 1},  {160, 8200, 1024, 0},  {192, 12288, 1024, 0},
+        {193, 10240, 1024, 1}, {160, 12296, 1024, 1}, {192, 16384, 1024, 1},
         {397, 7168, 1024, 1},  {494, 8192, 1024, 1},  {495, 6664, 512, 0},
         {511, 7168, 512, 0},   {528, 8192, 512, 0},   {529, 8192, 1024, 1},
         {511, 6656, 512, 1},   {511, 9992, 1024, 1},
@@ -211,10 +213,37 @@ static void test_default_rule_threads(void **st)
             fail_msg("rule on the H200 at %lld x %lld: %d threads per row, gamma early %d; want "
                      "%d, %d", (long long)k[i].tokens, (long long)k[i].hidden, cfg.threads,
                      cfg.gamma_early, k[i].threads, k[i].early);
-        /* the one-wave launches go without hints; the rest from 64 tokens */
-        if (cfg.stream_hint != (cfg.gamma_early || k[i].hidden > 8192))
+        /* the one-wave launches and 160-192 tokens at 8193-12288 go without hints; the rest
+         * from 64 tokens */
+        if (cfg.stream_hint != (cfg.gamma_early || (k[i].hidden > 8192 && k[i].tokens >= 256)))
             fail_msg("rule on the H200 at %lld x %lld: stream_hint %d", (long long)k[i].tokens,
                      (long long)k[i].hidden, cfg.stream_hint);
+    }
+}
+
+/* Rows over several blocks below 64 tokens out of place (8 a row to 8 tokens from hidden
+ * 8192, 4 to 32, 2 below 64), one in place; the evict-first hint from 64 tokens (from 16 at
+ * hidden 8192 and up), but not on split rows of 16 tokens or fewer (thirty-third session). */
+static void test_default_rule_split(void **st)
+{
+    (void)st;
+    static const struct { int64_t tokens, hidden; int in_place, split, hint; } k[] = {
+        {1, 8192, 0, 8, 0},    {8, 8192, 0, 8, 0},    {9, 8192, 0, 4, 0},
+        {15, 12288, 0, 4, 0},  {16, 8192, 0, 4, 0},   {16, 16384, 0, 4, 0},
+        {16, 8192, 1, 1, 1},   {15, 8192, 1, 1, 0},   {17, 8192, 0, 4, 1},
+        {32, 10240, 0, 4, 1},  {33, 8192, 0, 2, 1},   {63, 8192, 0, 2, 1},
+        {64, 8192, 0, 1, 1},   {8, 7168, 0, 4, 0},    {16, 7168, 0, 4, 0},
+        {32, 4096, 0, 4, 0},   {33, 4096, 0, 2, 0},   {63, 6144, 0, 2, 0},
+        {64, 6144, 0, 1, 1},   {63, 6144, 1, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        bk_rmsnorm_cfg cfg;
+        bk_rmsnorm_rule_cfg(k[i].tokens, k[i].hidden, k[i].in_place, NULL, &cfg);
+        if (cfg.split != k[i].split || cfg.stream_hint != k[i].hint)
+            fail_msg("rule at %lld x %lld%s: split %d, hint %d; want %d, %d",
+                     (long long)k[i].tokens, (long long)k[i].hidden,
+                     k[i].in_place ? " in place" : "", cfg.split, cfg.stream_hint, k[i].split,
+                     k[i].hint);
     }
 }
 
@@ -412,6 +441,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_refusals),
+        cmocka_unit_test(test_default_rule_split),
         cmocka_unit_test(test_block_shapes),
         cmocka_unit_test(test_launcher_agrees),
         cmocka_unit_test(test_default_rule_runs),
