@@ -283,7 +283,8 @@ extern "C" int bk_cuda_pdl(void)
  * 480), 6145-8192 at 256-351 (slower at 256-320, a tie or faster at 352), 8193-12288 at
  * 256-383 (slower at 10240 and 12288 x 256-352, a tie at 384). Hidden 4096 and 16384 gained
  * everywhere. Left on although 0.1-0.15 us slower: 12288 x 192-224 (10240 there: a tie and a
- * gain).
+ * gain; on the H100 0.13-0.37 us slower at 12288 x 152-208, thirty-third session). Off also at
+ * 15368-16384 x 160-255, with the launch there (bk__rmsnorm_launch).
  * Those bands were measured where the wave is the H200 table's (W0 rows: 528, 396, 396). On a
  * device whose wave W (occ: sms x mid) differs, the band moves with it: off from
  * max(256, 272 W / 528) to hi W / W0. H200, 2026-12-05 (bench_rmsnorm --sweep lean --each,
@@ -350,7 +351,8 @@ extern "C" void bk_rmsnorm_occ_h200(int64_t hidden, bk_rmsnorm_occ *occ)
  * 0.5-1.6% at hidden 6144-8192; past the wave, see below). Above 8192, where 512 threads
  * would hold more than 2 vectors, 1024 threads, but 512 without gamma early from 256 tokens
  * to the wave (at hidden 15368-16384 also 352-1023); to 12288 at 160-192 tokens, 1024 without
- * gamma early or hints. Up to hidden 8192, past the wave, 512 or
+ * gamma early or hints, and so at 15368-16384 x 160-255, there without programmatic dependent
+ * launch either. Up to hidden 8192, past the wave, 512 or
  * 256 threads without gamma early or hints where the rows fill one wave of them to 15/16 or
  * more (occ->l512, occ->l256). The waves come from the device the call runs on
  * (bk_rmsnorm_occ_device: its SMs and the compiled kernels' occupancy), so they move with
@@ -406,6 +408,16 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, const bk_rmsnorm_
         if (tokens >= 160 && tokens <= 192 && hidden <= 12288) {
             cfg->gamma_early = 0;
             cfg->stream_hint = 0;
+        }
+        /* 15368-16384 x 160-255 tokens: the same launch, and without programmatic dependent
+         * launch (H100, thirty-third session, docs/bench/cuda.md: with pdl this launch lost
+         * 0.05-0.36 us at 16384 x 160-208; without it, old/new/new/old, 0.81-1.07 us less at
+         * 15368 x 160-255 and 0.96-1.25 at 16384, 159 and 256 unchanged). Not yet measured on
+         * the H200, where pdl measured faster with the default's launch at every 16384 shape. */
+        if (tokens >= 160 && tokens < 256 && hidden >= 15368) {
+            cfg->gamma_early = 0;
+            cfg->stream_hint = 0;
+            cfg->pdl = 0;
         }
         return;
     }

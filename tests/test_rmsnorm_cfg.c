@@ -184,7 +184,8 @@ static void test_default_rule_threads(void **st)
     static const struct { int64_t tokens, hidden; int threads, early; } k[] = {
         {255, 7168, 1024, 1},  {256, 7168, 512, 1},   {396, 7168, 512, 1},
         {159, 8200, 1024, 1},  {160, 8200, 1024, 0},  {192, 12288, 1024, 0},
-        {193, 10240, 1024, 1}, {160, 12296, 1024, 1}, {192, 16384, 1024, 1},
+        {193, 10240, 1024, 1}, {160, 12296, 1024, 1}, {192, 15360, 1024, 1},
+        {160, 15368, 1024, 0}, {255, 16384, 1024, 0}, {256, 16384, 512, 0},
         {397, 7168, 1024, 1},  {494, 8192, 1024, 1},  {495, 6664, 512, 0},
         {511, 7168, 512, 0},   {528, 8192, 512, 0},   {529, 8192, 1024, 1},
         {511, 6656, 512, 1},   {511, 9992, 1024, 1},
@@ -331,7 +332,8 @@ static void test_call_cfg_in_place(void **st)
 }
 
 /* Programmatic dependent launch where it measured faster (docs/bench/cuda.md): everywhere
- * but hidden 4097-6144 at 272-463 tokens, 6145-8192 at 256-351 and 8193-12288 at 256-383;
+ * but hidden 4097-6144 at 272-463 tokens, 6145-8192 at 256-351 and 8193-12288 at 256-383,
+ * and 15368-16384 at 160-255 (the launch without gamma early there, measured on the H100);
  * nowhere once the process turns it off. Each band's edges on both sides. These are the
  * bands of the H200 table's wave (the rule given no machine: bk_rmsnorm_rule_cfg with NULL);
  * on a device whose counts differ they move (test_rule_pdl_waves). On the H200 itself the
@@ -346,7 +348,8 @@ static void test_default_rule_pdl(void **st)
         {384, 4096, 1},   {271, 6144, 1},    {272, 4104, 0},   {463, 6144, 0},
         {464, 5120, 1},   {1024, 6144, 1},   {255, 12288, 1},  {256, 8200, 0},
         {383, 12288, 0},  {384, 10240, 1},   {300, 12296, 1},  {300, 16384, 1},
-        {16384, 8192, 1},
+        {16384, 8192, 1}, {159, 16384, 1},   {160, 16384, 0},  {255, 15368, 0},
+        {256, 16384, 1},  {200, 15360, 1},   {200, 12288, 1},
     };
     assert_int_equal(bk_cuda_pdl(), 1); /* on unless turned off */
     for (int on = 1; on >= 0; on--) {
