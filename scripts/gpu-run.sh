@@ -234,7 +234,7 @@ for s in $steps; do
     # bench_rmsnorm of the tree in BK_AB_OLD (a copy of the old revision: git archive REV |
     # tar -x -C DIR, carried) and of this one, run old, new, new, old at BK_AB_TOKENS x
     # BK_AB_HIDDEN, 3 rounds each; then per shape the default's us, each side the mean of its
-    # two runs, and new - old
+    # two runs, new - old, and each side's us of the same launch without pdl
     if [ ! -f "${BK_AB_OLD:-}/kernels/ar_rmsnorm.cu" ]; then
       echo "ab: BK_AB_OLD (${BK_AB_OLD:-unset}) is not a copy of the tree"; rc=1; continue
     fi
@@ -249,17 +249,21 @@ for s in $steps; do
         --hidden "${BK_AB_HIDDEN:-8192,10240,12288,16384}" --csv "$out/ab-$n-$k.csv" \
         >"$out/ab-$n-$k.txt" 2>&1 || { echo "ab: run $n ($k) failed:"; tail -5 "$out/ab-$n-$k.txt"; rc=1; }
     done
-    # columns: hidden 1, tokens 2, us 4
+    # columns: hidden 1, tokens 2, us 4, nopdl_us 13 (the same launch without programmatic
+    # dependent launch: where the new launch is faster without it, pdl is worth a look)
     awk -F, 'FNR == 1 { k = FILENAME; sub(/.*-/, "", k); sub(/\.csv$/, "", k); next }
              { key = $1 "," $2; if (!(key in seen)) { seen[key] = 1; order[++m] = key }
-               sum[key, k] += $4; cnt[key, k]++ }
-             END { print "ab: hidden tokens  old us  new us  new-old"
-                   for (i = 1; i <= m; i++) { split(order[i], f, ",")
-                     if (!cnt[order[i], "old"] || !cnt[order[i], "new"]) {
+               sum[key, k] += $4; cnt[key, k]++
+               if ($13 != "") { np[key, k] += $13; npc[key, k]++ } }
+             function mean(a, c, key, k) { return c[key, k] ? sprintf("%6.3f", a[key, k] / c[key, k]) : "     -" }
+             END { print "ab: hidden tokens  old us  new us  new-old   no-pdl: old     new"
+                   for (i = 1; i <= m; i++) { key = order[i]; split(key, f, ",")
+                     if (!cnt[key, "old"] || !cnt[key, "new"]) {
                        printf "ab: %6d %6d  (a side has no run)\n", f[1], f[2]; continue }
-                     o = sum[order[i], "old"] / cnt[order[i], "old"]
-                     w = sum[order[i], "new"] / cnt[order[i], "new"]
-                     printf "ab: %6d %6d  %6.3f  %6.3f  %+7.3f\n", f[1], f[2], o, w, w - o } }' \
+                     o = sum[key, "old"] / cnt[key, "old"]
+                     w = sum[key, "new"] / cnt[key, "new"]
+                     printf "ab: %6d %6d  %6.3f  %6.3f  %+7.3f          %s  %s\n", f[1], f[2], o, w,
+                       w - o, mean(np, npc, key, "old"), mean(np, npc, key, "new") } }' \
       "$out"/ab-[1-4]-*.csv | tee "$out/ab-summary.txt"
     ;;
   waves)
