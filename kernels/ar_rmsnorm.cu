@@ -284,7 +284,7 @@ extern "C" int bk_cuda_pdl(void)
  * 256-383 (slower at 10240 and 12288 x 256-352, a tie at 384). Hidden 4096 and 16384 gained
  * everywhere. Left on although 0.1-0.15 us slower: 12288 x 192-224 (10240 there: a tie and a
  * gain; on the H100 0.13-0.37 us slower at 12288 x 152-208, thirty-third session). Off also at
- * 15368-16384 x 160-255, with the launch there (bk__rmsnorm_launch).
+ * 15368-16384 x 160-255 (bk__rmsnorm_wide_band), for the launch the rule makes there.
  * Those bands were measured where the wave is the H200 table's (W0 rows: 528, 396, 396). On a
  * device whose wave W (occ: sms x mid) differs, the band moves with it: off from
  * max(256, 272 W / 528) to hi W / W0. H200, 2026-12-05 (bench_rmsnorm --sweep lean --each,
@@ -293,8 +293,20 @@ extern "C" int bk_cuda_pdl(void)
  * 1.7 at 320, a tie at 512, and saved 0.4 at 256; at 4608 (W 660) it cost 0.3 at 512, 0.05
  * at 576, 0.6 at 384-448, and saved 0.3 at 320 and 0.2 at 640. Where W = W0 (every hidden
  * of the H200 table; no device) the bands are the ones above. */
+/* 15368-16384 x 160-255 tokens: 1024 threads without gamma early, hints or programmatic
+ * dependent launch (H100, thirty-third session, docs/bench/cuda.md: with pdl that launch lost
+ * 0.05-0.36 us at 16384 x 160-208; without it, old/new/new/old, 0.81-1.07 us less at 15368 x
+ * 160-255 and 0.96-1.25 at 16384, 159 and 256 unchanged). Not yet measured on the H200, where
+ * pdl measured faster with the older launch (gamma early, hints) at every 16384 shape. */
+static int bk__rmsnorm_wide_band(int64_t tokens, int64_t hidden)
+{
+    return hidden >= 15368 && tokens >= 160 && tokens < 256;
+}
+
 static int bk__rmsnorm_pdl(int64_t tokens, int64_t hidden, const bk_rmsnorm_occ *occ)
 {
+    if (bk__rmsnorm_wide_band(tokens, hidden))
+        return 0;
     if (hidden <= 4096 || hidden > 12288 || tokens < 256 || tokens >= 1024)
         return 1; /* the bands below are the 512-thread launch's, at 256-1023 tokens */
     const int64_t hi = hidden <= 6144 ? 464 : hidden <= 8192 ? 352 : 384;
@@ -409,15 +421,10 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, const bk_rmsnorm_
             cfg->gamma_early = 0;
             cfg->stream_hint = 0;
         }
-        /* 15368-16384 x 160-255 tokens: the same launch, and without programmatic dependent
-         * launch (H100, thirty-third session, docs/bench/cuda.md: with pdl this launch lost
-         * 0.05-0.36 us at 16384 x 160-208; without it, old/new/new/old, 0.81-1.07 us less at
-         * 15368 x 160-255 and 0.96-1.25 at 16384, 159 and 256 unchanged). Not yet measured on
-         * the H200, where pdl measured faster with the default's launch at every 16384 shape. */
-        if (tokens >= 160 && tokens < 256 && hidden >= 15368) {
+        /* and at 15368-16384 x 160-255, there without pdl (bk__rmsnorm_pdl) */
+        if (bk__rmsnorm_wide_band(tokens, hidden)) {
             cfg->gamma_early = 0;
             cfg->stream_hint = 0;
-            cfg->pdl = 0;
         }
         return;
     }
