@@ -416,13 +416,10 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, const bk_rmsnorm_
          * session, docs/bench/cuda.md: bench_rmsnorm --sweep lean --each on the H200, 0.18-0.30
          * us less at 10240 x 160-192, 0.01-0.09 at 12288 x 160-224; old/new/new/old on the
          * H100, 0.31-0.45 less at 10240 x 160-192, but 0.9-1.5 more at 10240 x 208-255 and
-         * 0.05-0.36 more at 16384 x 160-208, so neither there) */
-        if (tokens >= 160 && tokens <= 192 && hidden <= 12288) {
-            cfg->gamma_early = 0;
-            cfg->stream_hint = 0;
-        }
-        /* and at 15368-16384 x 160-255, there without pdl (bk__rmsnorm_pdl) */
-        if (bk__rmsnorm_wide_band(tokens, hidden)) {
+         * 0.05-0.36 more at 16384 x 160-208, so neither there); and at 15368-16384 x
+         * 160-255, there without pdl (bk__rmsnorm_wide_band, bk__rmsnorm_pdl) */
+        if ((tokens >= 160 && tokens <= 192 && hidden <= 12288) ||
+            bk__rmsnorm_wide_band(tokens, hidden)) {
             cfg->gamma_early = 0;
             cfg->stream_hint = 0;
         }
