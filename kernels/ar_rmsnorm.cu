@@ -296,8 +296,10 @@ extern "C" int bk_cuda_pdl(void)
 /* 15368-16384 x 160-255 tokens: 1024 threads without gamma early, hints or programmatic
  * dependent launch (H100, thirty-third session, docs/bench/cuda.md: with pdl that launch lost
  * 0.05-0.36 us at 16384 x 160-208; without it, old/new/new/old, 0.81-1.07 us less at 15368 x
- * 160-255 and 0.96-1.25 at 16384, 159 and 256 unchanged). Not yet measured on the H200, where
- * pdl measured faster with the older launch (gamma early, hints) at every 16384 shape. */
+ * 160-255 and 0.96-1.25 at 16384, 159 and 256 unchanged). On the H200 too (thirty-fourth
+ * session, old/new/new/old against bfd2247): 0.81-0.89 us less at 15368 x 160-255 and
+ * 0.88-1.01 at 16384, 159 and 256 unchanged, although there pdl measured faster with the
+ * older launch (gamma early, hints) at every 16384 shape. */
 static int bk__rmsnorm_wide_band(int64_t tokens, int64_t hidden)
 {
     return hidden >= 15368 && tokens >= 160 && tokens < 256;
@@ -362,18 +364,20 @@ extern "C" void bk_rmsnorm_occ_h200(int64_t hidden, bk_rmsnorm_occ *occ)
  * (below 64 tokens 2 vectors a thread beat 1; from 1024 tokens 1024 threads beat 512 by
  * 0.5-1.6% at hidden 6144-8192; past the wave, see below). Above 8192, where 512 threads
  * would hold more than 2 vectors, 1024 threads, but 512 without gamma early from 256 tokens
- * to the wave (at hidden 15368-16384 also 352-1023); to 12288 at 160-192 tokens, 1024 without
- * gamma early or hints, and so at 15368-16384 x 160-255, there without programmatic dependent
- * launch either. Up to hidden 8192, past the wave, 512 or
+ * to the wave (at hidden 15368-16384 also 352-1023), and at 10760-12288 from 144 tokens to
+ * half the wave; to 12288 at 160-192 tokens (where not that), 1024 without gamma early or
+ * hints, and so at 15368-16384 x 160-255, there without programmatic dependent launch
+ * either. Up to hidden 8192, past the wave, 512 or
  * 256 threads without gamma early or hints where the rows fill one wave of them to 15/16 or
  * more (occ->l512, occ->l256). The waves come from the device the call runs on
  * (bk_rmsnorm_occ_device: its SMs and the compiled kernels' occupancy), so they move with
  * the SM count and cover every hidden size; without a device, the H200's. Evict-first hints from
- * 64 tokens (from 16 at hidden >= 8192), but not at 80-192 x 6144-8192, 160-192 x 8200-12288,
- * on rows split over blocks at 16 tokens or fewer (bk__rmsnorm_split), nor with the one-wave
- * launches of 512 or 256 threads. The pipelined kernel (BK_RMSNORM_PIPE) measured
- * 2-9% slower than the lean one at every shape it served and is not picked. Programmatic
- * dependent launch: bk__rmsnorm_pdl. This is the one place to switch. */
+ * 64 tokens (from 16 at hidden >= 8192), but not at 80-192 x 6144-8192, 160-192 x
+ * 8200-12288 where the 1024-thread launch serves them, on rows split over blocks at 16 tokens
+ * or fewer (bk__rmsnorm_split), nor with the one-wave launches of 512 or 256 threads. The
+ * pipelined kernel (BK_RMSNORM_PIPE) measured 2-9% slower than the lean one at every shape
+ * it served and is not picked. Programmatic dependent launch: bk__rmsnorm_pdl. This is the
+ * one place to switch. */
 static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, const bk_rmsnorm_occ *occ,
                                bk_rmsnorm_cfg *cfg)
 {
@@ -410,14 +414,31 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, const bk_rmsnorm_
     const int mid =
         tokens >= 256 && tokens < 1024 && (wave == 0 || tokens <= wave || tokens >= end);
     if (hidden > 8192) { /* 512 threads would hold more than 2 vectors each */
-        cfg->threads = mid ? 512 : 1024;
-        cfg->gamma_early = !mid;
-        /* 160-192 tokens to hidden 12288: without gamma early or hints (thirty-third
-         * session, docs/bench/cuda.md: bench_rmsnorm --sweep lean --each on the H200, 0.18-0.30
-         * us less at 10240 x 160-192, 0.01-0.09 at 12288 x 160-224; old/new/new/old on the
-         * H100, 0.31-0.45 less at 10240 x 160-192, but 0.9-1.5 more at 10240 x 208-255 and
-         * 0.05-0.36 more at 16384 x 160-208, so neither there); and at 15368-16384 x
-         * 160-255, there without pdl (bk__rmsnorm_wide_band, bk__rmsnorm_pdl) */
+        /* 144 tokens to half the wave at hidden 10760-12288: the 512-thread launch too. It
+         * fits 3 blocks an SM there (3 vectors a thread), the 1024-thread launch without
+         * gamma early 2 (704-768 threads; 3 x 672 at 10752 fit in 2048 threads an SM).
+         * bench_rmsnorm --sweep lean --each (docs/bench/cuda.md), at 12288 on the H200: 0.23-0.29
+         * us faster than the default at 160-192 (thirty-third session), 0.12-0.27 at 144-159,
+         * 0.56-0.68 slower at 199 (thirty-fourth), 0.8-1.6 at 200-224; on the H100
+         * (thirty-fourth) 0.19-0.52 faster at 160-198 x 11264-12288, 0.5-1.3 slower at 200-207,
+         * and at 10752 (3 blocks of 672 threads) 0.18-0.25 slower at 160-192. Old/new/new/old
+         * on the H200 (thirty-fourth): 0.05-0.23 us less at 160-198 x 10760-12288, 0.12-0.27
+         * at 12288 x 144-159, -0.06 to +0.02 at 11264 x 144-159, a tie at 10760 x 144-159;
+         * 143 and 199 unchanged. Not yet measured before and after on the H100. */
+        const int half = !mid && wave > 0 && hidden > 10752 && hidden <= 12288 &&
+                         tokens >= 144 && 2 * tokens <= wave;
+        cfg->threads = mid || half ? 512 : 1024;
+        cfg->gamma_early = !(mid || half);
+        if (half)
+            return;
+        /* 160-192 tokens to hidden 12288, but for the band above: 1024 threads without
+         * gamma early or hints (thirty-third session, docs/bench/cuda.md: bench_rmsnorm
+         * --sweep lean --each on the H200, 0.18-0.30 us less at 10240 x 160-192, 0.01-0.09 at
+         * 12288 x 160-224; old/new/new/old on the H100, 0.31-0.45 less at 10240 x 160-192,
+         * but 0.9-1.5 more at 10240 x 208-255 and 0.05-0.36 more at 16384 x 160-208, so
+         * neither there; on the H200, thirty-fourth session, 0.17-0.30 less at 10240 x
+         * 160-192); and at 15368-16384 x 160-255, there without pdl (bk__rmsnorm_wide_band,
+         * bk__rmsnorm_pdl) */
         if ((tokens >= 160 && tokens <= 192 && hidden <= 12288) ||
             bk__rmsnorm_wide_band(tokens, hidden)) {
             cfg->gamma_early = 0;
@@ -483,8 +504,9 @@ static void bk__rmsnorm_split(int64_t tokens, int64_t hidden, int in_place, bk_r
     /* split rows at 16 tokens or fewer without the evict-first hint (on at 16 from hidden
      * 8192; thirty-third session, docs/bench/cuda.md): bench_rmsnorm --sweep lean --each on
      * the H200 had them 0.06-0.11 us faster at 16 x 8192-16384; old/new/new/old on the H100,
-     * 0.03-0.16 us less there. In place, one block a row keeps the hint: the sweep had 1024
-     * threads of one block a row faster with it at 8192 x 16. */
+     * 0.03-0.16 us less there; on the H200 (thirty-fourth session) 0.05-0.11 less. In place,
+     * one block a row keeps the hint: the sweep had 1024 threads of one block a row faster
+     * with it at 8192 x 16. */
     if (tokens <= 16)
         cfg->stream_hint = 0;
 }
@@ -705,10 +727,10 @@ extern "C" int bk_rmsnorm_occ_device(int64_t hidden, bk_rmsnorm_occ *occ)
 extern "C" void bk_rmsnorm_default_cfg(int64_t tokens, int64_t hidden, int in_place,
                                        bk_rmsnorm_cfg *cfg)
 {
-    /* the rule reads the counts only at 256-1023 tokens above hidden 4096
+    /* the rule reads the counts only at 144-1023 tokens above hidden 4096
      * (bk__rmsnorm_launch): no device query on the path of any other call */
     bk_rmsnorm_occ occ = {0, 0, 0, 0};
-    if (hidden > 4096 && tokens >= 256 && tokens < 1024)
+    if (hidden > 4096 && tokens >= 144 && tokens < 1024)
         (void)bk_rmsnorm_occ_device(hidden, &occ);
     bk_rmsnorm_rule_cfg(tokens, hidden, in_place, &occ, cfg);
 }

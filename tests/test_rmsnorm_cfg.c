@@ -171,7 +171,8 @@ static void test_default_rule_runs(void **st)
 /* Threads per row (and gamma early) where the rule switches, on the H200 (132 SMs, the
  * blocks per SM of bk_rmsnorm_occ_h200): 512 of 2 vectors from 256 tokens to one wave of the
  * 512-thread launch above hidden 4096 (528 rows at 4616-6144, 396 at 6664-8192 and
- * 9992-12288, 264 at 15368-16384), 1024 past it, below 256 and from 1024 tokens
+ * 9992-12288, 264 at 15368-16384), and at 10760-12288 from 144 tokens to half that wave
+ * (198), 1024 past it, below 256 and from 1024 tokens
  * (docs/bench/cuda.md); above 8192 the 512 are without gamma early, and at 15368-16384 back
  * at 352-1023; up to 8192, 512 or else 256 without gamma early where the rows fill one wave
  * of them to 15/16 or more (512: 528 rows at 6664-8192, so 495-528; 660 at 5640-6144, so
@@ -183,7 +184,10 @@ static void test_default_rule_threads(void **st)
     (void)st;
     static const struct { int64_t tokens, hidden; int threads, early; } k[] = {
         {255, 7168, 1024, 1},  {256, 7168, 512, 1},   {396, 7168, 512, 1},
-        {159, 8200, 1024, 1},  {160, 8200, 1024, 0},  {192, 12288, 1024, 0},
+        {159, 8200, 1024, 1},  {160, 8200, 1024, 0},  {192, 12288, 512, 0},
+        {143, 12288, 1024, 1}, {144, 12288, 512, 0},  {144, 10760, 512, 0},
+        {144, 10752, 1024, 1}, {160, 10752, 1024, 0}, {198, 11776, 512, 0},
+        {199, 12288, 1024, 1}, {198, 12296, 1024, 1}, {192, 10760, 512, 0},
         {193, 10240, 1024, 1}, {160, 12296, 1024, 1}, {192, 15360, 1024, 1},
         {160, 15368, 1024, 0}, {255, 16384, 1024, 0}, {256, 16384, 512, 0},
         {397, 7168, 1024, 1},  {494, 8192, 1024, 1},  {495, 6664, 512, 0},
@@ -214,10 +218,11 @@ static void test_default_rule_threads(void **st)
             fail_msg("rule on the H200 at %lld x %lld: %d threads per row, gamma early %d; want "
                      "%d, %d", (long long)k[i].tokens, (long long)k[i].hidden, cfg.threads,
                      cfg.gamma_early, k[i].threads, k[i].early);
-        /* without hints: the one-wave launches, and above 8192 the launches without gamma
-         * early below 256 tokens (160-192 x 8193-12288, 160-255 x 15368-16384); the rest from
-         * 64 tokens */
-        if (cfg.stream_hint != (cfg.gamma_early || (k[i].hidden > 8192 && k[i].tokens >= 256)))
+        /* without hints: the one-wave launches, and above 8192 the 1024-thread launches
+         * without gamma early below 256 tokens (160-192 x 8193-12288, 160-255 x
+         * 15368-16384); the rest from 64 tokens, the 512-thread launch above 8192 too */
+        if (cfg.stream_hint != (cfg.gamma_early || (k[i].hidden > 8192 &&
+                                                    (k[i].tokens >= 256 || cfg.threads == 512))))
             fail_msg("rule on the H200 at %lld x %lld: stream_hint %d", (long long)k[i].tokens,
                      (long long)k[i].hidden, cfg.stream_hint);
     }
@@ -252,7 +257,9 @@ static void test_default_rule_split(void **st)
 /* The waves move with the machine the rule is given: 114 SMs with 4, 5 and 6 blocks an SM
  * (mid, l512, l256) at hidden 6144 put the switches at 456 / 457 rows (1024 threads), 535-570
  * (512 without gamma early), 642-684 (256); unknown counts give the older rule (512 with
- * gamma early at 256-1023); above 8192 the one-wave launches are not weighed. */
+ * gamma early at 256-1023); above 8192 the one-wave launches are not weighed. At
+ * 10760-12288 the 512-thread launch from 144 tokens to half the wave: to 171 on 114 SMs of
+ * 3 blocks (342 rows), nowhere where the counts are unknown. */
 static void test_rule_other_machines(void **st)
 {
     (void)st;
@@ -264,6 +271,8 @@ static void test_rule_other_machines(void **st)
         {0, 685, 6144, 1024, 1}, {0, 1024, 6144, 1024, 1}, {0, 255, 6144, 1024, 1},
         {1, 700, 7168, 512, 1},  {1, 1023, 5120, 512, 1}, {1, 397, 10240, 512, 0},
         {2, 343, 12288, 1024, 1}, {2, 342, 12288, 512, 0}, {2, 1000, 10240, 1024, 1},
+        {2, 144, 12288, 512, 0}, {2, 171, 11264, 512, 0}, {2, 172, 12288, 1024, 0},
+        {2, 143, 12288, 1024, 1}, {1, 160, 12288, 1024, 0}, {1, 144, 12288, 1024, 1},
     };
     const bk_rmsnorm_occ *m[] = {&m114, &unknown, &big};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
@@ -290,7 +299,7 @@ static void test_occ_device(void **st)
             continue; /* a GPU's own counts: tests/gpu/test_rmsnorm_cuda.c checks them */
         }
         assert_memory_equal(&dev, &h200, sizeof dev);
-        for (int64_t t = 200; t < 1100; t += 7) {
+        for (int64_t t = 1; t < 1100; t++) { /* every token count the rule weighs the counts at */
             bk_rmsnorm_cfg a, b;
             bk_rmsnorm_default_cfg(t, hidden[i], 0, &a);
             bk_rmsnorm_rule_cfg(t, hidden[i], 0, NULL, &b);
