@@ -419,8 +419,8 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, const bk_rmsnorm_
          * gamma early 2 (704-768 threads; 3 x 672 at 10752 fit in 2048 threads an SM).
          * bench_rmsnorm --sweep lean --each (docs/bench/cuda.md), at 12288 on the H200: 0.23-0.29
          * us faster than the default at 160-192 (thirty-third session), 0.12-0.27 at 144-159,
-         * 0.56-0.68 slower at 199 (thirty-fourth), 0.8-1.6 at 200-224; on the H100
-         * (thirty-fourth) 0.19-0.52 faster at 160-198 x 11264-12288, 0.5-1.3 slower at 200-207,
+         * 0.58 slower at 199 (thirty-fourth), 1.1-1.6 at 200-224; on the H100
+         * (thirty-fourth) 0.19-0.52 faster at 160-198 x 11264-12288, 0.9-1.3 slower at 200-207,
          * and at 10752 (3 blocks of 672 threads) 0.18-0.25 slower at 160-192. Old/new/new/old
          * on the H200 (thirty-fourth): 0.05-0.23 us less at 160-198 x 10760-12288, 0.12-0.27
          * at 12288 x 144-159, -0.06 to +0.02 at 11264 x 144-159, a tie at 10760 x 144-159;
