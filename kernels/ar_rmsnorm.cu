@@ -378,6 +378,11 @@ extern "C" void bk_rmsnorm_occ_h200(int64_t hidden, bk_rmsnorm_occ *occ)
  * pipelined kernel (BK_RMSNORM_PIPE) measured 2-9% slower than the lean one at every shape
  * it served and is not picked. Programmatic dependent launch: bk__rmsnorm_pdl. This is the
  * one place to switch. */
+/* The fewest tokens at which the rule reads the device's wave: the 512-thread launch to half
+ * the wave at hidden 10760-12288 starts here (below in bk__rmsnorm_launch), and
+ * bk_rmsnorm_default_cfg asks the device from here, so that the rule sees the wave it reads. */
+static const int64_t bk__half_wave_from = 144;
+
 static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, const bk_rmsnorm_occ *occ,
                                bk_rmsnorm_cfg *cfg)
 {
@@ -426,12 +431,14 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, const bk_rmsnorm_
          * at 12288 x 144-159, -0.06 to +0.02 at 11264 x 144-159, a tie at 10760 x 144-159;
          * 136, 199 and hidden 10752 unchanged. Not yet measured before and after on the
          * H100. */
-        const int half = !mid && wave > 0 && hidden > 10752 && hidden <= 12288 &&
-                         tokens >= 144 && 2 * tokens <= wave;
-        cfg->threads = mid || half ? 512 : 1024;
-        cfg->gamma_early = !(mid || half);
-        if (half)
+        if (!mid && wave > 0 && hidden > 10752 && hidden <= 12288 &&
+            tokens >= bk__half_wave_from && 2 * tokens <= wave) {
+            cfg->threads = 512;
+            cfg->gamma_early = 0;
             return;
+        }
+        cfg->threads = mid ? 512 : 1024;
+        cfg->gamma_early = !mid;
         /* 160-192 tokens to hidden 12288, but for the band above: 1024 threads without
          * gamma early or hints (thirty-third session, docs/bench/cuda.md: bench_rmsnorm
          * --sweep lean --each on the H200, 0.18-0.30 us less at 10240 x 160-192, 0.01-0.09 at
@@ -728,10 +735,10 @@ extern "C" int bk_rmsnorm_occ_device(int64_t hidden, bk_rmsnorm_occ *occ)
 extern "C" void bk_rmsnorm_default_cfg(int64_t tokens, int64_t hidden, int in_place,
                                        bk_rmsnorm_cfg *cfg)
 {
-    /* the rule reads the counts only at 144-1023 tokens above hidden 4096
-     * (bk__rmsnorm_launch): no device query on the path of any other call */
+    /* the rule reads the counts only from bk__half_wave_from to 1023 tokens above hidden
+     * 4096 (bk__rmsnorm_launch): no device query on the path of any other call */
     bk_rmsnorm_occ occ = {0, 0, 0, 0};
-    if (hidden > 4096 && tokens >= 144 && tokens < 1024)
+    if (hidden > 4096 && tokens >= bk__half_wave_from && tokens < 1024)
         (void)bk_rmsnorm_occ_device(hidden, &occ);
     bk_rmsnorm_rule_cfg(tokens, hidden, in_place, &occ, cfg);
 }
