@@ -280,6 +280,16 @@ static void note_end(const bk_proc *p, int *aborted, int32_t *stop)
         *stop = CTRL_TIMEOUT;
 }
 
+/* Every engine of the round that ended well (reported, exit 0) has pushed its status, which
+ * an engine sends after its last samples. */
+static int ended_well_status_in(const bk_arm_run *a)
+{
+    for (int i = 0; i < a->world; i++)
+        if (a->r[i].reported && a->r[i].proc.exit_code == 0 && !a->r[i].status_seen)
+            return 0;
+    return 1;
+}
+
 /* One round of an arm: its engines spawned fresh on the lane, watched until they end,
  * judged. `a` is the round's own view of the arm (its name on the wire, its slice of the
  * arm's rank data). */
@@ -406,8 +416,12 @@ static bk_status run_round(bk_run *run, bk_coord *c, const bk_agent_env *env, in
         /* after every process ended, give queued messages a short grace */
         if (all_in && (bk_coord_all_status(c) || now - t_all_in > 2000000000ull))
             break;
-        if (t_term && (all_in || now - t_term > 500000000ull))
-            break; /* terminated: the partial record must be written quickly */
+        /* terminated: the partial record must be written quickly, within 500 ms of the
+         * signal. Until then, once every engine has ended, the statuses of those that
+         * ended well are still awaited (each engine pushes its status after its last
+         * samples): an arm whose engines had all finished before the signal stands */
+        if (t_term && ((all_in && ended_well_status_in(a)) || now - t_term > 500000000ull))
+            break;
         if (now > hard + 10000000000ull) {
             /* an agent never answered: give up on it (its report stays missing) */
             for (int i = 0; i < a->world; i++)
