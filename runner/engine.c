@@ -309,7 +309,7 @@ int bk_cmd_engine(int argc, char **argv)
     e.hdr = (bk_wire_hdr){ e.a.run_id, e.a.arm, (uint32_t)e.a.rank };
     e.zctx = zmq_ctx_new();
     e.push = e.zctx ? zmq_socket(e.zctx, ZMQ_PUSH) : NULL;
-    int linger = 10000; /* bounded: a vanished coordinator cannot hold us forever */
+    int linger = 10000; /* until the work is done (then the arm's time-out, below) */
     /* A PUSH send blocks while no peer is connected (a refused CURVE handshake, a
      * coordinator gone) or while the coordinator's queue is full: bound it. */
     int sndtimeo = 60000;
@@ -339,7 +339,17 @@ int bk_cmd_engine(int argc, char **argv)
     if (st != BK_OK)
         fprintf(stderr, "bracket engine [arm %s rank %d pid %d]: %s (%s)\n", e.a.arm, e.a.rank,
                 (int)getpid(), err.msg, err.trail);
-    if (st != BK_OK) {
+    if (st == BK_OK) {
+        /* Every sample is queued, and the status follows. A coordinator that reads nothing
+         * for a while (its process stopped or descheduled, a debugger on rank 0) must still
+         * get them all: wait for their delivery as long as the arm may last. The agent kills
+         * us at timeouts.arm_s, and we die with it (PR_SET_PDEATHSIG), so this stays bounded
+         * when the coordinator is gone; 10 s dropped the tail of a stalled rank 0's queue, and
+         * the arm failed for want of statuses that had been sent. */
+        int arm_ms = (int)(e.plan.timeouts.arm_s * 1000.0); /* <= 7 days: fits an int */
+        if (arm_ms > linger)
+            zmq_setsockopt(e.push, ZMQ_LINGER, &arm_ms, sizeof arm_ms);
+    } else {
         /* the status of a failure may have nowhere to go: wait for it briefly */
         int brief = 2000;
         zmq_setsockopt(e.push, ZMQ_SNDTIMEO, &brief, sizeof brief);

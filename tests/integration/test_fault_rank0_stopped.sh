@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Rank 0 stopped (SIGSTOP: a debugger on it, a descheduled or swapped-out coordinator) while arm
+# C's engines run to their end, and left stopped 12 s beyond that; then continued. The engines
+# queued more samples than the sockets' buffers hold, so their tail and their statuses wait in
+# the engines' ZeroMQ queues: an engine that has done its work waits for their delivery as
+# long as the arm may last (it waited 10 s, then dropped them, and C failed for want of
+# statuses that had been sent). On waking, rank 0 takes them all in: C stands with every
+# sample and status, and the run goes on to its verdict.
+. "$(dirname "$0")/fault_lib.sh"
+set -e
+
+# met PID...: every engine maps its lane's segments, all of them unlinked ("(deleted)"): past
+# the rendezvous, the last thing an engine waits on rank 0 for
+met() {
+    local p maps
+    for p in "$@"; do
+        maps=$(grep ' /dev/shm/bk-' "/proc/$p/maps" 2>/dev/null) || return 1
+        ! grep -qv ' (deleted)$' <<<"$maps" || return 1
+    done
+}
+
+# 40000 iterations a shape: each engine of C pushes about 310 messages of samples (640 KB)
+# while rank 0 is stopped, more than the loopback socket's buffers take without a reader
+it_start rank0-stopped 4 "$IT_PLAN" --set workload.iters=40000 --set timeouts.arm_s=300
+wait_engines C 2
+EP=$(echo $EPIDS)
+for i in $(seq 600); do met $EP && break; sleep 0.05; done
+met $EP || fail "arm C's engines ($EP) did not meet within 30 s"
+RANK0=
+for p in $(rank_pids); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=0 && RANK0=$p
+done
+[ -n "$RANK0" ] || fail "no MPI rank 0 among the ranks $(rank_pids)"
+kill -STOP "$RANK0"
+# the engines' work is done once they stop using the CPU (a waiting engine of this backend
+# still spins and naps): utime + stime in clock ticks, summed over the engines still running
+ticks() {
+    local p n=0 f
+    for p in "$@"; do
+        f=$(cut -d' ' -f14,15 "/proc/$p/stat" 2>/dev/null) || continue
+        n=$(( n + ${f% *} + ${f#* } ))
+    done
+    echo "$n"
+}
+done_at=
+for i in $(seq 240); do
+    t0=$(ticks $EP); sleep 0.5; t1=$(ticks $EP)
+    [ $(( t1 - t0 )) -le 2 ] && { done_at=$i; break; }
+done
+if [ -z "$done_at" ]; then
+    kill -CONT "$RANK0"
+    fail "arm C's engines did not finish their work within 120 s with rank 0 stopped"
+fi
+left=$(engine_pids C | grep -c . || true)
+echo "---- arm C's engines idle with rank 0 stopped; $left of 2 still running (their queues wait)"
+sleep 12 # beyond the 10 s an engine used to wait for its queue's delivery
+kill -CONT "$RANK0"
+it_wait
+case $RC in 0|3|4) ;; *) fail "the run exited $RC" ;; esac
+python3 - "$RECORD" <<'PY' || fail "arm C did not stand whole after rank 0 was stopped and continued"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert "stopped" not in r or not r["stopped"], r.get("stopped")
+c = r["arms"][1]
+assert c["ran"] and c["ok"], c.get("reason")
+want = r["plan"]["workload"]["iters"] * len(r["plan"]["workload"]["shapes"])
+for p in c["processes"]:
+    assert p["exit_code"] == 0 and p["status_ok"] and p["samples_received"] == want, p
+assert all(a["ran"] for a in r["arms"]), [a["ran"] for a in r["arms"]]
+PY
+"$BK_BRACKET" score "$RECORD" >"$IT_TMP/score.log" 2>&1 || true
+grep -q "identical to the record" "$IT_TMP/score.log" || { cat "$IT_TMP/score.log"; fail "bracket score differs from the record"; }
+expect_no_leftovers
+echo "PASS: rank 0 stopped while arm C ran to its end -> C stands with every sample and status"
