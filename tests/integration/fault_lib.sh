@@ -110,6 +110,34 @@ expect_no_ranks() {
     [ -z "$(rank_pids)" ] || fail "ranks left behind: $(rank_pids)"
 }
 
+# find_rank0: sets RANK0, the MPI rank 0 of the run it_start began (the rank whose environment
+# says OMPI_COMM_WORLD_RANK=0; a rank's janitor blanks its command line, so rank_pids has it not)
+find_rank0() {
+    local p
+    RANK0=
+    for p in $(rank_pids); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=0 && RANK0=$p
+    done
+    [ -n "$RANK0" ] || fail "no MPI rank 0 among the ranks $(rank_pids)"
+}
+
+# engines_met PID...: 0 when every one of these cpu engines maps its lane's segments, all of
+# them unlinked ("(deleted)"). Its lane has met then: past the rendezvous, the last thing an
+# engine waits on rank 0 for until its queued messages are delivered
+engines_met() {
+    local p maps
+    for p in "$@"; do
+        maps=$(grep ' /dev/shm/bk-' "/proc/$p/maps" 2>/dev/null) || return 1
+        ! grep -qv ' (deleted)$' <<<"$maps" || return 1
+    done
+}
+# wait_met PID...: until engines_met, at most 30 s
+wait_met() {
+    local i
+    for i in $(seq 600); do engines_met "$@" && return 0; sleep 0.05; done
+    fail "the engines $* did not meet within 30 s"
+}
+
 # agent_of_first_engine: sets AGENT, the agent (an MPI rank) whose engine is the first of
 # EPIDS (wait_engines)
 agent_of_first_engine() {

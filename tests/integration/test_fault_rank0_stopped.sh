@@ -9,28 +9,13 @@
 . "$(dirname "$0")/fault_lib.sh"
 set -e
 
-# met PID...: every engine maps its lane's segments, all of them unlinked ("(deleted)"): past
-# the rendezvous, the last thing an engine waits on rank 0 for
-met() {
-    local p maps
-    for p in "$@"; do
-        maps=$(grep ' /dev/shm/bk-' "/proc/$p/maps" 2>/dev/null) || return 1
-        ! grep -qv ' (deleted)$' <<<"$maps" || return 1
-    done
-}
-
-# 40000 iterations a shape: each engine of C pushes about 310 messages of samples (640 KB)
-# while rank 0 is stopped, more than the loopback socket's buffers take without a reader
+# 40000 iterations a shape: each engine of C pushes about 310 messages of samples (hundreds
+# of KB) while rank 0 is stopped, more than the loopback socket's buffers take without a reader
 it_start rank0-stopped 4 "$IT_PLAN" --set workload.iters=40000 --set timeouts.arm_s=300
 wait_engines C 2
 EP=$(echo $EPIDS)
-for i in $(seq 600); do met $EP && break; sleep 0.05; done
-met $EP || fail "arm C's engines ($EP) did not meet within 30 s"
-RANK0=
-for p in $(rank_pids); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=0 && RANK0=$p
-done
-[ -n "$RANK0" ] || fail "no MPI rank 0 among the ranks $(rank_pids)"
+wait_met $EP
+find_rank0
 kill -STOP "$RANK0"
 # the engines' work is done once they stop using the CPU (a waiting engine of this backend
 # still spins and naps): utime + stime in clock ticks, summed over the engines still running
@@ -51,8 +36,11 @@ if [ -z "$done_at" ]; then
     kill -CONT "$RANK0"
     fail "arm C's engines did not finish their work within 120 s with rank 0 stopped"
 fi
+# whether the queues outgrew the sockets' buffers depends on this machine's settings: said,
+# not assumed (an engine still running once idle is waiting for its queue's delivery)
 left=$(engine_pids C | grep -c . || true)
-echo "---- arm C's engines idle with rank 0 stopped; $left of 2 still running (their queues wait)"
+echo "---- arm C's engines idle with rank 0 stopped; $left of 2 still running"
+[ "$left" -gt 0 ] || echo "NOTE: every queue fit in the socket buffers (the engines ended): this run checks C whole, not an engine's wait for delivery"
 sleep 12 # beyond the 10 s an engine used to wait for its queue's delivery
 kill -CONT "$RANK0"
 it_wait

@@ -10,13 +10,7 @@ set -e
 it_start sigkill 4 "$IT_PLAN" --set candidate.variant=slowed \
     --set 'candidate.params={"base":"shm_twopass","fraction":10}' --set workload.iters=3000
 wait_engines C 2
-RANK0=
-for p in $(rank_pids); do
-    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=0'; then
-        RANK0=$p
-    fi
-done
-[ -n "$RANK0" ] || fail "no rank 0 among $(rank_pids)"
+find_rank0
 kill -KILL "$RANK0"
 it_wait
 [ "$RC" != 0 ] || fail "a run whose rank 0 was killed exited 0"

@@ -13,13 +13,7 @@ set -e
 it_start sigkill-v7 4 "$IT_PLAN" --set protocol.version=v7 --set candidate.variant=slowed \
     --set 'candidate.params={"base":"shm_twopass","fraction":3}' --set workload.iters=3000
 wait_engines C 2
-RANK0=
-for p in $(rank_pids); do
-    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=0'; then
-        RANK0=$p
-    fi
-done
-[ -n "$RANK0" ] || fail "no rank 0 among $(rank_pids)"
+find_rank0
 ARM=
 for i in $(seq 6000); do # 10 ms polls, at most 60 s: the record rank 0 wrote before A or T
     ARM=$(sed -n 's/.*"stopped": "unfinished: written before arm \([AT]\);.*/\1/p' \

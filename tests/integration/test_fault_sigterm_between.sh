@@ -11,15 +11,6 @@
 . "$(dirname "$0")/fault_lib.sh"
 set -e
 
-# met PID...: every engine maps its lane's segments, all of them unlinked ("(deleted)")
-met() {
-    local p maps
-    for p in "$@"; do
-        maps=$(grep ' /dev/shm/bk-' "/proc/$p/maps" 2>/dev/null) || return 1
-        ! grep -qv ' (deleted)$' <<<"$maps" || return 1
-    done
-}
-
 # a candidate 11x slower keeps round 1 of C timing for several seconds, longer than the
 # steps below need; arm_s 300 keeps it from timing out on a loaded box
 it_start term-between 4 "$IT_PLAN" --set protocol.repeats=3 --set candidate.variant=slowed \
@@ -27,13 +18,8 @@ it_start term-between 4 "$IT_PLAN" --set protocol.repeats=3 --set candidate.vari
     --set timeouts.arm_s=300
 wait_engines C 2
 EP=$(echo $EPIDS)
-for i in $(seq 600); do met $EP && break; sleep 0.05; done
-met $EP || fail "round 1's engines ($EP) did not meet within 30 s"
-RANK0=
-for p in $(rank_pids); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=0 && RANK0=$p
-done
-[ -n "$RANK0" ] || fail "no MPI rank 0 among the ranks $(rank_pids)"
+wait_met $EP
+find_rank0
 kill -STOP "$RANK0"
 for i in $(seq 1200); do [ -z "$(engine_pids C)" ] && break; sleep 0.1; done
 if [ -n "$(engine_pids C)" ]; then

@@ -14,11 +14,7 @@ it_start term-stopped 4 "$IT_PLAN" --set timeouts.arm_s=60 --set timeouts.rendez
     --set 'candidate.params={"base":"shm_twopass","fraction":10}'
 wait_engines C 2
 agent_of_first_engine
-RANK0=
-for p in $(rank_pids); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=0 && RANK0=$p
-done
-[ -n "$RANK0" ] || fail "no MPI rank 0 among the ranks $(rank_pids)"
+find_rank0
 [ "$RANK0" != "$AGENT" ] || fail "rank 0 ($RANK0) is an agent of arm C's lane"
 kill -STOP "$AGENT"
 t0=$(date +%s%N)
