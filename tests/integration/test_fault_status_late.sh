@@ -2,9 +2,13 @@
 # The engines' statuses reach rank 0 after the agents' reports. Rank 0's ZeroMQ I/O threads
 # are held (ptrace, thread by thread: its main thread runs on) while arm C's engines end, so
 # the reports (MPI) come in while the engines' last samples and statuses wait in rank 0's
-# sockets. The threads are let go 0.3 s after the engines ended. Rank 0 must give queued
-# messages their grace once every engine has ended (2 s) and not judge C before they are
-# read: C stands with every sample and status, and the run goes on to its verdict.
+# sockets; the threads are let go 0.3 s later. Rank 0 must not judge C before it has read
+# them:
+#   plain  its grace once every engine has ended (2 s) covers them: C stands with every sample
+#          and status, and the run goes on to its verdict (R19);
+#   term   a SIGTERM to rank 0 comes first, and the threads go 50 ms after it: within the
+#          500 ms after a signal, rank 0 still waits for the statuses of engines that ended
+#          well, so C stands, and the run stops before B' (NO_DECISION).
 . "$(dirname "$0")/fault_lib.sh"
 set -e
 
@@ -36,49 +40,73 @@ for t in tids:
     libc.ptrace(INTERRUPT, t, None, None)
     os.waitpid(t, WALL)
 open(ready, "w").close()
-for _ in range(1800):
+for _ in range(9000):
     if os.path.exists(go):
         break
-    time.sleep(0.1)
+    time.sleep(0.02)
 for t in tids:
     libc.ptrace(DETACH, t, None, None)
 PY
 }
 
-# a candidate 11x slower keeps C timing for several seconds, longer than the steps below need;
-# each engine's 6000 x 2 samples fit in the loopback socket's buffers, so the engines end
-# while rank 0 reads nothing
-it_start status-late 4 "$IT_PLAN" --set candidate.variant=slowed \
-    --set 'candidate.params={"base":"shm_twopass","fraction":10}' --set workload.iters=6000 \
-    --set timeouts.arm_s=300
-wait_engines C 2
-wait_met $(echo $EPIDS)
-find_rank0
-hold "$RANK0" "$IT_TMP/held" "$IT_TMP/go" &
-HOLDER=$!
-for i in $(seq 100); do [ -e "$IT_TMP/held" ] && break; kill -0 $HOLDER 2>/dev/null || break; sleep 0.1; done
-if [ ! -e "$IT_TMP/held" ]; then
-    wait $HOLDER && hrc=0 || hrc=$?
-    if [ "$hrc" = 77 ]; then stop_run; exit 77; fi
-    fail "rank 0's ZeroMQ threads were not held (exit $hrc)"
-fi
-for i in $(seq 1200); do [ -z "$(engine_pids C)" ] && break; sleep 0.1; done
-ended=$([ -z "$(engine_pids C)" ] && echo 1 || echo 0)
-sleep 0.3 # the agents report within 5 ms of their engine's end; the grace is 2 s
-touch "$IT_TMP/go"
-wait $HOLDER || fail "the holder of rank 0's ZeroMQ threads failed"
-[ "$ended" = 1 ] || fail "arm C's engines did not end within 120 s with rank 0's ZeroMQ threads held"
-it_wait
-case $RC in 0|3|4) ;; *) fail "the run exited $RC" ;; esac
-python3 - "$RECORD" <<'PY' || fail "arm C did not stand whole when its statuses came after its reports"
+# late plain|term: one run, as the header says
+late() {
+    local name=$1 term= i ended hrc=0
+    [ "$name" = term ] && term=1
+    rm -f "$IT_TMP/held" "$IT_TMP/go"
+    # a candidate 11x slower keeps C timing for several seconds, longer than the steps below
+    # need; each engine's 6000 x 2 samples fit in the loopback socket's buffers, so the
+    # engines end while rank 0 reads nothing
+    it_start "status-late-$name" 4 "$IT_PLAN" --set candidate.variant=slowed \
+        --set 'candidate.params={"base":"shm_twopass","fraction":10}' \
+        --set workload.iters=6000 --set timeouts.arm_s=300
+    wait_engines C 2
+    wait_met $(echo $EPIDS)
+    find_rank0
+    hold "$RANK0" "$IT_TMP/held" "$IT_TMP/go" &
+    HOLDER=$!
+    for i in $(seq 100); do
+        [ -e "$IT_TMP/held" ] && break
+        kill -0 $HOLDER 2>/dev/null || break
+        sleep 0.1
+    done
+    if [ ! -e "$IT_TMP/held" ]; then
+        wait $HOLDER || hrc=$?
+        if [ "$hrc" = 77 ]; then stop_run; exit 77; fi
+        fail "$name: rank 0's ZeroMQ threads were not held (exit $hrc)"
+    fi
+    for i in $(seq 1200); do [ -z "$(engine_pids C)" ] && break; sleep 0.1; done
+    ended=$([ -z "$(engine_pids C)" ] && echo 1 || echo 0)
+    sleep 0.3 # the agents report within 5 ms of their engine's end
+    if [ -n "$term" ]; then
+        kill -TERM "$RANK0"
+        sleep 0.05
+    fi
+    touch "$IT_TMP/go"
+    wait $HOLDER || fail "$name: the holder of rank 0's ZeroMQ threads failed"
+    [ "$ended" = 1 ] || fail "$name: arm C's engines did not end within 120 s, rank 0's ZeroMQ threads held"
+    it_wait
+    python3 - "$RECORD" "$term" <<'PY' || fail "$name: arm C did not stand whole when its statuses came after its reports"
 import json, sys
-r = json.load(open(sys.argv[1]))
+r, term = json.load(open(sys.argv[1])), sys.argv[2]
 c = r["arms"][1]
 assert c["ran"] and c["ok"], c.get("reason")
 want = r["plan"]["workload"]["iters"] * len(r["plan"]["workload"]["shapes"])
 for p in c["processes"]:
     assert p["exit_code"] == 0 and p["status_ok"] and p["samples_received"] == want, p
-assert all(a["ran"] for a in r["arms"]), [a["ran"] for a in r["arms"]]
+if term:
+    assert r["verdict"] == "NO_DECISION", r["verdict"]
+    assert r["stopped"] == "terminated by SIGTERM before arm B'", r["stopped"]
+    assert [a["ran"] for a in r["arms"]] == [True, True, False, False, False], r["arms"]
+else:
+    assert all(a["ran"] for a in r["arms"]), [a["ran"] for a in r["arms"]]
 PY
+}
+
+late plain
+case $RC in 0|3|4) ;; *) fail "plain: the run exited $RC" ;; esac
 expect_no_leftovers
-echo "PASS: the statuses came at least 0.3 s after the reports -> C stands with every sample and status"
+late term
+[ "$RC" != 0 ] || fail "term: a terminated run exited 0"
+expect_terminated_clean
+echo "PASS: statuses at least 0.3 s after the reports, alone and after a SIGTERM -> C stands whole"
