@@ -110,8 +110,9 @@ expect_no_ranks() {
     [ -z "$(rank_pids)" ] || fail "ranks left behind: $(rank_pids)"
 }
 
-# find_rank0: sets RANK0, the MPI rank 0 of the run it_start began (the rank whose environment
-# says OMPI_COMM_WORLD_RANK=0; a rank's janitor blanks its command line, so rank_pids has it not)
+# find_rank0: sets RANK0, the MPI rank 0 of the run it_start began: the rank whose environment
+# says OMPI_COMM_WORLD_RANK=0 (rank_pids does not list the janitors: they blank their command
+# lines)
 find_rank0() {
     local p
     RANK0=
@@ -122,8 +123,8 @@ find_rank0() {
 }
 
 # engines_met PID...: 0 when every one of these cpu engines maps its lane's segments, all of
-# them unlinked ("(deleted)"). Its lane has met then: past the rendezvous, the last thing an
-# engine waits on rank 0 for until its queued messages are delivered
+# them unlinked ("(deleted)"). Its lane has met then, past the rendezvous: from there on an
+# engine needs rank 0 only to read what it sends
 engines_met() {
     local p maps
     for p in "$@"; do
