@@ -15,6 +15,8 @@ RUN_ID=$(tr '\0' '\n' <"/proc/$(echo "$EPIDS" | head -n 1)/cmdline" | sed -n '/^
 SEG=$(shm_prefix "$RUN_ID")C-1
 # the segment of arm C's lane rank 1 (MPI rank 3), before its engine starts
 (set -C && : >"/dev/shm/$SEG") || fail "/dev/shm/$SEG exists already"
+# the planted name goes with the test, whatever ends it (a failed run's would be left)
+trap 'rm -f "/dev/shm/$SEG"; rm -rf "$IT_TMP"' EXIT
 chmod 600 "/dev/shm/$SEG"
 [ -z "$(engine_pids C)" ] || fail "arm C started before /dev/shm/$SEG was planted"
 echo "---- planted /dev/shm/$SEG during arm B"
