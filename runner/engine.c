@@ -309,7 +309,8 @@ int bk_cmd_engine(int argc, char **argv)
     e.hdr = (bk_wire_hdr){ e.a.run_id, e.a.arm, (uint32_t)e.a.rank };
     e.zctx = zmq_ctx_new();
     e.push = e.zctx ? zmq_socket(e.zctx, ZMQ_PUSH) : NULL;
-    int linger = 10000; /* until the work is done (then the arm's time-out, below) */
+    int linger = 10000; /* at close, how long queued messages may wait; after the work, the
+                         * arm's time-out if longer (done well) or 2 s (a failure): below */
     /* A PUSH send blocks while no peer is connected (a refused CURVE handshake, a
      * coordinator gone) or while the coordinator's queue is full: bound it. */
     int sndtimeo = 60000;
