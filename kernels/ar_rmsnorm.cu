@@ -446,9 +446,16 @@ static void bk__rmsnorm_launch(int64_t tokens, int64_t hidden, const bk_rmsnorm_
          * but 0.9-1.5 more at 10240 x 208-255 and 0.05-0.36 more at 16384 x 160-208, so
          * neither there; on the H200, thirty-fourth session, 0.17-0.30 less at 10240 x
          * 160-192); and at 15368-16384 x 160-255, there without pdl (bk__rmsnorm_wide_band,
-         * bk__rmsnorm_pdl) */
+         * bk__rmsnorm_pdl). And past 192 to half the wave at hidden 9992-10752, where this
+         * launch fits 3 blocks an SM (672 threads or fewer) like the 512-thread one: on the
+         * H100 (thirty-fifth session, bench_rmsnorm --sweep lean --each) 0.24-0.40 us faster
+         * than the default (gamma early, 2 blocks an SM) at 193-198 x 9992-10752, and 0.23-0.41
+         * less before and after (thirty-sixth; not yet measured on the H200); past half the
+         * wave it loses (0.6-0.9 us at 10240 x 200-207, H100, thirty-fourth). */
         if ((tokens >= 160 && tokens <= 192 && hidden <= 12288) ||
-            bk__rmsnorm_wide_band(tokens, hidden)) {
+            bk__rmsnorm_wide_band(tokens, hidden) ||
+            (!mid && wave > 0 && hidden >= 9992 && hidden <= 10752 && tokens > 192 &&
+             2 * tokens <= wave)) {
             cfg->gamma_early = 0;
             cfg->stream_hint = 0;
         }

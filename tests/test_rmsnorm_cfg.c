@@ -172,7 +172,8 @@ static void test_default_rule_runs(void **st)
  * blocks per SM of bk_rmsnorm_occ_h200): 512 of 2 vectors from 256 tokens to one wave of the
  * 512-thread launch above hidden 4096 (528 rows at 4616-6144, 396 at 6664-8192 and
  * 9992-12288, 264 at 15368-16384), and at 10760-12288 from 144 tokens to half that wave
- * (198), 1024 past it, below 256 and from 1024 tokens
+ * (198), 1024 past it, below 256 and from 1024 tokens (without gamma early at 160-192 to
+ * hidden 12288, and at 9992-10752 on to half the wave)
  * (docs/bench/cuda.md); above 8192 the 512 are without gamma early, and at 15368-16384 back
  * at 352-1023; up to 8192, 512 or else 256 without gamma early where the rows fill one wave
  * of them to 15/16 or more (512: 528 rows at 6664-8192, so 495-528; 660 at 5640-6144, so
@@ -188,7 +189,9 @@ static void test_default_rule_threads(void **st)
         {143, 12288, 1024, 1}, {144, 12288, 512, 0},  {144, 10760, 512, 0},
         {144, 10752, 1024, 1}, {160, 10752, 1024, 0}, {198, 11776, 512, 0},
         {199, 12288, 1024, 1}, {198, 12296, 1024, 1}, {192, 10760, 512, 0},
-        {193, 10240, 1024, 1}, {160, 12296, 1024, 1}, {192, 15360, 1024, 1},
+        {193, 10240, 1024, 0}, {198, 9992, 1024, 0},  {196, 10752, 1024, 0},
+        {199, 10752, 1024, 1}, {199, 9992, 1024, 1},  {198, 9984, 1024, 1},
+        {193, 10760, 512, 0},  {160, 12296, 1024, 1}, {192, 15360, 1024, 1},
         {160, 15368, 1024, 0}, {255, 16384, 1024, 0}, {256, 16384, 512, 0},
         {397, 7168, 1024, 1},  {494, 8192, 1024, 1},  {495, 6664, 512, 0},
         {511, 7168, 512, 0},   {528, 8192, 512, 0},   {529, 8192, 1024, 1},
@@ -219,8 +222,9 @@ static void test_default_rule_threads(void **st)
                      "%d, %d", (long long)k[i].tokens, (long long)k[i].hidden, cfg.threads,
                      cfg.gamma_early, k[i].threads, k[i].early);
         /* without hints: the one-wave launches, and above 8192 the 1024-thread launches
-         * without gamma early below 256 tokens (160-192 x 8193-12288, 160-255 x
-         * 15368-16384); the rest from 64 tokens, the 512-thread launch above 8192 too */
+         * without gamma early below 256 tokens (160-192 x 8193-12288, 193-198 x 9992-10752,
+         * 160-255 x 15368-16384); the rest from 64 tokens, the 512-thread launch above 8192
+         * too */
         if (cfg.stream_hint != (cfg.gamma_early || (k[i].hidden > 8192 &&
                                                     (k[i].tokens >= 256 || cfg.threads == 512))))
             fail_msg("rule on the H200 at %lld x %lld: stream_hint %d", (long long)k[i].tokens,
@@ -259,7 +263,9 @@ static void test_default_rule_split(void **st)
  * (512 without gamma early), 642-684 (256); unknown counts give the older rule (512 with
  * gamma early at 256-1023); above 8192 the one-wave launches are not weighed. At
  * 10760-12288 the 512-thread launch from 144 tokens to half the wave: to 171 on 114 SMs of
- * 3 blocks (342 rows), nowhere where the counts are unknown. */
+ * 3 blocks (342 rows), nowhere where the counts are unknown. At 9992-10752 the 1024-thread
+ * launch without gamma early past 192 tokens to half the wave: to 228 on 114 SMs of 4 blocks
+ * (456 rows), not at all with 3 (171), nowhere unknown. */
 static void test_rule_other_machines(void **st)
 {
     (void)st;
@@ -273,6 +279,8 @@ static void test_rule_other_machines(void **st)
         {2, 343, 12288, 1024, 1}, {2, 342, 12288, 512, 0}, {2, 1000, 10240, 1024, 1},
         {2, 144, 12288, 512, 0}, {2, 171, 11264, 512, 0}, {2, 172, 12288, 1024, 0},
         {2, 143, 12288, 1024, 1}, {1, 160, 12288, 1024, 0}, {1, 144, 12288, 1024, 1},
+        {0, 228, 10240, 1024, 0}, {0, 229, 10240, 1024, 1}, {2, 193, 10240, 1024, 1},
+        {1, 193, 10240, 1024, 1}, {0, 200, 9984, 1024, 1},
     };
     const bk_rmsnorm_occ *m[] = {&m114, &unknown, &big};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
@@ -290,7 +298,7 @@ static void test_rule_other_machines(void **st)
 static void test_occ_device(void **st)
 {
     (void)st;
-    static const int64_t hidden[] = {4096, 4608, 5120, 6144, 7168, 8192, 12288, 16384};
+    static const int64_t hidden[] = {4096, 4608, 5120, 6144, 7168, 8192, 10240, 12288, 16384};
     for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++) {
         bk_rmsnorm_occ dev, h200;
         bk_rmsnorm_occ_h200(hidden[i], &h200);
