@@ -51,18 +51,21 @@ for a in r["arms"]:
     if not a["audit"]:
         assert a["summary"]["n"] == [3 * iters] * 2, a["summary"]
 PY
+# every round's samples, read from samples.msgpack's bytes (no msgpack module needed): each
+# block is a map of 5 whose keys come in the writer's order (runner/record.c), its samples an
+# array of 300 (array 16: 0xdc 0x01 0x2c)
 python3 - "$RECORD" <<'PY' || fail "samples.msgpack rounds"
-import os, sys
-try:
-    import msgpack
-except ImportError:
-    print("samples check skipped: no python3-msgpack"); sys.exit(0)
+import os, re, sys
+raw = open(os.path.join(os.path.dirname(sys.argv[1]), "samples.msgpack"), "rb").read()
+block = re.compile(rb"\x85\xa3arm(\xa1B|\xa1C|\xa2B')\xa5round([\x01-\x7f])\xa4rank([\x00-\x7f])"
+                   rb"\xa5shape([\x00-\x7f])\xa2ns\xdc(..)", re.S)
 n = {}
-for m in msgpack.Unpacker(open(os.path.join(os.path.dirname(sys.argv[1]), "samples.msgpack"), "rb"), raw=False):
-    if "arm" in m:
-        n[(m["arm"], m["round"])] = n.get((m["arm"], m["round"]), 0) + len(m["ns"])
+for m in block.finditer(raw):
+    key = (m.group(1)[1:].decode(), m.group(2)[0])
+    n.setdefault(key, []).append((m.group(3)[0], m.group(4)[0], int.from_bytes(m.group(5), "big")))
 assert sorted(n) == sorted((a, k) for a in ("B", "C", "B'") for k in (1, 2, 3)), sorted(n)
-assert set(n.values()) == {2 * 2 * 300}, n  # 2 ranks x 2 shapes x 300 iterations a round
+for key, blocks in n.items():  # 2 ranks x 2 shapes, 300 iterations each, once
+    assert sorted(blocks) == [(q, s, 300) for q in range(2) for s in range(2)], (key, blocks)
 PY
 expect_rescore
 expect_no_leftovers
