@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernels/catalog.h"
+#include "tests/cuda_half.h"
 
 #define AR "collective.allreduce_residual_rmsnorm"
 
@@ -319,9 +320,8 @@ static void test_incumbent_serves_every_shape(void **state)
     make_plan(&p, "shm_twopass", "shm_oneshot_fused");
     p.arena.tp = 16;
     assert_int_equal(bk_catalog_check_plan(&p, BK_BACKEND_CPU, &err), BK_OK);
-    const bk_variant *nccl = bk_catalog_variant(AR, "nccl_then_rmsnorm");
-    if (!nccl)
-        return; /* a build without CUDA: the cuda half below has no variants to check */
+    if (!bk_test_cuda_half(AR, "nccl_then_rmsnorm", __func__))
+        return;
     make_plan(&p, "nccl_then_rmsnorm", "ipc_oneshot_fused");
     p.workload.shapes[1].tokens = 64;
     p.workload.shapes[0].hidden = 16392;
@@ -406,8 +406,8 @@ static void test_diagnostic_follows_base(void **state)
     bk_variant_domain_text(bk_catalog_variant(AR, "shm_oneshot_fused"), dom, sizeof dom);
     assert_string_equal(dom, "cpu; bf16; tokens 1..512; hidden 8..16384, a multiple of 8; "
                              "worlds 1-8");
-    if (!bk_catalog_variant(AR, "ipc_oneshot_fused"))
-        return; /* a build without CUDA */
+    if (!bk_test_cuda_half(AR, "ipc_oneshot_fused", __func__))
+        return;
     make_plan(&p, "nccl_then_rmsnorm", "slowed");
     json_object_set_new(p.candidate.params, "base", json_string("ipc_oneshot_fused"));
     p.workload.shapes[1].tokens = 4096; /* > 128 */

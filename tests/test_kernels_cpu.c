@@ -33,6 +33,7 @@
 #include "kernels/catalog_internal.h"
 #include "runner/rng.h"
 #include "shm_fixture.h"
+#include "tests/cuda_half.h"
 
 #define RTOL 0x1p-6
 #define ATOL 1e-5
@@ -752,7 +753,7 @@ static void test_params_edges(void **state)
     }
     /* corrupt writes outputs in host memory: on cuda it is refused before any base is made
      * (a cuda base exists in a cuda build only; without one, params.base refuses first) */
-    if (!bk_catalog_variant(BK_AR_TARGET, "nccl_then_rmsnorm"))
+    if (!bk_test_cuda_half(BK_AR_TARGET, "nccl_then_rmsnorm", __func__))
         return;
     bk_err err = { 0 };
     void *st = NULL;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "kernels/catalog.h"
+#include "tests/cuda_half.h"
 #include "runner/verify_probes.h"
 
 #define AR "collective.allreduce_residual_rmsnorm"
@@ -143,8 +144,8 @@ static void test_diagnostic_no_default_base(void **state)
                                      "of candidate.params.base shm_oneshot_fused"));
     assert_non_null(strstr(c.notes, "probe tokens 1, hidden 16392 left out: outside the "
                                      "domain of candidate.params.base shm_oneshot_fused"));
-    if (!bk_catalog_variant(AR, "ipc_oneshot_fused"))
-        return; /* a build without CUDA */
+    if (!bk_test_cuda_half(AR, "ipc_oneshot_fused", __func__))
+        return;
     probes("lazy", "{\"base\":\"ipc_oneshot_fused\"}", BK_BACKEND_CUDA, 0, &c, got, sizeof got);
     assert_null(c.fallback);
     assert_string_equal(got, "1x4096 32x4096 7x4096 64x4096 128x4096 1x8 1x16384");
@@ -178,8 +179,8 @@ static void test_probes_outside_the_incumbent_too(void **state)
     assert_non_null(strstr(c.notes, "probe tokens 1, hidden 16392 left out: outside the "
                                      "incumbent shm_oneshot_fused's domain too (hidden 16392 > "
                                      "max 16384)\n"));
-    if (!bk_catalog_variant(AR, "ipc_oneshot_fused"))
-        return; /* a build without CUDA */
+    if (!bk_test_cuda_half(AR, "ipc_oneshot_fused", __func__))
+        return;
     /* on cuda nccl_then_rmsnorm takes any token count, but no hidden past 8..16384 */
     probes("ipc_oneshot_fused", NULL, BK_BACKEND_CUDA, 0, &c, got, sizeof got);
     assert_string_equal(got, "1x4096 32x4096 7x4096 64x4096 128x4096 129x4096 1x8 1x16384");
