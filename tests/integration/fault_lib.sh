@@ -1,9 +1,7 @@
 # fault_lib.sh - helpers for the fault tests (tests/integration/test_fault_*.sh): runs in the
 # background, bounded waits for this test's own engines. Sourced after lib.sh's settings.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-# engines' plan copies and the coordinator's ipc folder live in this test's folder, so
-# pgrep can find this test's processes and no other's
-export TMPDIR=$IT_TMP
+# (lib.sh has made $IT_TMP this test's TMPDIR: its engines and private folders are in it)
 
 # fail, as lib.sh's, after ending the run it_start began when it still runs: left alone its
 # mpirun and ranks would outlive the failed test by up to 600 s (timeout 600)

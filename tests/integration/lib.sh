@@ -6,6 +6,10 @@ BK_BRACKET=${BK_BRACKET:-$BK_SOURCE_DIR/build/bracket}
 IT_PLAN=${IT_PLAN:-$BK_SOURCE_DIR/tests/fixtures/plans/it-cpu.json}
 IT_TMP=$(mktemp -d "${TMPDIR:-/tmp}/bk-it-XXXXXX")
 trap 'rm -rf "$IT_TMP"' EXIT
+# engines' plan copies, agents' key files and the coordinator's ipc folder live in this
+# test's folder (bracket makes them in $TMPDIR): pgrep finds this test's engines by it
+# (expect_no_leftovers), and no other test's
+export TMPDIR=$IT_TMP
 MPIRUN_FLAGS=(-q --oversubscribe --bind-to none --mca btl self,vader
               --mca mpi_yield_when_idle 1)
 [ "$(id -u)" = 0 ] && MPIRUN_FLAGS+=(--allow-run-as-root)
@@ -156,21 +160,27 @@ print("bk-%012x-" % (h & 0xffffffffffff))
 PY
 }
 
-# expect_no_leftovers: no engine of this test's runs and no shared-memory segment of
-# its runs remain (segment names carry a 48-bit FNV-1a hash of the run id)
+# expect_no_leftovers [--no-record]: no engine of this test's runs and no shared-memory
+# segment of its runs remain (segment names carry a 48-bit FNV-1a hash of the run id). The
+# runs are those of every record.json under $IT_TMP (output folders elsewhere in it too):
+# none found fails, unless --no-record says the test's runs were meant to record nothing.
 expect_no_leftovers() {
     sleep 0.2
-    if pgrep -f "bracket engine .*$IT_TMP" >/dev/null; then
-        pgrep -af "bracket engine .*$IT_TMP" >&2
+    if pgrep -f "bracket engine .*$IT_TMP/" >/dev/null; then
+        pgrep -af "bracket engine .*$IT_TMP/" >&2
         fail "engine processes left behind"
     fi
-    local left="" rec run f
-    for rec in "$IT_TMP"/out-*/*/record.json; do
-        [ -f "$rec" ] || continue
-        run=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_id"])' "$rec")
+    local left="" rec run f n=0
+    while IFS= read -r rec; do
+        # a copy a test has damaged on purpose names no run: only the readable ones count
+        run=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_id"])' \
+            "$rec" 2>/dev/null) || continue
+        n=$((n + 1))
         for f in /dev/shm/"$(shm_prefix "$run")"*; do
             [ ! -e "$f" ] || left+="${left:+ }${f#/dev/shm/}"
         done
-    done
+    done < <(find "$IT_TMP" -name record.json -type f)
+    [ "$n" -gt 0 ] || [ "${1:-}" = --no-record ] ||
+        fail "expect_no_leftovers: no record.json under $IT_TMP to check"
     [ -z "$left" ] || fail "shared-memory segments left behind: $left"
 }

@@ -24,5 +24,5 @@ kill "$HOLDER"
 [ "$RC" = 2 ] || fail "port taken: expected exit 2, got $RC"
 grep -q "port $PORT on 127.0.0.1 (lo) is already in use" "$OUT" || fail "port taken: unclear error"
 [ -z "$(ls "$IT_TMP/out-taken" 2>/dev/null)" ] || fail "port taken: a run folder was left"
-expect_no_leftovers
+expect_no_leftovers --no-record
 echo "PASS: port taken -> a clear error (exit 2), nothing run, nothing left"

@@ -37,6 +37,6 @@ done
 grep -q "exited on signal" "$OUT" && fail "a rank died of the signal"
 [ ! -e "$OUTDIR" ] || fail "a run folder was made: $(ls -R "$OUTDIR")"
 expect_no_ranks
-expect_no_leftovers
+expect_no_leftovers --no-record
 expect_no_private_dirs
 echo "PASS: SIGTERM during MPI_Init -> exit 4, one line, nothing recorded, nothing left behind"
