@@ -202,8 +202,9 @@ check_cmd diag-crash "candidate.params.at_iter: 300 is past the last timed itera
 check_cmd diag-key "params.every: unknown parameter (slowed takes base, fraction, rank)" \
     plan check "$IT_PLAN" --set candidate.variant=slowed --set 'candidate.params={"every":2}'
 # backend cuda where no GPU is: said plainly, exit 2 (where GPUs are, the GPU tests run it)
-if ! "$BK_BRACKET" plan variants | grep -q nccl_then_rmsnorm; then
-    echo "no-gpu: skipped, this build has no cuda backend"
+"$BK_BRACKET" plan variants >"$IT_TMP/variants.log" || fail "plan variants failed"
+if ! grep -q nccl_then_rmsnorm "$IT_TMP/variants.log"; then
+    echo "SKIPPED: test_bad_input's no-gpu checks: this build has no cuda backend"
 elif ! nvidia-smi -L >/dev/null 2>&1; then
     check no-gpu "the plan's backend is cuda, but this rank sees no GPU" 4 "$IT_PLAN" \
         --set backend=cuda --set candidate.variant=nccl_then_rmsnorm \
@@ -211,7 +212,7 @@ elif ! nvidia-smi -L >/dev/null 2>&1; then
     check_cmd verify-no-gpu "the plan's backend is cuda, but no GPU is visible here" \
         verify "$BK_SOURCE_DIR/plans/demo-cuda.json"
 else
-    echo "no-gpu: skipped, this machine has GPUs"
+    echo "SKIPPED: test_bad_input's no-gpu checks: this machine has GPUs"
 fi
 # a candidate whose domain serves none of the shapes (shm_oneshot_fused: up to 512 tokens)
 # would give a verdict on the incumbent timed twice

@@ -20,7 +20,8 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["quality"]["state"] == "fail", r["quality"]
 c = r["arms"][1]
-assert not c["ok"] and all(p["broke_contract"] for p in c["processes"]), c["processes"]
+assert not c["ok"] and c["processes"] and all(p["broke_contract"] for p in c["processes"]), \
+    c["processes"]
 assert not any(p["broke_contract"] for p in r["arms"][0]["processes"])
 PY
 expect_rescore

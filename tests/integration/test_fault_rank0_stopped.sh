@@ -52,6 +52,7 @@ assert "stopped" not in r or not r["stopped"], r.get("stopped")
 c = r["arms"][1]
 assert c["ran"] and c["ok"], c.get("reason")
 want = r["plan"]["workload"]["iters"] * len(r["plan"]["workload"]["shapes"])
+assert len(c["processes"]) == 2, c["processes"]
 for p in c["processes"]:
     assert p["exit_code"] == 0 and p["status_ok"] and p["samples_received"] == want, p
 assert all(a["ran"] for a in r["arms"]), [a["ran"] for a in r["arms"]]

@@ -92,6 +92,7 @@ r, term = json.load(open(sys.argv[1])), sys.argv[2]
 c = r["arms"][1]
 assert c["ran"] and c["ok"], c.get("reason")
 want = r["plan"]["workload"]["iters"] * len(r["plan"]["workload"]["shapes"])
+assert len(c["processes"]) == 2, c["processes"]
 for p in c["processes"]:
     assert p["exit_code"] == 0 and p["status_ok"] and p["samples_received"] == want, p
 if term:

@@ -22,6 +22,7 @@ assert [a["name"] for a in timed] == ["B", "C", "B'"], [a["name"] for a in timed
 for a in timed:
     assert a["ran"] and a["ok"], a
     bound = 0.25 * w * a["summary"]["median_ns"][0] / 1e9
+    assert len(a["processes"]) == 2, a["processes"]
     for p in a["processes"]:
         t = p["engine_start_to_first_iter_s"]
         assert t >= bound, "arm %s lane rank %d: first timed iteration %.3f s after its start, " \
