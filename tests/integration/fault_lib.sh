@@ -187,9 +187,30 @@ term_mpirun() {
     mpirun=$(pgrep -P "$PID" -x mpirun || true)
     [ -n "$mpirun" ] || fail "no mpirun under $PID"
     kill -TERM "$mpirun"
+    it_wait_terminated
+}
+
+# it_wait_terminated: it_wait for a run that was terminated: it must exit nonzero and leave a
+# (partial) record
+it_wait_terminated() {
     it_wait
     [ "$RC" != 0 ] || fail "a terminated run exited 0"
     [ -n "$RECORD" ] || fail "no partial record written"
+}
+
+# expect_arm_whole IDX N WHY: arm IDX of $RECORD ran and stands: ok, its N processes ended
+# with exit 0, their statuses in and every sample received (else fail WHY)
+expect_arm_whole() {
+    python3 - "$RECORD" "$1" "$2" <<'PY' || fail "$3"
+import json, sys
+r, i, n = json.load(open(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3])
+a = r["arms"][i]
+assert a["ran"] and a["ok"], a.get("reason")
+want = r["plan"]["workload"]["iters"] * len(r["plan"]["workload"]["shapes"])
+assert len(a["processes"]) == n, a["processes"]
+for p in a["processes"]:
+    assert p["exit_code"] == 0 and p["status_ok"] and p["samples_received"] == want, p
+PY
 }
 
 # expect_terminated_clean: `stopped` names the signal and the arm it stopped; `bracket score`

@@ -29,9 +29,7 @@ fi
 [ -z "$(engine_pids 'C#2')" ] || { kill -CONT "$RANK0"; fail "round 2 started with rank 0 stopped"; }
 kill -TERM "$RANK0"
 kill -CONT "$RANK0"
-it_wait
-[ "$RC" != 0 ] || fail "a terminated run exited 0"
-[ -n "$RECORD" ] || fail "no partial record written"
+it_wait_terminated
 python3 - "$RECORD" <<'PY' || fail "the partial record does not show round 1 whole and round 2 never started"
 import json, sys
 r = json.load(open(sys.argv[1]))
