@@ -41,7 +41,8 @@ static bk_status push_msg(engine *e, bk_err *err)
             return BK_OK;
         if (zmq_errno() == EAGAIN)
             return BK_FAIL(err, BK_ERR_TIMEOUT, "engine: the coordinator at %s took nothing "
-                           "for 60 s (gone, or refusing this engine)", e->a.samples);
+                           "for 60 s (gone, refusing this engine's key, or stopped with %d "
+                           "messages queued)", e->a.samples, BK_PUSH_HWM);
         if (zmq_errno() != EINTR)
             return BK_FAIL(err, BK_ERR_SYSTEM, "engine: push to %s: %s", e->a.samples,
                            zmq_strerror(zmq_errno()));
@@ -311,8 +312,10 @@ int bk_cmd_engine(int argc, char **argv)
     e.push = e.zctx ? zmq_socket(e.zctx, ZMQ_PUSH) : NULL;
     int linger = 10000; /* at close, how long queued messages may wait; after the work, the
                          * arm's time-out if longer (done well) or 2 s (a failure): below */
-    /* A PUSH send blocks while no peer is connected (a refused CURVE handshake, a
-     * coordinator gone) or while the coordinator's queue is full: bound it. */
+    /* A send waits only while no connection has completed its handshake (a refused CURVE
+     * key, a coordinator gone): 60 s at most. Over a completed one it queues without waiting
+     * (bk_push_opts), so a rank 0 that reads nothing for longer than that (stopped, a debugger
+     * on it) gets every sample when it reads again. */
     int sndtimeo = 60000;
     if (e.a.keys_file && (bk_keys_read(e.a.keys_file, &e.keys, &err) != BK_OK ||
                           (e.push && bk_curve_client(e.push, &e.keys, &err) != BK_OK))) {
@@ -323,9 +326,13 @@ int bk_cmd_engine(int argc, char **argv)
             zmq_ctx_term(e.zctx);
         return BK_EXIT_INTERNAL;
     }
-    if (!e.push || zmq_setsockopt(e.push, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
-        zmq_setsockopt(e.push, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo) != 0 ||
-        zmq_connect(e.push, e.a.samples) != 0) {
+    if (e.push && bk_push_opts(e.push, sndtimeo, linger, &err) != BK_OK) {
+        fprintf(stderr, "bracket engine: %s\n", err.msg);
+        zmq_close(e.push);
+        zmq_ctx_term(e.zctx);
+        return BK_EXIT_INTERNAL;
+    }
+    if (!e.push || zmq_connect(e.push, e.a.samples) != 0) {
         fprintf(stderr, "bracket engine: cannot connect to %s: %s\n", e.a.samples,
                 zmq_strerror(zmq_errno()));
         if (e.push)

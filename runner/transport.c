@@ -165,6 +165,17 @@ bk_status bk_curve_client(void *sock, const bk_curve_keys *k, bk_err *err)
     return BK_OK;
 }
 
+bk_status bk_push_opts(void *sock, int sndtimeo_ms, int linger_ms, bk_err *err)
+{
+    int one = 1, hwm = BK_PUSH_HWM;
+    if (zmq_setsockopt(sock, ZMQ_LINGER, &linger_ms, sizeof linger_ms) != 0 ||
+        zmq_setsockopt(sock, ZMQ_SNDTIMEO, &sndtimeo_ms, sizeof sndtimeo_ms) != 0 ||
+        zmq_setsockopt(sock, ZMQ_IMMEDIATE, &one, sizeof one) != 0 ||
+        zmq_setsockopt(sock, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "push socket options: %s", zmq_strerror(zmq_errno()));
+    return BK_OK;
+}
+
 bk_status bk_transport_pick(const char *iface, int port, int remote, bk_transport *t,
                             bk_err *err)
 {

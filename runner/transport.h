@@ -64,4 +64,16 @@ bk_status bk_keys_read(const char *path, bk_curve_keys *k, bk_err *err);
 bk_status bk_curve_server(void *sock, const bk_curve_keys *k, bk_err *err);
 bk_status bk_curve_client(void *sock, const bk_curve_keys *k, bk_err *err);
 
+/* Messages an engine's PUSH socket may queue: at about 2 KB a message of samples, some
+ * 200 MB; far more than an arm of a normal plan sends. */
+#define BK_PUSH_HWM 100000
+
+/* Options of an engine's PUSH socket (set before connect). A send waits at most sndtimeo_ms
+ * and only for a connection that has completed its handshake (ZMQ_IMMEDIATE): a coordinator
+ * gone, or one that refuses this engine's key, is an EAGAIN after that bound. Over a completed
+ * connection it queues up to BK_PUSH_HWM messages without waiting, so a coordinator that reads
+ * nothing for a while (its process stopped, a debugger on rank 0) does not fail the engine.
+ * linger_ms: how long the queue may wait at close. */
+bk_status bk_push_opts(void *sock, int sndtimeo_ms, int linger_ms, bk_err *err);
+
 #endif

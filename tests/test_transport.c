@@ -6,10 +6,13 @@
  * is dropped and counted) and over ipc (garbage and foreign messages counted, never stored;
  * an audit's tensors checked against the target by name, dtype and length); its private
  * folder (in /tmp under a long TMPDIR, removed on close), a failed open giving its port
- * back, an address not on this host refused as input, and each tcp refusal counted once.
+ * back, an address not on this host refused as input, and each tcp refusal counted once;
+ * an engine's PUSH socket (bk_push_opts): it queues without waiting for a peer that reads
+ * nothing, and waits its bound, queueing nothing, for a coordinator that refuses its key.
  *
  * `test_transport serve ADDR PORT DIR RUN WORLD BOUND_S` is not a unit test: it is the
  * coordinator side of tests/integration/test_netns.sh (see there). */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -629,6 +632,106 @@ static void test_tcp_refusal_counts(void **state)
     close_coord(&f);
 }
 
+/* ---- an engine's PUSH socket (bk_push_opts) ---- */
+
+#define PUSH_N 3000      /* three times libzmq's default high-water mark of 1000 */
+#define PUSH_BYTES 4096  /* 12 MB in all: more than a unix socket's buffers hold */
+
+/* A peer that reads nothing (a rank 0 stopped): every send is queued at once, none waits or
+ * fails, and once the peer reads it gets them all, in order. */
+static void test_push_queues_while_unread(void **state)
+{
+    (void)state;
+    void *zctx = zmq_ctx_new();
+    assert_non_null(zctx);
+    char ep[300];
+    snprintf(ep, sizeof ep, "ipc://%s/push-q", g_dir);
+    void *pull = zmq_socket(zctx, ZMQ_PULL), *push = zmq_socket(zctx, ZMQ_PUSH);
+    assert_non_null(pull);
+    assert_non_null(push);
+    int one = 1, zero = 0, rcvtimeo = 10000;
+    zmq_setsockopt(pull, ZMQ_RCVHWM, &one, sizeof one);
+    zmq_setsockopt(pull, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(pull, ZMQ_RCVTIMEO, &rcvtimeo, sizeof rcvtimeo);
+    assert_int_equal(zmq_bind(pull, ep), 0);
+    bk_err err = { 0 };
+    assert_int_equal(bk_push_opts(push, 10000, 0, &err), BK_OK);
+    assert_int_equal(zmq_connect(push, ep), 0);
+    static unsigned char msg[PUSH_BYTES];
+    for (uint32_t i = 0; i < PUSH_N; i++) {
+        memcpy(msg, &i, sizeof i);
+        /* the first waits for the connection; the rest may not wait at all */
+        int rc = zmq_send(push, msg, sizeof msg, i ? ZMQ_DONTWAIT : 0);
+        if (rc != (int)sizeof msg)
+            fail_msg("send %u of %d: %s", i, PUSH_N, zmq_strerror(zmq_errno()));
+    }
+    static unsigned char got[PUSH_BYTES + 1];
+    for (uint32_t i = 0; i < PUSH_N; i++) {
+        int rc = zmq_recv(pull, got, sizeof got, 0);
+        if (rc != PUSH_BYTES)
+            fail_msg("message %u of %d: %d bytes (%s)", i, PUSH_N, rc, zmq_strerror(zmq_errno()));
+        uint32_t k;
+        memcpy(&k, got, sizeof k);
+        assert_int_equal(k, i);
+    }
+    zmq_close(push);
+    zmq_close(pull);
+    zmq_ctx_term(zctx);
+}
+
+/* A coordinator that refuses the key: nothing is queued for it, a send waits its bound and
+ * fails (EAGAIN), and the coordinator stores nothing of it; the run's key gets in. */
+static void test_push_refused_waits(void **state)
+{
+    (void)state;
+    bk_transport t;
+    tcp_loopback(&t);
+    fixture f;
+    open_coord(&f, &t, 1);
+    const char *ep = bk_coord_samples_ep(f.c);
+    bk_err err = { 0 };
+    bk_curve_keys stranger;
+    assert_int_equal(bk_curve_keys_new(&stranger, &err), BK_OK);
+    memcpy(stranger.server_public, t.keys.server_public, sizeof stranger.server_public);
+    void *bad = zmq_socket(f.zctx, ZMQ_PUSH);
+    assert_non_null(bad);
+    assert_int_equal(bk_push_opts(bad, 300, 0, &err), BK_OK);
+    assert_int_equal(bk_curve_client(bad, &stranger, &err), BK_OK);
+    assert_int_equal(zmq_connect(bad, ep), 0);
+    assert_true(poll_until(&f, denied));
+    uint64_t ns[ITERS] = { 1, 2, 3, 4 };
+    bk_wire_buf b = { 0 };
+    bk_wire_hdr h = { RUN, "B", 0 };
+    assert_int_equal(bk_wire_samples(&b, &h, 0, 0, ns, ITERS, &err), BK_OK);
+    assert_int_equal(zmq_send(bad, b.data, b.size, ZMQ_DONTWAIT), -1);
+    assert_int_equal(zmq_errno(), EAGAIN);
+    uint64_t t0 = bk_now_ns();
+    assert_int_equal(zmq_send(bad, b.data, b.size, 0), -1); /* waits its 300 ms */
+    assert_int_equal(zmq_errno(), EAGAIN);
+    assert_true(bk_now_ns() - t0 >= 250000000ull);
+
+    void *good = zmq_socket(f.zctx, ZMQ_PUSH);
+    assert_non_null(good);
+    assert_int_equal(bk_push_opts(good, 300, 0, &err), BK_OK);
+    assert_int_equal(bk_curve_client(good, &t.keys, &err), BK_OK);
+    assert_int_equal(zmq_connect(good, ep), 0);
+    uint64_t end = bk_now_ns() + BOUND_NS;
+    int sent = -1;
+    while (sent < 0 && bk_now_ns() < end) { /* the coordinator's poll answers the handshake */
+        bk_coord_poll(f.c, 10);
+        sent = zmq_send(good, b.data, b.size, ZMQ_DONTWAIT);
+    }
+    assert_int_equal(sent, (int)b.size);
+    assert_true(poll_until(&f, got_rank0));
+    poll_for(&f, 200);
+    assert_int_equal(f.arm.r[0].samples_got, ITERS); /* the good one's, none of the bad's */
+    assert_int_equal(f.arm.r[0].ns[0][3], 4);
+    bk_wire_buf_free(&b);
+    zmq_close(bad);
+    zmq_close(good);
+    close_coord(&f);
+}
+
 /* ---- `serve`: the coordinator of test_netns.sh ---- */
 
 static int all_status(const fixture *f) { return bk_coord_all_status(f->c); }
@@ -727,6 +830,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tcp_failed_open_releases),
         cmocka_unit_test(test_tcp_foreign_addr),
         cmocka_unit_test(test_tcp_refusal_counts),
+        cmocka_unit_test(test_push_queues_while_unread),
+        cmocka_unit_test(test_push_refused_waits),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }

@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
 # Rank 0 stopped (SIGSTOP: a debugger on it, a descheduled or swapped-out coordinator) while arm
-# C's engines run to their end, and left stopped 12 s beyond that; then continued. The engines
-# queued more samples than the sockets' buffers hold, so their tail and their statuses wait in
-# the engines' ZeroMQ queues: an engine that has done its work waits for their delivery as
-# long as the arm may last (it waited 10 s, then dropped them, and C failed for want of
-# statuses that had been sent). On waking, rank 0 takes them all in: C stands with every
-# sample and status, and the run goes on to its verdict.
+# C's engines run to their end, and left stopped 62 s beyond that; then continued. Each engine
+# queued more messages of samples than the sockets' buffers and libzmq's default queue (1000
+# messages) hold, so their tail and their statuses wait in the engines' ZeroMQ queues:
+# - an engine queues them without waiting (its sends used to wait at 1000 messages, and fail
+#   after 60 s: C failed);
+# - an engine that has done its work waits for their delivery as long as the arm may last (it
+#   waited 10 s, then dropped them, and C failed for want of statuses that had been sent).
+# On waking, rank 0 takes them all in: C stands with every sample and status, and the run goes
+# on to its verdict.
 . "$(dirname "$0")/fault_lib.sh"
 set -e
 
-# 40000 iterations a shape: each engine of C pushes about 310 messages of samples (hundreds
-# of KB) while rank 0 is stopped, more than the loopback socket's buffers take without a reader
-it_start rank0-stopped 4 "$IT_PLAN" --set workload.iters=40000 --set timeouts.arm_s=300
+# 160000 iterations a shape: each engine of C pushes about 1250 messages of samples (2.5 MB)
+# while rank 0 is stopped, more than libzmq's default queue of 1000 and the socket's buffers.
+# Under the sanitizers (4 minutes more at that size) a quarter of it and a 12 s stop: the same
+# code runs, but the queue stays under 1000 and the stop under the send's 60 s bound.
+iters=160000 stop_s=62
+if [ -n "${BK_IT_SANITIZE:-}" ]; then
+    iters=40000 stop_s=12
+    echo "SKIPPED: rank0_stopped's queue past 1000 messages and stop past 60 s under the sanitizers (the plain build checks them; here $iters iterations a shape, a ${stop_s} s stop)"
+fi
+it_start rank0-stopped 4 "$IT_PLAN" --set workload.iters=$iters --set timeouts.arm_s=300
 wait_engines C 2
 EP=$(echo $EPIDS)
 wait_met $EP
@@ -41,7 +51,7 @@ fi
 left=$(engine_pids C | grep -c . || true)
 echo "---- arm C's engines idle with rank 0 stopped; $left of 2 still running"
 [ "$left" -gt 0 ] || echo "NOTE: every queue fit in the socket buffers (the engines ended): this run checks C whole, not an engine's wait for delivery"
-sleep 12 # beyond the 10 s an engine used to wait for its queue's delivery
+sleep "$stop_s" # beyond the 60 s an engine's send may wait, and the 10 s it waited for delivery
 kill -CONT "$RANK0"
 it_wait
 case $RC in 0|3|4) ;; *) fail "the run exited $RC" ;; esac
