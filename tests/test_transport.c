@@ -263,6 +263,16 @@ static void *push_to(fixture *f, const char *ep, const bk_curve_keys *k)
     return s;
 }
 
+/* A stranger: the run's server key, a client key pair of its own (the coordinator denies it). */
+static bk_curve_keys stranger_of(const bk_curve_keys *run)
+{
+    bk_curve_keys k;
+    bk_err err = { 0 };
+    assert_int_equal(bk_curve_keys_new(&k, &err), BK_OK);
+    memcpy(k.server_public, run->server_public, sizeof k.server_public);
+    return k;
+}
+
 static void send_samples(void *s, const char *run, uint32_t rank)
 {
     uint64_t ns[ITERS] = { 11, 12, 13, 14 };
@@ -309,9 +319,7 @@ static void test_tcp_curve(void **state)
     assert_int_equal(strncmp(ep, "tcp://127.0.0.1:", 16), 0);
 
     /* a stranger: right server key, its own client key pair: denied, nothing stored */
-    bk_curve_keys stranger;
-    assert_int_equal(bk_curve_keys_new(&stranger, &err), BK_OK);
-    memcpy(stranger.server_public, t.keys.server_public, sizeof stranger.server_public);
+    bk_curve_keys stranger = stranger_of(&t.keys);
     void *bad = push_to(&f, ep, &stranger);
     send_samples(bad, RUN, 0);
     assert_true(poll_until(&f, denied));
@@ -575,10 +583,8 @@ static void test_tcp_refusal_counts(void **state)
     const char *ep = bk_coord_samples_ep(f.c);
 
     /* a stranger (the run's server key, another client pair), one attempt only */
-    bk_curve_keys stranger;
+    bk_curve_keys stranger = stranger_of(&t.keys);
     bk_err err = { 0 };
-    assert_int_equal(bk_curve_keys_new(&stranger, &err), BK_OK);
-    memcpy(stranger.server_public, t.keys.server_public, sizeof stranger.server_public);
     void *bad = zmq_socket(f.zctx, ZMQ_PUSH);
     assert_non_null(bad);
     int zero = 0, never = -1;
@@ -690,9 +696,7 @@ static void test_push_refused_waits(void **state)
     open_coord(&f, &t, 1);
     const char *ep = bk_coord_samples_ep(f.c);
     bk_err err = { 0 };
-    bk_curve_keys stranger;
-    assert_int_equal(bk_curve_keys_new(&stranger, &err), BK_OK);
-    memcpy(stranger.server_public, t.keys.server_public, sizeof stranger.server_public);
+    bk_curve_keys stranger = stranger_of(&t.keys);
     void *bad = zmq_socket(f.zctx, ZMQ_PUSH);
     assert_non_null(bad);
     assert_int_equal(bk_push_opts(bad, 300, 0, &err), BK_OK);
