@@ -309,6 +309,18 @@ static int bk__rmsnorm_pdl(int64_t tokens, int64_t hidden, const bk_rmsnorm_occ 
 {
     if (bk__rmsnorm_wide_band(tokens, hidden))
         return 0;
+    if (hidden > 11264 && hidden <= 12288) {
+        /* past half the 512-thread launch's wave to 224 x W / 396 tokens: the 1024-thread
+         * launch with gamma early, 2 blocks an SM, its rows 0.75-0.85 of its wave (H100,
+         * thirty-sixth session: pdl cost 0.09-0.32 us at 11776-12288 x 199-224; H200: 0.1-0.15
+         * at 12288 x 192-224 with the launch of that time). Before and after on the H100
+         * (thirty-seventh, old/new/new/old against a11106d's rule): 0.17-0.32 us less at 12288
+         * x 199-216, 0.12-0.20 at 11776 x 199-216, 0.01-0.12 at 11520; 198, 225 and 11264
+         * within 0.02 */
+        const int64_t w = occ->sms > 0 && occ->mid > 0 ? (int64_t)occ->sms * occ->mid : 396;
+        if (2 * tokens > w && 396 * tokens <= 224 * w)
+            return 0;
+    }
     if (hidden <= 4096 || hidden > 12288 || tokens < 256 || tokens >= 1024)
         return 1; /* the bands below are the 512-thread launch's, at 256-1023 tokens */
     const int64_t hi = hidden <= 6144 ? 464 : hidden <= 8192 ? 352 : 384;

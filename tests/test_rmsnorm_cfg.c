@@ -351,7 +351,9 @@ static void test_call_cfg_in_place(void **st)
 
 /* Programmatic dependent launch where it measured faster (docs/bench/cuda.md): everywhere
  * but hidden 4097-6144 at 272-463 tokens, 6145-8192 at 256-351 and 8193-12288 at 256-383,
- * and 15368-16384 at 160-255 (the launch without gamma early there, measured on the H100);
+ * 11265-12288 at 199-224 (past half the 512-thread launch's wave, 1024 threads with gamma
+ * early; H100, thirty-sixth session), and 15368-16384 at 160-255 (the launch without gamma
+ * early there, measured on the H100);
  * nowhere once the process turns it off. Each band's edges on both sides. These are the
  * bands of the H200 table's wave (the rule given no machine: bk_rmsnorm_rule_cfg with NULL);
  * on a device whose counts differ they move (test_rule_pdl_waves). On the H200 itself the
@@ -367,7 +369,9 @@ static void test_default_rule_pdl(void **st)
         {464, 5120, 1},   {1024, 6144, 1},   {255, 12288, 1},  {256, 8200, 0},
         {383, 12288, 0},  {384, 10240, 1},   {300, 12296, 1},  {300, 16384, 1},
         {16384, 8192, 1}, {159, 16384, 1},   {160, 16384, 0},  {255, 15368, 0},
-        {256, 16384, 1},  {200, 15360, 1},   {200, 12288, 1},
+        {256, 16384, 1},  {200, 15360, 1},   {200, 12288, 0},  {198, 12288, 1},
+        {199, 12288, 0},  {224, 11272, 0},   {225, 12288, 1},  {210, 11264, 1},
+        {210, 12296, 1},
     };
     assert_int_equal(bk_cuda_pdl(), 1); /* on unless turned off */
     for (int on = 1; on >= 0; on--) {
@@ -406,6 +410,8 @@ static void test_rule_pdl_waves(void **st)
         {4, 463, 5120, 0}, {4, 464, 5120, 1},
         {0, 300, 14848, 1}, {1, 300, 4096, 1}, {0, 1023, 9216, 1},
         {5, 1023, 6144, 0}, {5, 1024, 6144, 1}, /* a wave of 1320 rows: the band ends at 1023 */
+        {2, 228, 12288, 1}, {2, 229, 12288, 0}, {2, 257, 12288, 0},
+        {4, 198, 12288, 1}, {4, 199, 12288, 0}, {4, 224, 12288, 0}, {4, 225, 12288, 1},
     };
     const bk_rmsnorm_occ *m[] = {&w528, &w660, &m114, &w396, &unknown, &w1320};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
