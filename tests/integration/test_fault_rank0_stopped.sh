@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Rank 0 stopped (SIGSTOP: a debugger on it, a descheduled or swapped-out coordinator) while arm
-# C's engines run to their end, and left stopped 62 s beyond that; then continued. Each engine
-# queued more messages of samples than the sockets' buffers and libzmq's default queue (1000
-# messages) hold, so their tail and their statuses wait in the engines' ZeroMQ queues:
+# C's engines run to their end, and left stopped 62 s beyond that (12 s under the sanitizers,
+# below); then continued. Each engine queued more messages of samples than the sockets'
+# buffers and libzmq's default queue (1000 messages) hold, so their tail and their statuses
+# wait in the engines' ZeroMQ queues:
 # - an engine queues them without waiting (its sends used to wait at 1000 messages, and fail
 #   after 60 s: C failed);
 # - an engine that has done its work waits for their delivery as long as the arm may last (it
@@ -12,7 +13,7 @@
 . "$(dirname "$0")/fault_lib.sh"
 set -e
 
-# 160000 iterations a shape: each engine of C pushes about 1250 messages of samples (2.5 MB)
+# 160000 iterations a shape: each engine of C pushes about 1250 messages of samples (about 3 MB)
 # while rank 0 is stopped, more than libzmq's default queue of 1000 and the socket's buffers.
 # Under the sanitizers (4 minutes more at that size) a quarter of it and a 12 s stop: the same
 # code runs, but the queue stays under 1000 and the stop under the send's 60 s bound.
