@@ -317,19 +317,14 @@ int bk_cmd_engine(int argc, char **argv)
      * (bk_push_opts), so a rank 0 that reads nothing for longer than that (stopped, a debugger
      * on it) gets every sample when it reads again. */
     int sndtimeo = 60000;
-    if (e.a.keys_file && (bk_keys_read(e.a.keys_file, &e.keys, &err) != BK_OK ||
-                          (e.push && bk_curve_client(e.push, &e.keys, &err) != BK_OK))) {
+    if ((e.a.keys_file && (bk_keys_read(e.a.keys_file, &e.keys, &err) != BK_OK ||
+                           (e.push && bk_curve_client(e.push, &e.keys, &err) != BK_OK))) ||
+        (e.push && bk_push_opts(e.push, sndtimeo, linger, &err) != BK_OK)) {
         fprintf(stderr, "bracket engine: %s\n", err.msg);
         if (e.push)
             zmq_close(e.push);
         if (e.zctx)
             zmq_ctx_term(e.zctx);
-        return BK_EXIT_INTERNAL;
-    }
-    if (e.push && bk_push_opts(e.push, sndtimeo, linger, &err) != BK_OK) {
-        fprintf(stderr, "bracket engine: %s\n", err.msg);
-        zmq_close(e.push);
-        zmq_ctx_term(e.zctx);
         return BK_EXIT_INTERNAL;
     }
     if (!e.push || zmq_connect(e.push, e.a.samples) != 0) {
