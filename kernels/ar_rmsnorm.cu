@@ -305,6 +305,13 @@ static int bk__rmsnorm_wide_band(int64_t tokens, int64_t hidden)
     return hidden >= 15368 && tokens >= 160 && tokens < 256;
 }
 
+/* The rows one wave of the 512-thread launch holds on this device, or `table` (the H200
+ * table's wave) where the counts are not known. */
+static int64_t bk__rmsnorm_wave_or(const bk_rmsnorm_occ *occ, int64_t table)
+{
+    return occ->sms > 0 && occ->mid > 0 ? (int64_t)occ->sms * occ->mid : table;
+}
+
 static int bk__rmsnorm_pdl(int64_t tokens, int64_t hidden, const bk_rmsnorm_occ *occ)
 {
     if (bk__rmsnorm_wide_band(tokens, hidden))
@@ -317,7 +324,7 @@ static int bk__rmsnorm_pdl(int64_t tokens, int64_t hidden, const bk_rmsnorm_occ 
          * (thirty-seventh, old/new/new/old against a11106d's rule): 0.17-0.32 us less at 12288
          * x 199-216, 0.12-0.20 at 11776 x 199-216, 0.01-0.12 at 11520; 198, 225 and 11264
          * within 0.02 */
-        const int64_t w = occ->sms > 0 && occ->mid > 0 ? (int64_t)occ->sms * occ->mid : 396;
+        const int64_t w = bk__rmsnorm_wave_or(occ, 396);
         if (2 * tokens > w && 396 * tokens <= 224 * w)
             return 0;
     }
@@ -325,7 +332,7 @@ static int bk__rmsnorm_pdl(int64_t tokens, int64_t hidden, const bk_rmsnorm_occ 
         return 1; /* the bands below are the 512-thread launch's, at 256-1023 tokens */
     const int64_t hi = hidden <= 6144 ? 464 : hidden <= 8192 ? 352 : 384;
     const int64_t w0 = hidden <= 6144 ? 528 : 396;
-    const int64_t w = occ->sms > 0 && occ->mid > 0 ? (int64_t)occ->sms * occ->mid : w0;
+    const int64_t w = bk__rmsnorm_wave_or(occ, w0);
     /* tokens < 272 W / 528 and tokens >= hi W / W0, in integers */
     return 528 * tokens < 272 * w || w0 * tokens >= hi * w;
 }
