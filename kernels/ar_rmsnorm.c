@@ -237,4 +237,6 @@ const bk_target bk__ar_rmsnorm_target = {
     .peer_bytes = ar_peer_bytes,
     .check_shape = ar_check_shape,
     .bf16_sum_excess = ar_bf16_sum_excess,
+    .incumbent = { [BK_BACKEND_CPU] = "shm_twopass", [BK_BACKEND_CUDA] = "nccl_then_rmsnorm" },
+    .example = { .tokens = 8, .hidden = 4096, .weight = 1.0 },
 };

@@ -198,6 +198,7 @@ const bk_variant bk_variant_nccl_then_rmsnorm = {
     .destroy = no_destroy,
     .peer_bytes = cuda_peer_bytes,
     .bf16_sum = 1,
+    .nccl = 1,
 };
 
 const bk_variant bk_variant_ipc_oneshot_fused = {

@@ -94,6 +94,12 @@ typedef struct bk_target {
      * 1024). > 1: the plan's tolerance is below that variant's own rounding. */
     double (*bf16_sum_excess)(const bk_shape *s, uint64_t seed, int shape_index, int world,
                               double rtol, double atol, size_t budget);
+    /* What `bracket verify --target` checks a variant against when no plan is given: the
+     * serving stack's variant on each backend (indexed by bk_backend; NULL: none there) and
+     * a typical shape (the domain probes take its MoE fields, and its hidden where the
+     * variant serves it). */
+    const char *incumbent[3];
+    bk_shape example;
 } bk_target;
 
 typedef struct bk_variant {
@@ -117,6 +123,9 @@ typedef struct bk_variant {
      * does: world - 1 roundings of partial sums per element), so its own error grows with
      * the world (bk_catalog_bf16_sum_note). */
     int bf16_sum;
+    /* 1: at world > 1 its calls go through NCCL, which needs one GPU per rank of the lane
+     * (it refuses two ranks on one GPU), so a lane sharing GPUs cannot run it. */
+    int nccl;
 } bk_variant;
 
 const bk_target *bk_catalog_target(const char *name);

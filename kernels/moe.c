@@ -338,4 +338,8 @@ const bk_target bk__moe_target = {
     .busbw_factor = bk__allreduce_busbw_factor,
     .peer_bytes = moe_peer_bytes,
     .check_shape = moe_check_shape,
+    .incumbent = { [BK_BACKEND_CPU] = "moe_serial", [BK_BACKEND_CUDA] = "moe_serial_cuda" },
+    /* small enough for the float64 reference of every probe to take seconds on one core */
+    .example = { .tokens = 4, .hidden = 256, .experts = 8, .topk = 2, .intermediate = 64,
+                 .weight = 1.0 },
 };

@@ -505,7 +505,8 @@ const bk_variant bk__moe_cuda_variants[] = {
       .domain = CUDA_MOE_DOMAIN(0),
       .create = serial_cuda_create,
       .run = cm_run,
-      .destroy = cm_destroy },
+      .destroy = cm_destroy,
+      .nccl = 1 },
     /* Domain: tokens 1..4096, from bench_moe on one H200 (2026-12-02, three runs, the
      * three families of plans/README.md): 0.999-1.022x of the incumbent there (the two
      * values under 1 within 0.1%, below what the runs resolve). At 16384 tokens the Mixtral- and MiniMax-like shapes gained 2.5%, but
@@ -522,7 +523,8 @@ const bk_variant bk__moe_cuda_variants[] = {
       .domain = CUDA_MOE_DOMAIN(4096),
       .create = fused_cuda_create,
       .run = cm_run,
-      .destroy = cm_destroy },
+      .destroy = cm_destroy,
+      .nccl = 1 },
     /* Domain: tokens 1..4096, as the fused combine: at world 1 it is the fused
      * combine (cm_chunks) and measured as such; at world > 1 it chunks by
      * CM_MIN_CHUNK_ROWS_EP, not yet measured: its token range there is provisional. */
@@ -536,7 +538,8 @@ const bk_variant bk__moe_cuda_variants[] = {
       .domain = CUDA_MOE_DOMAIN(4096),
       .create = chunked_cuda_create,
       .run = cm_run,
-      .destroy = cm_destroy },
+      .destroy = cm_destroy,
+      .nccl = 1 },
     { .name = NULL },
 };
 

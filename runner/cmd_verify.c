@@ -1,5 +1,5 @@
-/* cmd_verify.c - `bracket verify PLAN`: the candidate's numerics against the float64
- * reference over its domain's shapes, with fresh seeded inputs per check, poisoned outputs,
+/* cmd_verify.c - `bracket verify PLAN` (or `--target T --variant V`, a plan of the target's
+ * own): the candidate's numerics against the float64 reference over its domain's shapes, with fresh seeded inputs per check, poisoned outputs,
  * unmutated inputs, graph replay equal to eager (cuda), and routing outside the domain.
  * The engines are the real ones (`bracket engine --audit`), started here without MPI. */
 #include <errno.h>
@@ -28,6 +28,8 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: bracket verify PLAN [--variant V] [--set PATH=VALUE]... [--checks N]\n"
         "                      [--seed S] [--world N] [--no-domain-shapes]\n"
+        "       bracket verify --target T --variant V [--set PATH=VALUE]... [--checks N]\n"
+        "                      [--seed S] [--world N] [--no-domain-shapes]\n"
         "\n"
         "Checks the plan's candidate (or V) against the target's float64 reference: every\n"
         "output element within quality.rtol/atol of the reference, no element left\n"
@@ -46,13 +48,39 @@ static void usage(FILE *f)
         "tokens or hidden outside its domain) is refused. Each check draws fresh inputs\n"
         "from a new seed (the table's first column, so a failure can be replayed with\n"
         "--seed); a failing row is followed by its first bad element. Engines are started\n"
-        "as for a run, on this host, no MPI.\n"
+        "as for a run, on this host, no MPI. On cuda a lane of more ranks than GPUs\n"
+        "shares them, and since NCCL needs one GPU a rank, the shapes an NCCL incumbent\n"
+        "would serve are then left out (each named) and an NCCL candidate is refused.\n"
         "\n"
+        "With --target and no PLAN, V is checked on a plan of the target's own: its\n"
+        "incumbent on the backend, one typical shape (below) and the probes above, a lane\n"
+        "of 2 (or the smallest the variant takes; on cuda, for a candidate reaching its\n"
+        "peers through NCCL, no more than the GPUs here), quality.rtol and atol 1e-2; the\n"
+        "backend is V's own where it has one, else cuda where a GPU is visible, else cpu.\n"
+        "--set changes any of it (workload.shapes, quality.atol, backend,\n"
+        "incumbent.variant). `bracket plan variants` lists each target's variants.\n");
+    for (int i = 0; i < bk_catalog_ntargets(); i++) {
+        const bk_target *t = bk_catalog_target_at(i);
+        const bk_shape *e = &t->example;
+        fprintf(f, "  %s\n      incumbent %s (cpu), %s (cuda)\n      shape: tokens %lld, "
+                "hidden %lld", t->name,
+                t->incumbent[BK_BACKEND_CPU] ? t->incumbent[BK_BACKEND_CPU] : "none",
+                t->incumbent[BK_BACKEND_CUDA] ? t->incumbent[BK_BACKEND_CUDA] : "none",
+                (long long)e->tokens, (long long)e->hidden);
+        if (e->experts)
+            fprintf(f, ", experts %lld, topk %lld, intermediate %lld", (long long)e->experts,
+                    (long long)e->topk, (long long)e->intermediate);
+        fprintf(f, "\n");
+    }
+    fprintf(f,
+        "\n"
+        "  -t, --target T        no plan: verify V (--variant) of target T, as above\n"
         "  -v, --variant V       verify V instead of the plan's candidate\n"
         "  -s, --set PATH=VAL    override a plan field first (repeatable)\n"
         "  -n, --checks N        independent checks with fresh seeds, 1..1000 (default 2)\n"
         "  -S, --seed S          seed of the first check (default: from the clock)\n"
-        "  -w, --world N         lane size, 1..64 (default: the plan's tp x ep)\n"
+        "  -w, --world N         lane size, 1..64 (default: the plan's tp x ep; with\n"
+        "                        --target, as above)\n"
         "      --no-domain-shapes  only the plan's shapes\n"
         "  -h, --help            this text\n"
         "\n"
@@ -62,7 +90,7 @@ static void usage(FILE *f)
 }
 
 typedef struct verify_opts {
-    const char *plan, *variant;
+    const char *plan, *variant, *target;
     const char *sets[MAX_SETS];
     int nsets, checks, world, domain_shapes;
     int64_t seed;
@@ -72,6 +100,7 @@ static int parse(int argc, char **argv, verify_opts *o)
 {
     static const struct option opts[] = {
         { "variant", required_argument, 0, 'v' }, { "set", required_argument, 0, 's' },
+        { "target", required_argument, 0, 't' },
         { "checks", required_argument, 0, 'n' },  { "seed", required_argument, 0, 'S' },
         { "world", required_argument, 0, 'w' },   { "no-domain-shapes", no_argument, 0, 'D' },
         { "help", no_argument, 0, 'h' },          { 0, 0, 0, 0 }
@@ -85,9 +114,10 @@ static int parse(int argc, char **argv, verify_opts *o)
     int c;
     long long v = 0;
     char msg[256];
-    while ((c = getopt_long(argc, argv, ":v:s:n:S:w:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":v:t:s:n:S:w:h", opts, NULL)) != -1) {
         switch (c) {
         case 'v': o->variant = optarg; break;
+        case 't': o->target = optarg; break;
         case 's':
             if (o->nsets == MAX_SETS - 2) {
                 fprintf(stderr, "bracket verify: too many --set (at most %d)\n", MAX_SETS - 2);
@@ -119,8 +149,22 @@ static int parse(int argc, char **argv, verify_opts *o)
             return -1;
         }
     }
+    if (o->target) {
+        if (optind != argc) {
+            fprintf(stderr, "bracket verify: a PLAN (%s) or --target, not both\n",
+                    argv[optind]);
+            return -1;
+        }
+        if (!o->variant) {
+            fprintf(stderr, "bracket verify: --target %s: which variant? give --variant V "
+                    "(`bracket plan variants --target %s` lists them)\n", o->target, o->target);
+            return -1;
+        }
+        return 0;
+    }
     if (optind != argc - 1) {
-        fprintf(stderr, "bracket verify: one PLAN expected\n");
+        fprintf(stderr, "bracket verify: %s\n", optind == argc
+                ? "a PLAN, or --target T --variant V, expected" : "one PLAN expected");
         return -1;
     }
     o->plan = argv[optind];
@@ -329,12 +373,77 @@ static void refuse_none_served(const bk_plan *p, const bk_variant *v, int world,
             same ? "every shape: " : "", same ? why[0] : all, dom);
 }
 
+/* --target's backend: the last --set backend= (cpu or cuda), else the variant's own where
+ * it runs on one backend alone, else cuda where a GPU is visible, else cpu. */
+static bk_backend target_backend(const verify_opts *o, const bk_variant *v)
+{
+    const char *want = NULL;
+    for (int i = 0; i < o->nsets; i++)
+        if (strncmp(o->sets[i], "backend=", 8) == 0)
+            want = o->sets[i] + 8;
+    if (want && (!strcmp(want, "cpu") || !strcmp(want, "cuda")))
+        return !strcmp(want, "cpu") ? BK_BACKEND_CPU : BK_BACKEND_CUDA;
+    if (v && (v->backends == BK_BK_CPU || v->backends == BK_BK_CUDA))
+        return v->backends == BK_BK_CPU ? BK_BACKEND_CPU : BK_BACKEND_CUDA;
+    return bk_resolve_backend(BK_BACKEND_AUTO);
+}
+
+/* --target T --variant V: the plan verify runs (bk__verify_target_plan) in *text, its
+ * label for messages in `label`. 0, or an exit status after saying what is wrong. */
+static int target_plan(const verify_opts *o, char **text, char *label, size_t len)
+{
+    const bk_target *tg = bk_catalog_target(o->target);
+    if (!tg) {
+        fprintf(stderr, "bracket verify: --target: no target '%s' (known:", o->target);
+        for (int i = 0; i < bk_catalog_ntargets(); i++)
+            fprintf(stderr, "%s %s", i ? "," : "", bk_catalog_target_at(i)->name);
+        fprintf(stderr, ")\n");
+        return BK_EXIT_USAGE;
+    }
+    /* an unknown variant still gets a plan: its check names it with the known ones */
+    const bk_variant *v = bk_catalog_variant(tg->name, o->variant);
+    bk_backend be = target_backend(o, v);
+    if (!tg->incumbent[be]) {
+        fprintf(stderr, "bracket verify: --target %s: no incumbent on backend %s in this "
+                "build\n", tg->name, bk_backend_name(be));
+        return BK_EXIT_USAGE;
+    }
+    snprintf(label, len, "--target %s", tg->name);
+    int world = o->world ? o->world : bk__verify_default_world(v);
+    if (!o->world && be == BK_BACKEND_CUDA && v && v->nccl) { /* NCCL: one GPU a rank */
+        const int ngpu = bk_cuda_device_count();
+        world = ngpu > 0 && ngpu < world ? ngpu : world;
+    }
+    *text = bk__verify_target_plan(tg, o->variant, be, world);
+    if (!*text) {
+        fprintf(stderr, "bracket verify: out of memory\n");
+        return BK_EXIT_INTERNAL;
+    }
+    return 0;
+}
+
+/* The plan from PLAN, or from the --target plan's text. */
+static bk_status load_plan(const verify_opts *o, const char *text, const char *label,
+                           const char *const *sets, int nsets, bk_plan *p, bk_err *err)
+{
+    return text ? bk_plan_parse(text, label, sets, nsets, p, err)
+                : bk_plan_load(o->plan, sets, nsets, p, err);
+}
+
 int bk_cmd_verify(int argc, char **argv)
 {
     verify_opts o;
     if (parse(argc, argv, &o) != 0) {
         usage(stderr);
         return BK_EXIT_USAGE;
+    }
+    char tlabel[160], *ptext = NULL;
+    const char *label = o.plan; /* what messages name the plan by */
+    if (o.target) {
+        int trc = target_plan(&o, &ptext, tlabel, sizeof tlabel);
+        if (trc)
+            return trc;
+        label = tlabel;
     }
     /* however verify ends (Ctrl-C, a job's time limit, SIGKILL), its janitor removes the
      * plan copy, the coordinator's sockets and the cpu engines' segments; started while
@@ -360,33 +469,41 @@ int bk_cmd_verify(int argc, char **argv)
         snprintf(setv, sizeof setv, "candidate.variant=%s", o.variant);
         o.sets[o.nsets++] = setv;
     }
-    bk_status st = bk_plan_load(o.plan, o.sets, o.nsets, &base, &err);
+    bk_status st = load_plan(&o, ptext, label, o.sets, o.nsets, &base, &err);
     if (st != BK_OK) {
         fprintf(stderr, "bracket verify: %s\n", err.msg);
+        free(ptext);
         return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     }
     bk_backend backend = bk_resolve_backend(base.backend);
+    const bk_variant *v = bk_catalog_variant(base.target, base.candidate.name);
     if (backend == BK_BACKEND_CUDA && bk_cuda_device_count() <= 0) {
+        /* --set backend=cpu is no way out for a candidate that runs on cuda alone */
+        char alone[200] = ", or with --set backend=cpu";
+        if (v && !(v->backends & BK_BK_CPU))
+            snprintf(alone, sizeof alone, " (the candidate %s runs on cuda alone)", v->name);
         fprintf(stderr, "bracket verify: %s: the plan's backend is cuda, but no GPU is visible "
-                "here (%s): run it where GPUs are, or with --set backend=cpu\n", o.plan,
-                bk_cuda_device_count() < 0 ? "no CUDA driver or runtime" : "0 CUDA devices");
+                "here (%s): run it where GPUs are%s\n", label,
+                bk_cuda_device_count() < 0 ? "no CUDA driver or runtime" : "0 CUDA devices",
+                alone);
         bk_plan_free(&base);
+        free(ptext);
         return BK_EXIT_USAGE;
     }
-    const bk_variant *v = bk_catalog_variant(base.target, base.candidate.name);
     st = bk_catalog_check_plan(&base, backend, &err);
     if (st != BK_OK || !v) {
         /* a candidate given with --variant is named by the flag, not by the plan's path */
         const char *cand = strstr(err.msg, "candidate.variant: ");
         if (st == BK_OK)
             fprintf(stderr, "bracket verify: %s: candidate.variant: not in the catalog\n",
-                    o.plan);
+                    label);
         else if (o.variant && cand)
             fprintf(stderr, "bracket verify: --variant: %s\n",
                     cand + strlen("candidate.variant: "));
         else
             fprintf(stderr, "bracket verify: %s\n", err.msg);
         bk_plan_free(&base);
+        free(ptext);
         return BK_EXIT_USAGE;
     }
     int world = o.world ? o.world : base.arena.tp * base.arena.ep;
@@ -395,10 +512,34 @@ int bk_cmd_verify(int argc, char **argv)
     bk__verify_probes pr = { .tg = tg, .v = v, .inc = inc, .world = world,
                              .dtype = base.arena.dtype, .backend = backend };
     bk_catalog_diag_bases(v, base.candidate.params, backend, &pr.base, &pr.fallback);
+    /* verify's engines share this host's GPUs round-robin: NCCL refuses a lane sharing one */
+    const int ngpu = backend == BK_BACKEND_CUDA ? bk_cuda_device_count() : 0;
+    char blocked[160];
+    snprintf(blocked, sizeof blocked, "reaches its peers through NCCL, which needs one GPU per "
+             "rank, and the lane of %d shares %d GPU%s here", world, ngpu, ngpu == 1 ? "" : "s");
+    if (world > 1 && world > ngpu && backend == BK_BACKEND_CUDA) {
+        const bk_variant *cv = pr.base ? pr.base : v;
+        if (cv->nccl) {
+            fprintf(stderr, "bracket verify: %s: the candidate %s %s: give --world %d or "
+                    "less, or run it where %d GPUs are\n", label, cv->name, blocked,
+                    ngpu > 0 ? ngpu : 1, world);
+            bk_plan_free(&base);
+            free(ptext);
+            return BK_EXIT_USAGE;
+        }
+        if (inc->nccl)
+            pr.inc_blocked = blocked;
+    }
     shapes = bk__verify_shapes_json(&base, &pr, o.domain_shapes);
     bk_plan_free(&base);
-    size_t set_len = strlen(shapes) + 32;
-    char *set_shapes = malloc(set_len), set_tp[64], set_ep[32], set_be[64];
+    if (shapes && strcmp(shapes, "[]") == 0) { /* every shape left out (pr.notes: why) */
+        fprintf(stderr, "%sbracket verify: %s: no shape left to verify (each one's reason "
+                "above)\n", pr.notes, label);
+        rc = BK_EXIT_USAGE;
+        goto out;
+    }
+    size_t set_len = shapes ? strlen(shapes) + 32 : 0;
+    char *set_shapes = shapes ? malloc(set_len) : NULL, set_tp[64], set_ep[32], set_be[64];
     if (!set_shapes) {
         fprintf(stderr, "bracket verify: out of memory\n");
         goto out;
@@ -416,7 +557,7 @@ int bk_cmd_verify(int argc, char **argv)
     sets2[n2++] = set_tp;
     sets2[n2++] = set_ep;
     sets2[n2++] = set_be;
-    if ((st = bk_plan_load(o.plan, sets2, n2, &p, &err)) != BK_OK) {
+    if ((st = load_plan(&o, ptext, label, sets2, n2, &p, &err)) != BK_OK) {
         fprintf(stderr, "bracket verify: %s\n", err.msg);
         rc = BK_EXIT_USAGE;
         goto out;
@@ -548,6 +689,7 @@ out:
         rmdir(dir);
     free(shapes);
     free(text);
+    free(ptext);
     bk_plan_free(&p);
     return rc;
 }

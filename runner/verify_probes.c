@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "kernels/catalog.h"
 #include "runner/verify_probes.h"
@@ -75,6 +76,18 @@ static int wrapper_fails(const bk__verify_probes *c, const bk_shape *s, char *wh
                                                c->backend, 1, NULL, 0);
 }
 
+/* 1, with a note, when s would go to an incumbent that cannot run on this lane. */
+static int routed_blocked(bk__verify_probes *c, const bk_shape *s, const char *what)
+{
+    if (!c->inc_blocked ||
+        bk_domain_contains(&c->v->domain, s, c->world, c->dtype, c->backend, 1, NULL, 0))
+        return 0;
+    note(c, "%s tokens %lld, hidden %lld left out: outside the candidate's domain, so it would "
+         "go to the incumbent %s, which %s\n", what, (long long)s->tokens,
+         (long long)s->hidden, c->inc->name, c->inc_blocked);
+    return 1;
+}
+
 static int64_t gcd64(int64_t a, int64_t b)
 {
     while (b) {
@@ -136,6 +149,8 @@ static void probe(bk__verify_probes *c, int64_t tokens, int64_t hidden, int64_t 
              "too (%s)\n", (long long)tokens, (long long)hidden, c->inc->name, why);
         return;
     }
+    if (routed_blocked(c, &s, "probe"))
+        return;
     if (wrapper_fails(c, &s, why, sizeof why)) {
         note(c, "probe tokens %lld, hidden %lld left out: outside the domain of "
              "candidate.params.base %s (%s), and %s has no default base on %s to call there "
@@ -176,7 +191,8 @@ char *bk__verify_shapes_json(const bk_plan *p, bk__verify_probes *c, int domain_
     const bk_domain dom = probe_domain(c), *d = &dom;
     c->shapes = json_array();
     for (int i = 0; i < p->workload.nshapes; i++)
-        if (!has_shape(c->shapes, &p->workload.shapes[i]))
+        if (!has_shape(c->shapes, &p->workload.shapes[i]) &&
+            !routed_blocked(c, &p->workload.shapes[i], "shape"))
             add_shape(c->shapes, &p->workload.shapes[i]);
     if (domain_shapes) {
         int64_t step = d->hidden_multiple > 1 ? d->hidden_multiple : 1;
@@ -204,5 +220,50 @@ char *bk__verify_shapes_json(const bk_plan *p, bk__verify_probes *c, int domain_
     char *text = json_dumps(c->shapes, JSON_COMPACT);
     json_decref(c->shapes);
     c->shapes = NULL;
+    return text;
+}
+
+int bk__verify_default_world(const bk_variant *v)
+{
+    uint32_t w = v ? v->domain.worlds : 0;
+    if (!w || (w & (1u << 2)))
+        return 2;
+    for (int k = 1; k < 32; k++)
+        if (w & (1u << k))
+            return k;
+    return 2; /* a mask of bit 0 alone takes no lane: the domain check says so */
+}
+
+char *bk__verify_target_plan(const bk_target *tg, const char *variant, bk_backend backend,
+                             int world)
+{
+    static const char zeros[] =
+        "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+    const char *inc = tg->incumbent[backend == BK_BACKEND_CUDA ? BK_BACKEND_CUDA
+                                                                : BK_BACKEND_CPU];
+    char name[128];
+    if (!inc)
+        return NULL;
+    snprintf(name, sizeof name, "verify-%s", variant);
+    for (char *q = name; *q; q++) /* the plan's name rule: letters, digits, . _ - */
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", *q))
+            *q = '_';
+    json_t *shapes = json_array();
+    if (shapes)
+        add_shape(shapes, &tg->example);
+    json_t *plan = json_pack(
+        "{s:s, s:s, s:{s:s, s:i, s:s, s:s, s:s, s:s, s:i, s:i, s:s}, s:s, s:{s:s}, "
+        "s:{s:s, s:s}, s:{s:s, s:o, s:i, s:i}, s:{s:f, s:f}, s:s}",
+        "schema", "bracket.plan/1", "name", name,
+        "arena", "stack_digest", zeros, "incumbent_generation", 0, "model", "none",
+        "substrate", "none", "target_catalog", BK_CATALOG_SCHEMA, "architecture", "any",
+        "tp", world, "ep", 1, "dtype", "bf16",
+        "target", tg->name,
+        "incumbent", "variant", inc,
+        "candidate", "variant", variant, "source_digest", zeros,
+        "workload", "phase", "decode", "shapes", shapes, "warmup_iters", 0, "iters", 1,
+        "quality", "rtol", 1e-2, "atol", 1e-2, "backend", bk_backend_name(backend));
+    char *text = plan ? json_dumps(plan, JSON_COMPACT) : NULL;
+    json_decref(plan);
     return text;
 }

@@ -19,6 +19,9 @@ typedef struct bk__verify_probes {
     const char *dtype;
     bk_backend backend;
     const bk_variant *base, *fallback; /* a diagnostic v's base and default base, else NULL */
+    /* why the incumbent cannot run on this lane (NCCL on a lane sharing GPUs), else NULL:
+     * a shape the candidate does not serve is then left out, with a note */
+    const char *inc_blocked;
     bk_shape like;    /* the probes' hidden and MoE fields */
     json_t *shapes;
     char notes[4096]; /* one line per probe left out or changed, for the user */
@@ -26,9 +29,21 @@ typedef struct bk__verify_probes {
 } bk__verify_probes;
 
 /* The plan's shapes, then (domain_shapes) probes of what c->v serves (a diagnostic's: its
- * base's domain, widened by its default base) at a hidden it serves.
+ * base's domain, widened by its default base) at a hidden it serves; with c->inc_blocked,
+ * none the incumbent would serve.
  * A compact JSON array for workload.shapes (caller frees; NULL when out of memory); one
  * line in c->notes per probe left out or changed. */
 char *bk__verify_shapes_json(const bk_plan *p, bk__verify_probes *c, int domain_shapes);
+
+/* `bracket verify --target T --variant V` with no plan: the lane size it defaults to (2
+ * where v's domain takes it, else the smallest world the domain takes), and the plan it
+ * runs, as JSON text (caller frees; NULL when out of memory): target tg, candidate `variant`
+ * (v when the catalog has it, else NULL: the plan's check then names the unknown variant),
+ * incumbent tg->incumbent[backend] (NULL when it has none there), one shape (tg->example),
+ * a lane of `world` ranks, quality.rtol and atol 1e-2 (the shipped plans'), the plan
+ * loader's defaults elsewhere, placeholder digests (verify records nothing). */
+int bk__verify_default_world(const bk_variant *v);
+char *bk__verify_target_plan(const bk_target *tg, const char *variant, bk_backend backend,
+                             int world);
 
 #endif

@@ -108,6 +108,37 @@ static void test_real_candidate_edges(void **state)
     assert_string_equal(c.notes, "");
 }
 
+/* An incumbent that cannot run on the lane (NCCL where the lane shares a GPU): the plan's
+ * shapes and the probes it would serve are left out, each with a note; the rest stay. */
+static void test_incumbent_blocked(void **state)
+{
+    (void)state;
+    bk__verify_probes c;
+    bk_plan p;
+    char got[512];
+    make_plan(&p);
+    p.workload.shapes[1].tokens = 600; /* past shm_oneshot_fused's 512 */
+    context(&c, AR, "shm_oneshot_fused", NULL, NULL, BK_BACKEND_CPU);
+    c.inc_blocked = "cannot run here";
+    assert_int_equal(shapes_of(&p, &c, 1, got, sizeof got), 6);
+    assert_string_equal(got, "1x4096 7x4096 64x4096 512x4096 1x8 1x16384");
+    assert_string_equal(c.notes,
+        "shape tokens 600, hidden 4096 left out: outside the candidate's domain, so it would go "
+        "to the incumbent shm_twopass, which cannot run here\n"
+        "probe tokens 513, hidden 4096 left out: outside the candidate's domain, so it would go "
+        "to the incumbent shm_twopass, which cannot run here\n"
+        "probe tokens 1, hidden 12 left out: outside the candidate's domain, so it would go to "
+        "the incumbent shm_twopass, which cannot run here\n"
+        "probe tokens 1, hidden 16392 left out: outside the candidate's domain, so it would go "
+        "to the incumbent shm_twopass, which cannot run here\n");
+    /* a wrapper's table domain takes every shape: nothing of it goes to the incumbent */
+    context(&c, AR, "lazy", NULL, NULL, BK_BACKEND_CPU);
+    c.inc_blocked = "cannot run here";
+    make_plan(&p);
+    assert_int_equal(shapes_of(&p, &c, 1, got, sizeof got), 5);
+    assert_string_equal(c.notes, "");
+}
+
 /* On cpu a wrapper's default base (shm_twopass) takes what its base does not, so it serves
  * every shape: the probes are those of the whole domain, none left out, as before. */
 static void test_diagnostic_cpu_default_base(void **state)
@@ -239,15 +270,88 @@ static void test_moe_shapes_differ_in_experts(void **state)
     assert_string_equal(c.notes, "");
 }
 
+/* `verify --target`'s plan for candidate `cand` on `backend` at a lane of `world`: it loads
+ * and passes the catalog's check, its incumbent is the target's on that backend, its one
+ * shape the target's example, its tolerance 1e-2; a --set applies to it. */
+static void target_plan_is(const char *tg_name, const char *cand, bk_backend backend, int world)
+{
+    const bk_target *tg = bk_catalog_target(tg_name);
+    char *text = bk__verify_target_plan(tg, cand, backend, world);
+    assert_non_null(text);
+    bk_plan p;
+    bk_err err = { 0 };
+    const char *sets[] = { "workload.seed=9" };
+    if (bk_plan_parse(text, "--target", sets, 1, &p, &err) != BK_OK)
+        fail_msg("%s: %s", text, err.msg);
+    if (bk_catalog_check_plan(&p, backend, &err) != BK_OK)
+        fail_msg("%s: %s", text, err.msg);
+    assert_string_equal(p.target, tg_name);
+    assert_string_equal(p.candidate.name, cand);
+    assert_string_equal(p.incumbent.name, tg->incumbent[backend]);
+    assert_int_equal(p.backend, backend);
+    assert_int_equal(p.arena.tp * p.arena.ep, world);
+    assert_int_equal(p.workload.nshapes, 1);
+    assert_int_equal(p.workload.shapes[0].tokens, tg->example.tokens);
+    assert_int_equal(p.workload.shapes[0].hidden, tg->example.hidden);
+    assert_int_equal(p.workload.shapes[0].experts, tg->example.experts);
+    assert_int_equal(p.workload.shapes[0].topk, tg->example.topk);
+    assert_int_equal(p.workload.shapes[0].intermediate, tg->example.intermediate);
+    assert_true(p.quality.rtol == 1e-2 && p.quality.atol == 1e-2);
+    assert_int_equal(p.workload.seed, 9);
+    bk_plan_free(&p);
+    free(text);
+}
+
+static void test_target_plan(void **state)
+{
+    (void)state;
+    target_plan_is(AR, "shm_oneshot_fused", BK_BACKEND_CPU, 2);
+    target_plan_is(AR, "corrupt", BK_BACKEND_CPU, 4);
+    target_plan_is(MOE, "moe_fused_combine", BK_BACKEND_CPU, 2);
+    /* a name the catalog lacks still makes a plan: its check names the variant */
+    const bk_target *tg = bk_catalog_target(AR);
+    char *text = bk__verify_target_plan(tg, "nope", BK_BACKEND_CPU, 2);
+    bk_plan p;
+    bk_err err = { 0 };
+    assert_int_equal(bk_plan_parse(text, "--target", NULL, 0, &p, &err), BK_OK);
+    assert_int_equal(bk_catalog_check_plan(&p, BK_BACKEND_CPU, &err), BK_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "candidate.variant: no variant 'nope'"));
+    bk_plan_free(&p);
+    free(text);
+    if (!bk_test_cuda_half(AR, "ipc_twoshot_fused", __func__))
+        return;
+    target_plan_is(AR, "ipc_twoshot_fused", BK_BACKEND_CUDA, 2);
+    target_plan_is(MOE, "moe_fused_combine_cuda", BK_BACKEND_CUDA, 8);
+}
+
+/* The lane verify --target defaults to: 2 where the domain takes it, else its smallest. */
+static void test_target_default_world(void **state)
+{
+    (void)state;
+    bk_variant v = { .name = "fake" };
+    assert_int_equal(bk__verify_default_world(NULL), 2);
+    assert_int_equal(bk__verify_default_world(&v), 2); /* worlds 0: any */
+    v.domain.worlds = (1u << 1) | (1u << 2) | (1u << 4) | (1u << 8);
+    assert_int_equal(bk__verify_default_world(&v), 2);
+    v.domain.worlds = (1u << 4) | (1u << 8);
+    assert_int_equal(bk__verify_default_world(&v), 4);
+    v.domain.worlds = 1u << 1;
+    assert_int_equal(bk__verify_default_world(&v), 1);
+    assert_int_equal(bk__verify_default_world(bk_catalog_variant(AR, "shm_oneshot_fused")), 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_real_candidate_edges),
+        cmocka_unit_test(test_incumbent_blocked),
         cmocka_unit_test(test_diagnostic_cpu_default_base),
         cmocka_unit_test(test_diagnostic_no_default_base),
         cmocka_unit_test(test_probes_outside_the_incumbent_too),
         cmocka_unit_test(test_probes_stop_at_the_shape_cap),
         cmocka_unit_test(test_moe_shapes_differ_in_experts),
+        cmocka_unit_test(test_target_plan),
+        cmocka_unit_test(test_target_default_world),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

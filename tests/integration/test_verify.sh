@@ -85,6 +85,65 @@ v "$IT_PLAN" --variant nope
 grep -q "^bracket verify: --variant: no variant 'nope' for target" "$IT_TMP/v.log" ||
     fail "unknown variant message does not name --variant"
 ! grep -q "candidate.variant" "$IT_TMP/v.log" || fail "unknown --variant named as candidate.variant"
+# --target T --variant V, no plan: the target's cpu incumbent, its typical shape (8 x 4096),
+# the probes, a lane of 2, tolerance 1e-2 (the shipped plans')
+AR=collective.allreduce_residual_rmsnorm
+v --target $AR --variant shm_oneshot_fused --checks 1 --seed 5
+[ "$RC" = 0 ] || fail "verify --target of shm_oneshot_fused exited $RC"
+has "^bracket verify: shm_oneshot_fused on $AR, backend cpu, lane of 2, 1 check\(s\), tolerance rtol 0.01 atol 0.01$" ||
+    fail "--target: not the cpu lane of 2 at 1e-2"
+has "^5 +0 +8 +4096 +shm_oneshot_fused " || fail "--target: the typical shape is not shape 0"
+has "^5 +[0-9]+ +513 +4096 +shm_twopass " || fail "--target: the probe past the tokens not routed to shm_twopass"
+has "^PASSED: 0 failing shape check\(s\) of 10; the candidate shm_oneshot_fused served 7, the incumbent shm_twopass 3 " ||
+    fail "--target: not 10 shapes, 7 served by the candidate"
+# --world, --set and --no-domain-shapes apply to that plan as to a file's
+v -t $AR -v shm_oneshot_fused --checks 1 --seed 5 --world 4 --no-domain-shapes \
+    --set 'workload.shapes=[{"tokens":3,"hidden":64,"weight":1}]' --set quality.atol=0.02
+[ "$RC" = 0 ] || fail "verify --target with --world 4 and --set exited $RC"
+has "lane of 4, 1 check\(s\), tolerance rtol 0.01 atol 0.02$" || fail "--target: --world 4 or --set quality.atol not applied"
+has "^5 +0 +3 +64 +shm_oneshot_fused " && has "^PASSED: 0 failing shape check\(s\) of 1;" ||
+    fail "--target: --set workload.shapes not applied"
+v --target moe.fused_experts_reduce --variant moe_fused_combine --checks 1 --seed 5
+[ "$RC" = 0 ] || fail "verify --target of moe_fused_combine exited $RC"
+has "^5 +0 +4 +256 +8 +2 +64 +moe_fused_combine " || fail "--target moe: the typical shape is not shape 0"
+has " 4097 +256 +8 +2 +64 +moe_serial " || fail "--target moe: the probe past the tokens not routed to moe_serial"
+# a diagnostic wrapper without a plan wraps its backend's incumbent (corrupt runs on cpu
+# alone, so that is its backend, GPU or not): corrupt fails its checks
+v --target $AR --variant corrupt --checks 1 --seed 5 --no-domain-shapes
+[ "$RC" = 3 ] || fail "verify --target of corrupt exited $RC, expected 3"
+has "^ +first bad: shape 0 \(tokens 8, hidden 4096\) out rank 0 element " || fail "--target corrupt: no first bad element"
+# bad usage: exit 2, saying what is wrong, before any engine starts
+v --target nope --variant shm_oneshot_fused
+[ "$RC" = 2 ] && has "^bracket verify: --target: no target 'nope' \(known: $AR, moe.fused_experts_reduce\)$" ||
+    fail "--target nope: exit $RC, or the known targets not listed"
+v --target $AR
+[ "$RC" = 2 ] && has "^bracket verify: --target $AR: which variant\? give --variant V" ||
+    fail "--target without --variant: exit $RC, or no message"
+v "$IT_PLAN" --target $AR --variant shm_oneshot_fused
+[ "$RC" = 2 ] && has "^bracket verify: a PLAN \(.*it-cpu.json\) or --target, not both$" ||
+    fail "a PLAN and --target: exit $RC, or no message"
+v
+[ "$RC" = 2 ] && has "^bracket verify: a PLAN, or --target T --variant V, expected$" ||
+    fail "no PLAN and no --target: exit $RC, or no message"
+v --target $AR --variant nope
+[ "$RC" = 2 ] && has "^bracket verify: --variant: no variant 'nope' for target '$AR' \(known: shm_twopass," ||
+    fail "--target with an unknown variant: exit $RC, or the message"
+v --target $AR --variant shm_oneshot_fused --set quality.rtol=-1
+[ "$RC" = 2 ] && has "^bracket verify: --target $AR: quality.rtol: must be a number >= 0, got -1$" ||
+    fail "--target with a bad --set: exit $RC, or the message"
+# a candidate of cuda alone where no GPU is visible: refused, without the --set backend=cpu
+# hint that cannot help it (a build without cuda does not know the variant at all); where a
+# GPU is, tests/gpu/test_verify_cuda.sh runs it
+if ! nvidia-smi -L >/dev/null 2>&1; then
+    v --target $AR --variant ipc_twoshot_fused
+    [ "$RC" = 2 ] || fail "ipc_twoshot_fused without a GPU: exit $RC, expected 2"
+    has "no GPU is visible here .* \(the candidate ipc_twoshot_fused runs on cuda alone\)$" ||
+        has "^bracket verify: --variant: no variant 'ipc_twoshot_fused' for target" ||
+        fail "ipc_twoshot_fused without a GPU: not refused as a candidate of cuda alone"
+    ! has "backend=cpu" || fail "ipc_twoshot_fused without a GPU: told to use --set backend=cpu"
+fi
+if pgrep -f "bracket engine .*verify-" >/dev/null; then fail "engines left behind by --target"; fi
+
 # a long seed widens its column: every row's variant starts under "served by"
 v "$IT_PLAN" --checks 2 --seed 123456789012 --no-domain-shapes
 [ "$RC" = 0 ] || fail "verify with a 12-digit seed exited $RC"
