@@ -515,8 +515,8 @@ int bk_cmd_verify(int argc, char **argv)
     /* verify's engines share this host's GPUs round-robin: NCCL refuses a lane sharing one */
     const int ngpu = backend == BK_BACKEND_CUDA ? bk_cuda_device_count() : 0;
     char blocked[160];
-    snprintf(blocked, sizeof blocked, "reaches its peers through NCCL, which needs one GPU per "
-             "rank, and the lane of %d shares %d GPU%s here", world, ngpu, ngpu == 1 ? "" : "s");
+    snprintf(blocked, sizeof blocked, "reaches its peers through NCCL (one GPU a rank), and the "
+             "lane of %d shares %d GPU%s here", world, ngpu, ngpu == 1 ? "" : "s");
     if (world > 1 && world > ngpu && backend == BK_BACKEND_CUDA) {
         const bk_variant *cv = pr.base ? pr.base : v;
         if (cv->nccl) {

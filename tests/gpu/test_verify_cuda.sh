@@ -64,7 +64,7 @@ rows 7 moe_serial_cuda 0
 if [ "$shared" = 1 ]; then
     v --target moe.fused_experts_reduce --variant moe_fused_combine_cuda --world 2
     [ "$RC" = 2 ] || fail "moe at --world 2 on one GPU: exit $RC, expected 2"
-    has "the candidate moe_fused_combine_cuda reaches its peers through NCCL, which needs one GPU per rank, and the lane of 2 shares 1 GPU here: give --world 1 or less" ||
+    has "the candidate moe_fused_combine_cuda reaches its peers through NCCL \(one GPU a rank\), and the lane of 2 shares 1 GPU here: give --world 1 or less" ||
         fail "moe at --world 2 on one GPU: not refused with the reason"
 fi
 # the PLAN form, at the demo plan's lane for this machine
