@@ -81,13 +81,19 @@ static int plan_variants(int argc, char **argv)
         if (only && strcmp(only, tg->name) != 0)
             continue;
         printf("%s%s: %s\n", t && !only ? "\n" : "", tg->name, tg->summary);
+        printf("  (incumbent %s on cpu, %s on cuda; `bracket verify --target %s --variant V` "
+               "checks V without a plan)\n",
+               tg->incumbent[BK_BACKEND_CPU] ? tg->incumbent[BK_BACKEND_CPU] : "none",
+               tg->incumbent[BK_BACKEND_CUDA] ? tg->incumbent[BK_BACKEND_CUDA] : "none",
+               tg->name);
         for (int i = 0; i < bk_catalog_nvariants(); i++) {
             const bk_variant *v = bk_catalog_variant_at(i);
             char dom[256];
             if (strcmp(v->target, tg->name) != 0)
                 continue;
             bk_variant_domain_text(v, dom, sizeof dom);
-            printf("  %s\n      %s\n      domain: %s\n", v->name, v->summary, dom);
+            printf("  %s\n      %s\n      domain: %s\n%s", v->name, v->summary, dom,
+                   v->nccl ? "      NCCL at lanes above 1: one GPU a rank\n" : "");
         }
     }
     return 0;

@@ -36,6 +36,19 @@ grep -A1 "^  slowed$" "$IT_TMP/all.txt" | grep -q "DIAGNOSTIC: .*(params: base, 
     fail "slowed's line does not say it is a diagnostic with its params"
 grep -A2 "^  shm_oneshot_fused$" "$IT_TMP/all.txt" | grep -q "domain: cpu; bf16; tokens 1\.\.512; hidden 8\.\.16384, a multiple of 8" ||
     fail "shm_oneshot_fused's domain line"
+# each target's incumbents and how to verify without a plan; a variant reaching its peers
+# through NCCL says it needs a GPU a rank (on a cpu-only build there is none to say it)
+grep -A1 "^collective.allreduce_residual_rmsnorm: " "$IT_TMP/all.txt" |
+    grep -qF "  (incumbent shm_twopass on cpu, nccl_then_rmsnorm on cuda; \`bracket verify --target collective.allreduce_residual_rmsnorm --variant V\` checks V without a plan)" ||
+    fail "the allreduce target's incumbents line"
+grep -A1 "^moe.fused_experts_reduce: " "$IT_TMP/all.txt" | grep -qF "  (incumbent moe_serial on cpu, moe_serial_cuda on cuda;" ||
+    fail "the moe target's incumbents line"
+if grep -q "^  nccl_then_rmsnorm$" "$IT_TMP/all.txt"; then
+    grep -A3 "^  nccl_then_rmsnorm$" "$IT_TMP/all.txt" | grep -q "^      NCCL at lanes above 1: one GPU a rank$" ||
+        fail "nccl_then_rmsnorm does not say it needs a GPU a rank"
+fi
+! grep -A3 "^  shm_oneshot_fused$" "$IT_TMP/all.txt" | grep -q "NCCL" || fail "shm_oneshot_fused said NCCL"
+
 # --set candidate.variant without candidate.source_digest: the digest is still the plan's
 # candidate's, and plan check says so (not for the plan's own candidate, nor a digest set too)
 "$BK_BRACKET" plan check "$IT_PLAN" --set candidate.variant=shm_twopass >"$IT_TMP/sd1.txt"
