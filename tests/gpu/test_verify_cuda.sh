@@ -46,6 +46,10 @@ for cand in ipc_oneshot_fused ipc_twoshot_fused; do
     has "^PASSED: 0 failing" || fail "$cand: no PASSED line"
 done
 if [ "$shared" = 1 ]; then
+    # the routing past the domain, checked where NCCL can run here: a lane of 1
+    v --target $AR --variant ipc_twoshot_fused --checks 1 --seed 9 --world 1
+    [ "$RC" = 0 ] || fail "verify --target of ipc_twoshot_fused at a lane of 1 exited $RC"
+    rows 9 nccl_then_rmsnorm 0
     # every shape would go to the NCCL incumbent on a lane sharing the GPU: nothing to run
     v --target $AR --variant ipc_oneshot_fused --no-domain-shapes \
         --set 'workload.shapes=[{"tokens":600,"hidden":4096,"weight":1}]'
