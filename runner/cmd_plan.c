@@ -81,10 +81,13 @@ static int plan_variants(int argc, char **argv)
         if (only && strcmp(only, tg->name) != 0)
             continue;
         printf("%s%s: %s\n", t && !only ? "\n" : "", tg->name, tg->summary);
-        printf("  (incumbent %s on cpu, %s on cuda; `bracket verify --target %s --variant V` "
-               "checks V without a plan)\n",
-               tg->incumbent[BK_BACKEND_CPU] ? tg->incumbent[BK_BACKEND_CPU] : "none",
-               tg->incumbent[BK_BACKEND_CUDA] ? tg->incumbent[BK_BACKEND_CUDA] : "none",
+        /* the incumbents this build has (a build without cuda has not cuda's) */
+        printf("  (incumbent");
+        for (int b = BK_BACKEND_CPU, n = 0; b <= BK_BACKEND_CUDA; b++)
+            if (tg->incumbent[b] && bk_catalog_variant(tg->name, tg->incumbent[b]))
+                printf("%s %s on %s", n++ ? "," : "", tg->incumbent[b],
+                       bk_backend_name((bk_backend)b));
+        printf("; `bracket verify --target %s --variant V` checks V without a plan)\n",
                tg->name);
         for (int i = 0; i < bk_catalog_nvariants(); i++) {
             const bk_variant *v = bk_catalog_variant_at(i);

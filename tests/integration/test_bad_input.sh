@@ -203,7 +203,7 @@ check_cmd diag-key "params.every: unknown parameter (slowed takes base, fraction
     plan check "$IT_PLAN" --set candidate.variant=slowed --set 'candidate.params={"every":2}'
 # backend cuda where no GPU is: said plainly, exit 2 (where GPUs are, the GPU tests run it)
 "$BK_BRACKET" plan variants >"$IT_TMP/variants.log" || fail "plan variants failed"
-if ! grep -q nccl_then_rmsnorm "$IT_TMP/variants.log"; then
+if ! grep -q "^  nccl_then_rmsnorm$" "$IT_TMP/variants.log"; then
     echo "SKIPPED: test_bad_input's no-gpu checks: this build has no cuda backend"
 elif ! nvidia-smi -L >/dev/null 2>&1; then
     check no-gpu "the plan's backend is cuda, but this rank sees no GPU" 4 "$IT_PLAN" \
