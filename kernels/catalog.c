@@ -136,6 +136,18 @@ static void append(char *buf, size_t len, size_t *used, const char *fmt, ...)
     *used = k < 0 ? len : *used + (size_t)k < len ? *used + (size_t)k : len;
 }
 
+void bk_target_incumbents_text(const bk_target *t, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int b = BK_BACKEND_CPU; b <= BK_BACKEND_CUDA; b++)
+        if (t->incumbent[b] && bk_catalog_variant(t->name, t->incumbent[b]))
+            append(buf, len, &used, "%s%s (%s)", used ? ", " : "", t->incumbent[b],
+                   bk_backend_name((bk_backend)b));
+    if (!used)
+        append(buf, len, &used, "none in this build");
+}
+
 void bk_domain_text(const bk_domain *d, char *buf, size_t len)
 {
     size_t used = 0;

@@ -81,14 +81,10 @@ static int plan_variants(int argc, char **argv)
         if (only && strcmp(only, tg->name) != 0)
             continue;
         printf("%s%s: %s\n", t && !only ? "\n" : "", tg->name, tg->summary);
-        /* the incumbents this build has (a build without cuda has not cuda's) */
-        printf("  (incumbent");
-        for (int b = BK_BACKEND_CPU, n = 0; b <= BK_BACKEND_CUDA; b++)
-            if (tg->incumbent[b] && bk_catalog_variant(tg->name, tg->incumbent[b]))
-                printf("%s %s on %s", n++ ? "," : "", tg->incumbent[b],
-                       bk_backend_name((bk_backend)b));
-        printf("; `bracket verify --target %s --variant V` checks V without a plan)\n",
-               tg->name);
+        char inc[256];
+        bk_target_incumbents_text(tg, inc, sizeof inc);
+        printf("  incumbent: %s; `bracket verify --target %s --variant V` checks V without a "
+               "plan\n", inc, tg->name);
         for (int i = 0; i < bk_catalog_nvariants(); i++) {
             const bk_variant *v = bk_catalog_variant_at(i);
             char dom[256];

@@ -62,11 +62,10 @@ static void usage(FILE *f)
     for (int i = 0; i < bk_catalog_ntargets(); i++) {
         const bk_target *t = bk_catalog_target_at(i);
         const bk_shape *e = &t->example;
-        fprintf(f, "  %s\n      incumbent %s (cpu), %s (cuda)\n      shape: tokens %lld, "
-                "hidden %lld", t->name,
-                t->incumbent[BK_BACKEND_CPU] ? t->incumbent[BK_BACKEND_CPU] : "none",
-                t->incumbent[BK_BACKEND_CUDA] ? t->incumbent[BK_BACKEND_CUDA] : "none",
-                (long long)e->tokens, (long long)e->hidden);
+        char inc[256];
+        bk_target_incumbents_text(t, inc, sizeof inc);
+        fprintf(f, "  %s\n      incumbent %s\n      shape: tokens %lld, hidden %lld", t->name,
+                inc, (long long)e->tokens, (long long)e->hidden);
         if (e->experts)
             fprintf(f, ", experts %lld, topk %lld, intermediate %lld", (long long)e->experts,
                     (long long)e->topk, (long long)e->intermediate);

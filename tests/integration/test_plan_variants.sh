@@ -39,14 +39,14 @@ grep -A2 "^  shm_oneshot_fused$" "$IT_TMP/all.txt" | grep -q "domain: cpu; bf16;
 # each target's incumbents this build has and how to verify without a plan; a variant
 # reaching its peers through NCCL says it needs a GPU a rank (a cpu-only build has none)
 if grep -q "^  nccl_then_rmsnorm$" "$IT_TMP/all.txt"; then
-    cuda_ar=", nccl_then_rmsnorm on cuda" cuda_moe=", moe_serial_cuda on cuda"
+    cuda_ar=", nccl_then_rmsnorm (cuda)" cuda_moe=", moe_serial_cuda (cuda)"
 else
     cuda_ar="" cuda_moe=""
 fi
 grep -A1 "^collective.allreduce_residual_rmsnorm: " "$IT_TMP/all.txt" |
-    grep -qF "  (incumbent shm_twopass on cpu$cuda_ar; \`bracket verify --target collective.allreduce_residual_rmsnorm --variant V\` checks V without a plan)" ||
+    grep -qF "  incumbent: shm_twopass (cpu)$cuda_ar; \`bracket verify --target collective.allreduce_residual_rmsnorm --variant V\` checks V without a plan" ||
     fail "the allreduce target's incumbents line"
-grep -A1 "^moe.fused_experts_reduce: " "$IT_TMP/all.txt" | grep -qF "  (incumbent moe_serial on cpu$cuda_moe;" ||
+grep -A1 "^moe.fused_experts_reduce: " "$IT_TMP/all.txt" | grep -qF "  incumbent: moe_serial (cpu)$cuda_moe;" ||
     fail "the moe target's incumbents line"
 if grep -q "^  nccl_then_rmsnorm$" "$IT_TMP/all.txt"; then
     grep -A3 "^  nccl_then_rmsnorm$" "$IT_TMP/all.txt" | grep -q "^      NCCL at lanes above 1: one GPU a rank$" ||
