@@ -136,6 +136,14 @@ static void append(char *buf, size_t len, size_t *used, const char *fmt, ...)
     *used = k < 0 ? len : *used + (size_t)k < len ? *used + (size_t)k : len;
 }
 
+void bk_catalog_targets_text(char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < bk_catalog_ntargets(); i++)
+        append(buf, len, &used, "%s%s", i ? ", " : "", bk_catalog_target_at(i)->name);
+}
+
 void bk_target_incumbents_text(const bk_target *t, char *buf, size_t len)
 {
     size_t used = 0;

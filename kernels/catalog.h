@@ -142,6 +142,8 @@ const bk_target *bk_catalog_target_at(int i);
 int bk_domain_contains(const bk_domain *d, const bk_shape *s, int world, const char *dtype,
                        bk_backend backend, int have_p2p, char *why, size_t why_len);
 
+/* The names of the targets this build knows, ", "-separated (for "known: ..." messages). */
+void bk_catalog_targets_text(char *buf, size_t len);
 /* The target's incumbents (bk_target.incumbent) that this build's catalog has, in words:
  * "shm_twopass (cpu), nccl_then_rmsnorm (cuda)"; "none in this build" when it has none. */
 void bk_target_incumbents_text(const bk_target *t, char *buf, size_t len);

@@ -264,13 +264,7 @@ static bk_status check_plan(const bk_plan *plan, bk_backend backend, bk_err *err
     char buf[512];
     const bk_target *t = bk_catalog_target(plan->target);
     if (!t) {
-        size_t used = 0;
-        buf[0] = '\0';
-        for (int i = 0; i < bk_catalog_ntargets() && used < sizeof buf; i++) {
-            int n = snprintf(buf + used, sizeof buf - used, "%s%s", i ? ", " : "",
-                             bk_catalog_target_at(i)->name);
-            used += n > 0 ? (size_t)n : 0;
-        }
+        bk_catalog_targets_text(buf, sizeof buf);
         return BK_FAIL(err, BK_ERR_INPUT, "target: unknown target '%s' (known: %s)",
                        plan->target, buf);
     }

@@ -103,6 +103,9 @@ bk_status bk_plan_parse(const char *text, const char *label, const char *const *
 
 void bk_plan_free(bk_plan *plan);
 
+/* 1 when ch may stand in a plan's name (letters, digits, '.', '_', '-'), else 0. */
+int bk_plan_name_char(char ch);
+
 /* The plan as run, as canonical JSON text (sorted keys, compact); caller frees. */
 char *bk_plan_dump(const bk_plan *plan);
 

@@ -98,11 +98,16 @@ static bk_status check_exact(const bk__chk *c, json_t *obj, const char *base, co
     return BK_OK;
 }
 
+int bk_plan_name_char(char ch)
+{
+    return ch && strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", ch);
+}
+
 static bk_status check_name(const bk__chk *c, json_t *root, bk_plan *p)
 {
     CK(bk__get_str(c, root, "", "name", NULL, p->name, sizeof p->name));
     for (const char *s = p->name; *s; s++) {
-        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", *s))
+        if (!bk_plan_name_char(*s))
             return bk__bad(c, "name", json_object_get(root, "name"),
                            "may hold only letters, digits, '.', '_' and '-'");
     }

@@ -70,10 +70,10 @@ static int plan_variants(int argc, char **argv)
         return BK_EXIT_USAGE;
     }
     if (only && !bk_catalog_target(only)) {
-        fprintf(stderr, "bracket plan variants: --target: no target '%s' (known:", only);
-        for (int t = 0; t < bk_catalog_ntargets(); t++)
-            fprintf(stderr, "%s %s", t ? "," : "", bk_catalog_target_at(t)->name);
-        fprintf(stderr, ")\n");
+        char known[512];
+        bk_catalog_targets_text(known, sizeof known);
+        fprintf(stderr, "bracket plan variants: --target: no target '%s' (known: %s)\n", only,
+                known);
         return BK_EXIT_USAGE;
     }
     for (int t = 0; t < bk_catalog_ntargets(); t++) {

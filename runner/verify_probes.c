@@ -5,7 +5,6 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "kernels/catalog.h"
 #include "runner/verify_probes.h"
@@ -245,8 +244,8 @@ char *bk__verify_target_plan(const bk_target *tg, const char *variant, bk_backen
     if (!inc)
         return NULL;
     snprintf(name, sizeof name, "verify-%s", variant);
-    for (char *q = name; *q; q++) /* the plan's name rule: letters, digits, . _ - */
-        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", *q))
+    for (char *q = name; *q; q++) /* the plan's name rule */
+        if (!bk_plan_name_char(*q))
             *q = '_';
     json_t *shapes = json_array();
     if (shapes)
