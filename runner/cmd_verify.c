@@ -1,6 +1,7 @@
 /* cmd_verify.c - `bracket verify PLAN` (or `--target T --variant V`, a plan of the target's
- * own): the candidate's numerics against the float64 reference over its domain's shapes, with fresh seeded inputs per check, poisoned outputs,
- * unmutated inputs, graph replay equal to eager (cuda), and routing outside the domain.
+ * own): the candidate's numerics against the float64 reference over its domain's shapes,
+ * with fresh seeded inputs per check, poisoned outputs, unmutated inputs, graph replay equal
+ * to eager (cuda), and routing outside the domain.
  * The engines are the real ones (`bracket engine --audit`), started here without MPI. */
 #include <errno.h>
 #include <getopt.h>
@@ -393,10 +394,10 @@ static int target_plan(const verify_opts *o, char **text, char *label, size_t le
 {
     const bk_target *tg = bk_catalog_target(o->target);
     if (!tg) {
-        fprintf(stderr, "bracket verify: --target: no target '%s' (known:", o->target);
-        for (int i = 0; i < bk_catalog_ntargets(); i++)
-            fprintf(stderr, "%s %s", i ? "," : "", bk_catalog_target_at(i)->name);
-        fprintf(stderr, ")\n");
+        char known[512];
+        bk_catalog_targets_text(known, sizeof known);
+        fprintf(stderr, "bracket verify: --target: no target '%s' (known: %s)\n", o->target,
+                known);
         return BK_EXIT_USAGE;
     }
     /* an unknown variant still gets a plan: its check names it with the known ones */
@@ -476,15 +477,16 @@ int bk_cmd_verify(int argc, char **argv)
     }
     bk_backend backend = bk_resolve_backend(base.backend);
     const bk_variant *v = bk_catalog_variant(base.target, base.candidate.name);
-    if (backend == BK_BACKEND_CUDA && bk_cuda_device_count() <= 0) {
+    /* the GPUs verify's engines will share (round-robin) on this host; -1: no CUDA */
+    const int ngpu = backend == BK_BACKEND_CUDA ? bk_cuda_device_count() : 0;
+    if (backend == BK_BACKEND_CUDA && ngpu <= 0) {
         /* --set backend=cpu is no way out for a candidate that runs on cuda alone */
         char alone[200] = ", or with --set backend=cpu";
         if (v && !(v->backends & BK_BK_CPU))
             snprintf(alone, sizeof alone, " (the candidate %s runs on cuda alone)", v->name);
         fprintf(stderr, "bracket verify: %s: the plan's backend is cuda, but no GPU is visible "
                 "here (%s): run it where GPUs are%s\n", label,
-                bk_cuda_device_count() < 0 ? "no CUDA driver or runtime" : "0 CUDA devices",
-                alone);
+                ngpu < 0 ? "no CUDA driver or runtime" : "0 CUDA devices", alone);
         bk_plan_free(&base);
         free(ptext);
         return BK_EXIT_USAGE;
@@ -511,8 +513,7 @@ int bk_cmd_verify(int argc, char **argv)
     bk__verify_probes pr = { .tg = tg, .v = v, .inc = inc, .world = world,
                              .dtype = base.arena.dtype, .backend = backend };
     bk_catalog_diag_bases(v, base.candidate.params, backend, &pr.base, &pr.fallback);
-    /* verify's engines share this host's GPUs round-robin: NCCL refuses a lane sharing one */
-    const int ngpu = backend == BK_BACKEND_CUDA ? bk_cuda_device_count() : 0;
+    /* NCCL refuses a lane whose ranks share a GPU */
     char blocked[160];
     snprintf(blocked, sizeof blocked, "reaches its peers through NCCL (one GPU a rank), and the "
              "lane of %d shares %d GPU%s here", world, ngpu, ngpu == 1 ? "" : "s");
