@@ -1,5 +1,5 @@
 /* cmd_verify.c - `bracket verify PLAN` (or `--target T --variant V`, a plan of the target's
- * own): the candidate's numerics against the float64 reference over its domain's shapes,
+ * own; `--target T` alone: each of its variants, verify_all.c): the candidate's numerics against the float64 reference over its domain's shapes,
  * with fresh seeded inputs per check, poisoned outputs, unmutated inputs, graph replay equal
  * to eager (cuda), and routing outside the domain.
  * The engines are the real ones (`bracket engine --audit`), started here without MPI. */
@@ -29,7 +29,7 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: bracket verify PLAN [--variant V] [--set PATH=VALUE]... [--checks N]\n"
         "                      [--seed S] [--world N] [--no-domain-shapes]\n"
-        "       bracket verify --target T --variant V [--set PATH=VALUE]... [--checks N]\n"
+        "       bracket verify --target T [--variant V] [--set PATH=VALUE]... [--checks N]\n"
         "                      [--seed S] [--world N] [--no-domain-shapes]\n"
         "\n"
         "Checks the plan's candidate (or V) against the target's float64 reference: every\n"
@@ -59,7 +59,14 @@ static void usage(FILE *f)
         "peers through NCCL, no more than the GPUs here), quality.rtol and atol 1e-2; the\n"
         "backend is V's own where it has one, else cuda where a GPU is visible, else cpu.\n"
         "--set changes any of it (workload.shapes, quality.atol, backend,\n"
-        "incumbent.variant). `bracket plan variants` lists each target's variants.\n");
+        "incumbent.variant). `bracket plan variants` lists each target's variants.\n"
+        "With --target and no --variant, every variant of T on the backend (--set, else\n"
+        "cuda where a GPU is visible, else cpu) is checked so, one after another, the\n"
+        "incumbent too; not the diagnostic ones (wrong on purpose). Then a line a\n"
+        "variant: PASSED, FAILED or not verified (refused, or verify failed), and the\n"
+        "exit status of the worst.\n"
+        "\n"
+        "Targets:\n");
     for (int i = 0; i < bk_catalog_ntargets(); i++) {
         const bk_target *t = bk_catalog_target_at(i);
         const bk_shape *e = &t->example;
@@ -74,7 +81,8 @@ static void usage(FILE *f)
     }
     fprintf(f,
         "\n"
-        "  -t, --target T        no plan: verify V (--variant) of target T, as above\n"
+        "  -t, --target T        no plan: verify V (--variant) of target T, or each of its\n"
+        "                        variants, as above\n"
         "  -v, --variant V       verify V instead of the plan's candidate\n"
         "  -s, --set PATH=VAL    override a plan field first (repeatable)\n"
         "  -n, --checks N        independent checks with fresh seeds, 1..1000 (default 2)\n"
@@ -86,7 +94,8 @@ static void usage(FILE *f)
         "\n"
         "Exit status: 0 every check passed, 3 a check failed, 2 bad input or usage (a\n"
         "candidate that serves none of the shapes too), 1 an engine failed or another\n"
-        "internal failure.\n");
+        "internal failure. Each of a target's variants: 3 when one failed, else 1 when\n"
+        "one's verify failed, else 2 when one was refused, else 0.\n");
 }
 
 typedef struct verify_opts {
@@ -155,16 +164,11 @@ static int parse(int argc, char **argv, verify_opts *o)
                     argv[optind]);
             return -1;
         }
-        if (!o->variant) {
-            fprintf(stderr, "bracket verify: --target %s: which variant? give --variant V "
-                    "(`bracket plan variants --target %s` lists them)\n", o->target, o->target);
-            return -1;
-        }
         return 0;
     }
     if (optind != argc - 1) {
         fprintf(stderr, "bracket verify: %s\n", optind == argc
-                ? "a PLAN, or --target T --variant V, expected" : "one PLAN expected");
+                ? "a PLAN, or --target T, expected" : "one PLAN expected");
         return -1;
     }
     o->plan = argv[optind];
@@ -388,26 +392,38 @@ static bk_backend target_backend(const verify_opts *o, const bk_variant *v)
     return bk_resolve_backend(BK_BACKEND_AUTO);
 }
 
-/* --target T --variant V: the plan verify runs (bk__verify_target_plan) in *text, its
- * label for messages in `label`. 0, or an exit status after saying what is wrong. */
-static int target_plan(const verify_opts *o, char **text, char *label, size_t len)
+/* --target T and the backend for V (NULL: for all of T's variants): *tg and *be, or an
+ * exit status after saying what is wrong (an unknown target, no incumbent there). */
+static int target_of(const verify_opts *o, const bk_variant *v, const bk_target **tg,
+                     bk_backend *be)
 {
-    const bk_target *tg = bk_catalog_target(o->target);
-    if (!tg) {
+    if (!(*tg = bk_catalog_target(o->target))) {
         char known[512];
         bk_catalog_targets_text(known, sizeof known);
         fprintf(stderr, "bracket verify: --target: no target '%s' (known: %s)\n", o->target,
                 known);
         return BK_EXIT_USAGE;
     }
-    /* an unknown variant still gets a plan: its check names it with the known ones */
-    const bk_variant *v = bk_catalog_variant(tg->name, o->variant);
-    bk_backend be = target_backend(o, v);
-    if (!tg->incumbent[be]) {
+    *be = target_backend(o, v);
+    if (!(*tg)->incumbent[*be]) {
         fprintf(stderr, "bracket verify: --target %s: no incumbent on backend %s in this "
-                "build\n", tg->name, bk_backend_name(be));
+                "build\n", (*tg)->name, bk_backend_name(*be));
         return BK_EXIT_USAGE;
     }
+    return 0;
+}
+
+/* --target T --variant V: the plan verify runs (bk__verify_target_plan) in *text, its
+ * label for messages in `label`. 0, or an exit status after saying what is wrong. */
+static int target_plan(const verify_opts *o, char **text, char *label, size_t len)
+{
+    const bk_target *tg;
+    bk_backend be;
+    /* an unknown variant still gets a plan: its check names it with the known ones */
+    const bk_variant *v = bk_catalog_variant(o->target, o->variant);
+    int rc = target_of(o, v, &tg, &be);
+    if (rc)
+        return rc;
     snprintf(label, len, "--target %s", tg->name);
     int world = o->world ? o->world : bk__verify_default_world(v);
     if (!o->world && be == BK_BACKEND_CUDA && v && v->nccl) { /* NCCL: one GPU a rank */
@@ -436,6 +452,35 @@ int bk_cmd_verify(int argc, char **argv)
     if (parse(argc, argv, &o) != 0) {
         usage(stderr);
         return BK_EXIT_USAGE;
+    }
+    if (o.target && !o.variant) { /* every real variant of the target, one by one */
+        const bk_target *tg;
+        bk_backend be;
+        int trc = target_of(&o, NULL, &tg, &be);
+        if (trc)
+            return trc;
+        if (be == BK_BACKEND_CUDA && bk_cuda_device_count() <= 0) {
+            fprintf(stderr, "bracket verify: --target %s: backend cuda, but no GPU is visible "
+                    "here: run it where GPUs are, or with --set backend=cpu\n", tg->name);
+            return BK_EXIT_USAGE;
+        }
+        /* the plan once, with the incumbent as V: a bad --set is said once, not a time a
+         * variant */
+        verify_opts oi = o;
+        oi.variant = tg->incumbent[be];
+        char label[160], *text = NULL;
+        bk_plan p;
+        bk_err err = { 0 };
+        if ((trc = target_plan(&oi, &text, label, sizeof label)) != 0)
+            return trc;
+        bk_status st = load_plan(&oi, text, label, oi.sets, oi.nsets, &p, &err);
+        free(text);
+        if (st != BK_OK) {
+            fprintf(stderr, "bracket verify: %s\n", err.msg);
+            return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
+        }
+        bk_plan_free(&p);
+        return bk__verify_all(tg, be, argc, argv);
     }
     char tlabel[160], *ptext = NULL;
     const char *label = o.plan; /* what messages name the plan by */

@@ -46,4 +46,11 @@ int bk__verify_default_world(const bk_variant *v);
 char *bk__verify_target_plan(const bk_target *tg, const char *variant, bk_backend backend,
                              int world);
 
+/* `bracket verify --target T` with no --variant (argv: verify's own, argv[0] "verify"):
+ * each real (not diagnostic) variant of tg on `backend`, one after another, by `bracket
+ * verify ARGV --variant V` in a child process that dies with this one, then a line a
+ * variant. The exit status: 3 when one failed, else 1 when one's verify or engines failed,
+ * else 2 when one was refused (each says why in its section), else 0. */
+int bk__verify_all(const bk_target *tg, bk_backend backend, int argc, char **argv);
+
 #endif

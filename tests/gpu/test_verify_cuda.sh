@@ -5,8 +5,8 @@
 # within the default 1e-2 of the float64 reference, the graph replay bitwise equal to the
 # eager call on every row, and the probes past the candidate's domain served by the
 # target's cuda incumbent (left out, with a note, where the lane shares a GPU and that
-# incumbent needs NCCL). Then the PLAN form on the demo plan at its lane. No engine is left
-# behind.
+# incumbent needs NCCL). Then --target T alone (every cuda variant of T passes), and the
+# PLAN form on the demo plan at its lane. No engine is left behind.
 # Skips (exit 77) with the reason where there is no GPU or no cuda build.
 . "$(dirname "$0")/../integration/lib.sh"
 set -e
@@ -71,6 +71,19 @@ if [ "$shared" = 1 ]; then
     has "the candidate moe_fused_combine_cuda reaches its peers through NCCL \(one GPU a rank\), and the lane of 2 shares 1 GPU here: give --world 1 or less" ||
         fail "moe at --world 2 on one GPU: not refused with the reason"
 fi
+# --target T alone: each cuda variant of T, on cuda (the backend auto picks with a GPU)
+v --target $AR --checks 1 --seed 11 --no-domain-shapes
+[ "$RC" = 0 ] || fail "verify --target $AR alone exited $RC"
+has "^bracket verify: --target $AR: its 3 variant\(s\) on backend cuda" ||
+    fail "--target alone: not the 3 cuda variants"
+for cand in nccl_then_rmsnorm ipc_oneshot_fused ipc_twoshot_fused; do
+    has "^  $cand +PASSED$" || fail "--target alone: $cand did not pass"
+done
+has "^PASSED: all 3 variant\(s\)$" || fail "--target alone: no PASSED line"
+[ "$(grep -c "graph==eager" "$IT_TMP/v.log")" = 3 ] || fail "--target alone: not a table a variant"
+v --target moe.fused_experts_reduce --checks 1 --seed 11 --no-domain-shapes
+[ "$RC" = 0 ] && has "^PASSED: all 3 variant\(s\)$" ||
+    fail "--target moe alone: exit $RC, or not all 3 cuda variants passed"
 # the PLAN form, at the demo plan's lane for this machine
 v "$plan" "${sets[@]}" --checks 1 --seed 8
 [ "$RC" = 0 ] || fail "verify of $plan exited $RC"

@@ -116,14 +116,11 @@ has "^ +first bad: shape 0 \(tokens 8, hidden 4096\) out rank 0 element " || fai
 v --target nope --variant shm_oneshot_fused
 [ "$RC" = 2 ] && has "^bracket verify: --target: no target 'nope' \(known: $AR, moe.fused_experts_reduce\)$" ||
     fail "--target nope: exit $RC, or the known targets not listed"
-v --target $AR
-[ "$RC" = 2 ] && has "^bracket verify: --target $AR: which variant\? give --variant V" ||
-    fail "--target without --variant: exit $RC, or no message"
 v "$IT_PLAN" --target $AR --variant shm_oneshot_fused
 [ "$RC" = 2 ] && has "^bracket verify: a PLAN \(.*it-cpu.json\) or --target, not both$" ||
     fail "a PLAN and --target: exit $RC, or no message"
 v
-[ "$RC" = 2 ] && has "^bracket verify: a PLAN, or --target T --variant V, expected$" ||
+[ "$RC" = 2 ] && has "^bracket verify: a PLAN, or --target T, expected$" ||
     fail "no PLAN and no --target: exit $RC, or no message"
 v --target $AR --variant nope
 [ "$RC" = 2 ] && has "^bracket verify: --variant: no variant 'nope' for target '$AR' \(known: shm_twopass," ||
@@ -143,6 +140,49 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
     ! has "backend=cpu" || fail "ipc_twoshot_fused without a GPU: told to use --set backend=cpu"
 fi
 if pgrep -f "bracket engine .*verify-" >/dev/null; then fail "engines left behind by --target"; fi
+
+# --target T alone: each real variant of T in turn (on cpu: the backend auto picks without
+# a GPU, else --set), its own section as --variant V gives it, then a line a variant
+CPU=()
+nvidia-smi -L >/dev/null 2>&1 && CPU=(--set backend=cpu)
+v --target $AR --checks 1 --seed 5 "${CPU[@]}"
+[ "$RC" = 0 ] || fail "verify --target $AR exited $RC"
+has "^bracket verify: --target $AR: its 2 variant\(s\) on backend cpu, .*its 5 diagnostic variant\(s\), wrong on purpose, are left out" ||
+    fail "--target alone: the header does not count 2 variants and 5 diagnostic ones left out"
+has "^== 1 of 2: shm_twopass ==$" && has "^== 2 of 2: shm_oneshot_fused ==$" ||
+    fail "--target alone: not a section for each of shm_twopass and shm_oneshot_fused"
+! has "^== .*(corrupt|slowed|crash|lazy|mutate)" || fail "--target alone: a diagnostic variant verified"
+has "^PASSED: 0 failing shape check\(s\) of 5; the candidate shm_twopass served all 5$" ||
+    fail "--target alone: the incumbent shm_twopass not verified as a candidate"
+has "^PASSED: 0 failing shape check\(s\) of 10; the candidate shm_oneshot_fused served 7, the incumbent shm_twopass 3 " ||
+    fail "--target alone: shm_oneshot_fused not verified as --variant does"
+has "^  shm_twopass +PASSED$" && has "^  shm_oneshot_fused +PASSED$" && has "^PASSED: all 2 variant\(s\)$" ||
+    fail "--target alone: no summary line for each variant, or no PASSED"
+v --target moe.fused_experts_reduce --checks 1 --seed 5 --no-domain-shapes "${CPU[@]}"
+[ "$RC" = 0 ] && has "^  moe_serial +PASSED$" && has "^  moe_fused_combine +PASSED$" ||
+    fail "--target moe alone: exit $RC, or not both variants passed"
+# one refused (tokens past shm_oneshot_fused's 512), the other passed: not verified, exit 2,
+# with the refusal's reason in its section
+ONE='workload.shapes=[{"tokens":1000,"hidden":64,"weight":1}]'
+v --target $AR --checks 1 --seed 5 --no-domain-shapes --set "$ONE" "${CPU[@]}"
+[ "$RC" = 2 ] || fail "--target alone, one variant refused: exit $RC, expected 2"
+has "the candidate shm_oneshot_fused serves none of the 1 shape check\(s\)" ||
+    fail "--target alone: the refusal's reason not in the output"
+has "^  shm_twopass +PASSED$" && has "^  shm_oneshot_fused +not verified: refused " &&
+    has "^NOT ALL VERIFIED: 1 of 2 variant\(s\) passed, 0 failed, 1 not verified$" ||
+    fail "--target alone, one refused: the summary does not say so"
+# a failure outranks a refusal: exit 3
+v --target $AR --checks 1 --seed 5 --no-domain-shapes --set "$ONE" --set quality.rtol=0 \
+    --set quality.atol=0 "${CPU[@]}"
+[ "$RC" = 3 ] || fail "--target alone, one failed and one refused: exit $RC, expected 3"
+has "^  shm_twopass +FAILED$" && has "^FAILED: 0 of 2 variant\(s\) passed, 1 failed, 1 not verified$" ||
+    fail "--target alone, one failed: the summary does not say so"
+# a bad --set is said once, before any variant's verify
+v --target $AR --set quality.rtol=-1
+[ "$RC" = 2 ] && [ "$(grep -c "quality.rtol: must be a number >= 0, got -1" "$IT_TMP/v.log")" = 1 ] ||
+    fail "--target alone with a bad --set: exit $RC, or not said exactly once"
+! has "^== " || fail "--target alone with a bad --set: a variant's verify started"
+if pgrep -f "bracket engine .*verify-" >/dev/null; then fail "engines left behind by --target alone"; fi
 
 # a long seed widens its column: every row's variant starts under "served by"
 v "$IT_PLAN" --checks 2 --seed 123456789012 --no-domain-shapes
