@@ -1,7 +1,8 @@
 /* cmd_verify.c - `bracket verify PLAN` (or `--target T --variant V`, a plan of the target's
- * own; `--target T` alone: each of its variants, verify_all.c): the candidate's numerics against the float64 reference over its domain's shapes,
- * with fresh seeded inputs per check, poisoned outputs, unmutated inputs, graph replay equal
- * to eager (cuda), and routing outside the domain.
+ * own; `--target T` alone: each of its variants, verify_all.c): the candidate's numerics
+ * against the float64 reference over its domain's shapes, with fresh seeded inputs per
+ * check, poisoned outputs, unmutated inputs, graph replay equal to eager (cuda), and
+ * routing outside the domain.
  * The engines are the real ones (`bracket engine --audit`), started here without MPI. */
 #include <errno.h>
 #include <getopt.h>
@@ -94,8 +95,8 @@ static void usage(FILE *f)
         "\n"
         "Exit status: 0 every check passed, 3 a check failed, 2 bad input or usage (a\n"
         "candidate that serves none of the shapes too), 1 an engine failed or another\n"
-        "internal failure. Each of a target's variants: 3 when one failed, else 1 when\n"
-        "one's verify failed, else 2 when one was refused, else 0.\n");
+        "internal failure. With --target T alone: 3 when a variant failed, else 1 when\n"
+        "a variant's verify failed, else 2 when one was refused, else 0.\n");
 }
 
 typedef struct verify_opts {
