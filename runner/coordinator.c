@@ -340,21 +340,26 @@ static void on_pull(bk_coord *c)
             break;
         }
         {
-            const uint64_t *dst = d->ns[m.shape] + m.first;
+            /* an iteration already received may come again with the same time (an engine
+             * over tcp sends its samples again after a connection broke: engine.c), and is
+             * counted as a repeat; with another time, or the "missing" marker, the batch is
+             * rejected whole */
+            uint64_t *dst = d->ns[m.shape] + m.first, fresh = 0;
             size_t i = 0;
-            while (i < m.n && dst[i] == UINT64_MAX && m.ns[i] != UINT64_MAX)
-                i++;
-            if (i < m.n) { /* iteration first + i: already received, or the "missing" marker */
+            while (i < m.n && m.ns[i] != UINT64_MAX && (dst[i] == UINT64_MAX || dst[i] == m.ns[i]))
+                fresh += dst[i++] == UINT64_MAX;
+            if (i < m.n) {
                 c->stats.accepted--;
                 c->stats.rejected[BK_REJ_BAD_FIELD]++;
                 break;
             }
+            if (!d->t_first_sample_ns && a->t_start_ns && fresh)
+                d->t_first_sample_ns = bk_now_ns() - a->t_start_ns;
+            memcpy(dst, m.ns, m.n * sizeof(uint64_t));
+            d->ns_seen[m.shape] += fresh;
+            d->samples_got += fresh;
+            c->stats.repeated += m.n - fresh;
         }
-        if (!d->t_first_sample_ns && a->t_start_ns)
-            d->t_first_sample_ns = bk_now_ns() - a->t_start_ns;
-        memcpy(d->ns[m.shape] + m.first, m.ns, m.n * sizeof(uint64_t));
-        d->ns_seen[m.shape] += m.n;
-        d->samples_got += m.n;
         break;
     case BK_MSG_TENSOR: {
         const int k = tensor_slot(c, a, d, &m);
@@ -430,6 +435,16 @@ int bk_coord_all_status(const bk_coord *c)
         return 0;
     for (int r = 0; r < c->cur->world; r++)
         if (!c->cur->r[r].status_seen)
+            return 0;
+    return 1;
+}
+
+int bk_coord_all_in(const bk_coord *c)
+{
+    if (!bk_coord_all_status(c))
+        return 0;
+    for (int r = 0; r < c->cur->world; r++)
+        if (!c->cur->audit && c->cur->r[r].samples_got != c->cur->r[r].samples_claimed)
             return 0;
     return 1;
 }

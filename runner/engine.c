@@ -30,14 +30,19 @@ typedef struct engine {
     bk_wire_buf buf;
     bk_wire_hdr hdr;
     uint64_t sent_samples;
+    /* tcp only (a connection that can break and be made again): the push socket's
+     * disconnect events, and every sample sent, per shape (UINT64_MAX: none yet), to send
+     * again at the end when a connection broke (resend_after_drops) */
+    void *mon;
+    uint64_t *kept[BK_MAX_SHAPES];
     uint64_t t_start_ns, t_first_ns;
     char settings[sizeof ((bk_msg *)0)->settings]; /* the backend's, at the end ("" if none) */
 } engine;
 
-static bk_status push_msg(engine *e, bk_err *err)
+static bk_status push_bytes(engine *e, const void *data, size_t size, bk_err *err)
 {
     for (;;) {
-        if (zmq_send(e->push, e->buf.data, e->buf.size, 0) >= 0)
+        if (zmq_send(e->push, data, size, 0) >= 0)
             return BK_OK;
         if (zmq_errno() == EAGAIN)
             return BK_FAIL(err, BK_ERR_TIMEOUT, "engine: the coordinator at %s took nothing "
@@ -49,6 +54,27 @@ static bk_status push_msg(engine *e, bk_err *err)
     }
 }
 
+static bk_status push_msg(engine *e, bk_err *err)
+{
+    return push_bytes(e, e->buf.data, e->buf.size, err);
+}
+
+/* tcp: keep a copy of what was sent (the shape's row made at its first samples; without
+ * memory, nothing is kept and a loss stays what it was: the arm fails, naming it) */
+static void keep_samples(engine *e, uint32_t shape, uint64_t first, const uint64_t *ns,
+                         size_t n)
+{
+    const uint64_t iters = (uint64_t)e->plan.workload.iters;
+    if (!e->mon || shape >= BK_MAX_SHAPES || first > iters || n > iters - first)
+        return;
+    if (!e->kept[shape]) {
+        if (!(e->kept[shape] = malloc(iters * sizeof(uint64_t))))
+            return;
+        memset(e->kept[shape], 0xff, iters * sizeof(uint64_t));
+    }
+    memcpy(e->kept[shape] + first, ns, n * sizeof(uint64_t));
+}
+
 static bk_status emit_samples(void *user, uint32_t shape, uint64_t first, const uint64_t *ns,
                               size_t n, bk_err *err)
 {
@@ -57,7 +83,68 @@ static bk_status emit_samples(void *user, uint32_t shape, uint64_t first, const 
     if (st != BK_OK)
         return st;
     e->sent_samples += n;
+    keep_samples(e, shape, first, ns, n);
     return push_msg(e, err);
+}
+
+/* tcp: the disconnects of the push socket its monitor has reported, waiting up to wait_ms
+ * for the first (an event the I/O thread has yet to post) */
+static int drops_seen(engine *e, int wait_ms)
+{
+    int n = 0;
+    zmq_pollitem_t it = { e->mon, 0, ZMQ_POLLIN, 0 };
+    while (zmq_poll(&it, 1, n ? 0 : wait_ms) > 0) {
+        zmq_msg_t m; /* an event is two frames: its number and value, then the endpoint */
+        int more = 1;
+        while (more) {
+            zmq_msg_init(&m);
+            if (zmq_msg_recv(&m, e->mon, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close(&m);
+                return n;
+            }
+            more = zmq_msg_more(&m);
+            zmq_msg_close(&m);
+        }
+        n++;
+    }
+    return n;
+}
+
+/* tcp: a connection to rank 0 that broke during the arm is made again by ZeroMQ, but what
+ * was in flight on it is lost. So while one broke since the last look (waiting up to
+ * wait_ms for the news), every sample of the arm is sent again, and the status after them
+ * when one is given, a few rounds at most; rank 0 takes each sample once (a repeat is
+ * counted, not stored: coordinator.c). Called before the status (no status) and after it
+ * (the status: it may have been in flight). A connection that breaks past the last round
+ * still loses what it carried: the arm then fails as before, saying what is missing. */
+#define RESEND_ROUNDS 4
+#define RESEND_BATCH 256
+static bk_status resend_after_drops(engine *e, int wait_ms, const bk_wire_buf *status,
+                                    bk_err *err)
+{
+    bk_status st = BK_OK;
+    for (int round = 0; round < RESEND_ROUNDS && drops_seen(e, wait_ms) > 0; round++) {
+        for (int s = 0; s < e->plan.workload.nshapes; s++) {
+            const uint64_t *k = e->kept[s];
+            const uint64_t iters = (uint64_t)e->plan.workload.iters;
+            for (uint64_t i = 0; k && i < iters;) {
+                if (k[i] == UINT64_MAX) {
+                    i++;
+                    continue;
+                }
+                size_t n = 0;
+                while (n < RESEND_BATCH && i + n < iters && k[i + n] != UINT64_MAX)
+                    n++;
+                BK_TRY(bk_wire_samples(&e->buf, &e->hdr, (uint32_t)s, i, k + i, n, err));
+                BK_TRY(push_msg(e, err));
+                i += n;
+            }
+        }
+        if (status)
+            BK_TRY(push_bytes(e, status->data, status->size, err));
+    }
+out:
+    return st;
 }
 
 static void usage(FILE *f)
@@ -327,9 +414,21 @@ int bk_cmd_engine(int argc, char **argv)
             zmq_ctx_term(e.zctx);
         return BK_EXIT_INTERNAL;
     }
+    /* tcp: watch for connections that break (resend_after_drops); without the monitor, a
+     * loss stays one (the arm fails, naming it) */
+    char mon_ep[64];
+    snprintf(mon_ep, sizeof mon_ep, "inproc://bk-engine-drops-%d", (int)getpid());
+    if (e.push && e.a.keys_file &&
+        zmq_socket_monitor(e.push, mon_ep, ZMQ_EVENT_DISCONNECTED) == 0 &&
+        (e.mon = zmq_socket(e.zctx, ZMQ_PAIR)) && zmq_connect(e.mon, mon_ep) != 0) {
+        zmq_close(e.mon);
+        e.mon = NULL;
+    }
     if (!e.push || zmq_connect(e.push, e.a.samples) != 0) {
         fprintf(stderr, "bracket engine: cannot connect to %s: %s\n", e.a.samples,
                 zmq_strerror(zmq_errno()));
+        if (e.mon)
+            zmq_close(e.mon);
         if (e.push)
             zmq_close(e.push);
         if (e.zctx)
@@ -337,6 +436,9 @@ int bk_cmd_engine(int argc, char **argv)
         return BK_EXIT_INTERNAL;
     }
     bk_status st = run_engine(&e, &err);
+    const int resend = e.mon && !e.a.audit;
+    if (st == BK_OK && resend)
+        st = resend_after_drops(&e, 0, NULL, &err); /* a late event: after the status */
     uint64_t t_first = e.t_first_ns ? e.t_first_ns - e.t_start_ns : 0;
     bk_err serr = { 0 };
     if (st != BK_OK)
@@ -362,8 +464,18 @@ int bk_cmd_engine(int argc, char **argv)
     if (e.be && e.ctx)
         e.be->describe(e.ctx, e.settings, sizeof e.settings);
     if (bk_wire_status(&e.buf, &e.hdr, st == BK_OK, (int64_t)st, st == BK_OK ? "" : err.msg,
-                       e.sent_samples, t_first, e.settings, &serr) == BK_OK)
-        push_msg(&e, &serr);
+                       e.sent_samples, t_first, e.settings, &serr) == BK_OK &&
+        push_msg(&e, &serr) == BK_OK && st == BK_OK && resend) {
+        /* the status, and samples before it, may have been in flight on a connection that
+         * broke: 100 ms for news of that (a loopback or LAN delivers it well within) */
+        bk_wire_buf status = { 0 };
+        if ((status.data = malloc(e.buf.size))) {
+            memcpy(status.data, e.buf.data, e.buf.size);
+            status.size = status.alloc = e.buf.size;
+            resend_after_drops(&e, 100, &status, &serr);
+            free(status.data);
+        }
+    }
     if (e.v_arm && e.s_arm && e.s_arm != e.s_inc)
         e.v_arm->destroy(e.s_arm);
     if (e.v_inc && e.s_inc)
@@ -371,6 +483,12 @@ int bk_cmd_engine(int argc, char **argv)
     if (e.be && e.ctx)
         e.be->close(e.ctx);
     bk_wire_buf_free(&e.buf);
+    for (int i = 0; i < BK_MAX_SHAPES; i++)
+        free(e.kept[i]);
+    if (e.mon) {
+        zmq_socket_monitor(e.push, NULL, 0);
+        zmq_close(e.mon);
+    }
     zmq_close(e.push);
     zmq_ctx_term(e.zctx);
     bk_plan_free(&e.plan);

@@ -413,8 +413,9 @@ static bk_status run_round(bk_run *run, bk_coord *c, const bk_agent_env *env, in
             all_in_since = 1;
             t_all_in = now;
         }
-        /* after every process ended, give queued messages a short grace */
-        if (all_in && (bk_coord_all_status(c) || now - t_all_in > 2000000000ull))
+        /* after every process ended, give queued messages a short grace (statuses, and
+         * samples sent again after a connection broke: bk_coord_all_in) */
+        if (all_in && (bk_coord_all_in(c) || now - t_all_in > 2000000000ull))
             break;
         /* terminated: the partial record must be written quickly, within 500 ms of the
          * signal. Until then, once every engine has ended, the statuses of those that

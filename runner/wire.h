@@ -49,6 +49,9 @@ typedef enum bk_wire_reject {
 typedef struct bk_wire_stats {
     uint64_t accepted;
     uint64_t rejected[BK_REJ_COUNT];
+    /* samples that came again for an iteration already received, with the same time (an
+     * engine over tcp sends its samples again after a connection broke), taken once */
+    uint64_t repeated;
 } bk_wire_stats;
 
 const char *bk_wire_reject_name(bk_wire_reject r);

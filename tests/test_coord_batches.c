@@ -1,7 +1,8 @@
 /* test_coord_batches.c - what the coordinator keeps of an engine's messages over ipc: sample
- * batches land at their iterations, and a batch that overlaps what arrived, runs past the
- * plan's iterations, carries the "missing" marker or comes in an audit is rejected and
- * counted, never stored; a rank or shape outside the arm is refused by the decoder; a hello
+ * batches land at their iterations, and a batch that overlaps what arrived with other times,
+ * runs past the plan's iterations, carries the "missing" marker or comes in an audit is
+ * rejected and counted, never stored; one that repeats what arrived, with the same times, is
+ * counted as repeated, its new iterations stored; a rank or shape outside the arm is refused by the decoder; a hello
  * is answered once every rank has said hello, and a second hello, a blob over BK_BLOB_MAX, a
  * hello on the samples socket, or samples or peers on the rendezvous socket are rejected and
  * counted, a blob of exactly BK_BLOB_MAX is passed on whole; an audit's outputs must be as
@@ -132,6 +133,36 @@ static void test_batches(void **state)
     assert_int_equal(d1->ns_seen[1], 1);
     assert_true(d1->ns[1][0] == UINT64_MAX && d1->ns[1][2] == UINT64_MAX);
     assert_true(d1->ns[1][3] == 7);
+    zmq_close(s);
+    close_coord(&f);
+}
+
+/* Samples sent again (an engine over tcp after its connection broke): an iteration already
+ * received may come again with the same time, alone or beside new ones, and is counted as
+ * repeated, not received twice; with another time its batch is rejected whole, the new
+ * iterations in it left unstored. */
+static void test_repeats(void **state)
+{
+    (void)state;
+    fixture f;
+    open_coord(&f, 1, 0);
+    void *s = socket_to(&f, ZMQ_PUSH, bk_coord_samples_ep(f.c));
+    const uint64_t a[] = { 11, 12 }, ab[] = { 12, 13 }, bad1[] = { 11, 99 }, bad2[] = { 99, 5 };
+    send_samples(s, "B", 0, 0, 0, a, 2);    /* iterations 0..1: new */
+    send_samples(s, "B", 0, 0, 0, a, 2);    /* the same again: 2 repeated */
+    send_samples(s, "B", 0, 0, 1, ab, 2);   /* 1 again, 2 new: 1 repeated, 1 new */
+    send_samples(s, "B", 0, 0, 0, bad1, 2); /* 1 again with another time: rejected */
+    send_samples(s, "B", 0, 0, 2, bad2, 2); /* 2 with another time beside a new 3: rejected */
+    poll_seen(&f, 5);
+    const bk_wire_stats *ws = bk_coord_stats(f.c);
+    assert_int_equal(ws->accepted, 3);
+    assert_int_equal(ws->rejected[BK_REJ_BAD_FIELD], 2);
+    assert_int_equal(ws->repeated, 3);
+    const bk_rank_data *d = &f.arm.r[0];
+    assert_int_equal(d->samples_got, 3);
+    assert_int_equal(d->ns_seen[0], 3);
+    const uint64_t want[ITERS] = { 11, 12, 13, UINT64_MAX };
+    assert_memory_equal(d->ns[0], want, sizeof want);
     zmq_close(s);
     close_coord(&f);
 }
@@ -329,15 +360,20 @@ static void test_tensor_slots(void **state)
 
 /* ---- status and timing ---- */
 
-static void send_status(void *s, uint32_t rank, int ok, int64_t code)
+static void send_status_arm(void *s, const char *arm, uint32_t rank, int ok, int64_t code)
 {
     bk_wire_buf b = { 0 };
-    bk_wire_hdr h = { RUN, "B", rank };
+    bk_wire_hdr h = { RUN, arm, rank };
     bk_err err = { 0 };
     assert_int_equal(bk_wire_status(&b, &h, ok, code, ok ? "" : "it failed", 8, 1000 + rank,
                                      "ipc=1", &err),
                      BK_OK);
     send_buf(s, &b);
+}
+
+static void send_status(void *s, uint32_t rank, int ok, int64_t code)
+{
+    send_status_arm(s, "B", rank, ok, code);
 }
 
 /* The arm is done when every rank, the last one included, has sent its status; a failed
@@ -366,6 +402,40 @@ static void test_status(void **state)
     assert_int_equal(d1->broke_contract, 1);
     bk_coord_end_arm(f.c);
     assert_int_equal(bk_coord_all_status(f.c), 0); /* no arm running */
+    zmq_close(s);
+    close_coord(&f);
+}
+
+/* A timed arm is all in when every status came and, for each rank, as many samples as its
+ * status says it sent: samples sent again after that status (a connection broke) are still
+ * awaited. An audit arm, without samples, is all in at its statuses. */
+static void test_all_in(void **state)
+{
+    (void)state;
+    fixture f;
+    open_coord(&f, 1, 0);
+    void *s = socket_to(&f, ZMQ_PUSH, bk_coord_samples_ep(f.c));
+    const uint64_t a[] = { 11, 12, 13, 14 }, b[] = { 21, 22 }, c[] = { 22, 23, 24 };
+    send_samples(s, "B", 0, 0, 0, a, 4);
+    send_samples(s, "B", 0, 1, 0, b, 2);
+    send_status(s, 0, 1, 0); /* says 8 sent; 6 came */
+    poll_seen(&f, 3);
+    assert_int_equal(bk_coord_all_status(f.c), 1);
+    assert_int_equal(bk_coord_all_in(f.c), 0);
+    send_samples(s, "B", 0, 1, 1, c, 3); /* sent again: 22 repeated, 23 and 24 new */
+    send_status(s, 0, 1, 0);             /* and the status again */
+    poll_seen(&f, 5);
+    assert_int_equal(bk_coord_all_in(f.c), 1);
+    assert_int_equal(f.arm.r[0].samples_got, 8);
+    assert_int_equal(bk_coord_stats(f.c)->repeated, 1);
+    zmq_close(s);
+    close_coord(&f);
+    open_coord(&f, 1, 1);
+    s = socket_to(&f, ZMQ_PUSH, bk_coord_samples_ep(f.c));
+    send_status_arm(s, "A", 0, 1, 0);
+    poll_seen(&f, 1);
+    assert_int_equal(bk_coord_stats(f.c)->accepted, 1);
+    assert_int_equal(bk_coord_all_in(f.c), 1);
     zmq_close(s);
     close_coord(&f);
 }
@@ -436,12 +506,14 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batches),
+        cmocka_unit_test(test_repeats),
         cmocka_unit_test(test_audit_samples),
         cmocka_unit_test(test_rendezvous),
         cmocka_unit_test(test_rendezvous_blob_max),
         cmocka_unit_test(test_outputs_count),
         cmocka_unit_test(test_tensor_slots),
         cmocka_unit_test(test_status),
+        cmocka_unit_test(test_all_in),
         cmocka_unit_test(test_first_sample_time),
         cmocka_unit_test(test_round_names),
     };
