@@ -10,8 +10,8 @@
 #    run ends by itself with the verdict its record gives, leaving nothing behind. Here C
 #    lost samples in each of 8 runs before engines sent them again (whole messages of 256);
 #    with samples sent again before the status only, C failed in 2 of 10 (one for its
-#    lost status); sent again
-#    after the status too (it may have been in flight), C was whole in 6 of 6.
+#    lost status); sent again after the status too (it may have been in flight), and rank
+#    0 waiting for them past the engines' ends, C was whole in 9 of 9.
 # 2. Breaks during C's first second only (C lasts about 3 s): C has every sample, some of
 #    them came twice, and the run decides as its samples give (without the resending, C
 #    lost samples in 1 of 6 runs, and none came twice in any).
