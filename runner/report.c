@@ -210,8 +210,8 @@ void bk_report_print(FILE *f, const bk_run *run, const bk_score *sc)
         fprintf(f, "wire:    %llu messages accepted, %llu rejected\n",
                 (unsigned long long)w->accepted, (unsigned long long)rej);
     if (w->repeated)
-        fprintf(f, "wire:    %llu samples came twice (sent again after a connection to rank 0 "
-                   "broke), taken once\n", (unsigned long long)w->repeated);
+        fprintf(f, "wire:    %llu samples came again (sent again after a connection to rank 0 "
+                   "broke), each taken once\n", (unsigned long long)w->repeated);
     fprintf(f, "\nverdict: %s (%s)\n", bk_verdict_name(sc->verdict), sc->status);
     if (sc->reasons[0])
         fprintf(f, "  %s\n", sc->reasons);
