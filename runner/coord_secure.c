@@ -19,11 +19,8 @@ static bk_status open_monitor(bk_coord_sec *s, void *zctx, void *sock, int k, bk
 {
     char ep[64];
     snprintf(ep, sizeof ep, "inproc://bk-monitor-%d", k);
-    int zero = 0;
-    if (zmq_socket_monitor(sock, ep, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0 ||
-        !(s->mon[k] = zmq_socket(zctx, ZMQ_PAIR)) ||
-        zmq_setsockopt(s->mon[k], ZMQ_LINGER, &zero, sizeof zero) != 0 ||
-        zmq_connect(s->mon[k], ep) != 0)
+    if (bk_monitor_open(zctx, sock, ep, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED,
+                        &s->mon[k]) != 0)
         return BK_FAIL(err, BK_ERR_SYSTEM, "coordinator: socket monitor: %s",
                        zmq_strerror(zmq_errno()));
     return BK_OK;
@@ -145,26 +142,14 @@ static void on_zap(bk_coord_sec *s, bk_wire_stats *stats)
 
 static void on_monitor(bk_coord_sec *s, void *mon, bk_wire_stats *stats)
 {
-    zmq_msg_t ev;
-    zmq_msg_init(&ev);
-    if (zmq_msg_recv(&ev, mon, 0) >= 0) {
-        if (zmq_msg_size(&ev) >= 2) {
-            uint16_t id;
-            memcpy(&id, zmq_msg_data(&ev), sizeof id);
-            if (id == ZMQ_EVENT_ACCEPTED)
-                s->accepted++;
-            else if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
-                s->handshakes_ok++;
-            fold_refused(s, stats);
-        }
-        while (zmq_msg_more(&ev)) { /* the endpoint frame */
-            zmq_msg_close(&ev);
-            zmq_msg_init(&ev);
-            if (zmq_msg_recv(&ev, mon, 0) < 0)
-                break;
-        }
-    }
-    zmq_msg_close(&ev);
+    const int id = bk_monitor_event(mon, 0);
+    if (id < 0)
+        return;
+    if (id == ZMQ_EVENT_ACCEPTED)
+        s->accepted++;
+    else if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+        s->handshakes_ok++;
+    fold_refused(s, stats);
 }
 
 static int readable(void *sock)

@@ -91,22 +91,10 @@ static bk_status emit_samples(void *user, uint32_t shape, uint64_t first, const 
  * for the first (an event the I/O thread has yet to post) */
 static int drops_seen(engine *e, int wait_ms)
 {
-    int n = 0;
+    int n = 0, id;
     zmq_pollitem_t it = { e->mon, 0, ZMQ_POLLIN, 0 };
-    while (zmq_poll(&it, 1, n ? 0 : wait_ms) > 0) {
-        zmq_msg_t m; /* an event is two frames: its number and value, then the endpoint */
-        int more = 1;
-        while (more) {
-            zmq_msg_init(&m);
-            if (zmq_msg_recv(&m, e->mon, ZMQ_DONTWAIT) < 0) {
-                zmq_msg_close(&m);
-                return n;
-            }
-            more = zmq_msg_more(&m);
-            zmq_msg_close(&m);
-        }
-        n++;
-    }
+    while (zmq_poll(&it, 1, n ? 0 : wait_ms) > 0 && (id = bk_monitor_event(e->mon, ZMQ_DONTWAIT)) >= 0)
+        n += id == ZMQ_EVENT_DISCONNECTED;
     return n;
 }
 
@@ -418,12 +406,8 @@ int bk_cmd_engine(int argc, char **argv)
      * loss stays one (the arm fails, naming it) */
     char mon_ep[64];
     snprintf(mon_ep, sizeof mon_ep, "inproc://bk-engine-drops-%d", (int)getpid());
-    if (e.push && e.a.keys_file &&
-        zmq_socket_monitor(e.push, mon_ep, ZMQ_EVENT_DISCONNECTED) == 0 &&
-        (e.mon = zmq_socket(e.zctx, ZMQ_PAIR)) && zmq_connect(e.mon, mon_ep) != 0) {
-        zmq_close(e.mon);
-        e.mon = NULL;
-    }
+    if (e.push && e.a.keys_file)
+        bk_monitor_open(e.zctx, e.push, mon_ep, ZMQ_EVENT_DISCONNECTED, &e.mon);
     if (!e.push || zmq_connect(e.push, e.a.samples) != 0) {
         fprintf(stderr, "bracket engine: cannot connect to %s: %s\n", e.a.samples,
                 zmq_strerror(zmq_errno()));

@@ -5,6 +5,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -174,6 +175,44 @@ bk_status bk_push_opts(void *sock, int sndtimeo_ms, int linger_ms, bk_err *err)
         zmq_setsockopt(sock, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0)
         return BK_FAIL(err, BK_ERR_SYSTEM, "push socket options: %s", zmq_strerror(zmq_errno()));
     return BK_OK;
+}
+
+int bk_monitor_open(void *zctx, void *sock, const char *ep, int events, void **mon)
+{
+    int zero = 0;
+    *mon = NULL;
+    if (zmq_socket_monitor(sock, ep, events) != 0 || !(*mon = zmq_socket(zctx, ZMQ_PAIR)))
+        return -1;
+    if (zmq_setsockopt(*mon, ZMQ_LINGER, &zero, sizeof zero) != 0 || zmq_connect(*mon, ep) != 0) {
+        const int e = zmq_errno();
+        zmq_close(*mon);
+        *mon = NULL;
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+int bk_monitor_event(void *mon, int flags)
+{
+    int id = -1;
+    zmq_msg_t ev;
+    zmq_msg_init(&ev);
+    if (zmq_msg_recv(&ev, mon, flags) >= 0) {
+        if (zmq_msg_size(&ev) >= 2) { /* the event's number (16 bits), then its value */
+            uint16_t n;
+            memcpy(&n, zmq_msg_data(&ev), sizeof n);
+            id = n;
+        }
+        while (zmq_msg_more(&ev)) { /* the endpoint frame */
+            zmq_msg_close(&ev);
+            zmq_msg_init(&ev);
+            if (zmq_msg_recv(&ev, mon, 0) < 0)
+                break;
+        }
+    }
+    zmq_msg_close(&ev);
+    return id;
 }
 
 bk_status bk_transport_pick(const char *iface, int port, int remote, bk_transport *t,

@@ -76,4 +76,14 @@ bk_status bk_curve_client(void *sock, const bk_curve_keys *k, bk_err *err);
  * linger_ms: how long the queue may wait at close. */
 bk_status bk_push_opts(void *sock, int sndtimeo_ms, int linger_ms, bk_err *err);
 
+/* A monitor of sock's events (`events`, a ZMQ_EVENT_* mask) through the inproc endpoint
+ * `ep`: *mon, a PAIR socket (linger 0) to read them from with bk_monitor_event. 0, or -1
+ * with zmq_errno() set and *mon NULL. Stop it with zmq_socket_monitor(sock, NULL, 0) or by
+ * closing sock; close *mon before the context is terminated. */
+int bk_monitor_open(void *zctx, void *sock, const char *ep, int events, void **mon);
+
+/* The next event on mon (zmq_msg_recv flags: 0 or ZMQ_DONTWAIT): its ZMQ_EVENT_* number,
+ * its endpoint frame read and dropped; -1 when none could be read. */
+int bk_monitor_event(void *mon, int flags);
+
 #endif
