@@ -447,19 +447,15 @@ int bk_cmd_engine(int argc, char **argv)
     /* described at the end: the environment NCCL ran with (NCCL_NVLS_ENABLE=0 is set for it) */
     if (e.be && e.ctx)
         e.be->describe(e.ctx, e.settings, sizeof e.settings);
-    if (bk_wire_status(&e.buf, &e.hdr, st == BK_OK, (int64_t)st, st == BK_OK ? "" : err.msg,
+    /* the status in a buffer of its own: it is sent again after samples sent again */
+    bk_wire_buf status = { 0 };
+    if (bk_wire_status(&status, &e.hdr, st == BK_OK, (int64_t)st, st == BK_OK ? "" : err.msg,
                        e.sent_samples, t_first, e.settings, &serr) == BK_OK &&
-        push_msg(&e, &serr) == BK_OK && st == BK_OK && resend) {
+        push_bytes(&e, status.data, status.size, &serr) == BK_OK && st == BK_OK && resend)
         /* the status, and samples before it, may have been in flight on a connection that
          * broke: 100 ms for news of that (a loopback or LAN delivers it well within) */
-        bk_wire_buf status = { 0 };
-        if ((status.data = malloc(e.buf.size))) {
-            memcpy(status.data, e.buf.data, e.buf.size);
-            status.size = status.alloc = e.buf.size;
-            resend_after_drops(&e, 100, &status, &serr);
-            free(status.data);
-        }
-    }
+        resend_after_drops(&e, 100, &status, &serr);
+    bk_wire_buf_free(&status);
     if (e.v_arm && e.s_arm && e.s_arm != e.s_inc)
         e.v_arm->destroy(e.s_arm);
     if (e.v_inc && e.s_inc)
