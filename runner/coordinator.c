@@ -443,8 +443,8 @@ int bk_coord_all_in(const bk_coord *c)
 {
     if (!bk_coord_all_status(c))
         return 0;
-    for (int r = 0; r < c->cur->world; r++)
-        if (!c->cur->audit && c->cur->r[r].samples_got != c->cur->r[r].samples_claimed)
+    for (int r = 0; !c->cur->audit && r < c->cur->world; r++)
+        if (c->cur->r[r].samples_got != c->cur->r[r].samples_claimed)
             return 0;
     return 1;
 }

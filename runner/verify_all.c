@@ -60,7 +60,7 @@ static int verify_one(const char *exe, int argc, char **argv, const char *varian
 
 int bk__verify_all(const bk_target *tg, bk_backend backend, int argc, char **argv)
 {
-    const unsigned mask = backend == BK_BACKEND_CUDA ? BK_BK_CUDA : BK_BK_CPU;
+    const unsigned mask = 1u << backend; /* as BK_BK_CPU, BK_BK_CUDA */
     const bk_variant *vs[64];
     int nv = 0, ndiag = 0;
     for (int i = 0; i < bk_catalog_nvariants() && nv < 64; i++) {
