@@ -151,9 +151,9 @@ bk_status bk_coord_set_outputs(bk_coord *c, const bk_target *tg, const bk_shape 
 }
 
 /* The slot of an audit tensor: the output its name names, of the plan's dtype and of the
- * bytes the target gives its shape on this arm's world, not received yet; else -1. */
-static int tensor_slot(const bk_coord *c, const bk_arm_run *a, const bk_rank_data *d,
-                       const bk_msg *m)
+ * bytes the target gives its shape on this arm's world; else -1. The slot may be filled
+ * already (a tensor sent again): the caller looks. */
+static int tensor_slot(const bk_coord *c, const bk_arm_run *a, const bk_msg *m)
 {
     if (!c->tg || !a->audit || strcmp(m->dtype, c->dtype) != 0)
         return -1;
@@ -162,13 +162,20 @@ static int tensor_slot(const bk_coord *c, const bk_arm_run *a, const bk_rank_dat
         if (strcmp(m->name, c->tg->tensor_names[t]) != 0)
             continue;
         const bk_shape *sh = &c->shapes[m->shape];
-        const size_t k = (size_t)m->shape * (size_t)c->noutputs + (size_t)o;
-        if (m->data_len != c->tg->tensor_elems(sh, a->world, t) * c->tg->tensor_elem_bytes(t) ||
-            d->tensors[k])
+        if (m->data_len != c->tg->tensor_elems(sh, a->world, t) * c->tg->tensor_elem_bytes(t))
             return -1;
-        return (int)k;
+        return (int)((size_t)m->shape * (size_t)c->noutputs + (size_t)o);
     }
     return -1;
+}
+
+/* every output tensor of every shape arrived from this rank */
+static int all_tensors_in(const bk_coord *c, const bk_rank_data *d)
+{
+    for (int k = 0; k < c->nshapes * c->noutputs; k++)
+        if (!d->tensors[k])
+            return 0;
+    return 1;
 }
 
 const char *bk_coord_rendezvous_ep(const bk_coord *c) { return c->ep_rv; }
@@ -362,8 +369,16 @@ static void on_pull(bk_coord *c)
         }
         break;
     case BK_MSG_TENSOR: {
-        const int k = tensor_slot(c, a, d, &m);
-        if (k < 0) {
+        /* a tensor may come again, whole and the same (an engine over tcp sends its tensors
+         * again after a connection broke), and is counted as a repeat; different, it is
+         * rejected and the first kept */
+        const int k = tensor_slot(c, a, &m);
+        if (k >= 0 && d->tensors[k] && d->tensor_len[k] == m.data_len &&
+            memcmp(d->tensors[k], m.data, m.data_len) == 0) {
+            c->stats.repeated_tensors++;
+            break;
+        }
+        if (k < 0 || d->tensors[k]) {
             c->stats.accepted--;
             c->stats.rejected[BK_REJ_BAD_FIELD]++;
             break;
@@ -443,9 +458,12 @@ int bk_coord_all_in(const bk_coord *c)
 {
     if (!bk_coord_all_status(c))
         return 0;
-    for (int r = 0; !c->cur->audit && r < c->cur->world; r++)
-        if (c->cur->r[r].samples_got != c->cur->r[r].samples_claimed)
+    for (int r = 0; r < c->cur->world; r++) {
+        const bk_rank_data *d = &c->cur->r[r];
+        if (c->cur->audit ? d->status_ok && !all_tensors_in(c, d)
+                          : d->samples_got != d->samples_claimed)
             return 0;
+    }
     return 1;
 }
 

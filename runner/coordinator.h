@@ -117,8 +117,9 @@ int bk_coord_poll(bk_coord *c, int timeout_ms);
 int bk_coord_all_status(const bk_coord *c);
 
 /* 1 when every lane rank of the current arm sent its final status and, in a timed arm, as
- * many samples came as its status says it sent (samples sent again after a connection
- * broke may still be on their way when the first status arrived). */
+ * many samples came as its status says it sent, in an audit every output tensor of a rank
+ * whose status is a success (samples and tensors sent again after a connection broke may
+ * still be on their way when the first status arrived). */
 int bk_coord_all_in(const bk_coord *c);
 
 /* Samples received so far by lane rank 0 (progress). */

@@ -212,6 +212,9 @@ void bk_report_print(FILE *f, const bk_run *run, const bk_score *sc)
     if (w->repeated)
         fprintf(f, "wire:    %llu samples came again (sent again after a connection to rank 0 "
                    "broke), each taken once\n", (unsigned long long)w->repeated);
+    if (w->repeated_tensors)
+        fprintf(f, "wire:    %llu audit tensors came again (sent again after a connection to "
+                   "rank 0 broke), each taken once\n", (unsigned long long)w->repeated_tensors);
     fprintf(f, "\nverdict: %s (%s)\n", bk_verdict_name(sc->verdict), sc->status);
     if (sc->reasons[0])
         fprintf(f, "  %s\n", sc->reasons);

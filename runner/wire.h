@@ -52,6 +52,8 @@ typedef struct bk_wire_stats {
     /* samples that came again for an iteration already received, with the same time (an
      * engine over tcp sends its samples again after a connection broke), taken once */
     uint64_t repeated;
+    /* an audit's output tensors that came again, the same (sent again likewise), taken once */
+    uint64_t repeated_tensors;
 } bk_wire_stats;
 
 const char *bk_wire_reject_name(bk_wire_reject r);

@@ -2,13 +2,14 @@
  * batches land at their iterations, and a batch that overlaps what arrived with other times,
  * runs past the plan's iterations, carries the "missing" marker or comes in an audit is
  * rejected and counted, never stored; one that repeats what arrived, with the same times, is
- * counted as repeated, its new iterations stored; a rank or shape outside the arm is refused by the decoder; a hello
- * is answered once every rank has said hello, and a second hello, a blob over BK_BLOB_MAX, a
- * hello on the samples socket, or samples or peers on the rendezvous socket are rejected and
- * counted, a blob of exactly BK_BLOB_MAX is passed on whole; an audit's outputs must be as
- * many as the coordinator was opened for, and each (shape, output) has its own slot and
- * length; the arm is done when every rank has sent its status; the first samples' time is
- * kept; a round's name is "B", "B#2"... */
+ * counted as repeated, its new iterations stored; a rank or shape outside the arm is refused
+ * by the decoder; a hello is answered once every rank has said hello, and a second hello, a
+ * blob over BK_BLOB_MAX, a hello on the samples socket, or samples or peers on the
+ * rendezvous socket are rejected and counted, a blob of exactly BK_BLOB_MAX is passed on
+ * whole; an audit's outputs must be as many as the coordinator was opened for, each (shape,
+ * output) has its own slot and length, and a tensor that comes again is a repeat when the
+ * same, rejected when not; the arm is done when every rank has sent its status; the first
+ * samples' time is kept; a round's name is "B", "B#2"... */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -286,6 +287,8 @@ static void test_rendezvous_blob_max(void **state)
 
 /* ---- an audit's tensors over several shapes ---- */
 
+static void send_status_arm(void *s, const char *arm, uint32_t rank, int ok, int64_t code);
+
 static void send_tensor(void *s, const char *arm, uint32_t shape, const char *name, size_t len,
                         unsigned char fill)
 {
@@ -299,7 +302,9 @@ static void send_tensor(void *s, const char *arm, uint32_t shape, const char *na
 }
 
 /* Each (shape, output) has its own slot, shape * noutputs + output, and a tensor's length
- * is that of its own shape; a tensor in an arm that is not the audit is rejected. */
+ * is that of its own shape; a tensor in an arm that is not the audit is rejected. A tensor
+ * that comes again the same is a repeat, other bytes for it are rejected; the audit is all
+ * in when a rank that reported success has every tensor. */
 static void test_tensor_slots(void **state)
 {
     (void)state;
@@ -351,6 +356,23 @@ static void test_tensor_slots(void **state)
         assert_int_equal(d->tensor_len[k], want_len[k]);
         assert_int_equal(((unsigned char *)d->tensors[k])[0], k + 1);
     }
+    /* sent again (an engine over tcp after its connection broke): the same bytes are a
+     * repeat, taken once; other bytes for a filled slot are rejected, the first kept */
+    send_tensor(s, "A", 0, "residual_out", 32, 2);
+    send_tensor(s, "A", 1, "out", 16, 9);
+    poll_seen(&f, 7);
+    assert_int_equal(ws->repeated_tensors, 1);
+    assert_int_equal(ws->accepted, 4);
+    assert_int_equal(ws->rejected[BK_REJ_BAD_FIELD], 3);
+    assert_int_equal(((unsigned char *)d->tensors[2])[0], 3);
+    /* all in: a rank whose status is a success needs every tensor; one that failed does not */
+    send_status_arm(s, "A", 0, 1, 0);
+    poll_seen(&f, 8);
+    assert_int_equal(bk_coord_all_status(f.c), 1);
+    assert_int_equal(bk_coord_all_in(f.c), 0);
+    send_tensor(s, "A", 0, "out", 32, 1);
+    poll_seen(&f, 9);
+    assert_int_equal(bk_coord_all_in(f.c), 1);
     zmq_close(s);
     bk_arm_free(&b, 2, 2);
     bk_arm_free(&f.arm, 2, 2);
@@ -408,7 +430,8 @@ static void test_status(void **state)
 
 /* A timed arm is all in when every status came and, for each rank, as many samples as its
  * status says it sent: samples sent again after that status (a connection broke) are still
- * awaited. An audit arm, without samples, is all in at its statuses. */
+ * awaited. An audit arm, without samples, awaits the outputs of each rank that reported
+ * success (test_tensor_slots sends them), not those of a rank that failed. */
 static void test_all_in(void **state)
 {
     (void)state;
@@ -435,7 +458,15 @@ static void test_all_in(void **state)
     send_status_arm(s, "A", 0, 1, 0);
     poll_seen(&f, 1);
     assert_int_equal(bk_coord_stats(f.c)->accepted, 1);
-    assert_int_equal(bk_coord_all_in(f.c), 1);
+    assert_int_equal(bk_coord_all_status(f.c), 1);
+    assert_int_equal(bk_coord_all_in(f.c), 0); /* its one output has not come */
+    zmq_close(s);
+    close_coord(&f);
+    open_coord(&f, 1, 1);
+    s = socket_to(&f, ZMQ_PUSH, bk_coord_samples_ep(f.c));
+    send_status_arm(s, "A", 0, 0, 0);
+    poll_seen(&f, 1);
+    assert_int_equal(bk_coord_all_in(f.c), 1); /* a failed rank sends no outputs */
     zmq_close(s);
     close_coord(&f);
 }
