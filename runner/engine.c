@@ -31,10 +31,14 @@ typedef struct engine {
     bk_wire_hdr hdr;
     uint64_t sent_samples;
     /* tcp only (a connection that can break and be made again): the push socket's
-     * disconnect events, and every sample sent, per shape (UINT64_MAX: none yet), to send
-     * again at the end when a connection broke (resend_after_drops) */
+     * disconnect events, and every sample sent, per shape (UINT64_MAX: none yet), or in an
+     * audit every tensor message sent, to send again at the end when a connection broke
+     * (resend_after_drops) */
     void *mon;
     uint64_t *kept[BK_MAX_SHAPES];
+    bk_wire_buf kept_tensors[BK_MAX_SHAPES * BK_MAX_TENSORS];
+    int nkept_tensors;
+    uint64_t kept_tensor_bytes;
     uint64_t t_start_ns, t_first_ns;
     char settings[sizeof ((bk_msg *)0)->settings]; /* the backend's, at the end ("" if none) */
 } engine;
@@ -87,6 +91,21 @@ static bk_status emit_samples(void *user, uint32_t shape, uint64_t first, const 
     return push_msg(e, err);
 }
 
+/* tcp, an audit: the tensor message just sent (e->buf) kept to send again, its buffer
+ * taken over (the next message gets a new one). Up to KEEP_TENSOR_BYTES in all (rank 0
+ * holds every rank's tensors anyway); a tensor past that is not kept, and its loss stays
+ * what it was: the arm fails, naming it. */
+#define KEEP_TENSOR_BYTES (2ull << 30)
+static void keep_tensor(engine *e)
+{
+    if (!e->mon || e->nkept_tensors >= BK_MAX_SHAPES * BK_MAX_TENSORS ||
+        e->buf.size > KEEP_TENSOR_BYTES - e->kept_tensor_bytes)
+        return;
+    e->kept_tensor_bytes += e->buf.size;
+    e->kept_tensors[e->nkept_tensors++] = e->buf;
+    memset(&e->buf, 0, sizeof e->buf);
+}
+
 /* tcp: the disconnects of the push socket its monitor has reported, waiting up to wait_ms
  * for the first (an event the I/O thread has yet to post) */
 static int drops_seen(engine *e, int wait_ms)
@@ -100,11 +119,12 @@ static int drops_seen(engine *e, int wait_ms)
 
 /* tcp: a connection to rank 0 that broke during the arm is made again by ZeroMQ, but what
  * was in flight on it is lost. So while one broke since the last look (waiting up to
- * wait_ms for the news), every sample of the arm is sent again, and the status after them
- * when one is given, a few rounds at most; rank 0 takes each sample once (a repeat is
- * counted, not stored: coordinator.c). Called before the status (no status) and after it
- * (the status: it may have been in flight). A connection that breaks past the last round
- * still loses what it carried: the arm then fails as before, saying what is missing. */
+ * wait_ms for the news), every sample of the arm (an audit: every output tensor kept) is
+ * sent again, and the status after them when one is given, a few rounds at most; rank 0
+ * takes each sample and tensor once (a repeat is counted, not stored: coordinator.c).
+ * Called before the status (no status) and after it (the status: it may have been in
+ * flight). A connection that breaks past the last round still loses what it carried: the
+ * arm then fails as before, saying what is missing. */
 #define RESEND_ROUNDS 4
 #define RESEND_BATCH 256
 static bk_status resend_after_drops(engine *e, int wait_ms, const bk_wire_buf *status,
@@ -128,6 +148,8 @@ static bk_status resend_after_drops(engine *e, int wait_ms, const bk_wire_buf *s
                 i += n;
             }
         }
+        for (int t = 0; t < e->nkept_tensors; t++)
+            BK_TRY(push_bytes(e, e->kept_tensors[t].data, e->kept_tensors[t].size, err));
         if (status)
             BK_TRY(push_bytes(e, status->data, status->size, err));
     }
@@ -353,6 +375,7 @@ static bk_status run_engine(engine *e, bk_err *err)
             BK_TRY(bk_wire_tensor(&e->buf, &e->hdr, (uint32_t)i, e->target->tensor_names[t],
                                   p->arena.dtype, outs[k], out_bytes[k], err));
             BK_TRY(push_msg(e, err));
+            keep_tensor(e);
             free(outs[k]);
             outs[k] = NULL;
             k++;
@@ -420,7 +443,7 @@ int bk_cmd_engine(int argc, char **argv)
         return BK_EXIT_INTERNAL;
     }
     bk_status st = run_engine(&e, &err);
-    const int resend = e.mon && !e.a.audit;
+    const int resend = e.mon != NULL;
     if (st == BK_OK && resend)
         st = resend_after_drops(&e, 0, NULL, &err); /* a late event: after the status */
     uint64_t t_first = e.t_first_ns ? e.t_first_ns - e.t_start_ns : 0;
@@ -452,8 +475,9 @@ int bk_cmd_engine(int argc, char **argv)
     if (bk_wire_status(&status, &e.hdr, st == BK_OK, (int64_t)st, st == BK_OK ? "" : err.msg,
                        e.sent_samples, t_first, e.settings, &serr) == BK_OK &&
         push_bytes(&e, status.data, status.size, &serr) == BK_OK && st == BK_OK && resend)
-        /* the status, and samples before it, may have been in flight on a connection that
-         * broke: 100 ms for news of that (a loopback or LAN delivers it well within) */
+        /* the status, and samples or tensors before it, may have been in flight on a
+         * connection that broke: 100 ms for news of that (a loopback or LAN delivers it well
+         * within) */
         resend_after_drops(&e, 100, &status, &serr);
     bk_wire_buf_free(&status);
     if (e.v_arm && e.s_arm && e.s_arm != e.s_inc)
@@ -465,6 +489,8 @@ int bk_cmd_engine(int argc, char **argv)
     bk_wire_buf_free(&e.buf);
     for (int i = 0; i < BK_MAX_SHAPES; i++)
         free(e.kept[i]);
+    for (int i = 0; i < e.nkept_tensors; i++)
+        bk_wire_buf_free(&e.kept_tensors[i]);
     if (e.mon) {
         zmq_socket_monitor(e.push, NULL, 0);
         zmq_close(e.mon);

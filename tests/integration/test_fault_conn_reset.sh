@@ -15,6 +15,9 @@
 # 2. Breaks during C's first second only (C lasts about 3 s): C has every sample, some of
 #    them came again, and the run decides as its samples give (without the resending, C
 #    lost samples in 1 of 6 runs, and none came again in any).
+# 3. Breaks of the samples connections during the audit A's first second (A sends 16 MiB
+#    output tensors a shape and rank, 2 s in all): A has every tensor, some of them came
+#    again (the record's wire.repeated_tensors), and the run decides as its record gives.
 # Needs root and a kernel with socket destroy (ss -K); skipped, saying which, otherwise.
 . "$(dirname "$0")/fault_lib.sh"
 set -e
@@ -30,15 +33,17 @@ start() {
         --set 'candidate.params={"base":"shm_twopass","fraction":3}' --set workload.iters=8000
     wait_engines C 2
 }
-# churn N: break every connection to both endpoints (rendezvous, samples), both ends, as
-# often as ss can (some 30 times a second here) while C runs, N times at most; KILLED counts
-# the connections broken
+# churn N [ARM [samples]]: break every connection to both endpoints (rendezvous, samples;
+# with `samples`, that one only), both ends, as often as ss can (some 30 times a second
+# here) while ARM (default C) runs, N times at most; KILLED counts the connections broken
 churn() {
-    local i out
+    local i out arm=${2:-C} filter
+    filter="dport = :$PORT or dport = :$((PORT + 1)) or sport = :$PORT or sport = :$((PORT + 1))"
+    [ "${3:-}" = samples ] && filter="dport = :$((PORT + 1)) or sport = :$((PORT + 1))"
     KILLED=0
     for i in $(seq "$1"); do
-        [ -n "$(engine_pids C)" ] || break
-        out=$(ss -K -t -n state established "( dport = :$PORT or dport = :$((PORT + 1)) or sport = :$PORT or sport = :$((PORT + 1)) )" 2>&1) ||
+        [ -n "$(engine_pids "$arm")" ] || break
+        out=$(ss -K -t -n state established "( $filter )" 2>&1) ||
             { stop_run; echo "SKIP: ss -K failed: $out"; exit 77; }
         if grep -q "Operation not supported\|Invalid argument" <<<"$out" &&
             ! grep -q "127.0.0.1" <<<"$out"; then
@@ -49,8 +54,8 @@ churn() {
         KILLED=$((KILLED + $(tail -n +2 <<<"$out" | grep -c "127.0.0.1" || true)))
         sleep 0.01
     done
-    echo "connections broken while C ran: $KILLED"
-    [ "$KILLED" -ge 2 ] || fail "no engine connection was broken while C ran: nothing was tested"
+    echo "connections broken while $arm ran: $KILLED"
+    [ "$KILLED" -ge 2 ] || fail "no engine connection was broken while $arm ran: nothing was tested"
 }
 # check WHOLE: the record against the rules above; WHOLE=1: C must have every sample
 check() {
@@ -104,4 +109,26 @@ churn 30
 it_wait
 case $RC in 0|3|4) ;; *) fail "exit $RC is not a verdict" ;; esac
 check 1
-echo "PASS: connections broken mid-arm: samples sent again and taken once; none lost silently"
+# 3. breaks during the audit A's first second
+PORT=$(free_port_pair)
+[ -n "$PORT" ] || fail "no free port pair on 127.0.0.1"
+it_start audit 4 "$IT_PLAN" --iface lo --port "$PORT" --set workload.iters=8 \
+    --set 'workload.shapes=[{"tokens":512,"hidden":16384,"weight":1},{"tokens":504,"hidden":16384,"weight":1},{"tokens":496,"hidden":16384,"weight":1},{"tokens":488,"hidden":16384,"weight":1}]'
+wait_engines A 2
+churn 30 A samples
+it_wait
+case $RC in 0|3|4) ;; *) fail "exit $RC is not a verdict" ;; esac
+python3 - "$RECORD" <<'PY' || fail "the audit lost tensors, or none came again (above)"
+import json, sys
+r = json.load(open(sys.argv[1]))
+a = {x["name"]: x for x in r["arms"]}["A"]
+assert a["ran"] and a["ok"], ("audit A failed though breaks stopped early", a["reason"])
+assert r["wire"]["repeated_tensors"] > 0, ("no tensor came again", r["wire"])
+print("audit tensors that came again: %d; verdict %s" % (r["wire"]["repeated_tensors"], r["verdict"]))
+PY
+grep -q "audit tensors came again (sent again after a connection to rank 0 broke), each taken once" "$OUT" ||
+    fail "the report does not say that audit tensors came again"
+grep -q "arm [A-Z]'* failed" "$OUT" || expect_verdict_from_record
+expect_no_leftovers
+expect_no_private_dirs
+echo "PASS: connections broken mid-arm: samples and audit tensors sent again and taken once; none lost silently"
