@@ -61,9 +61,17 @@ static int verify_one(const char *exe, int argc, char **argv, const char *varian
 int bk__verify_all(const bk_target *tg, bk_backend backend, int argc, char **argv)
 {
     const unsigned mask = 1u << backend; /* as BK_BK_CPU, BK_BK_CUDA */
-    const bk_variant *vs[64];
-    int nv = 0, ndiag = 0;
-    for (int i = 0; i < bk_catalog_nvariants() && nv < 64; i++) {
+    const int ncat = bk_catalog_nvariants();
+    const bk_variant **vs = malloc((size_t)(ncat > 0 ? ncat : 1) * sizeof *vs);
+    int *rcs = malloc((size_t)(ncat > 0 ? ncat : 1) * sizeof *rcs);
+    if (!vs || !rcs) {
+        free(vs);
+        free(rcs);
+        fprintf(stderr, "bracket verify: out of memory\n");
+        return BK_EXIT_INTERNAL;
+    }
+    int nv = 0, ndiag = 0, rc = BK_EXIT_INTERNAL;
+    for (int i = 0; i < ncat; i++) {
         const bk_variant *v = bk_catalog_variant_at(i);
         if (strcmp(v->target, tg->name) != 0 || !(v->backends & mask))
             continue;
@@ -75,13 +83,14 @@ int bk__verify_all(const bk_target *tg, bk_backend backend, int argc, char **arg
     if (nv == 0) {
         fprintf(stderr, "bracket verify: --target %s: no variant on backend %s in this build\n",
                 tg->name, bk_backend_name(backend));
-        return BK_EXIT_USAGE;
+        rc = BK_EXIT_USAGE;
+        goto out;
     }
     char exe[1024];
     bk_err err = { 0 };
     if (bk_self_exe(exe, sizeof exe, &err) != BK_OK) {
         fprintf(stderr, "bracket verify: %s\n", err.msg);
-        return BK_EXIT_INTERNAL;
+        goto out;
     }
     printf("bracket verify: --target %s: its %d variant(s) on backend %s, each as `bracket "
            "verify --target %s --variant V` would check it", tg->name, nv,
@@ -90,7 +99,6 @@ int bk__verify_all(const bk_target *tg, bk_backend backend, int argc, char **arg
         printf(" (its %d diagnostic variant(s), wrong on purpose, are left out: --variant "
                "checks one)", ndiag);
     printf("\n");
-    int rcs[64];
     for (int i = 0; i < nv; i++) {
         printf("\n== %d of %d: %s ==\n", i + 1, nv, vs[i]->name);
         rcs[i] = verify_one(exe, argc, argv, vs[i]->name);
@@ -122,5 +130,9 @@ int bk__verify_all(const bk_target *tg, bk_backend backend, int argc, char **arg
     else
         printf("%s: %d of %d variant(s) passed, %d failed, %d not verified\n",
                failed ? "FAILED" : "NOT ALL VERIFIED", passed, nv, failed, refused + errors);
-    return failed ? BK_EXIT_FAIL : errors ? BK_EXIT_INTERNAL : refused ? BK_EXIT_USAGE : 0;
+    rc = failed ? BK_EXIT_FAIL : errors ? BK_EXIT_INTERNAL : refused ? BK_EXIT_USAGE : 0;
+out:
+    free(vs);
+    free(rcs);
+    return rc;
 }
