@@ -87,14 +87,19 @@ static int bus_of(const cuda_api *a, int ordinal, char *bus, size_t n, char *why
 
 int bk_cuda_device_count(void)
 {
+    /* asked of the runtime once a process: what it sees does not change while it runs
+     * (CUDA_VISIBLE_DEVICES is read at its start), and verify asks once an engine rank */
+    static int known = -2;
+    if (known != -2)
+        return known;
     cuda_api a;
     int n = -1;
-    if (load_api(&a) != 0)
-        return -1;
-    if (a.count(&n) != 0)
-        n = -1;
-    unload_api(&a);
-    return n;
+    if (load_api(&a) == 0) {
+        if (a.count(&n) != 0)
+            n = -1;
+        unload_api(&a);
+    }
+    return known = n;
 }
 
 void bk_cuda_visible_key(char *buf, size_t n)

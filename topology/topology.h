@@ -132,7 +132,8 @@ int bk_pci_bus_norm(const char *in, char *out, size_t n);
 /* PCI bus id ("0000:18:00.0") of CUDA device `ordinal` as this process sees it
  * (after CUDA_VISIBLE_DEVICES). BK_ERR_UNSUPPORTED without a CUDA runtime. */
 bk_status bk_cuda_bus_id(int ordinal, char *buf, size_t n, bk_err *err);
-/* CUDA device count seen by this process; -1 without a runtime or driver. */
+/* CUDA device count seen by this process; -1 without a runtime or driver. Asked once a
+ * process, the answer kept. */
 int bk_cuda_device_count(void);
 /* The PCI bus ids of every device this process sees, in ordinal order, joined by ','
  * ("" with no CUDA or no device; cut at n - 1 bytes): which GPUs a rank sees. */
