@@ -249,7 +249,8 @@ void bk_arm_free(bk_arm_run *arm, int nshapes, int noutputs)
     arm->lane = NULL;
 }
 
-static void answer_rendezvous(bk_coord *c)
+/* Every lane rank's blob to lane rank `only` (-1: to each rank). */
+static void answer_rendezvous(bk_coord *c, int only)
 {
     bk_arm_run *a = c->cur;
     const void **blobs = calloc((size_t)a->world, sizeof *blobs);
@@ -261,6 +262,8 @@ static void answer_rendezvous(bk_coord *c)
         lens[r] = c->slots[r].blob_len;
     }
     for (int r = 0; r < a->world; r++) {
+        if (only >= 0 && r != only)
+            continue;
         bk_wire_hdr h = { c->run_id, a->name, (uint32_t)r };
         if (bk_wire_peers(&c->buf, &h, (uint32_t)a->world, blobs, lens, NULL) != BK_OK)
             goto out;
@@ -301,21 +304,35 @@ static void on_router(bk_coord *c)
     if (bk_wire_decode(c->dec, zmq_msg_data(&body), zmq_msg_size(&body), &ex, &m, &c->stats, &why,
                        NULL) != BK_OK)
         goto out;
+    rv_slot *s = &c->slots[m.rank]; /* the decoder saw the rank below the arm's world */
+    /* a hello again from the same process with the same blob (an engine over tcp says hello
+     * again after its connection broke: its first, or the answer, may have been lost, and
+     * the answer must go to its new connection) is a repeat: the rank's connection is the
+     * new one, and an answer already given is given again on it; else a second hello is
+     * rejected */
+    const int again = m.type == BK_MSG_HELLO && a->r[m.rank].hello &&
+                      a->r[m.rank].pid == m.pid && s->blob_len == m.blob_len &&
+                      memcmp(s->blob, m.blob, m.blob_len) == 0;
     if (m.type != BK_MSG_HELLO || m.world != (uint32_t)a->world || m.blob_len > BK_BLOB_MAX ||
-        zmq_msg_size(&id) > sizeof c->slots[0].id || a->r[m.rank].hello) {
+        zmq_msg_size(&id) > sizeof c->slots[0].id || (a->r[m.rank].hello && !again)) {
         c->stats.accepted--;
         c->stats.rejected[BK_REJ_BAD_FIELD]++;
         goto out;
     }
-    rv_slot *s = &c->slots[m.rank];
     memcpy(s->id, zmq_msg_data(&id), zmq_msg_size(&id));
     s->id_len = zmq_msg_size(&id);
+    if (again) {
+        c->stats.repeated_hellos++;
+        if (c->answered)
+            answer_rendezvous(c, (int)m.rank);
+        goto out;
+    }
     memcpy(s->blob, m.blob, m.blob_len);
     s->blob_len = m.blob_len;
     a->r[m.rank].hello = 1;
     a->r[m.rank].pid = m.pid;
     if (++c->nhello == a->world)
-        answer_rendezvous(c);
+        answer_rendezvous(c, -1);
 out:
     zmq_msg_close(&id);
     zmq_msg_close(&body);

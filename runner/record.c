@@ -251,6 +251,8 @@ bk_status bk_record_write(const bk_run *run, const bk_score *sc, bk_err *err)
     json_object_set_new(wire, "repeated", json_integer((json_int_t)run->wire.repeated));
     json_object_set_new(wire, "repeated_tensors",
                         json_integer((json_int_t)run->wire.repeated_tensors));
+    json_object_set_new(wire, "repeated_hellos",
+                        json_integer((json_int_t)run->wire.repeated_hellos));
     json_t *rshapes = json_array();
     const bk_variant *cv = bk_catalog_variant(p->target, p->candidate.name);
     for (int i = 0; i < p->workload.nshapes; i++) {

@@ -209,12 +209,22 @@ void bk_report_print(FILE *f, const bk_run *run, const bk_score *sc)
     if (rej)
         fprintf(f, "wire:    %llu messages accepted, %llu rejected\n",
                 (unsigned long long)w->accepted, (unsigned long long)rej);
-    if (w->repeated)
-        fprintf(f, "wire:    %llu samples came again (sent again after a connection to rank 0 "
-                   "broke), each taken once\n", (unsigned long long)w->repeated);
-    if (w->repeated_tensors)
-        fprintf(f, "wire:    %llu audit tensors came again (sent again after a connection to "
-                   "rank 0 broke), each taken once\n", (unsigned long long)w->repeated_tensors);
+    if (w->repeated || w->repeated_tensors || w->repeated_hellos) {
+        /* "wire:    came again ...: 12 samples, 2 audit tensors, 1 hello" */
+        const uint64_t n[3] = { w->repeated, w->repeated_tensors, w->repeated_hellos };
+        const char *what[3] = { "sample", "audit tensor", "hello" };
+        const char *sep = "";
+        fprintf(f, "wire:    came again (sent again after a connection to rank 0 broke), each "
+                   "taken once:");
+        for (int i = 0; i < 3; i++) {
+            if (!n[i])
+                continue;
+            fprintf(f, "%s %llu %s%s", sep, (unsigned long long)n[i], what[i],
+                    n[i] == 1 ? "" : "s");
+            sep = ",";
+        }
+        fprintf(f, "\n");
+    }
     fprintf(f, "\nverdict: %s (%s)\n", bk_verdict_name(sc->verdict), sc->status);
     if (sc->reasons[0])
         fprintf(f, "  %s\n", sc->reasons);

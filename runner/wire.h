@@ -54,6 +54,9 @@ typedef struct bk_wire_stats {
     uint64_t repeated;
     /* an audit's output tensors that came again, the same (sent again likewise), taken once */
     uint64_t repeated_tensors;
+    /* hellos that came again from the same engine with the same blob (it says hello again
+     * after its connection to the rendezvous broke), answered on its new connection */
+    uint64_t repeated_hellos;
 } bk_wire_stats;
 
 const char *bk_wire_reject_name(bk_wire_reject r);

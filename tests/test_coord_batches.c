@@ -3,10 +3,11 @@
  * runs past the plan's iterations, carries the "missing" marker or comes in an audit is
  * rejected and counted, never stored; one that repeats what arrived, with the same times, is
  * counted as repeated, its new iterations stored; a rank or shape outside the arm is refused
- * by the decoder; a hello is answered once every rank has said hello, and a second hello, a
- * blob over BK_BLOB_MAX, a hello on the samples socket, or samples or peers on the
- * rendezvous socket are rejected and counted, a blob of exactly BK_BLOB_MAX is passed on
- * whole; an audit's outputs must be as many as the coordinator was opened for, each (shape,
+ * by the decoder; a hello is answered once every rank has said hello, the same hello again
+ * (same process and blob, a new connection) is a repeat answered on its connection, and a
+ * second hello that differs, a blob over BK_BLOB_MAX, a hello on the samples socket, or
+ * samples or peers on the rendezvous socket are rejected and counted, a blob of exactly
+ * BK_BLOB_MAX is passed on whole; an audit's outputs must be as many as the coordinator was opened for, each (shape,
  * output) has its own slot and length, and a tensor that comes again is a repeat when the
  * same, rejected when not; the arm is done when every rank has sent its status; the first
  * samples' time is kept; a round's name is "B", "B#2"... */
@@ -250,6 +251,69 @@ static void test_rendezvous(void **state)
     bk_wire_decoder_free(dec);
     zmq_close(r0);
     zmq_close(r1);
+    close_coord(&f);
+}
+
+/* Sock's next message within 5 s (none: -1 within `ms`), decoded as rank r's peers answer
+ * of a lane of 2 holding blobs "zero" and "one"; 1 when it came. */
+static int got_peers(void *sock, uint32_t r, int ms)
+{
+    char buf[256];
+    zmq_setsockopt(sock, ZMQ_RCVTIMEO, &ms, sizeof ms);
+    int n = zmq_recv(sock, buf, sizeof buf, 0);
+    if (n < 0)
+        return 0;
+    assert_true((size_t)n < sizeof buf);
+    bk_wire_decoder *dec = NULL;
+    bk_err err = { 0 };
+    assert_int_equal(bk_wire_decoder_new(&dec, &err), BK_OK);
+    bk_msg m;
+    bk_wire_expect x = { RUN, "B", 2, 0 };
+    assert_int_equal(bk_wire_decode(dec, buf, (size_t)n, &x, &m, NULL, NULL, &err), BK_OK);
+    assert_int_equal(m.type, BK_MSG_PEERS);
+    assert_int_equal(m.rank, r);
+    assert_int_equal(m.nblobs, 2);
+    assert_memory_equal(m.blobs[0], "zero", 4);
+    assert_memory_equal(m.blobs[1], "one", 3);
+    bk_wire_decoder_free(dec);
+    return 1;
+}
+
+/* A hello again from the same engine (same pid, same blob) on a new connection, as an
+ * engine over tcp sends after its connection broke, is a repeat: counted, not rejected,
+ * the answer going to the new connection, and given again when it came after the answer;
+ * a second hello with another blob is still rejected. */
+static void test_rendezvous_again(void **state)
+{
+    (void)state;
+    fixture f;
+    open_coord(&f, 2, 0);
+    const char *ep = bk_coord_rendezvous_ep(f.c);
+    void *old0 = socket_to(&f, ZMQ_DEALER, ep), *new0 = socket_to(&f, ZMQ_DEALER, ep);
+    void *r1 = socket_to(&f, ZMQ_DEALER, ep), *late0 = socket_to(&f, ZMQ_DEALER, ep);
+    send_hello(old0, 0, 2, "zero", 4);
+    poll_seen(&f, 1);
+    send_hello(new0, 0, 2, "zero", 4); /* the same engine, a new connection */
+    send_hello(new0, 0, 2, "zerO", 4); /* rank 0 with another blob */
+    poll_seen(&f, 3);
+    const bk_wire_stats *ws = bk_coord_stats(f.c);
+    assert_int_equal(ws->repeated_hellos, 1);
+    assert_int_equal(ws->accepted, 2);
+    assert_int_equal(ws->rejected[BK_REJ_BAD_FIELD], 1);
+    send_hello(r1, 1, 2, "one", 3);
+    poll_seen(&f, 4);
+    assert_true(got_peers(new0, 0, 5000)); /* rank 0's answer on its new connection */
+    assert_true(got_peers(r1, 1, 5000));
+    assert_false(got_peers(old0, 0, 200)); /* not on the old one */
+    send_hello(late0, 0, 2, "zero", 4);    /* again after the answer: answered again */
+    poll_seen(&f, 5);
+    assert_true(got_peers(late0, 0, 5000));
+    assert_int_equal(ws->repeated_hellos, 2);
+    assert_int_equal(f.arm.r[0].pid, 100);
+    zmq_close(old0);
+    zmq_close(new0);
+    zmq_close(r1);
+    zmq_close(late0);
     close_coord(&f);
 }
 
@@ -537,6 +601,7 @@ int main(void)
         cmocka_unit_test(test_repeats),
         cmocka_unit_test(test_audit_samples),
         cmocka_unit_test(test_rendezvous),
+        cmocka_unit_test(test_rendezvous_again),
         cmocka_unit_test(test_rendezvous_blob_max),
         cmocka_unit_test(test_outputs_count),
         cmocka_unit_test(test_tensor_slots),

@@ -46,8 +46,8 @@ for a in r["arms"]:
         for p in a["processes"]:
             assert p["samples_received"] == p["samples_sent"] == want, p
 assert r["verdict"] in ("PASS", "FAIL", "NO_DECISION"), r["verdict"]
-# tcp without a broken connection: no engine sent its samples or audit tensors again
-assert r["wire"]["repeated"] == r["wire"]["repeated_tensors"] == 0, r["wire"]
+# tcp without a broken connection: no engine sent its samples, audit tensors or hello again
+assert r["wire"]["repeated"] == r["wire"]["repeated_tensors"] == r["wire"]["repeated_hellos"] == 0, r["wire"]
 PY
 expect_rescore
 expect_no_leftovers

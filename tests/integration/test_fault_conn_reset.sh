@@ -57,6 +57,14 @@ churn() {
     echo "connections broken while $arm ran: $KILLED"
     [ "$KILLED" -ge 2 ] || fail "no engine connection was broken while $arm ran: nothing was tested"
 }
+# expect_came_again KEY WHAT: the report says how many WHATs came again, as the record's
+# wire.KEY counts them
+expect_came_again() {
+    local n
+    n=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["wire"][sys.argv[2]])' "$RECORD" "$1")
+    grep -Eq "^wire: +came again \(sent again after a connection to rank 0 broke\), each taken once:.* $n $2s?(,|\$)" "$OUT" ||
+        fail "the report does not say that $n ${2}s came again: $(grep '^wire:' "$OUT")"
+}
 # check WHOLE: the record against the rules above; WHOLE=1: C must have every sample
 check() {
     python3 - "$RECORD" "$RC" "$1" <<'PY' || fail "samples lost without the arm failing, or not sent again (above)"
@@ -88,8 +96,7 @@ if failed:
 assert r["wire"]["repeated"] > 0, ("no sample came again: no engine sent its samples again", r["wire"])
 print("arms failed: %s; samples that came again: %d; verdict %s" % (failed or "none", r["wire"]["repeated"], r["verdict"]))
 PY
-    grep -q "samples came again (sent again after a connection to rank 0 broke), each taken once" "$OUT" ||
-        fail "the report does not say that samples came again"
+    expect_came_again repeated sample
     # a run whose arms all stand decides as its samples give
     grep -q "arm [A-Z]'* failed" "$OUT" || expect_verdict_from_record
     expect_no_leftovers
@@ -126,8 +133,7 @@ assert a["ran"] and a["ok"], ("audit A failed though breaks stopped early", a["r
 assert r["wire"]["repeated_tensors"] > 0, ("no tensor came again", r["wire"])
 print("audit tensors that came again: %d; verdict %s" % (r["wire"]["repeated_tensors"], r["verdict"]))
 PY
-grep -q "audit tensors came again (sent again after a connection to rank 0 broke), each taken once" "$OUT" ||
-    fail "the report does not say that audit tensors came again"
+expect_came_again repeated_tensors "audit tensor"
 grep -q "arm [A-Z]'* failed" "$OUT" || expect_verdict_from_record
 expect_no_leftovers
 expect_no_private_dirs

@@ -25,8 +25,8 @@ for a in r["arms"]:
         if not a["audit"]:
             assert p["samples_received"] == p["samples_sent"] == want, p
 assert sum(r["wire"]["rejected"].values()) == 0, r["wire"]
-# no connection broke, so no engine sent its samples or audit tensors again
-assert r["wire"]["repeated"] == r["wire"]["repeated_tensors"] == 0, r["wire"]
+# no connection broke, so no engine sent its samples, audit tensors or hello again
+assert r["wire"]["repeated"] == r["wire"]["repeated_tensors"] == r["wire"]["repeated_hellos"] == 0, r["wire"]
 PY
 expect_no_leftovers
 expect_no_private_dirs
