@@ -8,6 +8,8 @@
 #include "runner/transport.h"
 #include "runner/wire.h"
 
+#define RV_HELLOS_AGAIN 16 /* hellos sent again after breaks, at most */
+
 /* Contract in collectives.h. The DEALER socket is closed before returning,
  * whatever the outcome; linger is bounded so a dead coordinator cannot hold
  * the engine at exit. */
@@ -29,6 +31,7 @@ bk_status bk_rendezvous_secure(void *zmq_ctx, const char *endpoint,
     bk_status st = BK_OK;
     bk_wire_buf buf = { 0 };
     bk_wire_decoder *dec = NULL;
+    void *mon = NULL;
     void *sock = zmq_socket(zmq_ctx, ZMQ_DEALER);
     if (!sock)
         return BK_FAIL(err, BK_ERR_SYSTEM, "rendezvous: zmq_socket: %s", zmq_strerror(zmq_errno()));
@@ -36,6 +39,14 @@ bk_status bk_rendezvous_secure(void *zmq_ctx, const char *endpoint,
     zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
     if (keys)
         BK_TRY(bk_curve_client(sock, keys, err));
+    /* tcp: a connection that breaks is made again by ZeroMQ, but the hello, or the answer,
+     * in flight on it is lost, and rank 0 answers a connection, not a rank: after a break
+     * the hello goes again (a few times at most), and rank 0 answers it on the new
+     * connection (coordinator.c). Without the monitor a loss stays one: the time-out. */
+    char mon_ep[64];
+    snprintf(mon_ep, sizeof mon_ep, "inproc://bk-rv-drops-%d-%p", (int)getpid(), sock);
+    if (keys)
+        bk_monitor_open(zmq_ctx, sock, mon_ep, ZMQ_EVENT_DISCONNECTED, &mon);
     if (zmq_connect(sock, endpoint) != 0) {
         st = BK_FAIL(err, BK_ERR_SYSTEM, "rendezvous: connect %s: %s", endpoint,
                      zmq_strerror(zmq_errno()));
@@ -47,6 +58,7 @@ bk_status bk_rendezvous_secure(void *zmq_ctx, const char *endpoint,
         st = BK_FAIL(err, BK_ERR_SYSTEM, "rendezvous: send hello: %s", zmq_strerror(zmq_errno()));
         goto out;
     }
+    int hellos_left = RV_HELLOS_AGAIN, hello_due = 0;
     BK_TRY(bk_wire_decoder_new(&dec, err));
     uint64_t deadline = bk_now_ns() + (uint64_t)(timeout_s * 1e9);
     bk_wire_stats stats = { 0 };
@@ -60,18 +72,27 @@ bk_status bk_rendezvous_secure(void *zmq_ctx, const char *endpoint,
                          endpoint, timeout_s, run_id, arm, rank, world);
             goto out;
         }
-        zmq_pollitem_t item = { sock, 0, ZMQ_POLLIN, 0 };
+        zmq_pollitem_t items[2] = { { sock, 0, ZMQ_POLLIN, 0 }, { mon, 0, ZMQ_POLLIN, 0 } };
         long ms = (long)((deadline - now) / 1000000ull) + 1;
         if (ms > 200)
             ms = 200;
-        int rc = zmq_poll(&item, 1, ms);
+        if (hello_due)
+            ms = 10; /* the hello again once the pipe takes it */
+        int rc = zmq_poll(items, mon ? 2 : 1, ms);
         if (rc < 0) {
             if (zmq_errno() == EINTR)
                 continue;
             st = BK_FAIL(err, BK_ERR_SYSTEM, "rendezvous: poll: %s", zmq_strerror(zmq_errno()));
             goto out;
         }
-        if (rc == 0)
+        if (mon && (items[1].revents & ZMQ_POLLIN) &&
+            bk_monitor_event(mon, ZMQ_DONTWAIT) == ZMQ_EVENT_DISCONNECTED && hellos_left > 0) {
+            hello_due = 1;
+            hellos_left--;
+        }
+        if (hello_due && zmq_send(sock, buf.data, buf.size, ZMQ_DONTWAIT) >= 0)
+            hello_due = 0;
+        if (!(items[0].revents & ZMQ_POLLIN))
             continue;
         zmq_msg_t m;
         zmq_msg_init(&m);
@@ -107,5 +128,7 @@ out:
     bk_wire_decoder_free(dec);
     bk_wire_buf_free(&buf);
     zmq_close(sock);
+    if (mon)
+        zmq_close(mon);
     return st;
 }

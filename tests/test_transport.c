@@ -8,7 +8,8 @@
  * folder (in /tmp under a long TMPDIR, removed on close), a failed open giving its port
  * back, an address not on this host refused as input, and each tcp refusal counted once;
  * an engine's PUSH socket (bk_push_opts): it queues without waiting for a peer that reads
- * nothing, and waits its bound, queueing nothing, for a coordinator that refuses its key.
+ * nothing, and waits its bound, queueing nothing, for a coordinator that refuses its key;
+ * an engine's rendezvous over tcp whose connection broke says hello again on the new one.
  *
  * `test_transport serve ADDR PORT DIR RUN WORLD BOUND_S` is not a unit test: it is the
  * coordinator side of tests/integration/test_netns.sh (see there). */
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -28,6 +30,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "collectives/collectives.h"
 #include "kernels/catalog.h"
 #include "runner/coordinator.h"
 #include "runner/transport.h"
@@ -638,6 +641,115 @@ static void test_tcp_refusal_counts(void **state)
     close_coord(&f);
 }
 
+/* ---- an engine's rendezvous over tcp (collectives/rendezvous.c) ---- */
+
+typedef struct rv_call {
+    void *zctx;
+    char ep[128];
+    const bk_curve_keys *keys;
+    unsigned char blobs[1][BK_BLOB_MAX];
+    size_t lens[1];
+    bk_err err;
+    bk_status st;
+} rv_call;
+
+static void *rv_thread(void *p)
+{
+    rv_call *c = p;
+    c->st = bk_rendezvous_secure(c->zctx, c->ep, c->keys, RUN, "B", 0, 1, "mine", 4, c->blobs,
+                                 c->lens, 20.0, &c->err);
+    return NULL;
+}
+
+/* A CURVE ROUTER bound to ep (tcp://127.0.0.1:* when NULL: then ep_out is where), trying
+ * for up to 5 s while the port is still taken by the one just closed. */
+static void *router_at(void *zctx, const bk_curve_keys *k, const char *ep, char *ep_out,
+                       size_t n)
+{
+    void *r = zmq_socket(zctx, ZMQ_ROUTER);
+    int zero = 0, ms = 5000;
+    bk_err err = { 0 };
+    assert_non_null(r);
+    zmq_setsockopt(r, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(r, ZMQ_RCVTIMEO, &ms, sizeof ms);
+    assert_int_equal(bk_curve_server(r, k, &err), BK_OK);
+    int rc = -1;
+    for (int i = 0; i < 500 && (rc = zmq_bind(r, ep ? ep : "tcp://127.0.0.1:*")) != 0; i++)
+        usleep(10000);
+    assert_int_equal(rc, 0);
+    if (ep_out)
+        assert_int_equal(zmq_getsockopt(r, ZMQ_LAST_ENDPOINT, ep_out, &n), 0);
+    return r;
+}
+
+/* A hello from lane rank 0 of arm B on router r within 5 s: its routing id into id (the
+ * size returned); 0 when none came. */
+static size_t hello_on(void *r, unsigned char *id, size_t idn)
+{
+    int n = zmq_recv(r, id, idn, 0);
+    if (n <= 0)
+        return 0;
+    unsigned char body[512];
+    int b = zmq_recv(r, body, sizeof body, 0);
+    assert_true(b > 0 && (size_t)b < sizeof body);
+    bk_wire_decoder *dec = NULL;
+    bk_err err = { 0 };
+    assert_int_equal(bk_wire_decoder_new(&dec, &err), BK_OK);
+    bk_msg m;
+    bk_wire_expect x = { RUN, "B", 1, 0 };
+    assert_int_equal(bk_wire_decode(dec, body, (size_t)b, &x, &m, NULL, NULL, &err), BK_OK);
+    assert_int_equal(m.type, BK_MSG_HELLO);
+    assert_int_equal(m.pid, getpid());
+    assert_int_equal(m.blob_len, 4);
+    assert_memory_equal(m.blob, "mine", 4);
+    bk_wire_decoder_free(dec);
+    return (size_t)n;
+}
+
+/* The connection to the rendezvous breaks after the hello (rank 0's side closes, and comes
+ * back on the same port, as a reset would leave it): the engine says hello again on the new
+ * connection, and takes the answer given there. Without the hello again it would wait its
+ * time-out: nothing would come to the new side. */
+static void test_rendezvous_hello_again(void **state)
+{
+    (void)state;
+    bk_curve_keys keys;
+    bk_err err = { 0 };
+    assert_int_equal(bk_curve_keys_new(&keys, &err), BK_OK);
+    void *zctx = zmq_ctx_new(), *sctx = zmq_ctx_new(); /* the engine's, rank 0's */
+    assert_non_null(zctx);
+    assert_non_null(sctx);
+    static rv_call c;
+    memset(&c, 0, sizeof c);
+    c.zctx = zctx;
+    c.keys = &keys;
+    void *r1 = router_at(sctx, &keys, NULL, c.ep, sizeof c.ep);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, rv_thread, &c), 0);
+    unsigned char id[256];
+    assert_true(hello_on(r1, id, sizeof id) > 0);
+    zmq_close(r1); /* the connection broke, the hello's answer not given */
+    void *r2 = router_at(sctx, &keys, c.ep, NULL, 0);
+    const size_t idn = hello_on(r2, id, sizeof id);
+    assert_true(idn > 0); /* said again on the new connection */
+    const void *blobs[1] = { "yours" };
+    const size_t lens[1] = { 5 };
+    bk_wire_buf b = { 0 };
+    bk_wire_hdr h = { RUN, "B", 0 };
+    assert_int_equal(bk_wire_peers(&b, &h, 1, blobs, lens, &err), BK_OK);
+    assert_true(zmq_send(r2, id, idn, ZMQ_SNDMORE) >= 0);
+    assert_true(zmq_send(r2, b.data, b.size, 0) >= 0);
+    bk_wire_buf_free(&b);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    if (c.st != BK_OK)
+        fail_msg("rendezvous: %s", c.err.msg);
+    assert_int_equal(c.lens[0], 5);
+    assert_memory_equal(c.blobs[0], "yours", 5);
+    zmq_close(r2);
+    zmq_ctx_term(sctx);
+    zmq_ctx_term(zctx);
+}
+
 /* ---- an engine's PUSH socket (bk_push_opts) ---- */
 
 #define PUSH_N 3000      /* three times libzmq's default high-water mark of 1000 */
@@ -836,6 +948,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tcp_refusal_counts),
         cmocka_unit_test(test_push_queues_while_unread),
         cmocka_unit_test(test_push_refused_waits),
+        cmocka_unit_test(test_rendezvous_hello_again),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }
