@@ -1,7 +1,8 @@
 /* test_report.c - the printed report (bk_report_header, bk_report_print) of the saved record
  * in tests/fixtures/records/pre-repeats (read back and scored as `bracket score` does), and of
  * that run edited one field at a time: idle ranks, rounds, routed shapes, bitwise equality,
- * drift, the candidate's share and diagnostic variants each print only where they apply. */
+ * drift, the candidate's share, diagnostic variants and what came again after a broken
+ * connection each print only where they apply. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -136,6 +137,34 @@ static void test_idle_ranks(void **state)
     s->run.world_size = 4;
 }
 
+/* What came again after broken connections: one line, naming only what did, singular for
+ * one; none of it, no line. */
+static void test_came_again(void **state)
+{
+    scored *s = *state;
+    const char *head = "wire:    came again (sent again after a connection to rank 0 broke), "
+                       "each taken once:";
+    char *t = text(s, 0);
+    LACKS(t, "came again");
+    free(t);
+    s->run.wire.repeated = 12;
+    s->run.wire.repeated_hellos = 1;
+    t = text(s, 0);
+    char want[256];
+    snprintf(want, sizeof want, "%s 12 samples, 1 hello\n", head);
+    HAS(t, want);
+    assert_int_equal(count(t, "came again"), 1);
+    free(t);
+    s->run.wire.repeated = 0;
+    s->run.wire.repeated_tensors = 2;
+    s->run.wire.repeated_hellos = 0;
+    t = text(s, 0);
+    snprintf(want, sizeof want, "%s 2 audit tensors\n", head);
+    HAS(t, want);
+    free(t);
+    s->run.wire.repeated_tensors = 0;
+}
+
 /* A shape outside the candidate's domain ran the incumbent in C, and C alone says so. */
 static void test_routed_shape_named_in_c_only(void **state)
 {
@@ -216,6 +245,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_fixture_as_recorded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_came_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_ranks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_routed_shape_named_in_c_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pass_not_bitwise, setup, teardown),
