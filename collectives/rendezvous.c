@@ -85,8 +85,8 @@ bk_status bk_rendezvous_secure(void *zmq_ctx, const char *endpoint,
             st = BK_FAIL(err, BK_ERR_SYSTEM, "rendezvous: poll: %s", zmq_strerror(zmq_errno()));
             goto out;
         }
-        if (mon && (items[1].revents & ZMQ_POLLIN) &&
-            bk_monitor_event(mon, ZMQ_DONTWAIT) == ZMQ_EVENT_DISCONNECTED && hellos_left > 0) {
+        if (mon && (items[1].revents & ZMQ_POLLIN) && bk_monitor_drops(mon, 0) > 0 &&
+            hellos_left > 0) {
             hello_due = 1;
             hellos_left--;
         }

@@ -106,17 +106,6 @@ static void keep_tensor(engine *e)
     memset(&e->buf, 0, sizeof e->buf);
 }
 
-/* tcp: the disconnects of the push socket its monitor has reported, waiting up to wait_ms
- * for the first (an event the I/O thread has yet to post) */
-static int drops_seen(engine *e, int wait_ms)
-{
-    int n = 0, id;
-    zmq_pollitem_t it = { e->mon, 0, ZMQ_POLLIN, 0 };
-    while (zmq_poll(&it, 1, n ? 0 : wait_ms) > 0 && (id = bk_monitor_event(e->mon, ZMQ_DONTWAIT)) >= 0)
-        n += id == ZMQ_EVENT_DISCONNECTED;
-    return n;
-}
-
 /* tcp: a connection to rank 0 that broke during the arm is made again by ZeroMQ, but what
  * was in flight on it is lost. So while one broke since the last look (waiting up to
  * wait_ms for the news), every sample of the arm (an audit: every output tensor kept) is
@@ -131,7 +120,7 @@ static bk_status resend_after_drops(engine *e, int wait_ms, const bk_wire_buf *s
                                     bk_err *err)
 {
     bk_status st = BK_OK;
-    for (int round = 0; round < RESEND_ROUNDS && drops_seen(e, wait_ms) > 0; round++) {
+    for (int round = 0; round < RESEND_ROUNDS && bk_monitor_drops(e->mon, wait_ms) > 0; round++) {
         for (int s = 0; s < e->plan.workload.nshapes; s++) {
             const uint64_t *k = e->kept[s];
             const uint64_t iters = (uint64_t)e->plan.workload.iters;

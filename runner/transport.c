@@ -215,6 +215,15 @@ int bk_monitor_event(void *mon, int flags)
     return id;
 }
 
+int bk_monitor_drops(void *mon, int wait_ms)
+{
+    int n = 0, id;
+    zmq_pollitem_t it = { mon, 0, ZMQ_POLLIN, 0 };
+    while (zmq_poll(&it, 1, n ? 0 : wait_ms) > 0 && (id = bk_monitor_event(mon, ZMQ_DONTWAIT)) >= 0)
+        n += id == ZMQ_EVENT_DISCONNECTED;
+    return n;
+}
+
 bk_status bk_transport_pick(const char *iface, int port, int remote, bk_transport *t,
                             bk_err *err)
 {

@@ -86,4 +86,8 @@ int bk_monitor_open(void *zctx, void *sock, const char *ep, int events, void **m
  * its endpoint frame read and dropped; -1 when none could be read. */
 int bk_monitor_event(void *mon, int flags);
 
+/* The disconnects (ZMQ_EVENT_DISCONNECTED) mon has reported, every event queued read,
+ * waiting up to wait_ms for the first (an event its I/O thread has yet to post). */
+int bk_monitor_drops(void *mon, int wait_ms);
+
 #endif
