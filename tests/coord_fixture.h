@@ -15,6 +15,7 @@
 
 #include "runner/coordinator.h"
 #include "runner/transport.h"
+#include "runner/wire.h"
 
 typedef struct coord_fixture {
     bk_coord *c;
@@ -49,6 +50,21 @@ static inline void coord_fixture_close(coord_fixture *f)
     zmq_ctx_term(f->zctx);
     bk_arm_free(&f->arm, f->nshapes, 1);
     bk_coord_close(f->c);
+}
+
+/* The next message on sock into buf (n bytes, more is a failure), decoded against x into
+ * *m (its pointers into dec's storage); 0, or -1 when none came within the socket's
+ * receive time-out. */
+static inline int coord_fixture_recv(void *sock, bk_wire_decoder *dec, const bk_wire_expect *x,
+                                     void *buf, size_t n, bk_msg *m)
+{
+    const int got = zmq_recv(sock, buf, n, 0);
+    if (got < 0)
+        return -1;
+    assert_true(got > 0 && (size_t)got < n);
+    bk_err err = { 0 };
+    assert_int_equal(bk_wire_decode(dec, buf, (size_t)got, x, m, NULL, NULL, &err), BK_OK);
+    return 0;
 }
 
 #endif

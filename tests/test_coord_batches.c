@@ -189,6 +189,31 @@ static void test_audit_samples(void **state)
 
 /* ---- the rendezvous ---- */
 
+/* Sock's next message within `ms` decoded as rank r's peers answer of a lane of 2 holding
+ * blobs "zero" and "one" (anything else fails); 1 when it came, 0 when none came. */
+static int got_peers(void *sock, uint32_t r, int ms)
+{
+    char buf[256];
+    zmq_setsockopt(sock, ZMQ_RCVTIMEO, &ms, sizeof ms);
+    bk_wire_decoder *dec = NULL;
+    bk_err err = { 0 };
+    assert_int_equal(bk_wire_decoder_new(&dec, &err), BK_OK);
+    bk_msg m;
+    bk_wire_expect x = { RUN, "B", 2, 0 };
+    const int came = coord_fixture_recv(sock, dec, &x, buf, sizeof buf, &m) == 0;
+    if (came) {
+        assert_int_equal(m.type, BK_MSG_PEERS);
+        assert_int_equal(m.rank, r);
+        assert_int_equal(m.nblobs, 2);
+        assert_int_equal(m.blob_lens[0], 4);
+        assert_memory_equal(m.blobs[0], "zero", 4);
+        assert_int_equal(m.blob_lens[1], 3);
+        assert_memory_equal(m.blobs[1], "one", 3);
+    }
+    bk_wire_decoder_free(dec);
+    return came;
+}
+
 static void test_rendezvous(void **state)
 {
     (void)state;
@@ -228,55 +253,11 @@ static void test_rendezvous(void **state)
     assert_int_equal(f.arm.r[0].pid, 100);
     assert_int_equal(f.arm.r[1].pid, 101);
     /* each rank gets the peers message: its own rank, every blob in rank order */
-    bk_wire_decoder *dec = NULL;
-    bk_err err = { 0 };
-    assert_int_equal(bk_wire_decoder_new(&dec, &err), BK_OK);
-    void *socks[2] = { r0, r1 };
-    for (uint32_t r = 0; r < 2; r++) {
-        int ms = 5000;
-        zmq_setsockopt(socks[r], ZMQ_RCVTIMEO, &ms, sizeof ms);
-        int n = zmq_recv(socks[r], buf, sizeof buf, 0);
-        assert_true(n > 0 && (size_t)n < sizeof buf);
-        bk_msg m;
-        bk_wire_expect x = { RUN, "B", 2, 0 };
-        assert_int_equal(bk_wire_decode(dec, buf, (size_t)n, &x, &m, NULL, NULL, &err), BK_OK);
-        assert_int_equal(m.type, BK_MSG_PEERS);
-        assert_int_equal(m.rank, r);
-        assert_int_equal(m.nblobs, 2);
-        assert_int_equal(m.blob_lens[0], 4);
-        assert_memory_equal(m.blobs[0], "zero", 4);
-        assert_int_equal(m.blob_lens[1], 3);
-        assert_memory_equal(m.blobs[1], "one", 3);
-    }
-    bk_wire_decoder_free(dec);
+    assert_true(got_peers(r0, 0, 5000));
+    assert_true(got_peers(r1, 1, 5000));
     zmq_close(r0);
     zmq_close(r1);
     close_coord(&f);
-}
-
-/* Sock's next message within 5 s (none: -1 within `ms`), decoded as rank r's peers answer
- * of a lane of 2 holding blobs "zero" and "one"; 1 when it came. */
-static int got_peers(void *sock, uint32_t r, int ms)
-{
-    char buf[256];
-    zmq_setsockopt(sock, ZMQ_RCVTIMEO, &ms, sizeof ms);
-    int n = zmq_recv(sock, buf, sizeof buf, 0);
-    if (n < 0)
-        return 0;
-    assert_true((size_t)n < sizeof buf);
-    bk_wire_decoder *dec = NULL;
-    bk_err err = { 0 };
-    assert_int_equal(bk_wire_decoder_new(&dec, &err), BK_OK);
-    bk_msg m;
-    bk_wire_expect x = { RUN, "B", 2, 0 };
-    assert_int_equal(bk_wire_decode(dec, buf, (size_t)n, &x, &m, NULL, NULL, &err), BK_OK);
-    assert_int_equal(m.type, BK_MSG_PEERS);
-    assert_int_equal(m.rank, r);
-    assert_int_equal(m.nblobs, 2);
-    assert_memory_equal(m.blobs[0], "zero", 4);
-    assert_memory_equal(m.blobs[1], "one", 3);
-    bk_wire_decoder_free(dec);
-    return 1;
 }
 
 /* A hello again from the same engine (same pid, same blob) on a new connection, as an
@@ -332,14 +313,12 @@ static void test_rendezvous_blob_max(void **state)
     assert_int_equal(f.arm.r[0].hello, 1);
     int ms = 5000;
     zmq_setsockopt(r0, ZMQ_RCVTIMEO, &ms, sizeof ms);
-    int n = zmq_recv(r0, buf, sizeof buf, 0);
-    assert_true(n > 0 && (size_t)n < sizeof buf);
     bk_wire_decoder *dec = NULL;
     bk_err err = { 0 };
     assert_int_equal(bk_wire_decoder_new(&dec, &err), BK_OK);
     bk_msg m;
     bk_wire_expect x = { RUN, "B", 1, 0 };
-    assert_int_equal(bk_wire_decode(dec, buf, (size_t)n, &x, &m, NULL, NULL, &err), BK_OK);
+    assert_int_equal(coord_fixture_recv(r0, dec, &x, buf, sizeof buf, &m), 0);
     assert_int_equal(m.type, BK_MSG_PEERS);
     assert_int_equal(m.nblobs, 1);
     assert_int_equal(m.blob_lens[0], BK_BLOB_MAX);
