@@ -34,6 +34,57 @@ static int is_sha256(const char *s)
     return 1;
 }
 
+/* One count of `wire`: absent is 0 (the repeat counts are absent in records from before
+ * 2026-12-06), else an integer >= 0. */
+static bk_status wire_count(const char *path, const json_t *obj, const char *where,
+                            const char *key, uint64_t *out, bk_err *err)
+{
+    const json_t *v = json_object_get(obj, key);
+    *out = 0;
+    if (!v)
+        return BK_OK;
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: %s%s: must be an integer >= 0", path, where, key);
+    *out = (uint64_t)json_integer_value(v);
+    return BK_OK;
+}
+
+/* wire: rank 0's message counts, read back for the report (its wire lines) and never
+ * compared with anything (docs/record.md). Absent: all 0. A reason this bracket does not
+ * know is refused, not dropped: the report's count of rejections would leave it out. */
+static bk_status read_wire(const char *path, const json_t *rec, bk_wire_stats *w, bk_err *err)
+{
+    bk_status st = BK_OK;
+    memset(w, 0, sizeof *w);
+    const json_t *wire = json_object_get(rec, "wire"), *rej = NULL;
+    if (!wire)
+        return BK_OK;
+    if (!json_is_object(wire))
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: wire: must be an object", path);
+    BK_TRY(wire_count(path, wire, "wire.", "accepted", &w->accepted, err));
+    BK_TRY(wire_count(path, wire, "wire.", "repeated", &w->repeated, err));
+    BK_TRY(wire_count(path, wire, "wire.", "repeated_tensors", &w->repeated_tensors, err));
+    BK_TRY(wire_count(path, wire, "wire.", "repeated_hellos", &w->repeated_hellos, err));
+    rej = json_object_get(wire, "rejected");
+    if (!rej)
+        return BK_OK;
+    if (!json_is_object(rej))
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: wire.rejected: must be an object", path);
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)rej, key, v) {
+        int i = 0;
+        while (i < BK_REJ_COUNT && strcmp(key, bk_wire_reject_name((bk_wire_reject)i)) != 0)
+            i++;
+        if (i == BK_REJ_COUNT)
+            return BK_FAIL(err, BK_ERR_INPUT, "%s: wire.rejected: '%s' is not a reason this "
+                           "bracket knows", path, key);
+        BK_TRY(wire_count(path, rej, "wire.rejected.", key, &w->rejected[i], err));
+    }
+out:
+    return st;
+}
+
 /* quality.tensors: empty (A or T did not complete), or one entry per shape and output tensor
  * of the target, in that order, as record.c writes them; into run->quality.per. */
 static bk_status read_tensors(const char *path, json_t *quality, bk_run *run, bk_err *err)
@@ -405,6 +456,7 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
     const char *sdn = json_string_value(json_object_get(json_object_get(rec, "identity"),
                                                         "source_digest_note"));
     bk_strlcpy(run->plan.source_digest_note, sdn ? sdn : "", sizeof run->plan.source_digest_note);
+    BK_TRY(read_wire(record_path, rec, &run->wire, err));
     const char *stopped = json_string_value(json_object_get(rec, "stopped"));
     bk_strlcpy(run->stopped, stopped ? stopped : "", sizeof run->stopped);
     /* absent in records from before 2026-12-04: a final record */

@@ -2,7 +2,7 @@
  * tests/fixtures/records/pre-repeats, edited one field at a time: each edit that breaks the
  * record's form is BK_ERR_INPUT naming the field, the arm or the sample block; shared lanes
  * are derived from the policy, the lanes, or B and C on the same MPI ranks; the samples'
- * header must match the record's run and plan. */
+ * header must match the record's run and plan; `wire` is read back for the report. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -244,6 +244,34 @@ static void c_on_0_and_3(json_t *r)
     json_object_set_new(proc(r, 1, 0), "mpi_rank", json_integer(0));
 }
 
+static json_t *wire(json_t *r) { return json_object_get(r, "wire"); }
+/* a run whose tcp connections broke: repeats of all three kinds, one rejection */
+static void wire_repeats(json_t *r)
+{
+    json_object_set_new(wire(r), "repeated", json_integer(12));
+    json_object_set_new(wire(r), "repeated_tensors", json_integer(2));
+    json_object_set_new(wire(r), "repeated_hellos", json_integer(1));
+    json_object_set_new(json_object_get(wire(r), "rejected"), "bad_field", json_integer(3));
+}
+static void wire_absent(json_t *r) { json_object_del(r, "wire"); }
+static void wire_not_object(json_t *r) { json_object_set_new(r, "wire", json_integer(1)); }
+static void wire_negative(json_t *r)
+{
+    json_object_set_new(wire(r), "repeated_tensors", json_integer(-1));
+}
+static void wire_string_count(json_t *r)
+{
+    json_object_set_new(wire(r), "accepted", json_string("54"));
+}
+static void wire_unknown_reason(json_t *r)
+{
+    json_object_set_new(json_object_get(wire(r), "rejected"), "too_late", json_integer(1));
+}
+static void wire_rejected_array(json_t *r)
+{
+    json_object_set_new(wire(r), "rejected", json_array());
+}
+
 /* ---- tests ---- */
 
 static void test_fixture_reads(void **state)
@@ -262,6 +290,42 @@ static void test_fixture_reads(void **state)
         fail_msg("%s", err.msg);
     assert_string_equal(run.binary_digest, "unknown");
     bk_run_free(&run);
+}
+
+/* `wire` is read back for the report's wire lines (bracket score prints them as the run
+ * did): the fixture's counts (from before the repeat counts: 0), the repeats of a run whose
+ * connections broke, none at all; each malformed count named by its path. */
+static void test_wire(void **state)
+{
+    (void)state;
+    bk_run run;
+    bk_err err = { 0 };
+    if (read_edited(NULL, NULL, &run, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(run.wire.accepted, 54);
+    assert_int_equal(run.wire.repeated + run.wire.repeated_tensors + run.wire.repeated_hellos, 0);
+    for (int i = 0; i < BK_REJ_COUNT; i++)
+        assert_int_equal(run.wire.rejected[i], 0);
+    bk_run_free(&run);
+    if (read_edited(wire_repeats, NULL, &run, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(run.wire.accepted, 54);
+    assert_int_equal(run.wire.repeated, 12);
+    assert_int_equal(run.wire.repeated_tensors, 2);
+    assert_int_equal(run.wire.repeated_hellos, 1);
+    assert_int_equal(run.wire.rejected[BK_REJ_BAD_FIELD], 3);
+    assert_int_equal(run.wire.rejected[BK_REJ_MALFORMED], 0);
+    bk_run_free(&run);
+    if (read_edited(wire_absent, NULL, &run, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(run.wire.accepted, 0);
+    bk_run_free(&run);
+    expect_bad(wire_not_object, NULL, "record.json: wire: must be an object");
+    expect_bad(wire_negative, NULL, "record.json: wire.repeated_tensors: must be an integer >= 0");
+    expect_bad(wire_string_count, NULL, "record.json: wire.accepted: must be an integer >= 0");
+    expect_bad(wire_unknown_reason, NULL, "record.json: wire.rejected: 'too_late' is not a "
+                                          "reason this bracket knows");
+    expect_bad(wire_rejected_array, NULL, "record.json: wire.rejected: must be an object");
 }
 
 static void test_shared_lanes(void **state)
@@ -501,6 +565,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_reads),
         cmocka_unit_test(test_shared_lanes),
+        cmocka_unit_test(test_wire),
         cmocka_unit_test(test_bad_fields),
         cmocka_unit_test(test_foreign_blocks),
         cmocka_unit_test_teardown(test_samples_header, plain_samples),

@@ -137,7 +137,8 @@ PY
 }
 
 # expect_rescore [--strict]: `bracket score` (with the options given) reproduces the verdict
-# and numbers bit for bit
+# and numbers bit for bit, and its report's wire lines (rank 0's message counts, read back
+# from the record) are the run's
 expect_rescore() {
     set +e
     "$BK_BRACKET" score "$@" "$RECORD" >"$IT_TMP/score.log" 2>&1
@@ -146,6 +147,8 @@ expect_rescore() {
     cat "$IT_TMP/score.log"
     [ "$rc" = "$RC" ] || fail "bracket score exited $rc, the run $RC"
     grep -q "identical to the record" "$IT_TMP/score.log" || fail "bracket score differs from the record"
+    [ "$(grep '^wire:' "$OUT" || true)" = "$(grep '^wire:' "$IT_TMP/score.log" || true)" ] ||
+        fail "bracket score's wire lines are not the run's: run [$(grep '^wire:' "$OUT")], score [$(grep '^wire:' "$IT_TMP/score.log")]"
 }
 
 # shm_prefix RUN_ID: how the names of that run's shared-memory segments in /dev/shm begin

@@ -102,6 +102,7 @@ assert r["wire"]["repeated"] > 0, ("no sample came again: no engine sent its sam
 print("arms failed: %s; samples that came again: %d; verdict %s" % (failed or "none", r["wire"]["repeated"], r["verdict"]))
 PY
     expect_came_again repeated sample
+    expect_rescore # the same verdict, and the same came-again line
     # a run whose arms all stand decides as its samples give
     grep -q "arm [A-Z]'* failed" "$OUT" || expect_verdict_from_record
     expect_no_leftovers
@@ -139,6 +140,7 @@ assert r["wire"]["repeated_tensors"] > 0, ("no tensor came again", r["wire"])
 print("audit tensors that came again: %d; verdict %s" % (r["wire"]["repeated_tensors"], r["verdict"]))
 PY
 expect_came_again repeated_tensors "audit tensor"
+expect_rescore
 grep -q "arm [A-Z]'* failed" "$OUT" || expect_verdict_from_record
 expect_no_leftovers
 expect_no_private_dirs
@@ -166,6 +168,7 @@ assert r["wire"]["repeated_hellos"] > 0, ("no hello came again", r["wire"])
 print("hellos that came again: %d; verdict %s" % (r["wire"]["repeated_hellos"], r["verdict"]))
 PY
 expect_came_again repeated_hellos hello
+expect_rescore
 expect_verdict_from_record
 expect_no_leftovers
 expect_no_private_dirs

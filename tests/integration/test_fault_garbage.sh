@@ -4,6 +4,7 @@
 # run ends with the verdict its samples give (a 3x slower candidate: FAIL on a quiet machine;
 # under outside CPU load B' once ran 16x slower than B and the verdict was NO_DECISION, so
 # the verdict is checked against the record's own numbers; test_slowed.sh keeps the fixed FAIL).
+# `bracket score` on its record says the same of the rejected messages.
 . "$(dirname "$0")/fault_lib.sh"
 set -e
 # a free pair of ports on loopback (below the ephemeral range)
@@ -48,6 +49,7 @@ assert rej["malformed"] == 40, rej  # 20 connections x 2 ports
 print("rejected:", rej)
 PY
 grep -q "rejected" "$OUT" || fail "the report does not mention rejected messages"
+expect_rescore # its report says the same of them
 
 expect_no_leftovers
 echo "PASS: garbage at the endpoint ignored and counted, every sample in, FAIL as measured"
