@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "runner/cli.h"
@@ -31,11 +32,12 @@ static void usage(FILE *f)
         "are compared; the first difference is named by its JSON path. identity.binary_digest\n"
         "is checked for its form only (records are scored on other machines). An unfinished\n"
         "record (the one a run writes before each arm, left when it ended abruptly) is\n"
-        "rescored as such: NO_DECISION, with a note that says so.\n"
+        "rescored as such: NO_DECISION, with a note that says so. A record that differs\n"
+        "from its evidence or its recomputation prints nothing on stdout (no report, no\n"
+        "verdict line): its first difference goes to stderr. RECORD may be the run's folder.\n"
         "\n"
         "  -q, --quiet   no report: the verdict line, then the check's outcome (any note on\n"
-        "                the evidence, and \"recomputed from RECORD: identical to the record\";\n"
-        "                or on stderr the first difference)\n"
+        "                the evidence, and \"recomputed from RECORD: identical to the record\")\n"
         "  -s, --strict  refuse a record identical to its recomputation when an identity it\n"
         "                claims cannot be checked: its topology.json missing\n"
         "                (identity.topology_digest), identity.binary_digest \"unknown\", or a\n"
@@ -521,7 +523,27 @@ int bk_cmd_score(int argc, char **argv)
         usage(stderr);
         return BK_EXIT_USAGE;
     }
+    /* the run's folder names its record */
+    char in_dir[sizeof ((bk_run *)0)->run_dir + sizeof "/record.json"];
     const char *path = argv[optind];
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        size_t n = strlen(path);
+        while (n > 1 && path[n - 1] == '/')
+            n--;
+        if ((size_t)snprintf(in_dir, sizeof in_dir, "%.*s/record.json", (int)n, path) >=
+            sizeof in_dir) {
+            fprintf(stderr, "bracket score: %s: path too long (%zu bytes at most)\n", path,
+                    sizeof in_dir - sizeof "/record.json");
+            return BK_EXIT_USAGE;
+        }
+        if (access(in_dir, F_OK) != 0) {
+            fprintf(stderr, "bracket score: %s: a folder with no record.json (give a run's "
+                    "folder, DIR/<run-id>, or its record.json)\n", path);
+            return BK_EXIT_USAGE;
+        }
+        path = in_dir;
+    }
     bk_run *run = calloc(1, sizeof *run);
     bk_err err = { 0 };
     int rc = BK_EXIT_INTERNAL;
@@ -557,10 +579,8 @@ int bk_cmd_score(int argc, char **argv)
         fprintf(stderr, "bracket score: %s\n", err.msg);
         goto out;
     }
-    if (!quiet)
-        bk_report_print(stdout, run, &sc);
-    else
-        printf("verdict: %s (%s)\n", bk_verdict_name(sc.verdict), sc.status);
+    /* checked before anything is printed: a record that differs gets no report (its
+     * verdict line would read as the record's) */
     if (same_as_record(rec, run, &sc, why, sizeof why) != 0) {
         /* a record from before 2026-12-04 cut long reasons where the bytes ran out */
         bk_score old;
@@ -578,6 +598,10 @@ int bk_cmd_score(int argc, char **argv)
                  "where the bytes ran out, as records written before 2026-12-04 cut them",
                  note[0] ? "; " : "");
     }
+    if (!quiet)
+        bk_report_print(stdout, run, &sc);
+    else
+        printf("verdict: %s (%s)\n", bk_verdict_name(sc.verdict), sc.status);
     if (run->unfinished)
         snprintf(note + strlen(note), sizeof note - strlen(note), "%sunfinished: the run wrote "
                  "this record before arm %s and ended without replacing it with its final "

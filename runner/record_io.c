@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "runner/record_io.h"
@@ -63,6 +64,14 @@ bk_status bk_read_file(const char *path, char **data, size_t *len, bk_err *err)
 {
     *data = NULL;
     *len = 0;
+    /* a device (/dev/zero) would be read without end, a pipe's open would wait for a
+     * writer: asked before the open */
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: cannot read: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: cannot read: %s", path,
+                       S_ISDIR(sb.st_mode) ? strerror(EISDIR) : "not a regular file");
     FILE *f = fopen(path, "rb");
     if (!f)
         return BK_FAIL(err, BK_ERR_INPUT, "%s: cannot read: %s", path, strerror(errno));
@@ -82,7 +91,7 @@ bk_status bk_read_file(const char *path, char **data, size_t *len, bk_err *err)
         buf = nb;
         cap *= 2;
     }
-    int bad = ferror(f), e = errno; /* EISDIR for a folder given as a file */
+    int bad = ferror(f), e = errno;
     fclose(f);
     if (!buf)
         return BK_FAIL(err, BK_ERR_SYSTEM, "%s: out of memory", path);

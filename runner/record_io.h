@@ -11,7 +11,8 @@
  * and `path` is untouched. */
 bk_status bk_write_atomic(const char *path, const void *data, size_t len, bk_err *err);
 
-/* Read a whole file (NUL-terminated for convenience); caller frees *data. */
+/* Read a whole regular file (NUL-terminated for convenience); caller frees *data. A
+ * directory, device or pipe is BK_ERR_INPUT. */
 bk_status bk_read_file(const char *path, char **data, size_t *len, bk_err *err);
 
 #endif

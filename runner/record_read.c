@@ -500,7 +500,13 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
             }
         }
     }
-    char dir[700];
+    char dir[sizeof run->run_dir];
+    const char *last = strrchr(record_path, '/');
+    if (last && (size_t)(last - record_path) >= sizeof dir) {
+        st = BK_FAIL(err, BK_ERR_INPUT, "%s: its folder's path is too long (%zu bytes at most)",
+                     record_path, sizeof dir - 1);
+        goto out;
+    }
     bk_strlcpy(dir, record_path, sizeof dir);
     char *slash = strrchr(dir, '/');
     if (slash)

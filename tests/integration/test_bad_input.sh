@@ -118,6 +118,11 @@ check_cmd eng-noval "bracket engine: --world needs a value" "${eng[@]}" --rank 0
 # bracket score names a bad option as the other commands do
 check_cmd score-val "bracket score: --quiet takes no value" score "$IT_TMP/r.json" --quiet=1
 check_cmd score-short "bracket score: unknown option '-x'" score "$IT_TMP/r.json" -qx
+# a device or a pipe given as the record: refused at once (a read of /dev/zero grew to
+# gigabytes before, a pipe's open waited for a writer)
+check_cmd score-zero "bracket score: /dev/zero: cannot read: not a regular file" score /dev/zero
+mkfifo "$IT_TMP/score-fifo"
+check_cmd score-fifo "$IT_TMP/score-fifo: cannot read: not a regular file" score "$IT_TMP/score-fifo"
 # bracket worth: a number a double cannot hold is out of range, not "not a number"
 check_cmd worth-tiny "--speedup: '1e-320' is out of range (K must be > 0" \
     worth --fraction 1 --speedup 1e-320
@@ -254,8 +259,8 @@ cat "$IT_TMP/p.log" "$IT_TMP/s.log"
 [ "$rc" = 2 ] && grep -q "unknown key" "$IT_TMP/p.log" || fail "plan check on a bad plan"
 [ "$rc2" = 2 ] && grep -q "cannot read" "$IT_TMP/s.log" || fail "score on a missing record"
 "$BK_BRACKET" plan check "$IT_PLAN" | grep -q ": valid (" || fail "plan check on a good plan"
-# a folder given as the record is named as such (not a bare "read error")
-check_cmd score-dir "$IT_TMP: cannot read: Is a directory" score "$IT_TMP"
+# a folder given as the record is a run's folder: one without a record.json is named as such
+check_cmd score-dir "bracket score: $IT_TMP: a folder with no record.json" score "$IT_TMP"
 # one RECORD: a second is not ignored
 check_cmd score-two "bracket score: one RECORD expected" score "$IT_TMP/nope/record.json" \
     "$IT_TMP/nope/other.json"

@@ -62,6 +62,10 @@ expect() {
     if { [ "$2" = 1 ] || [ "$2" = 2 ]; } && grep -q "identical to the record" "$LOG"; then
         fail "$1: a changed record was called identical"
     fi
+    # nor does it print a verdict line a script could take for the record's
+    if [ "$2" = 1 ] && grep -q "^verdict: " "$LOG"; then
+        fail "$1: a record that differs printed a verdict line"
+    fi
 }
 
 # a complete run's record is a final one: `unfinished` false (docs/record.md)
@@ -75,6 +79,28 @@ expect untouched "$want" "identical to the record"
 [ "$(wc -l <"$LOG")" = 2 ] && grep -q "^verdict: " "$LOG" || fail "untouched: --quiet printed more"
 "$BK_BRACKET" score --help | grep -q -- "--quiet .*the verdict line, then the check's outcome" ||
     fail "score --help does not say what --quiet prints"
+# the run's folder names its record (with a trailing slash too)
+set +e
+"$BK_BRACKET" score --quiet "$D/" >"$IT_TMP/score-dir.log" 2>&1
+SRC=$?
+set -e
+cat "$IT_TMP/score-dir.log"
+[ "$SRC" = "$want" ] || fail "bracket score on the run's folder exited $SRC, expected $want"
+grep -qF "recomputed from $D/record.json: identical to the record" "$IT_TMP/score-dir.log" ||
+    fail "bracket score on the run's folder did not score its record.json"
+# a folder path longer than a run's folder may be is named, not cut short (the samples were
+# then looked for in a parent folder)
+LONG=$IT_TMP/$(printf 'l%.0s' $(seq 200))/$(printf 'm%.0s' $(seq 200))/$(printf 'n%.0s' $(seq 200))/$(printf 'o%.0s' $(seq 100))
+mkdir -p "$LONG"
+cp "$D"/* "$LONG/"
+set +e
+"$BK_BRACKET" score --quiet "$LONG/record.json" >"$IT_TMP/score-long.log" 2>&1
+SRC=$?
+set -e
+cat "$IT_TMP/score-long.log"
+[ "$SRC" = 2 ] && grep -qF "$LONG/record.json: its folder's path is too long (699 bytes at most)" \
+    "$IT_TMP/score-long.log" || fail "a record in a folder of ${#LONG} bytes: exit $SRC, not named"
+rm -rf "$IT_TMP/$(printf 'l%.0s' $(seq 200))"
 copy reserialised
 edit_record '
 for a in r["arms"][:3]:
