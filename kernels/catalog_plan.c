@@ -42,8 +42,14 @@ static bk_status check_variant(const bk_plan *plan, const char *which, const bk_
                 used += n > 0 ? (size_t)n : 0;
             }
         }
+#ifdef BK_HAVE_CUDA
+        const char *note = "";
+#else
+        const char *note = "; this bracket was built without its cuda backend, whose "
+                           "variants are not in it";
+#endif
         return BK_FAIL(err, BK_ERR_INPUT, "%s.variant: no variant '%s' for target '%s' "
-                       "(known: %s)", which, ref->name, plan->target, known);
+                       "(known: %s)%s", which, ref->name, plan->target, known, note);
     }
     if (backend != BK_BACKEND_AUTO && !(v->backends & (1u << backend)))
         return BK_FAIL(err, BK_ERR_UNSUPPORTED, "%s.variant: '%s' does not support backend %s",
@@ -268,6 +274,12 @@ static bk_status check_plan(const bk_plan *plan, bk_backend backend, bk_err *err
         return BK_FAIL(err, BK_ERR_INPUT, "target: unknown target '%s' (known: %s)",
                        plan->target, buf);
     }
+#ifndef BK_HAVE_CUDA
+    if (backend == BK_BACKEND_CUDA)
+        return BK_FAIL(err, BK_ERR_UNSUPPORTED, "backend: cuda, but this bracket was built "
+                       "without its cuda backend (no CUDA toolkit and NCCL at build time, or "
+                       "-DBK_CUDA=OFF): build it where they are (README), or run a cpu plan");
+#endif
     if (!target_takes_dtype(t->name, plan->arena.dtype, buf, sizeof buf))
         return BK_FAIL(err, BK_ERR_INPUT, "arena.dtype: target '%s' does not take dtype '%s' "
                        "(it takes: %s)", t->name, plan->arena.dtype, buf);

@@ -194,9 +194,21 @@ grep -q "^usage: mpirun -np N bracket run PLAN" "$IT_TMP/rh.out" ||
 grep -q "^Exit status: 0 PASS, 3 FAIL, 4 NO_DECISION, 2 bad input or usage, 1 internal failure.$" \
     "$IT_TMP/rh.out" || fail "run --help: the exit statuses not listed"
 ! grep -q "usage:" "$IT_TMP/rh.err" || fail "run --help: usage on stderr"
-# a variant that does not run on the plan's backend is bad input (2), not an internal failure
-check no-backend "incumbent.variant: 'shm_twopass' does not support backend cuda" 4 "$IT_PLAN" \
-    --set backend=cuda
+# a variant that does not run on the plan's backend is bad input (2), not an internal failure;
+# a build without the cuda backend says that first (before, "no variant" or "does not
+# support" read like a typo in the plan)
+"$BK_BRACKET" plan variants >"$IT_TMP/variants.log" || fail "plan variants failed"
+if grep -q "^  nccl_then_rmsnorm$" "$IT_TMP/variants.log"; then
+    check no-backend "incumbent.variant: 'shm_twopass' does not support backend cuda" 4 \
+        "$IT_PLAN" --set backend=cuda
+else
+    check no-backend "backend: cuda, but this bracket was built without its cuda backend" 4 \
+        "$IT_PLAN" --set backend=cuda
+    check_cmd no-cuda-variant "no variant 'nccl_then_rmsnorm' for target 'collective.allreduce_residual_rmsnorm' (known: shm_twopass" \
+        plan check "$IT_PLAN" --set candidate.variant=nccl_then_rmsnorm
+    grep -qF "; this bracket was built without its cuda backend, whose variants are not in it" \
+        "$IT_TMP/no-cuda-variant.log" || fail "no-cuda-variant: the build's lack not named"
+fi
 # diagnostics that would test nothing: a slowed rank outside the lane (lanes of 2 here), a
 # crash past the last timed iteration; catalog errors name the plan file as loader errors do
 check diag-rank "$(basename "$IT_PLAN"): candidate.params.rank: must be a rank of the lane, an integer in 0..1" \
@@ -207,7 +219,6 @@ check_cmd diag-crash "candidate.params.at_iter: 300 is past the last timed itera
 check_cmd diag-key "params.every: unknown parameter (slowed takes base, fraction, rank)" \
     plan check "$IT_PLAN" --set candidate.variant=slowed --set 'candidate.params={"every":2}'
 # backend cuda where no GPU is: said plainly, exit 2 (where GPUs are, the GPU tests run it)
-"$BK_BRACKET" plan variants >"$IT_TMP/variants.log" || fail "plan variants failed"
 if ! grep -q "^  nccl_then_rmsnorm$" "$IT_TMP/variants.log"; then
     echo "SKIPPED: test_bad_input's no-gpu checks: this build has no cuda backend"
 elif ! nvidia-smi -L >/dev/null 2>&1; then

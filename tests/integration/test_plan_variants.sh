@@ -12,7 +12,7 @@ known() { # PLAN TARGET: the variant names an unknown-variant error lists for it
     local out
     out=$("$BK_BRACKET" plan check "$1" --set candidate.variant=nope 2>&1) && fail "nope accepted"
     grep -q "for target '$2'" <<<"$out" || fail "unexpected error: $out"
-    sed -n 's/.*(known: \(.*\))$/\1/p' <<<"$out" | tr -d ' ' | tr ',' '\n' | sort
+    sed -n 's/.*(known: \([^)]*\)).*/\1/p' <<<"$out" | tr -d ' ' | tr ',' '\n' | sort
 }
 listed() { # TARGET: the variant names `plan variants --target` prints for it
     "$BK_BRACKET" plan variants --target "$1" >"$IT_TMP/one.txt"
