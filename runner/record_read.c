@@ -434,6 +434,10 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
     bk_strlcpy(run->run_id, run_id, sizeof run->run_id);
     bk_strlcpy(run->plan_digest, plan_digest, sizeof run->plan_digest); /* as the record says */
     run->backend = !strcmp(backend, "cuda") ? BK_BACKEND_CUDA : BK_BACKEND_CPU;
+    /* what the run warned of its plan (a bf16 sum that may fail A against T), for the report
+     * under a failed quality: a function of the plan, recomputed (empty where this build's
+     * catalog lacks the variants) */
+    (void)bk_catalog_bf16_sum_note(&run->plan, run->backend, run->sum_note, sizeof run->sum_note);
     if (json_unpack_ex(quality, &je, 0, "{s:s, s:s}", "state", &qstate, "reason", &qreason) != 0 ||
         quality_from_name(qstate, &run->quality.state) != 0) {
         st = BK_FAIL(err, BK_ERR_INPUT, "%s: quality: %s", record_path,

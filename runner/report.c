@@ -184,6 +184,9 @@ void bk_report_print(FILE *f, const bk_run *run, const bk_score *sc)
             run->quality.reason[0] ? ": " : "", run->quality.reason);
     print_pass_detail(f, run);
     fputc('\n', f);
+    /* the set-up's warning again where it matters (a --quiet run printed no header) */
+    if (run->quality.state == BK_QUALITY_FAIL && run->sum_note[0])
+        fprintf(f, "  note: %s\n", run->sum_note);
     if (sc->have_drift)
         fprintf(f, "drift:   B'/B - 1 = %+.2f%% (limit %.2f%%)%s\n", 100 * sc->drift,
                 100 * sc->drift_limit,

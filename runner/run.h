@@ -42,7 +42,9 @@ typedef struct bk_run {
     char lane_signature[256];
     char topo_digest[48];
     char lane_note[512];
-    char sum_note[1024];        /* bk_catalog_bf16_sum_note at set-up (header only, not recorded) */
+    char sum_note[1024];        /* bk_catalog_bf16_sum_note of the plan: at set-up, and again
+                                 * in bk_record_read (not recorded); the header, and the
+                                 * report under a failed quality */
     char (*hosts)[BK_HOST_LEN]; /* [world_size] */
     double routing_share;
     int noutputs;

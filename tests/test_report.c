@@ -165,6 +165,32 @@ static void test_came_again(void **state)
     s->run.wire.repeated_tensors = 0;
 }
 
+/* The set-up's bf16-sum warning (run.sum_note) comes again under a failed quality, and only
+ * there: a --quiet run prints no header, and `bracket score` prints none. */
+static void test_bf16_note_under_failed_quality(void **state)
+{
+    scored *s = *state;
+    bk_strlcpy(s->run.sum_note, "the incumbent nccl_then_rmsnorm sums the ranks' x in bf16",
+               sizeof s->run.sum_note);
+    char *t = text(s, 0);
+    LACKS(t, "sums the ranks' x"); /* quality passed */
+    free(t);
+    s->run.quality.state = BK_QUALITY_FAIL;
+    bk_strlcpy(s->run.quality.reason, "A differs from T", sizeof s->run.quality.reason);
+    t = text(s, 0);
+    HAS(t, "quality: fail: A differs from T\n  note: the incumbent nccl_then_rmsnorm sums the "
+           "ranks' x in bf16\n");
+    free(t);
+    t = text(s, 1); /* the header keeps its warning */
+    HAS(t, "  warning    the incumbent nccl_then_rmsnorm");
+    free(t);
+    s->run.sum_note[0] = '\0';
+    t = text(s, 0);
+    HAS(t, "quality: fail: A differs from T\n");
+    LACKS(t, "sums the ranks' x");
+    free(t);
+}
+
 /* A shape outside the candidate's domain ran the incumbent in C, and C alone says so. */
 static void test_routed_shape_named_in_c_only(void **state)
 {
@@ -246,6 +272,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_fixture_as_recorded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_came_again, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bf16_note_under_failed_quality, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_ranks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_routed_shape_named_in_c_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pass_not_bitwise, setup, teardown),
