@@ -8,6 +8,7 @@
 #include "runner/cli.h"
 #include "runner/memory.h"
 #include "runner/orchestrate.h"
+#include "runner/score.h"
 
 static void usage(FILE *f)
 {
@@ -251,6 +252,9 @@ int bk_cmd_plan(int argc, char **argv)
         printf("  %s\n", plan.source_digest_note);
     char sum_note[1024];
     if (bk_catalog_bf16_sum_note(&plan, b, sum_note, sizeof sum_note) > 0 && sum_note[0])
+        printf("  warning: %s\n", sum_note);
+    if (bk_score_few_iters_text(plan.workload.iters, plan.protocol.confidence, sum_note,
+                                sizeof sum_note))
         printf("  warning: %s\n", sum_note);
     if (too_big) {
         bk_rank0_too_big_text(&plan, have, big, sizeof big);

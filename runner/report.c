@@ -59,6 +59,9 @@ void bk_report_header(FILE *f, const bk_run *run)
         fprintf(f, "  note       %s\n", p->source_digest_note);
     if (run->sum_note[0])
         fprintf(f, "  warning    %s\n", run->sum_note);
+    char few[256];
+    if (bk_score_few_iters_text(p->workload.iters, p->protocol.confidence, few, sizeof few))
+        fprintf(f, "  warning    %s\n", few);
     fprintf(f, "  backend    %s%s\n", bk_backend_name(run->backend),
             run->backend == BK_BACKEND_CPU ? "  (cpu backend: a rehearsal, never a GPU result)" : "");
     fprintf(f, "  lanes      baseline [");

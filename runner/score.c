@@ -313,6 +313,17 @@ int bk_score_min_iters(double confidence)
     return n;
 }
 
+int bk_score_few_iters_text(int iters, double confidence, char *buf, size_t len)
+{
+    const int need = bk_score_min_iters(confidence);
+    if (iters >= need)
+        return 0;
+    snprintf(buf, len, "workload.iters %d is below the %d timed iterations a round needs for "
+             "an interval of a median at confidence %g: every arm runs, and the verdict is "
+             "NO_DECISION", iters, need, confidence);
+    return 1;
+}
+
 /* Why the timed arms' rounds are too short to decide from (buf), or NULL. */
 static const char *too_few(const bk_score_input *in, char *buf, size_t len)
 {

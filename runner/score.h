@@ -180,4 +180,8 @@ int bk_worth_clears(double bound, double noise);
  * below it the verdict is NO_DECISION with the reason. */
 int bk_score_min_iters(double confidence);
 
+/* When `iters` timed iterations a round are too few for a decision at `confidence`: a
+ * warning for the plan's reader in buf ("workload.iters 3 is below ...") and 1; else 0. */
+int bk_score_few_iters_text(int iters, double confidence, char *buf, size_t len);
+
 #endif

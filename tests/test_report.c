@@ -191,6 +191,26 @@ static void test_bf16_note_under_failed_quality(void **state)
     free(t);
 }
 
+/* A plan with fewer timed iterations a round than a decision needs is warned of in the
+ * header, before the arms run (the verdict can only be NO_DECISION). */
+static void test_few_iters_warned(void **state)
+{
+    scored *s = *state;
+    char *t = text(s, 1);
+    LACKS(t, "workload.iters");
+    free(t);
+    s->run.plan.workload.iters = 5; /* 6 needed at confidence 0.95 */
+    t = text(s, 1);
+    HAS(t, "  warning    workload.iters 5 is below the 6 timed iterations a round needs for an "
+           "interval of a median at confidence 0.95: every arm runs, and the verdict is "
+           "NO_DECISION\n");
+    free(t);
+    s->run.plan.workload.iters = 6;
+    t = text(s, 1);
+    LACKS(t, "workload.iters");
+    free(t);
+}
+
 /* A shape outside the candidate's domain ran the incumbent in C, and C alone says so. */
 static void test_routed_shape_named_in_c_only(void **state)
 {
@@ -273,6 +293,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fixture_as_recorded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_came_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bf16_note_under_failed_quality, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_few_iters_warned, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_ranks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_routed_shape_named_in_c_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pass_not_bitwise, setup, teardown),

@@ -115,6 +115,11 @@ check_cmd eng-bogus "bracket engine: unknown option '--bogus' (see --help)" \
 ! grep -q "unrecognized" "$IT_TMP/eng-bogus.log" || fail "eng-bogus: getopt's own line printed"
 check_cmd eng-noval "bracket engine: --world needs a value" "${eng[@]}" --rank 0 --world
 ! grep -q "engine: engine:" "$IT_TMP/eng-noval.log" || fail "eng-noval: 'engine:' said twice"
+# a plan too short to decide is valid (it runs and records), and warned of
+"$BK_BRACKET" plan check "$IT_PLAN" --set workload.iters=5 >"$IT_TMP/few.log" 2>&1 ||
+    fail "plan check of 5 timed iterations failed"
+grep -qF "warning: workload.iters 5 is below the 6 timed iterations a round needs" \
+    "$IT_TMP/few.log" || fail "plan check does not warn of 5 timed iterations: $(cat "$IT_TMP/few.log")"
 # bracket score names a bad option as the other commands do
 check_cmd score-val "bracket score: --quiet takes no value" score "$IT_TMP/r.json" --quiet=1
 check_cmd score-short "bracket score: unknown option '-x'" score "$IT_TMP/r.json" -qx
