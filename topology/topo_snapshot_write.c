@@ -169,8 +169,12 @@ bk_status bk_topo_save(bk_topo *t, const char *path, bk_err *err)
         return BK_FAIL(err, BK_ERR_INTERNAL, "%s: could not encode the snapshot", path);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     f = fopen(tmp, "w");
-    if (!f) {
-        st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: %s", tmp, strerror(errno));
+    if (!f) { /* a folder the checks above could not see refuse it (/proc, read-only) */
+        const int e = errno;
+        st = BK_FAIL(err, e == ENOENT || e == EACCES || e == EPERM || e == EROFS
+                              ? BK_ERR_INPUT : BK_ERR_SYSTEM,
+                     "%s: cannot create the snapshot there (its temporary file %s: %s)", path,
+                     tmp, strerror(e));
         goto out;
     }
     /* on disk before the rename, as the record's files are: a crash leaves old or new */

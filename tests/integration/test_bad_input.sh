@@ -253,6 +253,10 @@ check_cmd topo-dir "is a directory; give the snapshot a file name" topo --save "
 check_cmd topo-nodir "$IT_TMP/nope/t.json: the folder $IT_TMP/nope does not exist" \
     topo --save "$IT_TMP/nope/t.json"
 [ ! -e "$IT_TMP/nope" ] || fail "topo --save made a folder"
+# a folder that lets no file be made though the checks pass (/proc, even as root): bad
+# input naming the path asked for (was: exit 1 naming only its .tmp)
+check_cmd topo-proc "bracket topo: /proc/bk-t.json: cannot create the snapshot there" \
+    topo --save /proc/bk-t.json
 # a snapshot is never renamed over a device, FIFO or symlink (as root, --save /dev/null
 # once replaced the system's /dev/null), and a folder given as a snapshot is bad input
 mkfifo "$IT_TMP/fifo"
