@@ -22,16 +22,19 @@ static const bk_command commands[] = {
     { NULL, NULL, NULL },
 };
 
+#ifdef BK_HAVE_CUDA
+#define BK_BACKENDS "cpu cuda"
+#else
+#define BK_BACKENDS "cpu"
+#endif
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: bracket COMMAND [ARGS]   (bracket COMMAND --help for each)\n\n");
     for (const bk_command *c = commands; c->name; c++)
         fprintf(f, "  %-8s %s\n", c->name, c->summary);
-#ifdef BK_HAVE_CUDA
-    fprintf(f, "\nbracket %s; backends in this build: cpu cuda\n", BK_VERSION);
-#else
-    fprintf(f, "\nbracket %s; backends in this build: cpu\n", BK_VERSION);
-#endif
+    fprintf(f, "\n  --version  this build's version and backends\n");
+    fprintf(f, "\nbracket %s; backends in this build: %s\n", BK_VERSION, BK_BACKENDS);
     fprintf(f, "\nExit status: 0 PASS (or success), 3 FAIL, 4 NO_DECISION, 2 bad input or usage,\n"
                "1 internal failure.\n");
 }
@@ -41,6 +44,10 @@ int main(int argc, char **argv)
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? BK_EXIT_USAGE : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("bracket %s; backends in this build: %s\n", BK_VERSION, BK_BACKENDS);
+        return 0;
     }
     for (const bk_command *c = commands; c->name; c++)
         if (!strcmp(c->name, argv[1]))

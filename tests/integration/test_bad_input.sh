@@ -115,6 +115,14 @@ check_cmd eng-bogus "bracket engine: unknown option '--bogus' (see --help)" \
 ! grep -q "unrecognized" "$IT_TMP/eng-bogus.log" || fail "eng-bogus: getopt's own line printed"
 check_cmd eng-noval "bracket engine: --world needs a value" "${eng[@]}" --rank 0 --world
 ! grep -q "engine: engine:" "$IT_TMP/eng-noval.log" || fail "eng-noval: 'engine:' said twice"
+# the top level: --version is the project's version and the build's backends, one line on
+# stdout; no command or an unknown one is usage (2), named
+ver=$(sed -n 's/^project(bracket VERSION \([0-9.]*\) .*/\1/p' "$BK_SOURCE_DIR/CMakeLists.txt")
+out=$("$BK_BRACKET" --version) || fail "bracket --version failed"
+[[ "$out" =~ ^"bracket $ver; backends in this build: cpu"( cuda)?$ ]] ||
+    fail "bracket --version printed '$out' (project version $ver)"
+check_cmd top-unknown "bracket: unknown command 'rnu'" rnu
+check_cmd top-none "usage: bracket COMMAND"
 # a plan too short to decide is valid (it runs and records), and warned of
 "$BK_BRACKET" plan check "$IT_PLAN" --set workload.iters=5 >"$IT_TMP/few.log" 2>&1 ||
     fail "plan check of 5 timed iterations failed"
