@@ -220,6 +220,45 @@ static void run_arms(bk_run *run, bk_coord *coord, const bk_agent_env *env, int 
     }
 }
 
+/* Every rank's set-up error (bad: it has one, in msg), printed by rank 0 once a distinct
+ * message, naming the first rank that gave it and how many others did: a --topology file
+ * that is missing everywhere is one line, not one a rank. Collective. */
+static void print_rank_errors(const bk_run *run, int rank, int bad, const char *msg)
+{
+    typedef struct {
+        int bad;
+        char msg[sizeof ((bk_err *)0)->msg];
+    } rank_err;
+    rank_err mine;
+    memset(&mine, 0, sizeof mine);
+    mine.bad = bad;
+    if (bad)
+        bk_strlcpy(mine.msg, msg, sizeof mine.msg);
+    rank_err *all = rank == 0 ? calloc((size_t)run->world_size, sizeof *all) : NULL;
+    if (rank == 0 && !all) {
+        fprintf(stderr, "bracket run: out of memory gathering the ranks' errors\n");
+        MPI_Abort(MPI_COMM_WORLD, BK_EXIT_INTERNAL);
+    }
+    MPI_Gather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (rank != 0)
+        return;
+    for (int i = 0; i < run->world_size; i++) {
+        if (!all[i].bad)
+            continue;
+        int same = 0;
+        for (int j = i + 1; j < run->world_size; j++)
+            if (all[j].bad && !strcmp(all[j].msg, all[i].msg)) {
+                all[j].bad = 0; /* said with rank i */
+                same++;
+            }
+        char more[64] = "";
+        if (same)
+            snprintf(more, sizeof more, " and %d other rank(s)", same);
+        fprintf(stderr, "bracket run [%s rank %d%s]: %s\n", run->hosts[i], i, more, all[i].msg);
+    }
+    free(all);
+}
+
 static int verdict_exit(bk_verdict v)
 {
     return v == BK_VERDICT_PASS ? BK_EXIT_PASS
@@ -373,8 +412,7 @@ int bk_cmd_run(int argc, char **argv)
     }
     if (!bad && o.topology && bk_topo_load(o.topology, &snapshot, &err) != BK_OK)
         bad = 1;
-    if (bad)
-        fprintf(stderr, "bracket run [%s rank %d]: %s\n", host, rank, err.msg);
+    print_rank_errors(run, rank, bad, err.msg);
     MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (any_bad) {
         rc = BK_EXIT_USAGE;

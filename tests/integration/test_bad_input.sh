@@ -195,6 +195,10 @@ check run-sets65 "bracket run: too many --set (at most 64)" 1 "$IT_PLAN" "${sets
 # a --topology snapshot that cannot be read is bad input, named, before any probe or arm (4
 # ranks: with 1 its error could be printed by the rank check after a probe)
 check run-topo-missing "$IT_TMP/nope.json: cannot open" 4 "$IT_PLAN" --topology "$IT_TMP/nope.json"
+# ... said once, by rank 0, for the four ranks that found it so (was: four lines)
+grep -qF "rank 0 and 3 other rank(s)]: $IT_TMP/nope.json: cannot open" "$OUT" ||
+    fail "run-topo-missing: not said once for the 4 ranks"
+[ "$(grep -c "nope.json: cannot open" "$OUT")" = 1 ] || fail "run-topo-missing: said more than once"
 # run --help: the usage on stdout (not stderr), status 0
 set +e
 mpirun "${MPIRUN_FLAGS[@]}" -np 1 "$BK_BRACKET" run --help >"$IT_TMP/rh.out" 2>"$IT_TMP/rh.err"
