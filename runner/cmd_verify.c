@@ -88,8 +88,8 @@ static void usage(FILE *f)
         "  -s, --set PATH=VAL    override a plan field first (repeatable)\n"
         "  -n, --checks N        independent checks with fresh seeds, 1..1000 (default 2)\n"
         "  -S, --seed S          seed of the first check (default: from the clock)\n"
-        "  -w, --world N         lane size, 1..64 (default: the plan's tp x ep; with\n"
-        "                        --target, as above)\n"
+        "  -w, --world N         lane size, 1..256 as a plan's tp x ep (default: the plan's\n"
+        "                        tp x ep; with --target, as above)\n"
         "      --no-domain-shapes  only the plan's shapes\n"
         "  -h, --help            this text\n"
         "\n"
@@ -139,7 +139,7 @@ static int parse(int argc, char **argv, verify_opts *o)
         case 'S':
         case 'w':
             if (bk_cli_int(c == 'n' ? "--checks" : c == 'S' ? "--seed" : "--world", optarg,
-                           c == 'S' ? 0 : 1, c == 'n' ? 1000 : c == 'S' ? MAX_SEED : 64, &v, msg,
+                           c == 'S' ? 0 : 1, c == 'n' ? 1000 : c == 'S' ? MAX_SEED : BK_LANE_MAX, &v, msg,
                            sizeof msg) != 0) {
                 fprintf(stderr, "bracket verify: %s\n", msg);
                 return -1;

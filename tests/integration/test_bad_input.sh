@@ -98,6 +98,10 @@ check_cmd vf-noval "verify: --seed needs a value" verify "$IT_PLAN" --seed
 # a bad plan field is bad input (2), as for run; a second operand is refused, not ignored
 check_cmd vf-plan "arena.tp: must be an integer >= 1, got 0" verify "$IT_PLAN" --set arena.tp=0
 check_cmd vf-two "bracket verify: one PLAN expected" verify "$IT_PLAN" "$IT_PLAN"
+# --world takes what a plan's tp x ep may be (1..256), no less (it said 1..64 while
+# --set arena.tp=100 verified a lane of 100)
+check_cmd vf-world "bracket verify: --world: '257' is out of range (an integer in 1..256)" \
+    verify "$IT_PLAN" --world 257
 # bracket engine: numbers whole, or named with the flag (not atoi's 1 for "1x", 0 for "")
 eng=(engine --plan "$IT_PLAN" --run r --arm B --variant shm_twopass --rendezvous ipc://x
      --samples ipc://y)
