@@ -248,6 +248,53 @@ static int check_run_facts(const char *path, const json_t *rec, const bk_run *ru
     return 0;
 }
 
+/* `lanes` against the processes: every process of an arm that ran sat on the MPI rank its
+ * lane names (B, B' and T the baseline lane, C and A the candidate's), the lanes hold
+ * lanes.size ranks each, and policy shared names one lane twice. The report's "shared
+ * lanes" note and the rehearsal rule read `lanes`: an edit of it is a difference. */
+static int check_lanes(const char *path, const json_t *rec, const bk_run *run, char *why,
+                       size_t len)
+{
+    const json_t *lanes = json_object_get(rec, "lanes");
+    const json_t *lane[2] = { json_object_get(lanes, "baseline"),
+                              json_object_get(lanes, "candidate") };
+    const char *names[2] = { "baseline", "candidate" };
+    const int size = run->lane_size;
+    for (int k = 0; k < 2; k++)
+        if (!json_is_array(lane[k]) || (int)json_array_size(lane[k]) != size) {
+            snprintf(why, len, "%s: lanes.%s: must be an array of lanes.size (%d) ranks", path,
+                     names[k], size);
+            return -1;
+        }
+    const char *policy = json_string_value(json_object_get(lanes, "policy"));
+    if (policy && !strcmp(policy, "shared") && !json_equal(lane[0], lane[1])) {
+        snprintf(why, len, "%s: lanes: policy shared, but the baseline and candidate lanes "
+                 "differ", path);
+        return -1;
+    }
+    for (int i = 0; i < BK_ARM_NAMES; i++) {
+        const bk_arm_run *a = &run->arms[i];
+        if (!a->ran)
+            continue;
+        const int k = i == BK_ARM_IDX_C || i == BK_ARM_IDX_A;
+        const json_t *procs = json_object_get(json_array_get(json_object_get(rec, "arms"),
+                                                             (size_t)i), "processes");
+        for (size_t p = 0; p < json_array_size(procs); p++) {
+            const json_t *pr = json_array_get(procs, p);
+            const json_int_t r = json_integer_value(json_object_get(pr, "lane_rank"));
+            const json_int_t m = json_integer_value(json_object_get(pr, "mpi_rank"));
+            const json_t *want = r >= 0 && r < size ? json_array_get(lane[k], (size_t)r) : NULL;
+            if (!json_is_integer(want) || json_integer_value(want) != m) {
+                snprintf(why, len, "%s: arms[%d] (%s).processes[%zu]: lane rank %lld ran on MPI "
+                         "rank %lld, which lanes.%s does not put there", path, i, a->name, p,
+                         (long long)r, (long long)m, names[k]);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* An unfinished record (`unfinished` true: the provisional one the run writes before arm X
  * and replaces with its final record) against its arms: every arm before X ended well, X
  * and every later arm did not run (under v7 a B' that B/C made unnecessary is passed
@@ -570,6 +617,7 @@ int bk_cmd_score(int argc, char **argv)
     if (check_digests(path, rec, run, why, sizeof why) ||
         check_topology(path, rec, run, why, sizeof why, note, sizeof note, &topo_missing) ||
         check_arms(path, run, why, sizeof why) || check_unfinished(path, run, why, sizeof why) ||
+        check_lanes(path, rec, run, why, sizeof why) ||
         check_run_facts(path, rec, run, why, sizeof why) ||
         check_quality(path, rec, run, why, sizeof why)) {
         fprintf(stderr, "bracket score: the record differs from its evidence: %s\n", why);

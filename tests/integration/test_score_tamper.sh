@@ -428,8 +428,25 @@ it_run tamper-auto 4 "$IT_PLAN" --set workload.iters=50 --set backend=auto
 [ -n "$RECORD" ] && [ -f "$RECORD" ] || fail "no record written (exit $RC)"
 RUN=$(dirname "$RECORD")
 copy auto-shared-cuda
-edit_record 'r["backend"] = "cuda"; r["rehearsal"] = False; r["lanes"]["policy"] = "shared"'
+edit_record '
+r["backend"] = "cuda"; r["rehearsal"] = False; r["lanes"]["policy"] = "shared"
+# the candidate arms moved onto the baseline ranks with it, so the lanes agree with them
+base = r["lanes"]["baseline"]
+r["lanes"]["candidate"] = list(base)
+for a in r["arms"]:
+    if a["name"] in ("C", "A"):
+        a["lane"] = list(base)
+        for p in a["processes"]:
+            p["mpi_rank"] = base[p["lane_rank"]]'
 expect auto-shared-cuda 1 "rehearsal: the record says false, its backend \(cuda\) and lanes \(shared\) make it true"
+# `lanes` against the processes (the report's shared-lanes note and the rehearsal rule read
+# it): a candidate lane moved onto the baseline's ranks, or a policy shared over two lanes
+copy lanes-moved
+edit_record 'r["lanes"]["candidate"] = list(r["lanes"]["baseline"])'
+expect lanes-moved 1 "arms\[1\] \(C\)\.processes\[0\]: lane rank 0 ran on MPI rank [0-9]+, which lanes\.candidate does not put there"
+copy lanes-policy
+edit_record 'r["lanes"]["policy"] = "shared"'
+expect lanes-policy 1 "lanes: policy shared, but the baseline and candidate lanes differ"
 copy auto-backend-unknown  # neither cpu nor cuda: no backend of bracket's ran it
 edit_record 'r["backend"] = "rocm"'
 expect auto-backend-unknown 1 "backend: the record says .rocm., its plan says auto"
