@@ -302,6 +302,9 @@ static void test_fixture_reads(void **state)
     assert_int_equal(run.shared_lanes, 0); /* disjoint: ranks [0,1] and [2,3] */
     assert_int_equal(run.arms[0].world, 2);
     assert_int_equal(run.arms[0].r[0].ns_seen[0], 100); /* a block of exactly iters samples */
+    /* the pids, by which the report picks the round of an arm it shows */
+    assert_int_equal(run.arms[0].r[0].pid, 19825);
+    assert_int_equal(run.arms[1].r[1].pid, 19830);
     assert_int_equal(run.quality.nshapes * run.quality.noutputs, 4);
     bk_run_free(&run);
     if (read_edited(unknown_binary_digest, NULL, &run, &err) != BK_OK)
