@@ -139,7 +139,8 @@ static int parse(int argc, char **argv, verify_opts *o)
         case 'S':
         case 'w':
             if (bk_cli_int(c == 'n' ? "--checks" : c == 'S' ? "--seed" : "--world", optarg,
-                           c == 'S' ? 0 : 1, c == 'n' ? 1000 : c == 'S' ? MAX_SEED : BK_LANE_MAX, &v, msg,
+                           c == 'S' ? 0 : 1,
+                           c == 'n' ? 1000 : c == 'S' ? MAX_SEED : BK_LANE_MAX, &v, msg,
                            sizeof msg) != 0) {
                 fprintf(stderr, "bracket verify: %s\n", msg);
                 return -1;

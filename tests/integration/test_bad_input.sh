@@ -21,7 +21,7 @@ check bad-short "unknown option '-x'" 2 "$IT_PLAN" -xq
 check empty-out "--out: an empty path" 2 "$IT_PLAN" --out ""
 check empty-iface "--iface: an empty interface name" 2 "$IT_PLAN" --iface ""
 # an arm's deadline that overflows nanoseconds is refused before anything runs
-check huge-arm "timeouts.arm_s: must be a number in (0, 604800]" 4 "$IT_PLAN" \
+check huge-arm "timeouts.arm_s: must be a number in [1, 604800]" 4 "$IT_PLAN" \
     --set timeouts.arm_s=2e10
 check bad-param "candidate.params.fraction" 4 "$IT_PLAN" --set candidate.variant=slowed \
     --set 'candidate.params={"fraction":-1}'
@@ -58,9 +58,9 @@ check_cmd() {
     [ "$RC" = 2 ] || fail "$name: exit $RC, expected 2"
     grep -qF -- "$want" "$IT_TMP/$name.log" || fail "$name: message lacks '$want'"
 }
-check_cmd pc-arm "timeouts.arm_s: must be a number in (0, 604800], got 1e308" \
+check_cmd pc-arm "timeouts.arm_s: must be a number in [1, 604800], got 1e308" \
     plan check "$IT_PLAN" --set timeouts.arm_s=1e308
-check_cmd pc-rv "timeouts.rendezvous_s: must be a number in (0, 3600]" \
+check_cmd pc-rv "timeouts.rendezvous_s: must be a number in [1, 3600]" \
     plan check "$IT_PLAN" --set timeouts.rendezvous_s=1e300
 check_cmd pc-lane "arena.tp x arena.ep: 300 x 1 = 300 exceeds 256 ranks a lane" \
     plan check "$IT_PLAN" --set arena.tp=300
