@@ -34,6 +34,62 @@ static int is_sha256(const char *s)
     return 1;
 }
 
+static const char *json_kind(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a real";
+    case JSON_TRUE: return "true";
+    case JSON_FALSE: return "false";
+    case JSON_NULL: return "null";
+    }
+    return "?";
+}
+
+/* Which key of `obj` a failed json_unpack_ex stumbled on, as "KEY: must be ..., got ..." or
+ * "KEY: missing" in buf (jansson's own text names the type it wanted, not the key). `keys`:
+ * "name:t" separated by spaces, t one of s b i I F o, with "?" before t for an optional key;
+ * jansson's text when none of them is the cause (a number out of range). */
+static const char *unpack_why(const json_t *obj, const char *keys, const json_error_t *je,
+                              char *buf, size_t len)
+{
+    if (!json_is_object(obj)) {
+        snprintf(buf, len, "must be an object, got %s", obj ? json_kind(obj) : "nothing");
+        return buf;
+    }
+    char spec[512], *save = NULL;
+    bk_strlcpy(spec, keys, sizeof spec);
+    for (char *tok = strtok_r(spec, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+        char *t = strchr(tok, ':');
+        if (!t)
+            continue;
+        *t++ = '\0';
+        const int optional = *t == '?';
+        t += optional;
+        const json_t *v = json_object_get(obj, tok);
+        if (!v) {
+            if (optional)
+                continue;
+            snprintf(buf, len, "%s: missing", tok);
+            return buf;
+        }
+        const char *want = *t == 's' ? (json_is_string(v) ? NULL : "a string")
+                         : *t == 'b' ? (json_is_boolean(v) ? NULL : "true or false")
+                         : *t == 'i' || *t == 'I' ? (json_is_integer(v) ? NULL : "an integer")
+                         : *t == 'F' ? (json_is_number(v) ? NULL : "a number")
+                         : NULL;
+        if (want) {
+            snprintf(buf, len, "%s: must be %s, got %s", tok, want, json_kind(v));
+            return buf;
+        }
+    }
+    snprintf(buf, len, "%s", je->text);
+    return buf;
+}
+
 /* One count of `wire`: absent is 0 (the repeat counts are absent in records from before
  * 2026-12-06), else an integer >= 0. */
 static bk_status wire_count(const char *path, const json_t *obj, const char *where,
@@ -114,6 +170,7 @@ static bk_status read_tensors(const char *path, json_t *quality, bk_run *run, bk
     for (size_t i = 0; i < n; i++) {
         bk_quality_shape *x = &q->per[i];
         json_error_t je;
+        char why[256];
         const char *tensor = "", *da = "", *dt = "";
         int shape = -1;
         json_int_t el = -1, mm = -1, na = -1, nt = -1;
@@ -122,7 +179,11 @@ static bk_status read_tensors(const char *path, json_t *quality, bk_run *run, bk
                            "tensor", &tensor, "elements", &el, "mismatches", &mm, "nan_a", &na,
                            "nan_t", &nt, "max_abs_err", &x->max_abs, "max_rel_err", &x->max_rel,
                            "digest_a", &da, "digest_t", &dt) != 0)
-            return BK_FAIL(err, BK_ERR_INPUT, "%s: quality.tensors[%zu]: %s", path, i, je.text);
+            return BK_FAIL(err, BK_ERR_INPUT, "%s: quality.tensors[%zu]: %s", path, i,
+                           unpack_why(json_array_get(list, i), "shape:i tensor:s elements:I "
+                                      "mismatches:I nan_a:I nan_t:I max_abs_err:F "
+                                      "max_rel_err:F digest_a:s digest_t:s", &je, why,
+                                      sizeof why));
         if (shape != (int)i / no || strcmp(tensor, names[i % (size_t)no]) != 0 || el < 0 ||
             mm < 0 || na < 0 || nt < 0)
             return BK_FAIL(err, BK_ERR_INPUT, "%s: quality.tensors[%zu]: shape %d tensor '%s' "
@@ -144,8 +205,10 @@ static bk_status read_arm(const char *path, json_t *ja, bk_run *run, int idx, bk
     int ran = 0, audit = 0, ok = 0, rounds = 1;
     const char *variant = "", *reason = "";
     json_error_t je;
+    char why[256];
     if (json_unpack_ex(ja, &je, 0, "{s:b}", "ran", &ran) != 0)
-        return BK_FAIL(err, BK_ERR_INPUT, "%s: arms[%d]: %s", path, idx, je.text);
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: arms[%d]: %s", path, idx,
+                       unpack_why(ja, "ran:b", &je, why, sizeof why));
     a->idx = idx;
     a->name = bk_arm_names[idx];
     a->ran = ran;
@@ -160,8 +223,10 @@ static bk_status read_arm(const char *path, json_t *ja, bk_run *run, int idx, bk
         json_array_size(lane) > BK_MAX_LANE ||
         json_array_size(procs) != (size_t)rounds * json_array_size(lane))
         return BK_FAIL(err, BK_ERR_INPUT, "%s: arms[%d] (%s): %s", path, idx, a->name,
-                       je.text[0] ? je.text : "rounds 1..16 (1 for an audit), and processes "
-                       "must hold rounds x lane entries");
+                       je.text[0] ? unpack_why(ja, "variant:s audit:b ok:b reason:s lane:o "
+                                               "processes:o rounds:?i", &je, why, sizeof why)
+                                  : "rounds 1..16 (1 for an audit), and processes must hold "
+                                    "rounds x lane entries");
     bk_strlcpy(a->variant, variant, sizeof a->variant);
     bk_strlcpy(a->reason, reason, sizeof a->reason);
     a->audit = audit;
@@ -191,8 +256,15 @@ static bk_status read_arm(const char *path, json_t *ja, bk_run *run, int idx, bk
             sent < 0 ||
             got < 0 || (d->broke_contract && d->status_ok))
             return BK_FAIL(err, BK_ERR_INPUT, "%s: arms[%d].processes[%d]: %s", path, idx, r,
-                           je.text[0] ? je.text : "sample counts must be >= 0, and an engine that "
-                           "broke its contract cannot have status_ok");
+                           je.text[0] ? unpack_why(json_array_get(procs, (size_t)r),
+                                                   "mpi_rank:i host:s exit_code:i signal:i "
+                                                   "timed_out:b killed:b reported:b "
+                                                   "status_seen:b status_ok:b status_message:s "
+                                                   "samples_sent:I samples_received:I "
+                                                   "broke_contract:?b pid:?I", &je, why,
+                                                   sizeof why)
+                                      : "sample counts must be >= 0, and an engine that broke "
+                                        "its contract cannot have status_ok");
         a->lane[r % a->world] = d->mpi_rank;
         d->pid = pid;
         bk_strlcpy(d->host, host, sizeof d->host);
@@ -419,7 +491,10 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
                        &schema, "run_id", &run_id, "plan", &plan, "plan_digest", &plan_digest,
                        "backend", &backend, "arms", &arms, "lanes", &lanes, "quality",
                        &quality) != 0) {
-        st = BK_FAIL(err, BK_ERR_INPUT, "%s: %s", record_path, je.text);
+        char why[256];
+        st = BK_FAIL(err, BK_ERR_INPUT, "%s: %s", record_path,
+                     unpack_why(rec, "schema:s run_id:s plan:o plan_digest:s backend:s arms:o "
+                                "lanes:o quality:o", &je, why, sizeof why));
         goto out;
     }
     if (strcmp(schema, "bracket.record/1") != 0) {
@@ -444,8 +519,10 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
     (void)bk_catalog_bf16_sum_note(&run->plan, run->backend, run->sum_note, sizeof run->sum_note);
     if (json_unpack_ex(quality, &je, 0, "{s:s, s:s}", "state", &qstate, "reason", &qreason) != 0 ||
         quality_from_name(qstate, &run->quality.state) != 0) {
+        char why[256];
         st = BK_FAIL(err, BK_ERR_INPUT, "%s: quality: %s", record_path,
-                     je.text[0] ? je.text : "unknown state");
+                     je.text[0] ? unpack_why(quality, "state:s reason:s", &je, why, sizeof why)
+                                : "unknown state");
         goto out;
     }
     bk_strlcpy(run->quality.reason, qreason, sizeof run->quality.reason);

@@ -290,6 +290,18 @@ static void cuda_tight_tolerance(json_t *r)
                                                                   : "nccl_then_rmsnorm"));
 }
 
+/* a field of the wrong type or missing, named by its key (jansson's text names only the
+ * type it wanted) */
+static void ran_string(json_t *r) { json_object_set_new(arm(r, 0), "ran", json_string("yes")); }
+static void host_integer(json_t *r) { json_object_set_new(proc(r, 0, 1), "host", json_integer(7)); }
+static void variant_missing(json_t *r) { json_object_del(arm(r, 1), "variant"); }
+static void max_abs_string(json_t *r)
+{
+    json_object_set_new(tensor(r, 2), "max_abs_err", json_string("0"));
+}
+static void lanes_missing(json_t *r) { json_object_del(r, "lanes"); }
+static void quality_array(json_t *r) { json_object_set_new(r, "quality", json_array()); }
+
 /* ---- tests ---- */
 
 static void test_fixture_reads(void **state)
@@ -437,6 +449,15 @@ static void test_bad_forms(void **state)
                                      "shape 0");
     /* the samples of an arm the record says did not run are not the record's */
     expect_bad(bp_not_run, NULL, "(arm 'B'') does not fit the record");
+    expect_bad(ran_string, NULL, "record.json: arms[0]: ran: must be true or false, got a "
+                                 "string");
+    expect_bad(host_integer, NULL, "record.json: arms[0].processes[1]: host: must be a string, "
+                                   "got an integer");
+    expect_bad(variant_missing, NULL, "record.json: arms[1] (C): variant: missing");
+    expect_bad(max_abs_string, NULL, "record.json: quality.tensors[2]: max_abs_err: must be a "
+                                     "number, got a string");
+    expect_bad(lanes_missing, NULL, "record.json: lanes: missing");
+    expect_bad(quality_array, NULL, "record.json: quality: must be an object, got an array");
 }
 
 /* One more sample block {arm, rank, shape, ns: [5], round when > 0} after the fixture's. */
