@@ -107,13 +107,10 @@ static int parse(int argc, char **argv, bk__run_opts *o, char *msg, size_t len)
             }
             o->iface = optarg;
             break;
-        case 'p': {
-            char *end = NULL;
-            long v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || v < 1 || v > 65534) {
-                snprintf(msg, len, "--port '%s': expected an integer in 1..65534", optarg);
+        case 'p': { /* two ports, PORT and PORT + 1 */
+            long long v = 0;
+            if (bk_cli_int("--port", optarg, 1, 65534, &v, msg, len) != 0)
                 return -1;
-            }
             o->port = (int)v;
             break;
         }

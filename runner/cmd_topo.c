@@ -110,8 +110,10 @@ int bk_cmd_topo(int argc, char **argv)
         }
     }
     if (optind < argc || (file && xml)) {
-        fprintf(stderr, "bracket topo: %s\n", optind < argc ? "unexpected argument"
-                                                            : "--topology and --hwloc-xml exclude each other");
+        if (optind < argc)
+            fprintf(stderr, "bracket topo: unexpected argument '%s'\n", argv[optind]);
+        else
+            fprintf(stderr, "bracket topo: --topology and --hwloc-xml exclude each other\n");
         topo_usage(stderr);
         return BK_EXIT_USAGE;
     }
@@ -252,10 +254,12 @@ int bk_cmd_lanes(int argc, char **argv)
         }
     }
     if (optind < argc || tp == 0 || (file && xml)) {
-        fprintf(stderr, "bracket lanes: %s\n",
-                optind < argc ? "unexpected argument"
-                : tp == 0     ? "--tp is required"
-                              : "--topology and --hwloc-xml exclude each other");
+        if (optind < argc)
+            fprintf(stderr, "bracket lanes: unexpected argument '%s'\n", argv[optind]);
+        else
+            fprintf(stderr, "bracket lanes: %s\n", tp == 0 ? "--tp is required"
+                                                          : "--topology and --hwloc-xml "
+                                                            "exclude each other");
         lanes_usage(stderr);
         return BK_EXIT_USAGE;
     }

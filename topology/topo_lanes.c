@@ -350,8 +350,9 @@ bk_status bk_lanes_choose(const bk_topo *t, int lane_size, int nranks,
     }
     if (policy != BK_LANES_SHARED && nranks < 2 * lane_size) {
         snprintf(out->why, sizeof out->why,
-                 "two disjoint lanes of %d need %d %s; only %d are available (use lanes.policy "
-                 "\"shared\" for a rehearsal on one lane)",
+                 "two disjoint lanes of %d need %d %s; only %d are available (a rehearsal on "
+                 "one lane: lanes.policy \"shared\" in a plan, --policy shared to bracket "
+                 "lanes)",
                  lane_size, 2 * lane_size, unit, nranks);
         return BK_FAIL(err, BK_ERR_INPUT, "%s", out->why);
     }

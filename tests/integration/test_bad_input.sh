@@ -126,6 +126,9 @@ out=$("$BK_BRACKET" --version) || fail "bracket --version failed"
 [[ "$out" =~ ^"bracket $ver; backends in this build: cpu"( cuda)?$ ]] ||
     fail "bracket --version printed '$out' (project version $ver)"
 check_cmd top-unknown "bracket: unknown command 'rnu'" rnu
+# a stray argument is named (it was "unexpected argument" alone)
+check_cmd topo-stray "bracket topo: unexpected argument 'extra'" topo extra
+check_cmd lanes-stray "bracket lanes: unexpected argument 'extra'" lanes --tp 2 extra
 check_cmd top-none "usage: bracket COMMAND"
 # a plan too short to decide is valid (it runs and records), and warned of
 "$BK_BRACKET" plan check "$IT_PLAN" --set workload.iters=5 >"$IT_TMP/few.log" 2>&1 ||
@@ -183,11 +186,15 @@ grep -q -- "--out: $IT_TMP/file exists and is not a directory" "$IT_TMP/o.log" |
 # bracket run's own flags, refused before anything runs: --port whole and in 1..65534 (the
 # samples go on PORT+1), its top edge taken; one PLAN, not a second ignored nor none; 64
 # --set taken (the run then stops at the rank count, past the flags), a 65th refused
-check port-zero "bracket run: --port '0': expected an integer in 1..65534" 1 "$IT_PLAN" --port 0
-check port-top "bracket run: --port '65535': expected an integer in 1..65534" 1 "$IT_PLAN" \
-    --port 65535
-check port-junk "bracket run: --port '12x': expected an integer in 1..65534" 1 "$IT_PLAN" \
+check port-zero "bracket run: --port: '0' is out of range (an integer in 1..65534)" 1 \
+    "$IT_PLAN" --port 0
+check port-top "bracket run: --port: '65535' is out of range (an integer in 1..65534)" 1 \
+    "$IT_PLAN" --port 65535
+check port-junk "bracket run: --port: '12x' is not an integer in 1..65534" 1 "$IT_PLAN" \
     --port 12x
+# a leading space is refused as the other integer flags refuse it (strtol took ' 80')
+check port-space "bracket run: --port: ' 80' is not an integer in 1..65534" 1 "$IT_PLAN" \
+    --port " 80"
 check port-edge "needs 4 ranks, mpirun started 1" 1 "$IT_PLAN" --port 65534
 check run-two "bracket run: one PLAN expected, got 2" 1 "$IT_PLAN" "$IT_PLAN"
 check run-none "bracket run: missing PLAN" 1
