@@ -15,7 +15,7 @@ static void usage(FILE *f)
     /* what `bracket run` would pick for backend "auto" on this machine */
     const char *auto_is = bk_backend_name(bk_resolve_backend(BK_BACKEND_AUTO));
     fprintf(f,
-        "usage: bracket plan check PLAN [--set PATH=VALUE]... [--backend cpu|cuda]\n"
+        "usage: bracket plan check PLAN [--set PATH=VALUE]... [--backend cpu|cuda|auto]\n"
         "       bracket plan variants [--target T]\n"
         "\n"
         "check validates PLAN (schema bracket.plan/1, see plans/README.md) and checks it against\n"
@@ -35,8 +35,9 @@ static void usage(FILE *f)
         "notices; see plans/README.md.\n"
         "\n"
         "  -s, --set PATH=VAL   apply an override first, as `bracket run` would\n"
-        "  -b, --backend B      check for this backend (default: the plan's, \"auto\" resolved\n"
-        "                       as `bracket run` does: %s on this machine)\n"
+        "  -b, --backend B      check for this backend, cpu, cuda or auto (default: the\n"
+        "                       plan's; \"auto\" resolved as `bracket run` does: %s on\n"
+        "                       this machine)\n"
         "  -t, --target T       variants: this target's only\n"
         "  -h, --help           this text\n"
         "\n"
@@ -215,8 +216,11 @@ int bk_cmd_plan(int argc, char **argv)
             b = BK_BACKEND_CPU;
         else if (!strcmp(backend, "cuda"))
             b = BK_BACKEND_CUDA;
+        else if (!strcmp(backend, "auto"))
+            b = bk_resolve_backend(BK_BACKEND_AUTO);
         else {
-            fprintf(stderr, "bracket plan check: --backend: '%s' is not cpu or cuda\n", backend);
+            fprintf(stderr, "bracket plan check: --backend: '%s' is not cpu, cuda or auto\n",
+                    backend);
             bk_plan_free(&plan);
             return BK_EXIT_USAGE;
         }
@@ -227,9 +231,9 @@ int bk_cmd_plan(int argc, char **argv)
         bk_plan_free(&plan);
         return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     }
-    char rounds[64] = "";
-    if (plan.protocol.repeats > 1)
-        snprintf(rounds, sizeof rounds, ", %d rounds of each timed arm", plan.protocol.repeats);
+    char rounds[64];
+    snprintf(rounds, sizeof rounds, ", %d round%s of each timed arm", plan.protocol.repeats,
+             plan.protocol.repeats == 1 ? "" : "s");
     /* what `bracket run` refuses after the schema: too big for rank 0, or a candidate that
      * serves none of the shapes (its first line says so instead of "valid") */
     const double share = bk_routing_share(&plan, b, 1);

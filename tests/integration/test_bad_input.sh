@@ -72,7 +72,7 @@ check_cmd pc-short "plan check: unknown option '-x'" plan check "$IT_PLAN" -xq
 check_cmd pc-noval "plan check: --set needs a value" plan check "$IT_PLAN" --set
 # plan check resolves backend "auto" as run does, and its help says what that is here
 "$BK_BRACKET" plan check --help >"$IT_TMP/pch.log"
-auto=$(sed -n 's/.*as `bracket run` does: \([a-z]*\) on this machine.*/\1/p' "$IT_TMP/pch.log")
+auto=$(sed -n 's/.*as `bracket run` does: \([a-z]*\) on$/\1/p' "$IT_TMP/pch.log")
 [ -n "$auto" ] || fail "plan check --help does not say what backend auto resolves to"
 auto_plan=$IT_PLAN
 [ "$auto" = cuda ] && auto_plan=$BK_SOURCE_DIR/plans/demo-cuda.json
@@ -130,6 +130,11 @@ check_cmd top-unknown "bracket: unknown command 'rnu'" rnu
 check_cmd topo-stray "bracket topo: unexpected argument 'extra'" topo extra
 check_cmd lanes-stray "bracket lanes: unexpected argument 'extra'" lanes --tp 2 extra
 check_cmd top-none "usage: bracket COMMAND"
+# plan check --backend: cpu, cuda or auto (auto resolved as run resolves it); else named
+"$BK_BRACKET" plan check "$IT_PLAN" --backend auto | grep -q ": valid (" ||
+    fail "plan check --backend auto refused"
+check_cmd pc-backend "bracket plan check: --backend: 'gpu' is not cpu, cuda or auto" \
+    plan check "$IT_PLAN" --backend gpu
 # a plan too short to decide is valid (it runs and records), and warned of
 "$BK_BRACKET" plan check "$IT_PLAN" --set workload.iters=5 >"$IT_TMP/few.log" 2>&1 ||
     fail "plan check of 5 timed iterations failed"

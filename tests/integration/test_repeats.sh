@@ -9,6 +9,8 @@ set -e
 # the plan check says how many rounds; a count out of range is refused naming the field
 "$BK_BRACKET" plan check "$IT_PLAN" --set protocol.repeats=3 | grep -q ", 3 rounds of each timed arm," ||
     fail "plan check does not show the rounds"
+"$BK_BRACKET" plan check "$IT_PLAN" --set protocol.repeats=1 | grep -q ", 1 round of each timed arm," ||
+    fail "plan check does not show one round (its help says the line always does)"
 set +e
 bad=$("$BK_BRACKET" plan check "$IT_PLAN" --set protocol.repeats=17 2>&1)
 brc=$?
