@@ -103,6 +103,17 @@ bk_status bk_plan_load(const char *path, const char *const *sets, int nsets, bk_
         fclose(f);
         return BK_FAIL(err, BK_ERR_INPUT, "%s: cannot read: %s", path, strerror(e));
     }
+    /* an editor's UTF-8 byte order mark: jansson quotes it as an invisible character (a
+     * regular file only: a pipe, <(...), cannot be read again from its start) */
+    unsigned char bom[3] = { 0 };
+    if (S_ISREG(sb.st_mode) && fread(bom, 1, 3, f) == 3 && bom[0] == 0xEF && bom[1] == 0xBB &&
+        bom[2] == 0xBF) {
+        fclose(f);
+        return BK_FAIL(err, BK_ERR_INPUT, "%s:1:1: starts with a UTF-8 byte order mark (bytes "
+                       "EF BB BF), which JSON does not allow: save the plan without it", path);
+    }
+    if (S_ISREG(sb.st_mode))
+        rewind(f);
     root = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
     if (ferror(f)) {
         int e = errno;

@@ -130,6 +130,14 @@ check_cmd top-unknown "bracket: unknown command 'rnu'" rnu
 check_cmd topo-stray "bracket topo: unexpected argument 'extra'" topo extra
 check_cmd lanes-stray "bracket lanes: unexpected argument 'extra'" lanes --tp 2 extra
 check_cmd top-none "usage: bracket COMMAND"
+# a plan saved with a UTF-8 byte order mark is named as such (jansson quoted it as an
+# invisible character); the same plan through a pipe still reads
+printf '\357\273\277' >"$IT_TMP/bom.json"
+cat "$IT_PLAN" >>"$IT_TMP/bom.json"
+check_cmd pc-bom "bom.json:1:1: starts with a UTF-8 byte order mark (bytes EF BB BF)" \
+    plan check "$IT_TMP/bom.json"
+"$BK_BRACKET" plan check <(cat "$IT_PLAN") | grep -q "^/dev/fd/[0-9]*: valid (" ||
+    fail "plan check of a plan through a pipe"
 # plan check --backend: cpu, cuda or auto (auto resolved as run resolves it); else named
 "$BK_BRACKET" plan check "$IT_PLAN" --backend auto | grep -q ": valid (" ||
     fail "plan check --backend auto refused"
