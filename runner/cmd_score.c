@@ -35,6 +35,7 @@ static void usage(FILE *f)
         "rescored as such: NO_DECISION, with a note that says so. A record that differs\n"
         "from its evidence or its recomputation prints nothing on stdout (no report, no\n"
         "verdict line): its first difference goes to stderr. RECORD may be the run's folder.\n"
+        "Otherwise it prints the run's header and report as the run did, from the record.\n"
         "\n"
         "  -q, --quiet   no report: the verdict line, then the check's outcome (any note on\n"
         "                the evidence, and \"recomputed from RECORD: identical to the record\")\n"
@@ -646,9 +647,10 @@ int bk_cmd_score(int argc, char **argv)
                  "where the bytes ran out, as records written before 2026-12-04 cut them",
                  note[0] ? "; " : "");
     }
-    if (!quiet)
+    if (!quiet) {
+        bk_report_header(stdout, run);
         bk_report_print(stdout, run, &sc);
-    else
+    } else
         printf("verdict: %s (%s)\n", bk_verdict_name(sc.verdict), sc.status);
     if (run->unfinished)
         snprintf(note + strlen(note), sizeof note - strlen(note), "%sunfinished: the run wrote "

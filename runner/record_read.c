@@ -560,6 +560,24 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
     for (int i = 0; i < BK_ARM_NAMES; i++)
         BK_TRY(read_arm(record_path, json_array_get(arms, (size_t)i), run, i, err));
     run->lane_size = (int)json_integer_value(json_object_get(lanes, "size"));
+    /* what the report's header shows of the run (bracket score checks the lanes against
+     * the processes): the lanes' ranks, the run's rank count, the routing share */
+    if (run->lane_size < 0 || run->lane_size > BK_MAX_LANE) {
+        st = BK_FAIL(err, BK_ERR_INPUT, "%s: lanes.size: must be an integer in 0..%d",
+                     record_path, BK_MAX_LANE);
+        goto out;
+    }
+    for (int i = 0; i < run->lane_size; i++) {
+        const json_t *b = json_array_get(json_object_get(lanes, "baseline"), (size_t)i);
+        const json_t *c = json_array_get(json_object_get(lanes, "candidate"), (size_t)i);
+        run->baseline[i] = json_is_integer(b) ? (int)json_integer_value(b) : -1;
+        run->candidate[i] = json_is_integer(c) ? (int)json_integer_value(c) : -1;
+    }
+    const char *lnote = json_string_value(json_object_get(lanes, "note"));
+    bk_strlcpy(run->lane_note, lnote ? lnote : "", sizeof run->lane_note);
+    const json_t *hosts = json_object_get(json_object_get(rec, "identity"), "hosts");
+    run->world_size = json_is_array(hosts) ? (int)json_array_size(hosts) : 0;
+    run->routing_share = bk_routing_share(&run->plan, run->backend, 1);
     /* B and C on the same ranks: the policy said so, or the lanes are one */
     const char *policy = json_string_value(json_object_get(lanes, "policy"));
     run->shared_lanes = (policy && !strcmp(policy, "shared")) ||

@@ -301,6 +301,10 @@ static void max_abs_string(json_t *r)
 }
 static void lanes_missing(json_t *r) { json_object_del(r, "lanes"); }
 static void quality_array(json_t *r) { json_object_set_new(r, "quality", json_array()); }
+static void lanes_huge(json_t *r)
+{
+    json_object_set_new(json_object_get(r, "lanes"), "size", json_integer(5000));
+}
 
 /* ---- tests ---- */
 
@@ -314,6 +318,16 @@ static void test_fixture_reads(void **state)
     assert_int_equal(run.shared_lanes, 0); /* disjoint: ranks [0,1] and [2,3] */
     assert_int_equal(run.arms[0].world, 2);
     assert_int_equal(run.arms[0].r[0].ns_seen[0], 100); /* a block of exactly iters samples */
+    /* what the report's header shows: the lanes, the run's ranks (identity.hosts), the
+     * routing share recomputed from the plan */
+    assert_int_equal(run.lane_size, 2);
+    assert_int_equal(run.baseline[0], 0);
+    assert_int_equal(run.baseline[1], 1);
+    assert_int_equal(run.candidate[0], 2);
+    assert_int_equal(run.candidate[1], 3);
+    assert_int_equal(run.world_size, 4);
+    assert_true(run.routing_share == 1.0);
+    assert_non_null(strstr(run.lane_note, "ranks [0,1] and [2,3]"));
     /* the pids, by which the report picks the round of an arm it shows */
     assert_int_equal(run.arms[0].r[0].pid, 19825);
     assert_int_equal(run.arms[1].r[1].pid, 19830);
@@ -458,6 +472,7 @@ static void test_bad_forms(void **state)
                                      "number, got a string");
     expect_bad(lanes_missing, NULL, "record.json: lanes: missing");
     expect_bad(quality_array, NULL, "record.json: quality: must be an object, got an array");
+    expect_bad(lanes_huge, NULL, "record.json: lanes.size: must be an integer in 0..1024");
 }
 
 /* One more sample block {arm, rank, shape, ns: [5], round when > 0} after the fixture's. */

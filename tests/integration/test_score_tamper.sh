@@ -88,6 +88,14 @@ cat "$IT_TMP/score-dir.log"
 [ "$SRC" = "$want" ] || fail "bracket score on the run's folder exited $SRC, expected $want"
 grep -qF "recomputed from $D/record.json: identical to the record" "$IT_TMP/score-dir.log" ||
     fail "bracket score on the run's folder did not score its record.json"
+# without --quiet the report comes with the run's header: its id, plan, lanes (from the
+# record; the score printed none before 2026-12-06)
+"$BK_BRACKET" score "$D" >"$IT_TMP/score-full.log" 2>&1 || true
+rid=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['run_id'])" "$D/record.json")
+grep -q "^bracket [0-9.]*  run $rid$" "$IT_TMP/score-full.log" &&
+    grep -Eq "^  lanes      baseline \[[0-9,]+\]  candidate \[[0-9,]+\]  ranks " "$IT_TMP/score-full.log" &&
+    grep -q "^  routing    the candidate serves 100.0% of the workload's weight$" "$IT_TMP/score-full.log" ||
+    fail "bracket score printed no header: $(head -n 12 "$IT_TMP/score-full.log")"
 # a folder path longer than a run's folder may be is named, not cut short (the samples were
 # then looked for in a parent folder)
 LONG=$IT_TMP/$(printf 'l%.0s' $(seq 200))/$(printf 'm%.0s' $(seq 200))/$(printf 'n%.0s' $(seq 200))/$(printf 'o%.0s' $(seq 100))
