@@ -671,15 +671,16 @@ static void test_params_are_checked(void **state)
 {
     (void)state;
     static const struct { const char *variant, *params, *msg_prefix; } bad[] = {
-        { "slowed", "{\"fraction\": 11}", "params.fraction: must be a number in [0, 10]" },
-        { "slowed", "{\"fraction\": \"x\"}", "params.fraction: " },
+        { "slowed", "{\"fraction\": 11}", "params.fraction: must be a number in [0, 10], got 11" },
+        { "slowed", "{\"fraction\": \"x\"}",
+          "params.fraction: must be a number in [0, 10], got \"x\"" },
         { "slowed", "{\"fractoin\": 1}", "params.fractoin: unknown parameter" },
         { "slowed", "{\"base\": \"nope\"}", "params.base: no variant 'nope'" },
         { "slowed", "{\"base\": \"crash\"}", "params.base: 'crash' is a diagnostic" },
         { "slowed", "{\"base\": 3}", "params.base: must be" },
-        { "crash", "{\"at_iter\": -1}", "params.at_iter: must be an integer >= 0" },
+        { "crash", "{\"at_iter\": -1}", "params.at_iter: must be an integer >= 0, got -1" },
         { "crash", "{\"at_iter\": 1.5}", "params.at_iter: " },
-        { "corrupt", "{\"magnitude\": 0}", "params.magnitude: must be a finite number > 0" },
+        { "corrupt", "{\"magnitude\": 0}", "params.magnitude: must be a finite number > 0, got 0" },
         { "corrupt", "{\"fraction\": 1}", "params.fraction: unknown parameter" },
         { "shm_twopass", "{\"x\": 1}", "params.x: unknown parameter" },
         { "shm_oneshot_fused", "{\"tokens\": 1}", "params.tokens: unknown parameter" },
