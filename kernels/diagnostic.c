@@ -128,15 +128,6 @@ static bk_status parse_base(const char *target, const char *dflt, const json_t *
     return BK_OK;
 }
 
-/* A param's value as the plan wrote it, for "got ..." (cut at 60 characters). */
-static const char *got(const json_t *v, char *buf, size_t len)
-{
-    char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-    snprintf(buf, len, "%.60s%s", text ? text : "?", text && strlen(text) > 60 ? "..." : "");
-    free(text);
-    return buf;
-}
-
 static bk_status parse_kind_param(diag_state *s, const json_t *v, bk_err *err)
 {
     char g[72];
@@ -146,26 +137,26 @@ static bk_status parse_kind_param(diag_state *s, const json_t *v, bk_err *err)
     case DIAG_SLOWED:
         if (!json_is_number(v) || !(json_number_value(v) >= 0.0 && json_number_value(v) <= 10.0))
             return BK_FAIL(err, BK_ERR_INPUT, "params.fraction: must be a number in [0, 10], "
-                           "got %s", got(v, g, sizeof g));
+                           "got %s", bk_plan_value_text(v, g, sizeof g));
         s->fraction = json_number_value(v);
         break;
     case DIAG_CRASH:
         if (!json_is_integer(v) || json_integer_value(v) < 0)
             return BK_FAIL(err, BK_ERR_INPUT, "params.at_iter: must be an integer >= 0, got %s",
-                           got(v, g, sizeof g));
+                           bk_plan_value_text(v, g, sizeof g));
         s->at_iter = (long)json_integer_value(v);
         break;
     case DIAG_CORRUPT:
         if (!json_is_number(v) || !(json_number_value(v) > 0.0) ||
             !isfinite(json_number_value(v)))
             return BK_FAIL(err, BK_ERR_INPUT, "params.magnitude: must be a finite number > 0, "
-                           "got %s", got(v, g, sizeof g));
+                           "got %s", bk_plan_value_text(v, g, sizeof g));
         s->magnitude = json_number_value(v);
         break;
     case DIAG_MUTATE:
         if (!json_is_integer(v) || json_integer_value(v) < 0)
             return BK_FAIL(err, BK_ERR_INPUT, "params.element: must be an integer >= 0, got %s",
-                           got(v, g, sizeof g));
+                           bk_plan_value_text(v, g, sizeof g));
         s->element = (long long)json_integer_value(v);
         break;
     case DIAG_LAZY:

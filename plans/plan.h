@@ -109,6 +109,10 @@ int bk_plan_name_char(char ch);
 /* The plan as run, as canonical JSON text (sorted keys, compact); caller frees. */
 char *bk_plan_dump(const bk_plan *plan);
 
+/* A plan value as the user wrote it (compact JSON), shortened past 60 characters: the
+ * "got ..." of an error about it. Returns dst. */
+const char *bk_plan_value_text(const json_t *v, char *dst, size_t n);
+
 const char *bk_phase_name(bk_phase p);
 const char *bk_backend_name(bk_backend b);
 const char *bk_drift_policy_name(bk_drift_policy p);

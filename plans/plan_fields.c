@@ -13,19 +13,19 @@
 
 /* ---- messages ---- */
 
-/* The value as the user wrote it (compact JSON), shortened when long. */
-static void describe(const json_t *v, char *dst, size_t n)
+const char *bk_plan_value_text(const json_t *v, char *dst, size_t n)
 {
     char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
     if (!s) {
         snprintf(dst, n, "(a value)");
-        return;
+        return dst;
     }
     if (strlen(s) > 60)
         snprintf(dst, n, "%.57s...", s);
     else
         snprintf(dst, n, "%s", s);
     free(s);
+    return dst;
 }
 
 /* "LABEL: PATH: MESSAGE[, got VALUE]" as a BK_ERR_INPUT. */
@@ -37,7 +37,7 @@ bk_status bk__bad(const bk__chk *c, const char *path, const json_t *got, const c
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (got)
-        describe(got, val, sizeof val);
+        bk_plan_value_text(got, val, sizeof val);
     return BK_FAIL(c->err, BK_ERR_INPUT, "%s: %s: %s%s%s", c->label, path[0] ? path : "(top)",
                    msg, got ? ", got " : "", val);
 }
