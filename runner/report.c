@@ -241,8 +241,8 @@ void bk_report_print(FILE *f, const bk_run *run, const bk_score *sc)
                    "out the offset\n        each engine process brings, which protocol.repeats "
                    "3 or more carries\n",
                 100 * fabs(sc->drift), 100 * margin, bk_verdict_name(sc->verdict));
-    /* from the plan, so `bracket score` says it too (the header, which -q drops, also does) */
-    const double share = bk_routing_share(&run->plan, run->backend, 1);
+    /* the header, which -q drops, says it too (bracket score: recomputed by the reader) */
+    const double share = run->routing_share;
     if (share <= 0) /* refused by `bracket run` since 2026-12-03; older records */
         fprintf(f, "  (the candidate's domain serves none of the workload: every call ran the "
                    "incumbent, so C timed the incumbent again)\n");

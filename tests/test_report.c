@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/catalog.h"
 #include "runner/report.h"
 #include "runner/run.h"
 
@@ -211,6 +212,7 @@ static void test_routed_shape_named_in_c_only(void **state)
 {
     scored *s = *state;
     s->run.plan.workload.shapes[1].tokens = 1024; /* past shm_oneshot_fused's 512 */
+    s->run.routing_share = bk_routing_share(&s->run.plan, s->run.backend, 1); /* as set-up */
     char *t = text(s, 0);
     HAS(t, "        shape 1 (tokens 1024, hidden 4096, weight 0.5): median 89.52 us");
     assert_int_equal(count(t, "(ran the incumbent: "), 1);
