@@ -34,6 +34,15 @@ static int is_sha256(const char *s)
     return 1;
 }
 
+/* Only printable ASCII, no space (a version: "0.1.0"). */
+static int printable(const char *s)
+{
+    for (; *s; s++)
+        if (*s < 0x21 || *s > 0x7e)
+            return 0;
+    return 1;
+}
+
 static const char *json_kind(const json_t *v)
 {
     switch (json_typeof(v)) {
@@ -537,6 +546,15 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
         goto out;
     }
     bk_strlcpy(run->binary_digest, bin, sizeof run->binary_digest);
+    /* the bracket that ran it (the header says so; a record of another version is scored
+     * by this one's rules, the verdict then compared) */
+    const char *ver = json_string_value(json_object_get(rec, "bracket_version"));
+    if (!ver || !ver[0] || strlen(ver) >= sizeof run->version || !printable(ver)) {
+        st = BK_FAIL(err, BK_ERR_INPUT, "%s: bracket_version: must be a version string of 1 "
+                     "to %zu printable ASCII characters, no space", record_path, sizeof run->version - 1);
+        goto out;
+    }
+    bk_strlcpy(run->version, ver, sizeof run->version);
     /* written only when a --set left the digest naming another variant (and not before) */
     const char *sdn = json_string_value(json_object_get(json_object_get(rec, "identity"),
                                                         "source_digest_note"));

@@ -49,7 +49,10 @@ static int idle_ranks(const bk_run *run, char *buf, size_t len)
 void bk_report_header(FILE *f, const bk_run *run)
 {
     const bk_plan *p = &run->plan;
-    fprintf(f, "bracket %s  run %s\n", BK_VERSION, run->run_id);
+    fprintf(f, "bracket %s  run %s", run->version, run->run_id);
+    if (strcmp(run->version, BK_VERSION) != 0) /* a record of another version, rescored */
+        fprintf(f, "  (scored by bracket %s)", BK_VERSION);
+    fputc('\n', f);
     fprintf(f, "  plan       %s (%s)  %s\n", p->name, p->path, run->plan_digest);
     fprintf(f, "  target     %s  dtype %s  tp %d ep %d  graph %s\n", p->target, p->arena.dtype,
             p->arena.tp, p->arena.ep, p->arena.graph_mode);

@@ -53,6 +53,8 @@ typedef struct bk_run {
     bk_quality quality;
     bk_wire_stats wire;
     char created[32];           /* UTC ISO 8601 */
+    char version[32];           /* the bracket that ran it: BK_VERSION in `bracket run`, the
+                                 * record's bracket_version in `bracket score` */
     char binary_digest[80];
     char stopped[256];          /* why later arms did not run, if any */
     int unfinished;             /* a provisional record, written before an arm (record.json's

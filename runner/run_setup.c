@@ -211,6 +211,7 @@ bk_status bk__pick_lanes(bk_run *run, const bk_topo *topo, const bk_rank_place *
 int bk__setup_plan(const bk__run_opts *o, bk_run *run, char **plan_text, bk_err *err)
 {
     bk_status st;
+    bk_strlcpy(run->version, BK_VERSION, sizeof run->version);
     if ((st = bk_plan_load(o->plan, o->sets, o->nsets, &run->plan, err)) != BK_OK)
         return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     run->backend = bk_resolve_backend(run->plan.backend);

@@ -124,6 +124,16 @@ static void short_binary_digest(json_t *r)
     json_object_set_new(json_object_get(r, "identity"), "binary_digest",
                         json_string("sha256:f35572d4"));
 }
+static void version_other(json_t *r)
+{
+    json_object_set_new(r, "bracket_version", json_string("0.0.9-rc1"));
+}
+static void version_missing(json_t *r) { json_object_del(r, "bracket_version"); }
+static void version_spaced(json_t *r)
+{
+    json_object_set_new(r, "bracket_version", json_string("0.1 beta"));
+}
+static void version_number(json_t *r) { json_object_set_new(r, "bracket_version", json_real(0.1)); }
 static void unknown_binary_digest(json_t *r)
 {
     json_object_set_new(json_object_get(r, "identity"), "binary_digest", json_string("unknown"));
@@ -337,6 +347,15 @@ static void test_fixture_reads(void **state)
         fail_msg("%s", err.msg);
     assert_string_equal(run.binary_digest, "unknown");
     bk_run_free(&run);
+    /* the version that ran it, which the header shows (not this build's) */
+    if (read_edited(NULL, NULL, &run, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    assert_string_equal(run.version, "0.1.0");
+    bk_run_free(&run);
+    if (read_edited(version_other, NULL, &run, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    assert_string_equal(run.version, "0.0.9-rc1");
+    bk_run_free(&run);
 }
 
 /* `wire` is read back for the report's wire lines (bracket score prints them as the run
@@ -473,6 +492,11 @@ static void test_bad_forms(void **state)
     expect_bad(lanes_missing, NULL, "record.json: lanes: missing");
     expect_bad(quality_array, NULL, "record.json: quality: must be an object, got an array");
     expect_bad(lanes_huge, NULL, "record.json: lanes.size: must be an integer in 0..1024");
+    const char *ver = "record.json: bracket_version: must be a version string of 1 to 31 "
+                      "printable ASCII characters, no space";
+    expect_bad(version_missing, NULL, ver);
+    expect_bad(version_spaced, NULL, ver);
+    expect_bad(version_number, NULL, ver);
 }
 
 /* One more sample block {arm, rank, shape, ns: [5], round when > 0} after the fixture's. */

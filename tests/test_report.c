@@ -106,8 +106,30 @@ static void test_fixture_as_recorded(void **state)
     free(t);
     t = text(s, 1);
     LACKS(t, "idle");
+    HAS(t, "bracket 0.1.0  run 20"); /* the record's bracket_version */
     HAS(t, "  routing    the candidate serves 100.0% of the workload's weight\n");
     free(t);
+}
+
+/* The header names the bracket that ran the record; a record of another version also names
+ * the bracket scoring it now. */
+static void test_version(void **state)
+{
+    scored *s = *state;
+    char was[sizeof s->run.version];
+    memcpy(was, s->run.version, sizeof was);
+    snprintf(s->run.version, sizeof s->run.version, "0.0.9-rc1");
+    char *t = text(s, 1);
+    char want[256];
+    snprintf(want, sizeof want, "bracket 0.0.9-rc1  run %s  (scored by bracket %s)\n",
+             s->run.run_id, BK_VERSION);
+    HAS(t, want);
+    free(t);
+    snprintf(s->run.version, sizeof s->run.version, "%s", BK_VERSION); /* this build's own */
+    t = text(s, 1);
+    LACKS(t, "scored by");
+    free(t);
+    memcpy(s->run.version, was, sizeof was);
 }
 
 /* Ranks in neither lane: one alone, two as "a,b", three or more as a span. */
@@ -292,6 +314,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bf16_note_under_failed_quality, setup, teardown),
         cmocka_unit_test_setup_teardown(test_few_iters_warned, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_ranks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_version, setup, teardown),
         cmocka_unit_test_setup_teardown(test_routed_shape_named_in_c_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pass_not_bitwise, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drift_notes, setup, teardown),
