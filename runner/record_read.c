@@ -517,7 +517,8 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
         goto out;
     }
     char label[600];
-    snprintf(label, sizeof label, "%s (plan)", record_path);
+    /* the plan's errors and the report's header name it so: "the plan in DIR/record.json" */
+    snprintf(label, sizeof label, "the plan in %s", record_path);
     BK_TRY(bk_plan_parse(plan_text, label, NULL, 0, &run->plan, err));
     bk_strlcpy(run->run_id, run_id, sizeof run->run_id);
     bk_strlcpy(run->plan_digest, plan_digest, sizeof run->plan_digest); /* as the record says */

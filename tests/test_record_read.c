@@ -128,6 +128,11 @@ static void version_other(json_t *r)
 {
     json_object_set_new(r, "bracket_version", json_string("0.0.9-rc1"));
 }
+static void plan_iters_zero(json_t *r)
+{
+    json_object_set_new(json_object_get(json_object_get(r, "plan"), "workload"), "iters",
+                        json_integer(0));
+}
 static void version_missing(json_t *r) { json_object_del(r, "bracket_version"); }
 static void version_spaced(json_t *r)
 {
@@ -495,6 +500,9 @@ static void test_bad_forms(void **state)
     const char *ver = "record.json: bracket_version: must be a version string of 1 to 31 "
                       "printable ASCII characters, no space";
     expect_bad(version_missing, NULL, ver);
+    /* the recorded plan's own errors name it as the plan in the record */
+    expect_bad(plan_iters_zero, NULL, "the plan in ");
+    expect_bad(plan_iters_zero, NULL, "/record.json: workload.iters: ");
     expect_bad(version_spaced, NULL, ver);
     expect_bad(version_number, NULL, ver);
 }

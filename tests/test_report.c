@@ -107,6 +107,8 @@ static void test_fixture_as_recorded(void **state)
     t = text(s, 1);
     LACKS(t, "idle");
     HAS(t, "bracket 0.1.0  run 20"); /* the record's bracket_version */
+    HAS(t, "  plan       it-cpu (the plan in /"); /* the record's plan, not a file of its own */
+    HAS(t, "/record.json)  sha256:");
     HAS(t, "  routing    the candidate serves 100.0% of the workload's weight\n");
     free(t);
 }
