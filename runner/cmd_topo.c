@@ -29,28 +29,34 @@ static int launched_by_mpi(void)
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK");
 }
 
-/* The topology a command works on: --topology FILE, an hwloc XML, or a probe
- * (gathered over MPI when launched by mpirun; *rank tells who prints). */
+/* The topology a command works on: --topology FILE, an hwloc XML, or a probe. With use_mpi
+ * (launched by mpirun) the probe is gathered over MPI, and a file is read by rank 0 alone
+ * (*t stays NULL on the others); *rank tells who prints. */
 static bk_status get_topology(const char *file, const char *xml, int use_mpi, bk_topo **t,
                               int *rank, int *inited, bk_err *err)
 {
     *rank = 0;
     *inited = 0;
+    *t = NULL;
+    if (use_mpi) {
+        int already = 0;
+        MPI_Initialized(&already);
+        if (!already) {
+            if (MPI_Init(NULL, NULL) != MPI_SUCCESS)
+                return BK_FAIL(err, BK_ERR_SYSTEM, "MPI_Init failed");
+            *inited = 1;
+        }
+        MPI_Comm_rank(MPI_COMM_WORLD, rank);
+        if ((file || xml) && *rank != 0)
+            return BK_OK;
+    }
     if (file)
         return bk_topo_load(file, t, err);
     if (xml)
         return bk_topo_probe_xml(xml, t, err);
     if (!use_mpi)
         return bk_topo_probe(t, err);
-    int already = 0;
-    MPI_Initialized(&already);
-    if (!already) {
-        if (MPI_Init(NULL, NULL) != MPI_SUCCESS)
-            return BK_FAIL(err, BK_ERR_SYSTEM, "MPI_Init failed");
-        *inited = 1;
-    }
     MPI_Comm world = MPI_COMM_WORLD;
-    MPI_Comm_rank(world, rank);
     bk_rank_place *places = NULL;
     bk_status st = bk_topo_gather(&world, NULL, "", t, &places, err);
     free(places);
@@ -72,11 +78,14 @@ static void topo_usage(FILE *f)
             "  -t, --topology FILE   read a bracket.topology/1 snapshot instead of probing\n"
             "  -x, --hwloc-xml FILE  probe an hwloc XML export instead of this machine\n"
             "  -s, --save FILE       write the snapshot to FILE (default: none)\n"
-            "  -j, --json            print the snapshot JSON instead of the matrix\n"
+            "  -j, --json            print the snapshot JSON instead of the matrix (alone on\n"
+            "                        stdout: the \"saved\" line then goes to stderr)\n"
             "  -q, --quiet           no matrix, no \"saved\" line: only errors (for --save;\n"
             "                        --json still prints the snapshot)\n"
             "  -h, --help            this text\n\n"
-            "Under mpirun every node is probed by one rank and rank 0 prints the cluster.\n"
+            "The snapshot is saved before anything is printed. Under mpirun every node is\n"
+            "probed by one rank and rank 0 prints the cluster (a --topology or --hwloc-xml\n"
+            "file is read by rank 0 alone).\n"
             "Exit: 0 ok, 2 bad input or usage, 1 internal error.\n");
 }
 
@@ -122,22 +131,23 @@ int bk_cmd_topo(int argc, char **argv)
         report("topo", &err);
         return BK_EXIT_USAGE;
     }
-    bk_status st = get_topology(file, xml, !file && !xml && launched_by_mpi(), &t, &rank, &inited,
-                                &err);
+    bk_status st = get_topology(file, xml, launched_by_mpi(), &t, &rank, &inited, &err);
     if (st == BK_OK && rank == 0) {
-        char *text = bk_topo_dump(t);
+        char *text = bk_topo_dump(t); /* also sets t->digest, which the matrix shows */
         if (!text)
             st = BK_FAIL(&err, BK_ERR_INTERNAL, "cannot encode the snapshot");
-        else if (json)
-            printf("%s\n", text);
-        else if (!quiet)
-            bk_topo_print(t, stdout);
-        free(text);
-        if (st == BK_OK && save) {
+        /* saved before anything is printed: a reader that stops early (| head) or a full
+         * standard output does not cost the snapshot */
+        if (st == BK_OK && save)
             st = bk_topo_save(t, save, &err);
-            if (st == BK_OK && !quiet)
-                printf("saved %s (%s)\n", save, t->digest);
-        }
+        if (st == BK_OK && json)
+            printf("%s\n", text);
+        else if (st == BK_OK && !quiet)
+            bk_topo_print(t, stdout);
+        /* with --json the standard output is the snapshot alone */
+        if (st == BK_OK && save && !quiet)
+            fprintf(json ? stderr : stdout, "saved %s (%s)\n", save, t->digest);
+        free(text);
     }
     if (st != BK_OK && rank == 0)
         report("topo", &err);

@@ -1,4 +1,5 @@
 /* main.c - the bracket command line: dispatch to subcommands. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,19 +40,36 @@ static void usage(FILE *f)
                "1 internal failure.\n");
 }
 
+/* What a command printed for the user (a report, a snapshot, a table) lost to a full disk or
+ * a closed file: said, and not a success. The exit status rc, or 1 in place of a 0. */
+static int stdout_done(const char *cmd, int rc)
+{
+    errno = 0;
+    const int flushed = fflush(stdout) == 0;
+    const int e = errno;
+    if (flushed && !ferror(stdout))
+        return rc;
+    fprintf(stderr, "bracket%s%s: cannot write the standard output%s%s\n", cmd ? " " : "",
+            cmd ? cmd : "", e ? ": " : "", e ? strerror(e) : "");
+    return rc == 0 ? BK_EXIT_INTERNAL : rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? BK_EXIT_USAGE : 0;
+        return stdout_done(NULL, argc < 2 ? BK_EXIT_USAGE : 0);
     }
     if (!strcmp(argv[1], "--version")) {
         printf("bracket %s; backends in this build: %s\n", BK_VERSION, BK_BACKENDS);
-        return 0;
+        return stdout_done(NULL, 0);
     }
     for (const bk_command *c = commands; c->name; c++)
-        if (!strcmp(c->name, argv[1]))
-            return c->fn(argc - 1, argv + 1);
+        if (!strcmp(c->name, argv[1])) {
+            const int rc = c->fn(argc - 1, argv + 1);
+            /* an engine's output is its agent's, not checked here */
+            return c->fn == bk_cmd_engine ? rc : stdout_done(c->name, rc);
+        }
     fprintf(stderr, "bracket: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return BK_EXIT_USAGE;

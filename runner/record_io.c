@@ -2,6 +2,8 @@
  * renamed, so a crash leaves the old file or the new one, never half of one. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <stdint.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,14 +13,37 @@
 
 #include "runner/record_io.h"
 
+/* A new file beside `path`, "PATH.tmp.PID.N": created, never opened when something of that
+ * name is there (O_EXCL: a file or a link someone put there is neither written through nor
+ * removed); the next N is tried then. The descriptor, or -1 with errno. */
+static int create_temp(const char *path, char *tmp, size_t len)
+{
+    static unsigned seq;
+    for (int tries = 0; tries < 100; tries++) {
+        if (snprintf(tmp, len, "%s.tmp.%d.%u", path, (int)getpid(), seq++) >= (int)len) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
 bk_status bk_write_atomic(const char *path, const void *data, size_t len, bk_err *err)
 {
     char tmp[1024];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
-        return BK_FAIL(err, BK_ERR_INPUT, "%s: path too long", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return BK_FAIL(err, BK_ERR_SYSTEM, "cannot create %s: %s", tmp, strerror(errno));
+    int fd = create_temp(path, tmp, sizeof tmp);
+    if (fd < 0) { /* a folder that is missing, read-only or not ours, a name too long: the
+                   * user's to fix */
+        const int e = errno;
+        return BK_FAIL(err, e == ENOENT || e == ENOTDIR || e == EACCES || e == EPERM ||
+                                    e == EROFS || e == ENAMETOOLONG || e == EISDIR
+                                ? BK_ERR_INPUT : BK_ERR_SYSTEM,
+                       "%s: cannot create it there (its temporary file: %s)", path, strerror(e));
+    }
     const char *p = data;
     size_t left = len;
     while (left) {
@@ -62,6 +87,12 @@ bk_status bk_write_atomic(const char *path, const void *data, size_t len, bk_err
 
 bk_status bk_read_file(const char *path, char **data, size_t *len, bk_err *err)
 {
+    return bk_read_file_max(path, SIZE_MAX, NULL, data, len, err);
+}
+
+bk_status bk_read_file_max(const char *path, size_t max, const char *what, char **data,
+                           size_t *len, bk_err *err)
+{
     *data = NULL;
     *len = 0;
     /* a device (/dev/zero) would be read without end, a pipe's open would wait for a
@@ -72,6 +103,9 @@ bk_status bk_read_file(const char *path, char **data, size_t *len, bk_err *err)
     if (!S_ISREG(sb.st_mode))
         return BK_FAIL(err, BK_ERR_INPUT, "%s: cannot read: %s", path,
                        S_ISDIR(sb.st_mode) ? strerror(EISDIR) : "not a regular file");
+    if ((uint64_t)sb.st_size > (uint64_t)max) /* before reading a byte of it */
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: %jd bytes, more than %s may be (%zu MiB)", path,
+                       (intmax_t)sb.st_size, what, max >> 20);
     FILE *f = fopen(path, "rb");
     if (!f)
         return BK_FAIL(err, BK_ERR_INPUT, "%s: cannot read: %s", path, strerror(errno));
@@ -80,7 +114,8 @@ bk_status bk_read_file(const char *path, char **data, size_t *len, bk_err *err)
     while (buf) {
         size_t r = fread(buf + n, 1, cap - n, f);
         n += r;
-        if (n < cap)
+        /* past max: a file that grew since, or one whose size stat does not tell (/proc) */
+        if (n < cap || n > max)
             break;
         char *nb = realloc(buf, cap * 2 + 1);
         if (!nb) {
@@ -98,6 +133,11 @@ bk_status bk_read_file(const char *path, char **data, size_t *len, bk_err *err)
     if (bad) {
         free(buf);
         return BK_FAIL(err, BK_ERR_INPUT, "%s: cannot read: %s", path, strerror(e));
+    }
+    if (n > max) {
+        free(buf);
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: more than %zu bytes, more than %s may be "
+                       "(%zu MiB)", path, max, what, max >> 20);
     }
     buf[n] = '\0';
     *data = buf;

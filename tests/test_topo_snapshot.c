@@ -192,7 +192,7 @@ static void test_truncated_and_missing(void **state)
     json_decref(root);
     bk_err e2 = { 0 };
     assert_int_equal(bk_topo_load("/nonexistent/topo.json", &t, &e2), BK_ERR_INPUT);
-    assert_non_null(strstr(e2.msg, "/nonexistent/topo.json: cannot open"));
+    assert_non_null(strstr(e2.msg, "/nonexistent/topo.json: cannot read: No such file or directory"));
     bk_err e3 = { 0 };
     assert_int_equal(bk_topo_parse("[1,2]", "arr.json", &t, &e3), BK_ERR_INPUT);
     assert_non_null(strstr(e3.msg, "arr.json: the snapshot must be a JSON object"));
@@ -290,6 +290,77 @@ static void expect_msg(json_t *root, const char *want)
     assert_int_equal(parse_json(root, &err), BK_ERR_INPUT);
     if (strcmp(err.msg, want))
         fail_msg("message \"%s\", expected \"%s\"", err.msg, want);
+}
+
+/* A GPU's bus_id is a PCI address, kept in the probe's form: NVML's 8-digit domain and upper
+ * case are read as 0000:1a:00.0 (a rank's GPU is matched by that text), and the same GPU in
+ * two forms is one GPU listed twice; anything else (a name, a space, a device past 1f, a
+ * function past 7) is refused, naming it. */
+static void test_bus_id_forms(void **state)
+{
+    (void)state;
+    json_t *root, *h = hgx_host0(&root);
+    json_t *g5 = json_array_get(json_object_get(h, "gpus"), 5);
+    json_object_set_new(g5, "bus_id", json_string("00000000:FE:1F.7"));
+    char *text = json_dumps(root, 0);
+    bk_topo *t = NULL;
+    bk_err err = { 0 };
+    if (bk_topo_parse(text, "bad.json", &t, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    assert_string_equal(t->hosts[0].gpus[5].bus_id, "0000:fe:1f.7");
+    bk_topo_free(t);
+    free(text);
+    const char *g1 = json_string_value(
+        json_object_get(json_array_get(json_object_get(h, "gpus"), 1), "bus_id"));
+    char nvml[32];
+    snprintf(nvml, sizeof nvml, "0000%s", g1); /* 0000:2a:00.0 as NVML writes it */
+    json_object_set_new(g5, "bus_id", json_string(nvml));
+    char want[256];
+    snprintf(want, sizeof want, "bad.json: hosts[0].gpus[5].bus_id: \"%s\" is also the bus_id "
+             "of hosts[0].gpus[1] (one GPU listed twice)", nvml);
+    expect_msg(root, want);
+    static const char *const bad[] = { "hello", "", "0000:01:00.0 ", " 0000:01:00.0",
+                                       "0000:01:20.0", "0000:01:00.8", "000000000:01:00.0",
+                                       "0000:001:00.0", "0000:-1:00.0", "0x00:01:00.0",
+                                       "0000:01:00", "0000:01:00.0.1" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        json_object_set_new(g5, "bus_id", json_string(bad[i]));
+        snprintf(want, sizeof want, "bad.json: hosts[0].gpus[5].bus_id: \"%s\" is not a PCI bus "
+                 "id (DOMAIN:BUS:DEVICE.FUNCTION in hex, e.g. 0000:18:00.0)", bad[i]);
+        expect_msg(root, want);
+    }
+    json_decref(root);
+}
+
+/* p2p.access is cudaDeviceCanAccessPeer's 0 or 1, which the lane finder reads as a truth
+ * value: 7 or -1 are refused, not read as "yes". */
+static void test_p2p_access_values(void **state)
+{
+    (void)state;
+    json_t *root, *h = hgx_host0(&root);
+    json_t *acc = json_array(), *rank = json_array();
+    for (int i = 0; i < 8; i++) {
+        json_t *ra = json_array(), *rr = json_array();
+        for (int j = 0; j < 8; j++) {
+            json_array_append_new(ra, json_integer(1));
+            json_array_append_new(rr, json_integer(i == j ? -1 : 0));
+        }
+        json_array_append_new(acc, ra);
+        json_array_append_new(rank, rr);
+    }
+    json_object_set_new(h, "p2p", json_pack("{s:o, s:o}", "access", acc, "rank", rank));
+    bk_err err = { 0 };
+    if (parse_json(root, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    static const int bad[] = { 7, -1, 2 };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        json_array_set_new(json_array_get(acc, 2), 3, json_integer(bad[i]));
+        expect_msg(root, "bad.json: hosts[0].p2p.access[2][3]: must be an integer in [0, 1]");
+    }
+    json_array_set_new(json_array_get(acc, 2), 3, json_integer(0));
+    json_array_set_new(json_array_get(rank, 2), 3, json_integer(-2));
+    expect_msg(root, "bad.json: hosts[0].p2p.rank[2][3]: must be an integer in [-1, 127]");
+    json_decref(root);
 }
 
 /* An unknown key anywhere is refused with its path, as plans refuse theirs; before, it was
@@ -653,6 +724,8 @@ int main(void)
         cmocka_unit_test(test_unknown_keys),
         cmocka_unit_test(test_cpu_lists),
         cmocka_unit_test(test_duplicate_gpu),
+        cmocka_unit_test(test_bus_id_forms),
+        cmocka_unit_test(test_p2p_access_values),
         cmocka_unit_test(test_committed_snapshots_load),
         cmocka_unit_test(test_usage_lines),
     };

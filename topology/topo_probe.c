@@ -43,12 +43,25 @@ static int is_nic(hwloc_obj_t o)
     return cls == 0x0200 || cls == 0x0207;
 }
 
+/* 1 to max hex digits at *p into *v, *p past them; -1 when there are none or more. */
+static int hex_run(const char **p, size_t max, unsigned long *v)
+{
+    const size_t k = strspn(*p, "0123456789abcdefABCDEF");
+    if (k == 0 || k > max)
+        return -1;
+    *v = strtoul(*p, NULL, 16);
+    *p += k;
+    return 0;
+}
+
 int bk_pci_bus_norm(const char *in, char *out, size_t n)
 {
-    unsigned d, b, dev, f;
-    if (sscanf(in, "%x:%x:%x.%x", &d, &b, &dev, &f) != 4)
+    unsigned long d, b, dev, f;
+    const char *p = in;
+    if (hex_run(&p, 8, &d) || *p++ != ':' || hex_run(&p, 2, &b) || *p++ != ':' ||
+        hex_run(&p, 2, &dev) || *p++ != '.' || hex_run(&p, 1, &f) || *p || dev > 0x1f || f > 7)
         return -1;
-    snprintf(out, n, "%04x:%02x:%02x.%x", d, b, dev, f);
+    snprintf(out, n, "%04lx:%02lx:%02lx.%lx", d, b, dev, f);
     return 0;
 }
 

@@ -1,6 +1,7 @@
 /* topo_snapshot.c - bracket.topology/1 snapshots: validated JSON in (topo_snapshot_write.c
  * writes them). */
 #include "topology/topology.h"
+#include "runner/record_io.h"
 
 /* Messages and names live in fixed buffers; a cut-off message is acceptable. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
@@ -11,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -196,10 +196,12 @@ static bk_status rd_p2p(rd *r, json_t *o, bk_topo_host *h)
                                h->ngpus);
             for (int j = 0; j < h->ngpus; j++) {
                 json_t *c = json_array_get(row, (size_t)j);
-                if (!json_is_integer(c) || json_integer_value(c) < -1 ||
-                    json_integer_value(c) > 127)
-                    return RD_FAIL(r, "p2p.%s[%d][%d]: must be an integer in [-1, 127]", keys[k], i,
-                                   j);
+                /* access: 0 or 1 (cudaDeviceCanAccessPeer); rank: -1 (none) to 127 */
+                const json_int_t lo = k ? -1 : 0, hi = k ? 127 : 1;
+                if (!json_is_integer(c) || json_integer_value(c) < lo ||
+                    json_integer_value(c) > hi)
+                    return RD_FAIL(r, "p2p.%s[%d][%d]: must be an integer in [%d, %d]", keys[k], i,
+                                   j, (int)lo, (int)hi);
                 (k ? h->p2p_rank : h->p2p_access)[i][j] = (int8_t)json_integer_value(c);
             }
         }
@@ -251,15 +253,22 @@ static bk_status rd_host(rd *r, json_t *o, bk_topo_host *h)
         snprintf(sub.path, sizeof sub.path, "%s%sgpus[%d]", r->path, r->path[0] ? "." : "", i);
         T(rd_keys(&sub, e, "", gpu_keys));
         T(rd_str(&sub, e, "bus_id", 1, g->bus_id, sizeof g->bus_id));
+        /* kept in the form the probe and the ranks give (matched as text when a rank's GPU is
+         * looked up): "00000000:1A:00.0" is read as 0000:1a:00.0 */
+        char as_read[sizeof g->bus_id];
+        bk_strlcpy(as_read, g->bus_id, sizeof as_read);
+        if (bk_pci_bus_norm(as_read, g->bus_id, sizeof g->bus_id) != 0)
+            return RD_FAIL(&sub, "bus_id: \"%s\" is not a PCI bus id (DOMAIN:BUS:DEVICE.FUNCTION "
+                           "in hex, e.g. 0000:18:00.0)", as_read);
         T(rd_str(&sub, e, "uuid", 0, g->uuid, sizeof g->uuid));
         T(rd_str(&sub, e, "name", 0, g->name, sizeof g->name));
         T(rd_int(&sub, e, "numa", -1, h->nnuma - 1, 0, -1, &g->numa));
         T(rd_int(&sub, e, "cuda_index", -1, BK_TOPO_MAX_GPUS - 1, 0, -1, &g->cuda_index));
         /* one GPU twice would make two "different" lanes of one device */
         for (int j = 0; j < i; j++) {
-            if (!strcasecmp(h->gpus[j].bus_id, g->bus_id))
+            if (!strcmp(h->gpus[j].bus_id, g->bus_id))
                 return RD_FAIL(&sub, "bus_id: \"%s\" is also the bus_id of %s%sgpus[%d] (one "
-                               "GPU listed twice)", g->bus_id, r->path, r->path[0] ? "." : "", j);
+                               "GPU listed twice)", as_read, r->path, r->path[0] ? "." : "", j);
             if (g->cuda_index >= 0 && h->gpus[j].cuda_index == g->cuda_index)
                 return RD_FAIL(&sub, "cuda_index: %d is also the cuda_index of %s%sgpus[%d] (one "
                                "CUDA ordinal for two GPUs)", g->cuda_index, r->path,
@@ -395,46 +404,23 @@ out:
 
 bk_status bk_topo_load(const char *path, bk_topo **out, bk_err *err)
 {
-    bk_status st = BK_OK;
     char *text = NULL;
+    size_t n = 0;
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return BK_FAIL(err, BK_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    memset(&sb, 0, sizeof sb);
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = BK_FAIL(err, BK_ERR_INPUT, "%s: not a regular file%s", path,
-                     S_ISDIR(sb.st_mode) ? " (a directory)" : "");
-        goto out;
-    }
-    if (fseek(f, 0, SEEK_END) != 0) {
-        st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: cannot seek: %s", path, strerror(errno));
-        goto out;
-    }
-    long n = ftell(f);
-    if (n < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: cannot size: %s", path, strerror(errno));
-        goto out;
-    }
-    text = malloc((size_t)n + 1);
-    if (!text) {
-        st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: out of memory", path);
-        goto out;
-    }
-    if (fread(text, 1, (size_t)n, f) != (size_t)n) {
-        st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: read failed", path);
-        goto out;
-    }
-    text[n] = '\0';
-    if (strlen(text) != (size_t)n) {
+    /* a FIFO or device refused before it is opened (an open would wait, a read not end); a
+     * file past the cap before it is read */
+    bk_status st = bk_read_file_max(path, BK_TOPO_MAX_FILE, "a topology snapshot", &text, &n,
+                                    err);
+    if (st != BK_OK)
+        return st;
+    if (strlen(text) != n)
         st = BK_FAIL(err, BK_ERR_INPUT, "%s: a NUL byte at offset %zu (not JSON text)", path,
                      strlen(text));
-        goto out;
-    }
-    BK_TRY(bk_topo_parse(text, path, out, err));
-out:
+    else if (n >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) /* jansson would quote it invisibly */
+        st = BK_FAIL(err, BK_ERR_INPUT, "%s:1:1: starts with a UTF-8 byte order mark (bytes EF "
+                     "BB BF), which JSON does not allow: save the snapshot without it", path);
+    else
+        st = bk_topo_parse(text, path, out, err);
     free(text);
-    fclose(f);
     return st;
 }

@@ -1,11 +1,13 @@
 /* topo_snapshot_write.c - bracket.topology/1 snapshots: canonical JSON out, and `topo --save`'s
  * checked, atomic write (topo_snapshot.c reads them). */
 #include "topology/topology.h"
+#include "runner/record_io.h"
 
 /* Messages and names live in fixed buffers; a cut-off message is acceptable. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
 #include <errno.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -128,9 +130,16 @@ bk_status bk_topo_save_check(const char *path, bk_err *err)
     struct stat sb;
     if (!path || !*path)
         return BK_FAIL(err, BK_ERR_INPUT, "the snapshot's file name is empty");
-    if (strlen(path) + sizeof ".tmp" > 1024)
+    /* room for the temporary file's suffix, ".tmp.PID.N" (bk_write_atomic) */
+    const size_t room = 32;
+    if (strlen(path) + room > 1024)
         return BK_FAIL(err, BK_ERR_INPUT, "%.40s...: a file name of %zu characters is too long "
-                       "(at most %zu)", path, strlen(path), 1024 - sizeof ".tmp");
+                       "(at most %zu)", path, strlen(path), 1024 - room);
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    if (strlen(base) + room > NAME_MAX)
+        return BK_FAIL(err, BK_ERR_INPUT, "%.40s...: its last part is %zu characters long, too "
+                       "long for a file name here (at most %zu)", base, strlen(base),
+                       (size_t)NAME_MAX - room);
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
         return BK_FAIL(err, BK_ERR_INPUT, "%s: is a directory; give the snapshot a file name "
                        "(e.g. %s/topology.json)", path, path);
@@ -158,44 +167,22 @@ bk_status bk_topo_save_check(const char *path, bk_err *err)
 
 bk_status bk_topo_save(bk_topo *t, const char *path, bk_err *err)
 {
-    bk_status st = BK_OK;
-    char tmp[1024];
-    FILE *f = NULL;
-    st = bk_topo_save_check(path, err);
+    bk_status st = bk_topo_save_check(path, err);
     if (st != BK_OK)
         return st;
     char *s = bk_topo_dump(t);
-    if (!s)
+    size_t n = s ? strlen(s) : 0;
+    char *text = s ? realloc(s, n + 2) : NULL;
+    if (!text) {
+        free(s);
         return BK_FAIL(err, BK_ERR_INTERNAL, "%s: could not encode the snapshot", path);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    f = fopen(tmp, "w");
-    if (!f) { /* a folder the checks above could not see refuse it (/proc, read-only) */
-        const int e = errno;
-        st = BK_FAIL(err, e == ENOENT || e == EACCES || e == EPERM || e == EROFS
-                              ? BK_ERR_INPUT : BK_ERR_SYSTEM,
-                     "%s: cannot create the snapshot there (its temporary file %s: %s)", path,
-                     tmp, strerror(e));
-        goto out;
     }
-    /* on disk before the rename, as the record's files are: a crash leaves old or new */
-    if (fputs(s, f) < 0 || fputc('\n', f) == EOF || fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: write failed: %s", tmp, strerror(errno));
-        goto out;
-    }
-    if (fclose(f) != 0) {
-        f = NULL;
-        st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: close failed: %s", tmp, strerror(errno));
-        goto out;
-    }
-    f = NULL;
-    if (rename(tmp, path) != 0)
-        st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: rename failed: %s", path, strerror(errno));
-out:
-    if (f)
-        fclose(f);
-    if (st != BK_OK)
-        remove(tmp);
-    free(s);
+    text[n] = '\n';
+    text[n + 1] = '\0';
+    /* a new temporary file beside it, synced, renamed over it: a crash or a failure leaves
+     * the old file or the new one, and nothing already there is written through */
+    st = bk_write_atomic(path, text, n + 1, err);
+    free(text);
     return st;
 }
 

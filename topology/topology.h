@@ -16,6 +16,8 @@
 #define BK_TOPO_MAX_NOTES 8
 #define BK_TOPO_NOTE_LEN 160
 #define BK_TOPO_MAX_CPU 65535 /* largest CPU number a snapshot's numa[].cpus may list */
+#define BK_TOPO_MAX_FILE ((size_t)256 << 20) /* bytes of a snapshot file (the 128-host
+                                               * fixture is 0.4 MB) */
 
 /* How two devices of one host are joined, ordered from farthest to nearest,
  * like `nvidia-smi topo -m`. NET joins devices of different hosts. A GPU pair
@@ -127,7 +129,9 @@ bk_status bk_topo_probe_nvml(bk_topo_host *h, bk_err *err);
 bk_status bk_topo_probe_cuda(bk_topo_host *h, bk_err *err);
 /* A PCI bus id in the form every source here uses, "0000:1a:00.0" (lower case, 4-digit
  * domain), from the forms NVML ("00000000:1A:00.0") and CUDA ("0000:1A:00.0") give; 0 on
- * success, -1 when `in` is no bus id. */
+ * success, -1 when `in` is no bus id: anything but DOMAIN:BUS:DEVICE.FUNCTION in hex, with
+ * 1-8, 1-2, 1-2 and 1 digits, a device of at most 1f and a function of at most 7, nothing
+ * before or after. */
 int bk_pci_bus_norm(const char *in, char *out, size_t n);
 /* PCI bus id ("0000:18:00.0") of CUDA device `ordinal` as this process sees it
  * (after CUDA_VISIBLE_DEVICES). BK_ERR_UNSUPPORTED without a CUDA runtime. */

@@ -218,11 +218,11 @@ check run-sets65 "bracket run: too many --set (at most 64)" 1 "$IT_PLAN" "${sets
     --set workload.seed=65
 # a --topology snapshot that cannot be read is bad input, named, before any probe or arm (4
 # ranks: with 1 its error could be printed by the rank check after a probe)
-check run-topo-missing "$IT_TMP/nope.json: cannot open" 4 "$IT_PLAN" --topology "$IT_TMP/nope.json"
+check run-topo-missing "$IT_TMP/nope.json: cannot read" 4 "$IT_PLAN" --topology "$IT_TMP/nope.json"
 # ... said once, by rank 0, for the four ranks that found it so (was: four lines)
-grep -qF "rank 0 and 3 other rank(s)]: $IT_TMP/nope.json: cannot open" "$OUT" ||
+grep -qF "rank 0 and 3 other rank(s)]: $IT_TMP/nope.json: cannot read" "$OUT" ||
     fail "run-topo-missing: not said once for the 4 ranks"
-[ "$(grep -c "nope.json: cannot open" "$OUT")" = 1 ] || fail "run-topo-missing: said more than once"
+[ "$(grep -c "nope.json: cannot read" "$OUT")" = 1 ] || fail "run-topo-missing: said more than once"
 # run --help: the usage on stdout (not stderr), status 0
 set +e
 mpirun "${MPIRUN_FLAGS[@]}" -np 1 "$BK_BRACKET" run --help >"$IT_TMP/rh.out" 2>"$IT_TMP/rh.err"
@@ -290,15 +290,57 @@ check_cmd topo-nodir "$IT_TMP/nope/t.json: the folder $IT_TMP/nope does not exis
     topo --save "$IT_TMP/nope/t.json"
 [ ! -e "$IT_TMP/nope" ] || fail "topo --save made a folder"
 # a folder that lets no file be made though the checks pass (/proc, even as root): bad
-# input naming the path asked for (was: exit 1 naming only its .tmp)
-check_cmd topo-proc "bracket topo: /proc/bk-t.json: cannot create the snapshot there" \
+# input naming the path asked for (was: exit 1 naming only its .tmp), and nothing printed
+# before it (the save comes before the matrix)
+check_cmd topo-proc "bracket topo: /proc/bk-t.json: cannot create it there (its temporary file: " \
     topo --save /proc/bk-t.json
+[ "$(wc -l <"$IT_TMP/topo-proc.log")" = 1 ] || fail "topo-proc: more than the error printed"
 # a snapshot is never renamed over a device, FIFO or symlink (as root, --save /dev/null
 # once replaced the system's /dev/null), and a folder given as a snapshot is bad input
 mkfifo "$IT_TMP/fifo"
 check_cmd topo-fifo "exists and is not a regular file" topo --save "$IT_TMP/fifo"
 [ -p "$IT_TMP/fifo" ] || fail "topo --save replaced a FIFO"
-check_cmd topo-load-dir "$IT_TMP: not a regular file (a directory)" topo --topology "$IT_TMP"
+check_cmd topo-load-dir "$IT_TMP: cannot read: Is a directory" topo --topology "$IT_TMP"
+# ... nor a FIFO (its open waited for a writer without end), nor a file past the cap, which
+# is refused by its size before a byte is read (a sparse 300 MiB file here)
+check_cmd topo-load-fifo "$IT_TMP/fifo: cannot read: not a regular file" topo --topology "$IT_TMP/fifo"
+truncate -s 300M "$IT_TMP/huge.json"
+check_cmd topo-load-huge "huge.json: 314572800 bytes, more than a topology snapshot may be (256 MiB)" \
+    topo --topology "$IT_TMP/huge.json"
+rm -f "$IT_TMP/huge.json"
+# a byte order mark is named as such, not quoted as an invisible character
+printf '\xef\xbb\xbf{}' >"$IT_TMP/bom.json"
+check_cmd topo-load-bom "bom.json:1:1: starts with a UTF-8 byte order mark" topo --topology "$IT_TMP/bom.json"
+# a save goes through a new temporary file: a link or a file of the old fixed name beside the
+# target is neither written through nor removed
+echo "my notes" >"$IT_TMP/notes.txt"
+ln -s "$IT_TMP/notes.txt" "$IT_TMP/snap.json.tmp"
+"$BK_BRACKET" topo -q --topology "$BK_SOURCE_DIR/tests/fixtures/topo/nvbridge4.json" \
+    --save "$IT_TMP/snap.json" || fail "topo --save beside a link: exit $?"
+[ "$(cat "$IT_TMP/notes.txt")" = "my notes" ] || fail "topo --save wrote through a link"
+[ -L "$IT_TMP/snap.json.tmp" ] || fail "topo --save removed a link it did not make"
+[ -f "$IT_TMP/snap.json" ] && [ ! -L "$IT_TMP/snap.json" ] || fail "topo --save: no snapshot file"
+! ls "$IT_TMP"/snap.json.tmp.* 2>/dev/null || fail "topo --save left its temporary file"
+"$BK_BRACKET" topo -q --topology "$IT_TMP/snap.json" || fail "the saved snapshot does not load"
+# with --json the standard output is the snapshot alone: the "saved" line goes to stderr
+"$BK_BRACKET" topo --json --topology "$IT_TMP/snap.json" --save "$IT_TMP/snap2.json" \
+    >"$IT_TMP/snap.out" 2>"$IT_TMP/snap.err"
+python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$IT_TMP/snap.out" ||
+    fail "topo --json --save: stdout is not the snapshot alone"
+grep -q "^saved $IT_TMP/snap2.json (fnv1a64:" "$IT_TMP/snap.err" || fail "topo --json --save: no saved line"
+# an output that cannot be written (a full disk) is a failure, said, not an exit 0
+if [ -w /dev/full ]; then
+    set +e
+    "$BK_BRACKET" topo --json --topology "$IT_TMP/snap.json" >/dev/full 2>"$IT_TMP/full.log"
+    rc=$?
+    set -e
+    cat "$IT_TMP/full.log"
+    [ "$rc" = 1 ] || fail "topo --json > /dev/full: exit $rc, expected 1"
+    grep -q "^bracket topo: cannot write the standard output: No space left on device$" \
+        "$IT_TMP/full.log" || fail "topo > /dev/full: not said"
+else
+    echo "SKIPPED: the /dev/full check: /dev/full is not writable here"
+fi
 # weights are relative; ones whose sum overflows, or one negligible beside the rest, are named
 check_cmd pc-weight-inf "the weights sum to more than a double holds" plan check "$IT_PLAN" \
     --set 'workload.shapes=[{"tokens":4,"hidden":1024,"weight":1e308},{"tokens":8,"hidden":1024,"weight":1e308}]'
