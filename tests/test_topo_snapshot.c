@@ -488,6 +488,33 @@ static void test_cpu_lists(void **state)
             fail_msg("message \"%s\" lacks \"%s\"", err.msg, big[i].want);
         json_decref(root);
     }
+    /* a list of any length reads whole, up to what a host's lists share together: node 0
+     * the even CPUs 0..16382 (about 37000 characters) is past it, 0..2998 (about 6400) not */
+    static char list[65536];
+    for (int top = 2998; top <= 16382; top += 16382 - 2998) {
+        size_t l = 0;
+        for (int c = 0; c <= top; c += 2)
+            l += (size_t)snprintf(list + l, sizeof list - l, "%s%d", c ? "," : "", c);
+        json_t *root, *h = hgx_host0(&root);
+        json_object_set_new(json_array_get(json_object_get(h, "numa"), 0), "cpus",
+                            json_string(list));
+        char *text = json_dumps(root, 0);
+        bk_topo *t = NULL;
+        bk_err err = { 0 };
+        const bk_status st = bk_topo_parse(text, "bad.json", &t, &err);
+        if (top == 2998) {
+            if (st != BK_OK)
+                fail_msg("%s", err.msg);
+            assert_string_equal(bk_topo_numa_cpus(&t->hosts[0], 0), list);
+        } else {
+            assert_int_equal(st, BK_ERR_INPUT);
+            assert_string_equal(err.msg, "bad.json: hosts[0].numa[0].cpus: the host's NUMA CPU "
+                                         "lists together pass 16382 characters");
+        }
+        bk_topo_free(t);
+        free(text);
+        json_decref(root);
+    }
 }
 
 /* One GPU listed twice (same PCI bus id, or the same CUDA ordinal) is refused, naming both:

@@ -83,7 +83,8 @@ static int numa_of_cpu(const bk_topo_host *h, int cpu)
     if (!set || cpu < 0)
         goto out;
     for (int i = 0; i < h->nnuma && found < 0; i++)
-        if (hwloc_bitmap_list_sscanf(set, h->numa[i].cpus) == 0 && hwloc_bitmap_isset(set, (unsigned)cpu))
+        if (hwloc_bitmap_list_sscanf(set, bk_topo_numa_cpus(h, i)) == 0 &&
+            hwloc_bitmap_isset(set, (unsigned)cpu))
             found = i;
 out:
     hwloc_bitmap_free(set);

@@ -167,3 +167,18 @@ uint64_t bk__hash_u16(const uint16_t *v, size_t n)
         h = ((h ^ v[i]) * 0x9e3779b97f4a7c15ull) ^ (h >> 29);
     return h;
 }
+
+int bk_topo_numa_set_cpus(bk_topo_host *h, int i, const char *cpus)
+{
+    const size_t n = strlen(cpus) + 1;
+    if (h->cpu_text_used == 0) { /* offset 0 is the empty list */
+        h->cpu_text[0] = '\0';
+        h->cpu_text_used = 1;
+    }
+    if (n > sizeof h->cpu_text - h->cpu_text_used)
+        return -1;
+    memcpy(h->cpu_text + h->cpu_text_used, cpus, n);
+    h->numa[i].cpus_at = h->cpu_text_used;
+    h->cpu_text_used += (uint32_t)n;
+    return 0;
+}

@@ -42,7 +42,7 @@ static void print_host(const bk_topo_host *h, FILE *f)
             }
             int nu = h->gpus[i].numa;
             if (nu >= 0)
-                fprintf(f, " %-16s %d\n", h->numa[nu].cpus, h->numa[nu].os_index);
+                fprintf(f, " %-16s %d\n", bk_topo_numa_cpus(h, nu), h->numa[nu].os_index);
             else
                 fprintf(f, " %-16s %s\n", "N/A", "N/A");
         }
@@ -66,7 +66,7 @@ static void print_host(const bk_topo_host *h, FILE *f)
                                                   h->numa[h->nics[k].numa].os_index), buf)
                                      : "N/A");
     for (int i = 0; i < h->nnuma; i++)
-        fprintf(f, "  NUMA %d: cpus %s, %.1f GiB\n", h->numa[i].os_index, h->numa[i].cpus,
+        fprintf(f, "  NUMA %d: cpus %s, %.1f GiB\n", h->numa[i].os_index, bk_topo_numa_cpus(h, i),
                 (double)h->numa[i].memory_bytes / (1024.0 * 1024.0 * 1024.0));
     for (int i = 0; i < h->nnotes; i++)
         fprintf(f, "  note: %s\n", h->notes[i]);
@@ -88,7 +88,7 @@ static int same_layout(const bk_topo_host *a, const bk_topo_host *b)
         if (strcmp(a->nics[k].name, b->nics[k].name) || strcmp(a->nics[k].kind, b->nics[k].kind))
             return 0;
     for (int n = 0; n < a->nnuma; n++)
-        if (strcmp(a->numa[n].cpus, b->numa[n].cpus))
+        if (strcmp(bk_topo_numa_cpus(a, n), bk_topo_numa_cpus(b, n)))
             return 0;
     return 1;
 }

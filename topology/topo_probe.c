@@ -153,6 +153,7 @@ bk_status bk_topo_probe_hwloc(void *topo_ptr, bk_topo_host *h, bk_err *err)
     if (h->packages < 0 || h->cores < 0 || h->pus < 0)
         return BK_FAIL(err, BK_ERR_INTERNAL, "hwloc: packages, cores or PUs are not at one depth");
     h->nnuma = 0;
+    h->cpu_text_used = 0;
     for (o = NULL; (o = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, o));) {
         if (h->nnuma == BK_TOPO_MAX_NUMA) {
             bk_topo_note(h, "hwloc: more than %d NUMA nodes; the rest are left out",
@@ -162,9 +163,20 @@ bk_status bk_topo_probe_hwloc(void *topo_ptr, bk_topo_host *h, bk_err *err)
         bk_topo_numa *nu = &h->numa[h->nnuma++];
         nu->os_index = (int)o->os_index;
         nu->memory_bytes = o->attr ? o->attr->numanode.local_memory : 0;
-        if (o->cpuset && hwloc_bitmap_list_snprintf(nu->cpus, sizeof nu->cpus, o->cpuset) < 0)
+        if (!o->cpuset)
+            continue;
+        /* the whole list, whatever its length (a cut one was written, then refused on load) */
+        char *list = NULL;
+        if (hwloc_bitmap_list_asprintf(&list, o->cpuset) < 0 || !list)
             return BK_FAIL(err, BK_ERR_INTERNAL, "hwloc: cannot print the cpuset of NUMA %u",
                            o->os_index);
+        const int full = bk_topo_numa_set_cpus(h, h->nnuma - 1, list) != 0;
+        const size_t len = strlen(list);
+        free(list);
+        if (full)
+            return BK_FAIL(err, BK_ERR_UNSUPPORTED, "hwloc: the CPU list of NUMA %u (%zu "
+                           "characters) does not fit in the %d bytes a host's NUMA CPU lists "
+                           "share (BK_TOPO_CPU_TEXT)", o->os_index, len, BK_TOPO_CPU_TEXT);
     }
     h->ngpus = h->nnics = 0;
     for (o = NULL; (o = hwloc_get_next_pcidev(topo, o));) {

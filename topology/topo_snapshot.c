@@ -237,8 +237,14 @@ static bk_status rd_host(rd *r, json_t *o, bk_topo_host *h)
         json_t *mem = json_object_get(e, "memory_bytes");
         T(rd_keys(&sub, e, "", numa_keys));
         T(rd_int(&sub, e, "os_index", 0, 1 << 20, 1, 0, &h->numa[i].os_index));
-        T(rd_str(&sub, e, "cpus", 0, h->numa[i].cpus, sizeof h->numa[i].cpus));
-        T(rd_cpus(&sub, h->numa[i].cpus));
+        const json_t *cpus = json_object_get(e, "cpus");
+        if (cpus && !json_is_string(cpus))
+            return RD_FAIL(&sub, "cpus: must be a string");
+        const char *list = cpus ? json_string_value(cpus) : "";
+        T(rd_cpus(&sub, list));
+        if (bk_topo_numa_set_cpus(h, i, list) != 0)
+            return RD_FAIL(&sub, "cpus: the host's NUMA CPU lists together pass %d characters",
+                           BK_TOPO_CPU_TEXT - 2);
         if (mem && (!json_is_integer(mem) || json_integer_value(mem) < 0))
             return RD_FAIL(&sub, "memory_bytes: must be an integer >= 0");
         h->numa[i].memory_bytes = mem ? (uint64_t)json_integer_value(mem) : 0;

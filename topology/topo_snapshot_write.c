@@ -61,7 +61,7 @@ static json_t *host_json(const bk_topo_host *h)
     json_t *numa = json_array();
     for (int i = 0; i < h->nnuma; i++)
         json_array_append_new(numa, json_pack("{s:i, s:s, s:I}", "os_index", h->numa[i].os_index,
-                                              "cpus", h->numa[i].cpus, "memory_bytes",
+                                              "cpus", bk_topo_numa_cpus(h, i), "memory_bytes",
                                               (json_int_t)h->numa[i].memory_bytes));
     json_object_set_new(o, "numa", numa);
     json_t *gpus = json_array();

@@ -42,10 +42,16 @@ typedef struct bk_link {
 /* What the probe could see on a host (bits of bk_topo_host.seen). */
 enum { BK_SEEN_HWLOC = 1, BK_SEEN_PCI = 2, BK_SEEN_NVML = 4, BK_SEEN_CUDA = 8 };
 
+/* Bytes of one host's NUMA CPU lists together (bk_topo_host.cpu_text): a list of singletons
+ * ("0,2,4,...", CPUs numbered across sockets in turn) of some 3000 CPUs fits; a fixed 256
+ * bytes a node did not fit 70. */
+#define BK_TOPO_CPU_TEXT 16384
+
 typedef struct bk_topo_numa {
     int os_index;
     uint64_t memory_bytes;
-    char cpus[256]; /* hwloc list syntax, e.g. "0-31,64-95" */
+    uint32_t cpus_at; /* its CPU list (hwloc list syntax, e.g. "0-31,64-95") in the host's
+                       * cpu_text: bk_topo_numa_cpus; 0 is the empty list */
 } bk_topo_numa;
 
 typedef struct bk_topo_gpu {
@@ -81,7 +87,19 @@ typedef struct bk_topo_host {
     unsigned seen;   /* BK_SEEN_* */
     int nnotes;      /* what the probe could not see, in words */
     char notes[BK_TOPO_MAX_NOTES][BK_TOPO_NOTE_LEN];
+    uint32_t cpu_text_used; /* bytes of cpu_text taken (0: none yet) */
+    char cpu_text[BK_TOPO_CPU_TEXT]; /* the NUMA nodes' CPU lists, each NUL-terminated, after
+                                      * an empty one at 0; a host is copied by value whole */
 } bk_topo_host;
+
+/* NUMA node i's CPU list ("" when none was set). */
+static inline const char *bk_topo_numa_cpus(const bk_topo_host *h, int i)
+{
+    return h->cpu_text + h->numa[i].cpus_at;
+}
+/* Set NUMA node i's CPU list (appended to the host's cpu_text); 0, or -1 when the host's
+ * lists together would pass BK_TOPO_CPU_TEXT bytes (nothing set). */
+int bk_topo_numa_set_cpus(bk_topo_host *h, int i, const char *cpus);
 
 typedef struct bk_topo {
     int nhosts;
