@@ -185,12 +185,13 @@ static int nic_at(const bk_topo_host *h, const char *bus)
     return -1;
 }
 
+/* How many of the host's notes hold `what`. */
 static int has_note(const bk_topo_host *h, const char *what)
 {
+    int n = 0;
     for (int i = 0; i < h->nnotes; i++)
-        if (strstr(h->notes[i], what))
-            return 1;
-    return 0;
+        n += strstr(h->notes[i], what) != NULL;
+    return n;
 }
 
 /* pcie_odd.xml (gen_hwloc_xml.py says what is in it). */
@@ -211,9 +212,12 @@ static void test_xml_odd_cases(void **state)
     assert_int_equal(h->gpus[outer].numa, 0);
     assert_int_equal(h->gpus[far].numa, -1); /* under the machine: no single NUMA node */
     assert_int_equal(h->links[outer][far].cls, BK_LINK_SYS);
-    /* 66 GPUs: 64 kept, said so, and the NIC on the bus after them still seen */
+    /* 68 GPUs: 64 kept, said so, and the NIC on the bus after them still seen */
     assert_int_equal(h->ngpus, BK_TOPO_MAX_GPUS);
-    assert_true(has_note(h, "more than 64 GPUs"));
+    /* one note however many were left out (it was one a GPU past 64: 72 GPUs filled all 8
+     * notes, and the NVML and CUDA notes were lost) */
+    assert_int_equal(has_note(h, "68 GPUs; the 4 past the first 64 are left out"), 1);
+    assert_int_equal(has_note(h, "left out"), 1);
     assert_int_equal(h->nnics, 3);
     int ib = nic_at(h, "0000:18:00.0"), roce = nic_at(h, "0000:19:00.0");
     int eth9 = nic_at(h, "0000:f0:00.0");
@@ -226,6 +230,23 @@ static void test_xml_odd_cases(void **state)
     assert_int_equal(h->gpu_nic[far][eth9], BK_LINK_PHB);
     assert_int_equal(h->gpu_nic[outer][ib], BK_LINK_PHB);
     assert_int_equal(h->gpu_nic[inner][eth9], BK_LINK_SYS);
+    bk_topo_free(t);
+}
+
+/* NICs past the 32 a host keeps are said, once (they were dropped without a word). */
+static void test_xml_many_nics(void **state)
+{
+    (void)state;
+    bk_topo *t = NULL;
+    bk_err err = { 0 };
+    if (bk_topo_probe_xml(fx("pcie_nics.xml"), &t, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    const bk_topo_host *h = &t->hosts[0];
+    assert_int_equal(h->ngpus, 1);
+    assert_int_equal(h->nnics, BK_TOPO_MAX_NICS);
+    assert_string_equal(h->nics[31].name, "eth31");
+    assert_int_equal(has_note(h, "40 NICs; the 8 past the first 32 are left out"), 1);
+    assert_int_equal(has_note(h, "left out"), 1);
     bk_topo_free(t);
 }
 
@@ -414,6 +435,7 @@ int main(void)
         cmocka_unit_test(test_xml_pci_classes),
         cmocka_unit_test(test_synthetic_cpu_side),
         cmocka_unit_test(test_long_cpu_lists),
+        cmocka_unit_test(test_xml_many_nics),
         cmocka_unit_test(test_xml_odd_cases),
         cmocka_unit_test(test_xml_one_pci_device),
         cmocka_unit_test(test_synthetic_too_many_numa),

@@ -289,8 +289,9 @@ static bk_status choose(finder *f, const int *idx, bk_lane_policy policy, bk_lan
     list_ranks(ra, sizeof ra, out->baseline, L);
     list_ranks(rb, sizeof rb, out->candidate, L);
     snprintf(out->why, sizeof out->why,
-             "no two disjoint lanes of %d %s have equal signatures (%d natural lanes, %d distinct "
-             "signatures); closest pair: %s {%s} vs %s {%s}",
+             "no two disjoint lanes of %d %s with equal signatures among the %d natural lanes "
+             "tried (%d distinct signatures; a heuristic, not every subset: docs/topology.md); "
+             "closest pair: %s {%s} vs %s {%s}",
              L, unit, n, nsig, ra, a->sig, rb, b->sig);
     return BK_FAIL(err, BK_ERR_INPUT, "%s", out->why);
 }

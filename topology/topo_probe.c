@@ -146,7 +146,7 @@ bk_status bk_topo_probe_hwloc(void *topo_ptr, bk_topo_host *h, bk_err *err)
     hwloc_topology_t topo = topo_ptr;
     hwloc_obj_t gpu_obj[BK_TOPO_MAX_GPUS], nic_obj[BK_TOPO_MAX_NICS];
     hwloc_obj_t o;
-    int npci = 0;
+    int npci = 0, gpus_left = 0, nics_left = 0;
     h->packages = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE);
     h->cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
     h->pus = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
@@ -183,7 +183,7 @@ bk_status bk_topo_probe_hwloc(void *topo_ptr, bk_topo_host *h, bk_err *err)
         npci++;
         if (is_gpu(o)) {
             if (h->ngpus == BK_TOPO_MAX_GPUS) {
-                bk_topo_note(h, "more than %d GPUs; the rest are left out", BK_TOPO_MAX_GPUS);
+                gpus_left++;
                 continue;
             }
             bk_topo_gpu *g = &h->gpus[h->ngpus];
@@ -195,7 +195,9 @@ bk_status bk_topo_probe_hwloc(void *topo_ptr, bk_topo_host *h, bk_err *err)
             g->nic = -1;
             g->cuda_index = -1;
             gpu_obj[h->ngpus++] = o;
-        } else if (is_nic(o) && h->nnics < BK_TOPO_MAX_NICS) {
+        } else if (is_nic(o) && h->nnics == BK_TOPO_MAX_NICS) {
+            nics_left++;
+        } else if (is_nic(o)) {
             bk_topo_nic *k = &h->nics[h->nnics];
             memset(k, 0, sizeof *k);
             bus_id(o, k->bus_id, sizeof k->bus_id);
@@ -204,6 +206,13 @@ bk_status bk_topo_probe_hwloc(void *topo_ptr, bk_topo_host *h, bk_err *err)
             nic_obj[h->nnics++] = o;
         }
     }
+    /* one note each, however many were left out */
+    if (gpus_left)
+        bk_topo_note(h, "%d GPUs; the %d past the first %d are left out", BK_TOPO_MAX_GPUS +
+                     gpus_left, gpus_left, BK_TOPO_MAX_GPUS);
+    if (nics_left)
+        bk_topo_note(h, "%d NICs; the %d past the first %d are left out", BK_TOPO_MAX_NICS +
+                     nics_left, nics_left, BK_TOPO_MAX_NICS);
     h->seen |= BK_SEEN_HWLOC;
     if (npci > 0)
         h->seen |= BK_SEEN_PCI;
