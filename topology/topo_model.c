@@ -182,3 +182,45 @@ int bk_topo_numa_set_cpus(bk_topo_host *h, int i, const char *cpus)
     h->cpu_text_used += (uint32_t)n;
     return 0;
 }
+
+/* qsort_r's order of host indices: hostname, boot_id, index. */
+static int by_identity(const void *a, const void *b, void *topo)
+{
+    const bk_topo *t = topo;
+    const bk_topo_host *x = &t->hosts[*(const int *)a], *y = &t->hosts[*(const int *)b];
+    int c = strcmp(x->hostname, y->hostname);
+    if (!c)
+        c = strcmp(x->boot_id, y->boot_id);
+    return c ? c : (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
+}
+
+int bk_topo_duplicate_host(const bk_topo *t, int *i, int *j)
+{
+    int *order = malloc((size_t)(t->nhosts > 0 ? t->nhosts : 1) * sizeof *order);
+    int found = 0;
+    *i = *j = -1;
+    if (!order) { /* the pairwise way, without memory */
+        for (int b = 1; b < t->nhosts && !found; b++)
+            for (int a = 0; a < b && !found; a++)
+                if (!strcmp(t->hosts[a].hostname, t->hosts[b].hostname) &&
+                    !strcmp(t->hosts[a].boot_id, t->hosts[b].boot_id))
+                    *i = b, *j = a, found = 1;
+        return found;
+    }
+    for (int k = 0; k < t->nhosts; k++)
+        order[k] = k;
+    qsort_r(order, (size_t)t->nhosts, sizeof *order, by_identity, (void *)t);
+    /* in equal runs the lowest index comes first: the pair is (second, first) of the run
+     * whose second is lowest, as a scan in file order finds it */
+    for (int k = 1; k < t->nhosts; k++) {
+        const bk_topo_host *x = &t->hosts[order[k - 1]], *y = &t->hosts[order[k]];
+        if (!strcmp(x->hostname, y->hostname) && !strcmp(x->boot_id, y->boot_id) &&
+            (!found || order[k] < *i)) {
+            found = 1;
+            *i = order[k];
+            *j = order[k - 1];
+        }
+    }
+    free(order);
+    return found;
+}

@@ -381,22 +381,26 @@ bk_status bk_topo_parse(const char *text, const char *label, bk_topo **out, bk_e
         st = RD_FAIL(&r, "hosts: at least one host is needed");
         goto out;
     }
+    /* each an object before the hosts' memory is taken (some 70 KB a host) */
+    for (size_t i = 0; i < json_array_size(hosts); i++) {
+        json_t *e;
+        if ((st = rd_object_at(&r, hosts, "hosts", i, &e)) != BK_OK)
+            goto out;
+    }
     BK_TRY(bk_topo_new((int)json_array_size(hosts), &t, err));
     for (int i = 0; i < t->nhosts; i++) {
-        json_t *e;
-        if ((st = rd_object_at(&r, hosts, "hosts", (size_t)i, &e)) != BK_OK)
-            goto out;
         rd sub = r;
         snprintf(sub.path, sizeof sub.path, "hosts[%d]", i);
-        if ((st = rd_host(&sub, e, &t->hosts[i])) != BK_OK)
+        if ((st = rd_host(&sub, json_array_get(hosts, (size_t)i), &t->hosts[i])) != BK_OK)
             goto out;
-        for (int j = 0; j < i; j++)
-            if (!strcmp(t->hosts[j].hostname, t->hosts[i].hostname) &&
-                !strcmp(t->hosts[j].boot_id, t->hosts[i].boot_id)) {
-                st = RD_FAIL(&sub, "hostname: \"%s\" with the same boot_id as hosts[%d]",
-                             t->hosts[i].hostname, j);
-                goto out;
-            }
+    }
+    int i, j;
+    if (bk_topo_duplicate_host(t, &i, &j)) {
+        rd sub = r;
+        snprintf(sub.path, sizeof sub.path, "hosts[%d]", i);
+        st = RD_FAIL(&sub, "hostname: \"%s\" with the same boot_id as hosts[%d]",
+                     t->hosts[i].hostname, j);
+        goto out;
     }
     bk_strlcpy(t->source, label, sizeof t->source);
     free(bk_topo_dump(t)); /* sets the digest */

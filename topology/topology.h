@@ -113,6 +113,10 @@ typedef struct bk_topo {
 /* A topology of `nhosts` zeroed hosts (every link BK_LINK_NONE). */
 bk_status bk_topo_new(int nhosts, bk_topo **out, bk_err *err);
 void bk_topo_free(bk_topo *t);
+/* 1 when two hosts share hostname and boot_id, with *i the later of the first such pair in
+ * file order and *j the first host it repeats; else 0 (n log n: a snapshot may hold 100000
+ * hosts). */
+int bk_topo_duplicate_host(const bk_topo *t, int *i, int *j);
 /* Append a note (what could not be seen) to a host; extra notes are dropped. */
 void bk_topo_note(bk_topo_host *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "X", "NV18", "PIX", ... for a link (buf >= 8 bytes); returns buf. */
