@@ -355,6 +355,32 @@ static void test_bus_id_forms(void **state)
     json_decref(root);
 }
 
+/* Names and notes are printed as they are: a control character (an escape sequence, a newline
+ * that fakes a line) is refused, naming where; an empty hostname matches no rank's host. */
+static void test_names_printable(void **state)
+{
+    (void)state;
+    json_t *root, *h = hgx_host0(&root);
+    json_object_set_new(h, "hostname", json_string("node\x1b[31m0"));
+    expect_msg(root, "bad.json: hosts[0].hostname: a control character (byte 0x1b at offset 4)");
+    json_object_set_new(h, "hostname", json_string(""));
+    expect_msg(root, "bad.json: hosts[0].hostname: empty (ranks are matched to hosts by it)");
+    json_object_set_new(h, "hostname", json_string("hgx0"));
+    json_object_set_new(json_array_get(json_object_get(h, "gpus"), 2), "name",
+                        json_string("H100\nGPU9: fake"));
+    expect_msg(root, "bad.json: hosts[0].gpus[2].name: a control character (byte 0x0a at offset "
+                     "4)");
+    json_object_set_new(json_array_get(json_object_get(h, "gpus"), 2), "name",
+                        json_string("NVIDIA H100 80GB HBM3"));
+    json_object_set_new(h, "notes", json_pack("[s, s]", "fine", "tab\there"));
+    expect_msg(root, "bad.json: hosts[0].notes[1]: a control character (byte 0x09 at offset 3)");
+    json_object_set_new(h, "notes", json_pack("[s]", "fine: caf\xc3\xa9 is UTF-8"));
+    bk_err err = { 0 };
+    if (parse_json(root, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    json_decref(root);
+}
+
 /* p2p.access is cudaDeviceCanAccessPeer's 0 or 1, which the lane finder reads as a truth
  * value: 7 or -1 are refused, not read as "yes". */
 static void test_p2p_access_values(void **state)
@@ -776,6 +802,7 @@ int main(void)
         cmocka_unit_test(test_duplicate_gpu),
         cmocka_unit_test(test_bus_id_forms),
         cmocka_unit_test(test_p2p_access_values),
+        cmocka_unit_test(test_names_printable),
         cmocka_unit_test(test_committed_snapshots_load),
         cmocka_unit_test(test_usage_lines),
     };

@@ -52,6 +52,17 @@ static bk_status rd_int(rd *r, json_t *o, const char *key, int lo, int hi, int r
     return BK_OK;
 }
 
+/* The offset of the first control character (below 0x20, or 0x7f) in s, or -1: names and
+ * notes are printed as they are, and an escape sequence or a newline would reach the
+ * terminal. */
+static long control_at(const char *s)
+{
+    for (long i = 0; s[i]; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            return i;
+    return -1;
+}
+
 static bk_status rd_str(rd *r, json_t *o, const char *key, int required, char *out, size_t n)
 {
     json_t *v = json_object_get(o, key);
@@ -62,6 +73,10 @@ static bk_status rd_str(rd *r, json_t *o, const char *key, int required, char *o
         return RD_FAIL(r, "%s: must be a string", key);
     if (bk_strlcpy(out, json_string_value(v), n) != 0)
         return RD_FAIL(r, "%s: longer than %zu characters", key, n - 1);
+    const long at = control_at(out);
+    if (at >= 0)
+        return RD_FAIL(r, "%s: a control character (byte 0x%02x at offset %ld)", key,
+                       (unsigned char)out[at], at);
     return BK_OK;
 }
 
@@ -222,6 +237,8 @@ static bk_status rd_host(rd *r, json_t *o, bk_topo_host *h)
     } while (0)
     T(rd_keys(r, o, "", host_keys));
     T(rd_str(r, o, "hostname", 1, h->hostname, sizeof h->hostname));
+    if (!h->hostname[0])
+        return RD_FAIL(r, "hostname: empty (ranks are matched to hosts by it)");
     T(rd_str(r, o, "boot_id", 0, h->boot_id, sizeof h->boot_id));
     T(rd_int(r, o, "packages", 0, 1 << 20, 0, 0, &h->packages));
     T(rd_int(r, o, "cores", 0, 1 << 24, 0, 0, &h->cores));
@@ -331,6 +348,9 @@ static bk_status rd_host(rd *r, json_t *o, bk_topo_host *h)
         if (strlen(s) >= BK_TOPO_NOTE_LEN)
             return RD_FAIL(r, "notes[%zu]: %zu bytes; a note holds at most %d", i, strlen(s),
                            BK_TOPO_NOTE_LEN - 1);
+        if (control_at(s) >= 0)
+            return RD_FAIL(r, "notes[%zu]: a control character (byte 0x%02x at offset %ld)", i,
+                           (unsigned char)s[control_at(s)], control_at(s));
         bk_topo_note(h, "%s", s);
     }
     bk_topo_host_nearest_nics(h);
