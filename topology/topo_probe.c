@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -324,6 +325,14 @@ static bk_status probe_isolated(const char *xml, const char *synthetic, bk_topo 
 {
     const char *what = xml ? xml : synthetic;
     *out = NULL;
+    /* a missing file said as such (hwloc only says it cannot load), a FIFO or device refused
+     * before hwloc opens it (a FIFO held the import until its 60 s ran out) */
+    struct stat sb;
+    if (xml && stat(xml, &sb) != 0)
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: cannot read: %s", xml, strerror(errno));
+    if (xml && !S_ISREG(sb.st_mode))
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: cannot read: %s", xml,
+                       S_ISDIR(sb.st_mode) ? strerror(EISDIR) : "not a regular file");
     int fd[2];
     if (pipe(fd) != 0)
         return BK_FAIL(err, BK_ERR_SYSTEM, "%s: pipe: %s", what, strerror(errno));
