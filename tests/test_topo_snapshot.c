@@ -581,6 +581,26 @@ static void test_duplicate_gpu(void **state)
     expect_msg(root, "bad.json: hosts[0].gpus[5].bus_id: \"0000:2A:00.0\" is also the bus_id of "
                      "hosts[0].gpus[1] (one GPU listed twice)");
     json_object_set_new(json_array_get(gpus, 5), "bus_id", json_string("0000:ff:00.0"));
+    /* one UUID on two bus ids is one GPU too (an empty uuid, NVML not seen, is no identity) */
+    json_object_set_new(json_array_get(gpus, 4), "uuid", json_string("GPU-same"));
+    json_object_set_new(json_array_get(gpus, 5), "uuid", json_string("GPU-same"));
+    expect_msg(root, "bad.json: hosts[0].gpus[5].uuid: \"GPU-same\" is also the uuid of "
+                     "hosts[0].gpus[4] (one GPU listed twice)");
+    json_object_set_new(json_array_get(gpus, 4), "uuid", json_string(""));
+    json_object_set_new(json_array_get(gpus, 5), "uuid", json_string(""));
+    bk_err e0 = { 0 };
+    if (parse_json(root, &e0) != BK_OK)
+        fail_msg("%s", e0.msg);
+    /* a NUMA node twice */
+    json_t *numa = json_object_get(h, "numa");
+    json_t *os1 = json_object_get(json_array_get(numa, 1), "os_index");
+    const json_int_t keep = json_integer_value(os1);
+    json_object_set_new(json_array_get(numa, 1), "os_index",
+                        json_integer(json_integer_value(json_object_get(json_array_get(numa, 0),
+                                                                        "os_index"))));
+    expect_msg(root, "bad.json: hosts[0].numa[1].os_index: 0 is also the os_index of "
+                     "hosts[0].numa[0] (one NUMA node listed twice)");
+    json_object_set_new(json_array_get(numa, 1), "os_index", json_integer(keep));
     json_object_set_new(json_array_get(gpus, 6), "cuda_index", json_integer(3));
     expect_msg(root, "bad.json: hosts[0].gpus[6].cuda_index: 3 is also the cuda_index of "
                      "hosts[0].gpus[3] (one CUDA ordinal for two GPUs)");

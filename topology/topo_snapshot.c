@@ -254,6 +254,11 @@ static bk_status rd_host(rd *r, json_t *o, bk_topo_host *h)
         json_t *mem = json_object_get(e, "memory_bytes");
         T(rd_keys(&sub, e, "", numa_keys));
         T(rd_int(&sub, e, "os_index", 0, 1 << 20, 1, 0, &h->numa[i].os_index));
+        for (int j = 0; j < i; j++) /* GPUs and ranks are placed by it */
+            if (h->numa[j].os_index == h->numa[i].os_index)
+                return RD_FAIL(&sub, "os_index: %d is also the os_index of %s%snuma[%d] (one NUMA "
+                               "node listed twice)", h->numa[i].os_index, r->path,
+                               r->path[0] ? "." : "", j);
         const json_t *cpus = json_object_get(e, "cpus");
         if (cpus && !json_is_string(cpus))
             return RD_FAIL(&sub, "cpus: must be a string");
@@ -292,6 +297,9 @@ static bk_status rd_host(rd *r, json_t *o, bk_topo_host *h)
             if (!strcmp(h->gpus[j].bus_id, g->bus_id))
                 return RD_FAIL(&sub, "bus_id: \"%s\" is also the bus_id of %s%sgpus[%d] (one "
                                "GPU listed twice)", as_read, r->path, r->path[0] ? "." : "", j);
+            if (g->uuid[0] && !strcmp(h->gpus[j].uuid, g->uuid))
+                return RD_FAIL(&sub, "uuid: \"%s\" is also the uuid of %s%sgpus[%d] (one GPU "
+                               "listed twice)", g->uuid, r->path, r->path[0] ? "." : "", j);
             if (g->cuda_index >= 0 && h->gpus[j].cuda_index == g->cuda_index)
                 return RD_FAIL(&sub, "cuda_index: %d is also the cuda_index of %s%sgpus[%d] (one "
                                "CUDA ordinal for two GPUs)", g->cuda_index, r->path,
