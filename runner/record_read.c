@@ -552,7 +552,8 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
     const char *ver = json_string_value(json_object_get(rec, "bracket_version"));
     if (!ver || !ver[0] || strlen(ver) >= sizeof run->version || !printable(ver)) {
         st = BK_FAIL(err, BK_ERR_INPUT, "%s: bracket_version: must be a version string of 1 "
-                     "to %zu printable ASCII characters, no space", record_path, sizeof run->version - 1);
+                     "to %zu printable ASCII characters, no space", record_path,
+                     sizeof run->version - 1);
         goto out;
     }
     bk_strlcpy(run->version, ver, sizeof run->version);
