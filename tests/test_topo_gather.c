@@ -121,6 +121,22 @@ static void test_gather_snapshot_identity(void **state)
     assert_int_equal(pl[0].gpu, 1);
     free(pl);
     bk_topo_free(t);
+    /* this hostname twice, without a boot id first and with this boot second: the rank is on
+     * the second (it was matched to the first, whichever stood first) */
+    bk_topo *two = NULL;
+    assert_int_equal(bk_topo_new(2, &two, &e2), BK_OK);
+    bk_topo *mine = hgx_here(NULL);
+    two->hosts[0] = snap->hosts[0];
+    two->hosts[1] = mine->hosts[0];
+    bk_strlcpy(two->hosts[1].gpus[1].name, "the exact one", sizeof two->hosts[1].gpus[1].name);
+    if (bk_topo_gather(&world, two, "0000:2a:00.0", &t, &pl, &e2) != BK_OK)
+        fail_msg("%s", e2.msg);
+    assert_int_equal(pl[0].host, 1);
+    assert_string_equal(t->hosts[pl[0].host].gpus[pl[0].gpu].name, "the exact one");
+    free(pl);
+    bk_topo_free(t);
+    bk_topo_free(two);
+    bk_topo_free(mine);
     bk_topo_free(snap);
 }
 

@@ -138,11 +138,19 @@ static bk_status assemble(const bk_topo *snapshot, const rank_rec *recs, int siz
     }
     for (int r = 0; r < size; r++) {
         const rank_rec *rc = &recs[r];
-        int h = -1;
+        /* the host of this hostname and boot; failing that, one of this hostname whose boot
+         * the snapshot does not say (it was the first of either, wherever the exact one
+         * stood) */
+        int h = -1, any = -1;
         for (int k = 0; k < t->nhosts && h < 0; k++)
-            if (!strcmp(t->hosts[k].hostname, rc->hostname) &&
-                (!t->hosts[k].boot_id[0] || !strcmp(t->hosts[k].boot_id, rc->boot_id)))
-                h = k;
+            if (!strcmp(t->hosts[k].hostname, rc->hostname)) {
+                if (!strcmp(t->hosts[k].boot_id, rc->boot_id))
+                    h = k;
+                else if (!t->hosts[k].boot_id[0] && any < 0)
+                    any = k;
+            }
+        if (h < 0)
+            h = any;
         if (h < 0) {
             st = BK_FAIL(err, BK_ERR_INPUT, "rank %d runs on host %s (boot %s), which the %s does "
                          "not list", r, rc->hostname, rc->boot_id,
