@@ -519,8 +519,21 @@ bk_status bk_run_arm(bk_run *run, bk_coord *c, const bk_agent_env *env, int idx,
         a->ok = st == BK_OK && v.ok;
         if (rounds == 1) {
             bk_strlcpy(a->reason, v.reason, sizeof a->reason);
-        } else if (v.reason[0] && !full) { /* a failure, or a straggler note of a round that
-                                              * ended well; none after a reason cut short */
+        } else if (!a->ok && v.reason[0]) {
+            /* the failing round (the last) first, the earlier rounds' straggler notes after
+             * it: the failure decides the arm, and whether a signal cut it is read from the
+             * reason's start (bk_arm_terminated); after the notes it was missed, or cut off */
+            char notes[sizeof a->reason], line[sizeof v.reason + 64];
+            bk_strlcpy(notes, a->reason, sizeof notes);
+            snprintf(line, sizeof line, "round %d of %d: %s", k + 1, rounds, v.reason);
+            full = bk_strlcpy_words(a->reason, line, sizeof a->reason) != 0;
+            const size_t len = strlen(a->reason);
+            if (notes[0] && !full) {
+                snprintf(line, sizeof line, "; %s", notes);
+                full = bk_strlcpy_words(a->reason + len, line, sizeof a->reason - len) != 0;
+            }
+        } else if (v.reason[0] && !full) { /* a straggler note of a round that ended well;
+                                              * none after a reason cut short */
             size_t len = strlen(a->reason);
             char line[sizeof v.reason + 64];
             snprintf(line, sizeof line, "%sround %d of %d: %s", len ? "; " : "", k + 1, rounds,
