@@ -20,7 +20,10 @@ ok and reason (taken from the record), algbw / busbw, the digests (samples.diges
 checked and a mismatch reported as a difference).
 
 Exit: 0 every record agrees, 1 some differ, 2 a record could not be read or holds an input
-the scorer refuses (bracket refuses it too).
+the scorer refuses (bracket refuses it too). It checks the score's arithmetic, not the
+record's integrity: forms it does not read, `stopped` against the arms and the arms'
+`audit` marks go unchecked (docs/record.md, "Recomputing the score"); `bracket score`
+checks them.
 """
 import hashlib
 import json
@@ -533,7 +536,7 @@ def run_terminated(rec):
     for idx in (0, 1, 2, 3, 4):
         a = arms[idx]
         if a.get("ran") and not a.get("ok"):
-            name = terminated_name(c_string(a.get("reason", ""), 512))
+            name = terminated_name(c_string(a.get("reason", ""), 1024))
             if name is not None:
                 return name
     stopped = c_string(rec.get("stopped", ""), 256)
@@ -634,7 +637,7 @@ def score_input(rec, blocks):
             continue
         if not a.get("ok"):
             arm["failed"] = True
-            why = cut(a.get("reason", "").encode("utf-8"), 512)  # the run's reason[512]
+            why = cut(a.get("reason", "").encode("utf-8"), 1024)  # the arm's reason[1024]
             arm["reason"] = cut_words(why or b"arm failed", REASON_LEN)
             continue
         rounds = int(a.get("rounds", 1))

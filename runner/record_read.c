@@ -236,6 +236,12 @@ static bk_status read_arm(const char *path, json_t *ja, bk_run *run, int idx, bk
                                                "processes:o rounds:?i", &je, why, sizeof why)
                                   : "rounds 1..16 (1 for an audit), and processes must hold "
                                     "rounds x lane entries");
+    /* B, C and B' are timed, A and T audits, by their place: an arm judged as an audit is
+     * not held to its sample counts */
+    if (audit != (idx >= BK_ARM_IDX_A))
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: arms[%d] (%s): audit: must be %s (arms B, C and "
+                       "B' are timed, A and T audits)", path, idx, a->name,
+                       idx >= BK_ARM_IDX_A ? "true" : "false");
     bk_strlcpy(a->variant, variant, sizeof a->variant);
     bk_strlcpy(a->reason, reason, sizeof a->reason);
     a->audit = audit;

@@ -133,6 +133,8 @@ static void plan_iters_zero(json_t *r)
     json_object_set_new(json_object_get(json_object_get(r, "plan"), "workload"), "iters",
                         json_integer(0));
 }
+static void b_as_audit(json_t *r) { json_object_set_new(arm(r, 0), "audit", json_true()); }
+static void t_timed(json_t *r) { json_object_set_new(arm(r, 4), "audit", json_false()); }
 static void version_missing(json_t *r) { json_object_del(r, "bracket_version"); }
 static void version_spaced(json_t *r)
 {
@@ -500,6 +502,10 @@ static void test_bad_forms(void **state)
     const char *ver = "record.json: bracket_version: must be a version string of 1 to 31 "
                       "printable ASCII characters, no space";
     expect_bad(version_missing, NULL, ver);
+    /* a timed arm marked an audit escaped its sample-count check (a short B read as whole) */
+    expect_bad(b_as_audit, NULL, "record.json: arms[0] (B): audit: must be false (arms B, C and "
+                                 "B' are timed, A and T audits)");
+    expect_bad(t_timed, NULL, "record.json: arms[4] (T): audit: must be true");
     /* the recorded plan's own errors name it as the plan in the record */
     expect_bad(plan_iters_zero, NULL, "the plan in ");
     expect_bad(plan_iters_zero, NULL, "/record.json: workload.iters: ");
