@@ -564,9 +564,14 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
     }
     bk_strlcpy(run->version, ver, sizeof run->version);
     /* written only when a --set left the digest naming another variant (and not before) */
-    const char *sdn = json_string_value(json_object_get(json_object_get(rec, "identity"),
-                                                        "source_digest_note"));
-    bk_strlcpy(run->plan.source_digest_note, sdn ? sdn : "", sizeof run->plan.source_digest_note);
+    const json_t *sdn_j = json_object_get(json_object_get(rec, "identity"), "source_digest_note");
+    if (sdn_j && !json_is_string(sdn_j)) { /* read as absent, --strict let it through */
+        st = BK_FAIL(err, BK_ERR_INPUT, "%s: identity.source_digest_note: must be a string "
+                     "(or absent), got %s", record_path, json_kind(sdn_j));
+        goto out;
+    }
+    const char *sdn = sdn_j ? json_string_value(sdn_j) : "";
+    bk_strlcpy(run->plan.source_digest_note, sdn, sizeof run->plan.source_digest_note);
     BK_TRY(read_wire(record_path, rec, &run->wire, err));
     const char *stopped = json_string_value(json_object_get(rec, "stopped"));
     bk_strlcpy(run->stopped, stopped ? stopped : "", sizeof run->stopped);

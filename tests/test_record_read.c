@@ -133,6 +133,10 @@ static void plan_iters_zero(json_t *r)
     json_object_set_new(json_object_get(json_object_get(r, "plan"), "workload"), "iters",
                         json_integer(0));
 }
+static void note_not_string(json_t *r)
+{
+    json_object_set_new(json_object_get(r, "identity"), "source_digest_note", json_true());
+}
 static void b_as_audit(json_t *r) { json_object_set_new(arm(r, 0), "audit", json_true()); }
 static void t_timed(json_t *r) { json_object_set_new(arm(r, 4), "audit", json_false()); }
 static void version_missing(json_t *r) { json_object_del(r, "bracket_version"); }
@@ -506,6 +510,9 @@ static void test_bad_forms(void **state)
     expect_bad(b_as_audit, NULL, "record.json: arms[0] (B): audit: must be false (arms B, C and "
                                  "B' are timed, A and T audits)");
     expect_bad(t_timed, NULL, "record.json: arms[4] (T): audit: must be true");
+    /* read as absent, a note of another type let --strict pass the record */
+    expect_bad(note_not_string, NULL, "record.json: identity.source_digest_note: must be a "
+                                      "string (or absent), got true");
     /* the recorded plan's own errors name it as the plan in the record */
     expect_bad(plan_iters_zero, NULL, "the plan in ");
     expect_bad(plan_iters_zero, NULL, "/record.json: workload.iters: ");
