@@ -152,8 +152,9 @@ static int check_topology(const char *path, const json_t *rec, const bk_run *run
 }
 
 /* Each arm's ok judged again from its processes, round by round, as the run judged it
- * (bk_run_judge_arm; a failed round ends the arm). A run ended by SIGTERM / SIGINT fails the
- * arm it interrupted whatever its processes say ("terminated by" in the arm's reason). */
+ * (bk_run_judge_arm; a failed round ends the arm): an arm marked ok whose processes failed,
+ * or marked failed whose processes all ended well, is refused. A signal fails the arm it
+ * reached only where its processes show it (killed, unreported, short of samples). */
 static int check_arms(const char *path, const bk_run *run, char *why, size_t len)
 {
     for (int idx = 0; idx < BK_ARM_NAMES; idx++) {
