@@ -381,6 +381,42 @@ static void test_names_printable(void **state)
     json_decref(root);
 }
 
+/* One NIC twice (by name, or by a known bus id) is refused, naming both; a host with fewer
+ * PUs than cores cannot be. */
+static void test_nics_and_pus(void **state)
+{
+    (void)state;
+    json_t *root, *h = hgx_host0(&root);
+    json_t *nics = json_object_get(h, "nics");
+    assert_true(json_array_size(nics) >= 3);
+    const char *n0 = json_string_value(json_object_get(json_array_get(nics, 0), "name"));
+    const char *b0 = json_string_value(json_object_get(json_array_get(nics, 0), "bus_id"));
+    char want[256];
+    json_t *keep = json_copy(json_object_get(json_array_get(nics, 2), "name"));
+    json_object_set_new(json_array_get(nics, 2), "name", json_string(n0));
+    snprintf(want, sizeof want, "bad.json: hosts[0].nics[2].name: \"%s\" is also the name of "
+             "hosts[0].nics[0] (one NIC listed twice)", n0);
+    expect_msg(root, want);
+    json_object_set_new(json_array_get(nics, 2), "name", keep);
+    json_object_set_new(json_array_get(nics, 2), "bus_id", json_string(b0));
+    snprintf(want, sizeof want, "bad.json: hosts[0].nics[2].bus_id: \"%s\" is also the bus_id "
+             "of hosts[0].nics[0] (one NIC listed twice)", b0);
+    expect_msg(root, want);
+    json_object_set_new(json_array_get(nics, 2), "bus_id", json_string(""));
+    json_object_set_new(json_array_get(nics, 1), "bus_id", json_string(""));
+    bk_err err = { 0 };
+    if (parse_json(root, &err) != BK_OK) /* two unknown bus ids are not one NIC */
+        fail_msg("%s", err.msg);
+    json_object_set_new(h, "cores", json_integer(112));
+    json_object_set_new(h, "pus", json_integer(56));
+    expect_msg(root, "bad.json: hosts[0].pus: 56, fewer than the 112 cores (a core has one PU or "
+                     "more)");
+    json_object_set_new(h, "pus", json_integer(0)); /* not seen */
+    if (parse_json(root, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    json_decref(root);
+}
+
 /* p2p.access is cudaDeviceCanAccessPeer's 0 or 1, which the lane finder reads as a truth
  * value: 7 or -1 are refused, not read as "yes". */
 static void test_p2p_access_values(void **state)
@@ -501,6 +537,9 @@ static void test_cpu_lists(void **state)
         json_t *root, *h = hgx_host0(&root);
         json_object_set_new(json_array_get(json_object_get(h, "numa"), 0), "cpus",
                             json_string(good[i]));
+        /* node 1 without CPUs, so that node 0's list shares none with it */
+        json_object_set_new(json_array_get(json_object_get(h, "numa"), 1), "cpus",
+                            json_string(""));
         bk_err err = { 0 };
         if (parse_json(root, &err) != BK_OK)
             fail_msg("cpus \"%s\": %s", good[i], err.msg);
@@ -537,6 +576,15 @@ static void test_cpu_lists(void **state)
             fail_msg("message \"%s\" lacks \"%s\"", err.msg, big[i].want);
         json_decref(root);
     }
+    /* a CPU in two nodes (a rank on it was placed by whichever came first) */
+    {
+        json_t *root, *h = hgx_host0(&root);
+        json_object_set_new(json_array_get(json_object_get(h, "numa"), 1), "cpus",
+                            json_string("55-111"));
+        expect_msg(root, "bad.json: hosts[0].numa[1].cpus: \"55-111\" shares CPUs with "
+                         "hosts[0].numa[0] (\"0-55\")");
+        json_decref(root);
+    }
     /* a list of any length reads whole, up to what a host's lists share together: node 0
      * the even CPUs 0..16382 (about 37000 characters) is past it, 0..2998 (about 6400) not */
     static char list[65536];
@@ -547,6 +595,8 @@ static void test_cpu_lists(void **state)
         json_t *root, *h = hgx_host0(&root);
         json_object_set_new(json_array_get(json_object_get(h, "numa"), 0), "cpus",
                             json_string(list));
+        json_object_set_new(json_array_get(json_object_get(h, "numa"), 1), "cpus",
+                            json_string(""));
         char *text = json_dumps(root, 0);
         bk_topo *t = NULL;
         bk_err err = { 0 };
@@ -823,6 +873,7 @@ int main(void)
         cmocka_unit_test(test_bus_id_forms),
         cmocka_unit_test(test_p2p_access_values),
         cmocka_unit_test(test_names_printable),
+        cmocka_unit_test(test_nics_and_pus),
         cmocka_unit_test(test_committed_snapshots_load),
         cmocka_unit_test(test_usage_lines),
     };

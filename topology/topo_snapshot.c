@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <hwloc.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,17 @@ static bk_status rd_int(rd *r, json_t *o, const char *key, int lo, int hi, int r
         return RD_FAIL(r, "%s: %lld is out of range [%d, %d]", key, (long long)x, lo, hi);
     *out = (int)x;
     return BK_OK;
+}
+
+/* 1 when two CPU lists (checked already: hwloc's list syntax) share a CPU. */
+static int cpus_overlap(const char *a, const char *b)
+{
+    hwloc_bitmap_t x = hwloc_bitmap_alloc(), y = hwloc_bitmap_alloc();
+    const int both = x && y && hwloc_bitmap_list_sscanf(x, a) == 0 &&
+                     hwloc_bitmap_list_sscanf(y, b) == 0 && hwloc_bitmap_intersects(x, y);
+    hwloc_bitmap_free(x);
+    hwloc_bitmap_free(y);
+    return both;
 }
 
 /* The offset of the first control character (below 0x20, or 0x7f) in s, or -1: names and
@@ -243,6 +255,9 @@ static bk_status rd_host(rd *r, json_t *o, bk_topo_host *h)
     T(rd_int(r, o, "packages", 0, 1 << 20, 0, 0, &h->packages));
     T(rd_int(r, o, "cores", 0, 1 << 24, 0, 0, &h->cores));
     T(rd_int(r, o, "pus", 0, 1 << 24, 0, 0, &h->pus));
+    if (h->pus > 0 && h->cores > h->pus) /* 0: not seen */
+        return RD_FAIL(r, "pus: %d, fewer than the %d cores (a core has one PU or more)", h->pus,
+                       h->cores);
     T(rd_array(r, o, "numa", BK_TOPO_MAX_NUMA, &a));
     h->nnuma = (int)json_array_size(a);
     for (int i = 0; i < h->nnuma; i++) {
@@ -264,6 +279,11 @@ static bk_status rd_host(rd *r, json_t *o, bk_topo_host *h)
             return RD_FAIL(&sub, "cpus: must be a string");
         const char *list = cpus ? json_string_value(cpus) : "";
         T(rd_cpus(&sub, list));
+        /* a CPU in two nodes would place a rank by whichever comes first */
+        for (int j = 0; j < i && list[0]; j++)
+            if (cpus_overlap(bk_topo_numa_cpus(h, j), list))
+                return RD_FAIL(&sub, "cpus: \"%s\" shares CPUs with %s%snuma[%d] (\"%s\")", list,
+                               r->path, r->path[0] ? "." : "", j, bk_topo_numa_cpus(h, j));
         if (bk_topo_numa_set_cpus(h, i, list) != 0)
             return RD_FAIL(&sub, "cpus: the host's NUMA CPU lists together pass %d characters",
                            BK_TOPO_CPU_TEXT - 2);
@@ -321,6 +341,14 @@ static bk_status rd_host(rd *r, json_t *o, bk_topo_host *h)
         if (strcmp(k->kind, "ib") && strcmp(k->kind, "eth"))
             return RD_FAIL(&sub, "kind: must be \"ib\" or \"eth\", not \"%s\"", k->kind);
         T(rd_int(&sub, e, "numa", -1, h->nnuma - 1, 0, -1, &k->numa));
+        for (int j = 0; j < i; j++) { /* one NIC twice: by name, or by a known bus id */
+            const int same_name = !strcmp(h->nics[j].name, k->name);
+            if (same_name || (k->bus_id[0] && !strcmp(h->nics[j].bus_id, k->bus_id)))
+                return RD_FAIL(&sub, "%s: \"%s\" is also the %s of %s%snics[%d] (one NIC listed "
+                               "twice)", same_name ? "name" : "bus_id",
+                               same_name ? k->name : k->bus_id, same_name ? "name" : "bus_id",
+                               r->path, r->path[0] ? "." : "", j);
+        }
     }
     T(rd_links(r, o, "links", h->ngpus, h->ngpus, h, 0));
     T(rd_links(r, o, "gpu_nic", h->ngpus, h->nnics, h, 1));
