@@ -576,13 +576,15 @@ static void test_cpu_lists(void **state)
             fail_msg("message \"%s\" lacks \"%s\"", err.msg, big[i].want);
         json_decref(root);
     }
-    /* a CPU in two nodes (a rank on it was placed by whichever came first) */
+    /* two nodes may share CPUs: hwloc gives a memory-only node (HBM, CXL) the CPUs of the
+     * package it hangs off, as it gives the package's own node */
     {
         json_t *root, *h = hgx_host0(&root);
         json_object_set_new(json_array_get(json_object_get(h, "numa"), 1), "cpus",
-                            json_string("55-111"));
-        expect_msg(root, "bad.json: hosts[0].numa[1].cpus: \"55-111\" shares CPUs with "
-                         "hosts[0].numa[0] (\"0-55\")");
+                            json_string("0-55"));
+        bk_err err = { 0 };
+        if (parse_json(root, &err) != BK_OK)
+            fail_msg("%s", err.msg);
         json_decref(root);
     }
     /* a list of any length reads whole, up to what a host's lists share together: node 0

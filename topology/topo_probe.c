@@ -325,14 +325,15 @@ static bk_status probe_isolated(const char *xml, const char *synthetic, bk_topo 
 {
     const char *what = xml ? xml : synthetic;
     *out = NULL;
-    /* a missing file said as such (hwloc only says it cannot load), a FIFO or device refused
-     * before hwloc opens it (a FIFO held the import until its 60 s ran out) */
+    /* a missing file said as such (hwloc only says it cannot load), a folder or a device
+     * (/dev/zero: read without end until the 60 s ran out) refused before hwloc opens it; a
+     * pipe is taken (-x <(ssh host lstopo --of xml)) */
     struct stat sb;
     if (xml && stat(xml, &sb) != 0)
         return BK_FAIL(err, BK_ERR_INPUT, "%s: cannot read: %s", xml, strerror(errno));
-    if (xml && !S_ISREG(sb.st_mode))
+    if (xml && !S_ISREG(sb.st_mode) && !S_ISFIFO(sb.st_mode))
         return BK_FAIL(err, BK_ERR_INPUT, "%s: cannot read: %s", xml,
-                       S_ISDIR(sb.st_mode) ? strerror(EISDIR) : "not a regular file");
+                       S_ISDIR(sb.st_mode) ? strerror(EISDIR) : "not a regular file or a pipe");
     int fd[2];
     if (pipe(fd) != 0)
         return BK_FAIL(err, BK_ERR_SYSTEM, "%s: pipe: %s", what, strerror(errno));

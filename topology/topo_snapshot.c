@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <hwloc.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,17 +50,6 @@ static bk_status rd_int(rd *r, json_t *o, const char *key, int lo, int hi, int r
         return RD_FAIL(r, "%s: %lld is out of range [%d, %d]", key, (long long)x, lo, hi);
     *out = (int)x;
     return BK_OK;
-}
-
-/* 1 when two CPU lists (checked already: hwloc's list syntax) share a CPU. */
-static int cpus_overlap(const char *a, const char *b)
-{
-    hwloc_bitmap_t x = hwloc_bitmap_alloc(), y = hwloc_bitmap_alloc();
-    const int both = x && y && hwloc_bitmap_list_sscanf(x, a) == 0 &&
-                     hwloc_bitmap_list_sscanf(y, b) == 0 && hwloc_bitmap_intersects(x, y);
-    hwloc_bitmap_free(x);
-    hwloc_bitmap_free(y);
-    return both;
 }
 
 /* The offset of the first control character (below 0x20, or 0x7f) in s, or -1: names and
@@ -279,11 +267,6 @@ static bk_status rd_host(rd *r, json_t *o, bk_topo_host *h)
             return RD_FAIL(&sub, "cpus: must be a string");
         const char *list = cpus ? json_string_value(cpus) : "";
         T(rd_cpus(&sub, list));
-        /* a CPU in two nodes would place a rank by whichever comes first */
-        for (int j = 0; j < i && list[0]; j++)
-            if (cpus_overlap(bk_topo_numa_cpus(h, j), list))
-                return RD_FAIL(&sub, "cpus: \"%s\" shares CPUs with %s%snuma[%d] (\"%s\")", list,
-                               r->path, r->path[0] ? "." : "", j, bk_topo_numa_cpus(h, j));
         if (bk_topo_numa_set_cpus(h, i, list) != 0)
             return RD_FAIL(&sub, "cpus: the host's NUMA CPU lists together pass %d characters",
                            BK_TOPO_CPU_TEXT - 2);
