@@ -108,6 +108,14 @@ static void test_synthetic_cpu_side(void **state)
     assert_string_equal(bk_topo_numa_cpus(h, 1), "6-11");
     assert_non_null(strstr(h->notes[0], "no PCI device"));
     bk_topo_free(t);
+    /* a memory-only NUMA node (HBM, CXL) beside the package's own: hwloc gives both the
+     * package's CPUs; the probe's snapshot, read back in the child's answer, takes that */
+    if (bk_topo_probe_synthetic("pack:1 [numa] [numa] core:2 pu:1", &t, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(t->hosts[0].nnuma, 2);
+    assert_string_equal(bk_topo_numa_cpus(&t->hosts[0], 0), "0-1");
+    assert_string_equal(bk_topo_numa_cpus(&t->hosts[0], 1), "0-1");
+    bk_topo_free(t);
     bk_err e2 = { 0 };
     assert_int_equal(bk_topo_probe_synthetic("pack:banana", &t, &e2), BK_ERR_INPUT);
     assert_non_null(strstr(e2.msg, "pack:banana"));
