@@ -133,13 +133,14 @@ int bk_cmd_topo(int argc, char **argv)
     }
     bk_status st = get_topology(file, xml, launched_by_mpi(), &t, &rank, &inited, &err);
     if (st == BK_OK && rank == 0) {
-        char *text = bk_topo_dump(t); /* also sets t->digest, which the matrix shows */
-        if (!text)
-            st = BK_FAIL(&err, BK_ERR_INTERNAL, "cannot encode the snapshot");
         /* saved before anything is printed: a reader that stops early (| head) or a full
-         * standard output does not cost the snapshot */
-        if (st == BK_OK && save)
+         * standard output does not cost the snapshot (t->digest was set by the load, the
+         * probe or the gather) */
+        if (save)
             st = bk_topo_save(t, save, &err);
+        char *text = st == BK_OK && json ? bk_topo_dump(t) : NULL;
+        if (st == BK_OK && json && !text)
+            st = BK_FAIL(&err, BK_ERR_INTERNAL, "cannot encode the snapshot");
         if (st == BK_OK && json)
             printf("%s\n", text);
         else if (st == BK_OK && !quiet)

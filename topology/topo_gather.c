@@ -129,8 +129,7 @@ static bk_status assemble(const bk_topo *snapshot, const rank_rec *recs, int siz
                 goto out;
             int dup = 0;
             for (int k = 0; k < t->nhosts && !dup; k++)
-                dup = !strcmp(t->hosts[k].hostname, h->hostname) &&
-                      !strcmp(t->hosts[k].boot_id, h->boot_id);
+                dup = bk_topo_same_host(&t->hosts[k], h);
             if (!dup)
                 t->nhosts++;
         }

@@ -183,6 +183,11 @@ int bk_topo_numa_set_cpus(bk_topo_host *h, int i, const char *cpus)
     return 0;
 }
 
+int bk_topo_same_host(const bk_topo_host *a, const bk_topo_host *b)
+{
+    return !strcmp(a->hostname, b->hostname) && !strcmp(a->boot_id, b->boot_id);
+}
+
 /* qsort_r's order of host indices: hostname, boot_id, index. */
 static int by_identity(const void *a, const void *b, void *topo)
 {
@@ -202,8 +207,7 @@ int bk_topo_duplicate_host(const bk_topo *t, int *i, int *j)
     if (!order) { /* the pairwise way, without memory */
         for (int b = 1; b < t->nhosts && !found; b++)
             for (int a = 0; a < b && !found; a++)
-                if (!strcmp(t->hosts[a].hostname, t->hosts[b].hostname) &&
-                    !strcmp(t->hosts[a].boot_id, t->hosts[b].boot_id))
+                if (bk_topo_same_host(&t->hosts[a], &t->hosts[b]))
                     *i = b, *j = a, found = 1;
         return found;
     }
@@ -213,8 +217,7 @@ int bk_topo_duplicate_host(const bk_topo *t, int *i, int *j)
     /* in equal runs the lowest index comes first: the pair is (second, first) of the run
      * whose second is lowest, as a scan in file order finds it */
     for (int k = 1; k < t->nhosts; k++) {
-        const bk_topo_host *x = &t->hosts[order[k - 1]], *y = &t->hosts[order[k]];
-        if (!strcmp(x->hostname, y->hostname) && !strcmp(x->boot_id, y->boot_id) &&
+        if (bk_topo_same_host(&t->hosts[order[k - 1]], &t->hosts[order[k]]) &&
             (!found || order[k] < *i)) {
             found = 1;
             *i = order[k];

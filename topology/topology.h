@@ -113,6 +113,8 @@ typedef struct bk_topo {
 /* A topology of `nhosts` zeroed hosts (every link BK_LINK_NONE). */
 bk_status bk_topo_new(int nhosts, bk_topo **out, bk_err *err);
 void bk_topo_free(bk_topo *t);
+/* 1 when two hosts are one: the same hostname and boot_id. */
+int bk_topo_same_host(const bk_topo_host *a, const bk_topo_host *b);
 /* 1 when two hosts share hostname and boot_id, with *i the later of the first such pair in
  * file order and *j the first host it repeats; else 0 (n log n: a snapshot may hold 100000
  * hosts). */
