@@ -215,9 +215,16 @@ static bk_status read_arm(const char *path, json_t *ja, bk_run *run, int idx, bk
     const char *variant = "", *reason = "";
     json_error_t je;
     char why[256];
-    if (json_unpack_ex(ja, &je, 0, "{s:b}", "ran", &ran) != 0)
+    const char *name = "";
+    if (json_unpack_ex(ja, &je, 0, "{s:s, s:b}", "name", &name, "ran", &ran) != 0)
         return BK_FAIL(err, BK_ERR_INPUT, "%s: arms[%d]: %s", path, idx,
-                       unpack_why(ja, "ran:b", &je, why, sizeof why));
+                       unpack_why(ja, "name:s ran:b", &je, why, sizeof why));
+    /* an arm is judged by its place (B, C, B', A, T): a name that says otherwise is a
+     * record that was reordered or edited */
+    if (strcmp(name, bk_arm_names[idx]) != 0)
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: arms[%d].name: must be \"%s\" (the arms are "
+                       "B, C, B', A, T in that order), got \"%.16s\"", path, idx,
+                       bk_arm_names[idx], name);
     a->idx = idx;
     a->name = bk_arm_names[idx];
     a->ran = ran;
@@ -256,18 +263,20 @@ static bk_status read_arm(const char *path, json_t *ja, bk_run *run, int idx, bk
     for (int r = 0; r < rounds * a->world; r++) {
         bk_rank_data *d = &a->r[r];
         const char *host = "", *smsg = "";
-        int exit_code = 0, sig = 0, to = 0, killed = 0, rep = 0;
+        int exit_code = 0, sig = 0, to = 0, killed = 0, rep = 0, lrank = -1;
+        int round = r / a->world + 1; /* absent in records before protocol.repeats */
         json_int_t sent = 0, got = 0, pid = 0;
         /* what the run judged the arm by (bk_run_judge_arm): `bracket score` judges again;
          * the pid, as the report picks the round it shows by it */
         if (json_unpack_ex(json_array_get(procs, (size_t)r), &je, 0,
                            "{s:i, s:s, s:i, s:i, s:b, s:b, s:b, s:b, s:b, s:s, s:I, s:I, s?b, "
-                           "s?I}",
+                           "s?I, s:i, s?i}",
                            "mpi_rank", &d->mpi_rank, "host", &host, "exit_code", &exit_code,
                            "signal", &sig, "timed_out", &to, "killed", &killed, "reported", &rep,
                            "status_seen", &d->status_seen, "status_ok", &d->status_ok,
                            "status_message", &smsg, "samples_sent", &sent, "samples_received",
-                           &got, "broke_contract", &d->broke_contract, "pid", &pid) != 0 ||
+                           &got, "broke_contract", &d->broke_contract, "pid", &pid,
+                           "lane_rank", &lrank, "round", &round) != 0 ||
             sent < 0 ||
             got < 0 || (d->broke_contract && d->status_ok))
             return BK_FAIL(err, BK_ERR_INPUT, "%s: arms[%d].processes[%d]: %s", path, idx, r,
@@ -276,10 +285,23 @@ static bk_status read_arm(const char *path, json_t *ja, bk_run *run, int idx, bk
                                                    "timed_out:b killed:b reported:b "
                                                    "status_seen:b status_ok:b status_message:s "
                                                    "samples_sent:I samples_received:I "
-                                                   "broke_contract:?b pid:?I", &je, why,
+                                                   "broke_contract:?b pid:?I lane_rank:i "
+                                                   "round:?i", &je, why,
                                                    sizeof why)
                                       : "sample counts must be >= 0, and an engine that broke "
                                         "its contract cannot have status_ok");
+        /* processes are kept round by round, lane rank within round, and each sat on the
+         * MPI rank the arm's lane names at its lane rank (the score reads them by place) */
+        const json_t *lv = json_array_get(lane, (size_t)(r % a->world));
+        if (round != r / a->world + 1 || lrank != r % a->world)
+            return BK_FAIL(err, BK_ERR_INPUT, "%s: arms[%d].processes[%d]: round %d, lane_rank "
+                           "%d; its place says round %d, lane_rank %d (round by round, lane "
+                           "rank within round)", path, idx, r, round, lrank,
+                           r / a->world + 1, r % a->world);
+        if (!json_is_integer(lv) || json_integer_value(lv) != d->mpi_rank)
+            return BK_FAIL(err, BK_ERR_INPUT, "%s: arms[%d].lane[%d]: must be the MPI rank its "
+                           "process%s sat on, %d (arms[%d].processes[%d].mpi_rank)", path, idx,
+                           r % a->world, rounds > 1 ? "es" : "", d->mpi_rank, idx, r);
         a->lane[r % a->world] = d->mpi_rank;
         d->pid = pid;
         bk_strlcpy(d->host, host, sizeof d->host);

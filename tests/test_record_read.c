@@ -183,10 +183,12 @@ static void policy_shared(json_t *r)
     json_object_set_new(json_object_get(r, "lanes"), "policy", json_string("shared"));
 }
 /* C's processes on B's MPI ranks, whatever `lanes` says */
-static void c_on_b_ranks(json_t *r)
+static void c_on_b_ranks(json_t *r) /* its lane and its processes */
 {
-    for (int p = 0; p < 2; p++)
+    for (int p = 0; p < 2; p++) {
         json_object_set_new(proc(r, 1, p), "mpi_rank", json_integer(p));
+        json_array_set_new(json_object_get(arm(r, 1), "lane"), (size_t)p, json_integer(p));
+    }
 }
 
 /* a form a validator relies on, broken in one place each */
@@ -244,11 +246,13 @@ static void negative_sent(json_t *r)
 }
 static void bp_not_run(json_t *r) /* its sample blocks stay in the file */
 {
-    json_array_set_new(json_object_get(r, "arms"), 2, json_pack("{s:b}", "ran", 0));
+    json_array_set_new(json_object_get(r, "arms"), 2, json_pack("{s:s, s:b}", "name", "B'",
+                                                                  "ran", 0));
 }
 static void six_arms(json_t *r)
 {
-    json_array_append_new(json_object_get(r, "arms"), json_pack("{s:b}", "ran", 0));
+    json_array_append_new(json_object_get(r, "arms"), json_pack("{s:s, s:b}", "name", "B",
+                                                                "ran", 0));
 }
 static void c_runs_incumbent(json_t *r)
 {
@@ -263,6 +267,7 @@ static void lanes_equal(json_t *r) /* the policy still says disjoint */
 static void c_on_0_and_3(json_t *r)
 {
     json_object_set_new(proc(r, 1, 0), "mpi_rank", json_integer(0));
+    json_array_set_new(json_object_get(arm(r, 1), "lane"), 0, json_integer(0));
 }
 
 static json_t *wire(json_t *r) { return json_object_get(r, "wire"); }
@@ -448,6 +453,70 @@ static void test_shared_lanes(void **state)
         fail_msg("%s", err.msg);
     assert_int_equal(run.shared_lanes, 0);
     bk_run_free(&run);
+}
+
+/* arms reordered: C's arm at B's place (and B's at C's) */
+static void arms_swapped(json_t *r)
+{
+    json_t *arms = json_object_get(r, "arms"), *b = json_incref(arm(r, 0));
+    json_array_set(arms, 0, arm(r, 1));
+    json_array_set_new(arms, 1, b);
+}
+static void name_missing(json_t *r) { json_object_del(arm(r, 4), "name"); }
+/* the lane says C sat on MPI rank 5 where its process says 2 */
+static void lane_other_rank(json_t *r)
+{
+    json_array_set_new(json_object_get(arm(r, 1), "lane"), 0, json_integer(5));
+}
+static void lane_rank_string(json_t *r)
+{
+    json_array_set_new(json_object_get(arm(r, 2), "lane"), 1, json_string("1"));
+}
+/* B's two processes swapped: lane rank 1 first */
+static void procs_swapped(json_t *r)
+{
+    json_t *procs = json_object_get(arm(r, 0), "processes"), *p0 = json_incref(proc(r, 0, 0));
+    json_array_set(procs, 0, proc(r, 0, 1));
+    json_array_set_new(procs, 1, p0);
+}
+static void round_two_of_one(json_t *r)
+{
+    json_object_set_new(proc(r, 3, 1), "round", json_integer(2));
+}
+static void lane_rank_missing(json_t *r) { json_object_del(proc(r, 1, 1), "lane_rank"); }
+/* B in two rounds, its processes repeated with their rounds written: read as far as the
+ * samples (one round's), so the rounds and lane ranks in place pass the form check */
+static void two_rounds_marked(json_t *r)
+{
+    json_t *procs = json_object_get(arm(r, 0), "processes");
+    json_object_set_new(arm(r, 0), "rounds", json_integer(2));
+    for (int k = 0; k < 2; k++) {
+        json_t *p = json_deep_copy(json_array_get(procs, (size_t)k));
+        json_object_set_new(json_array_get(procs, (size_t)k), "round", json_integer(1));
+        json_object_set_new(p, "round", json_integer(2));
+        json_array_append_new(procs, p);
+    }
+}
+
+/* Each arm is read by its place, each process by its place in the arm, and the lane names
+ * the MPI ranks the processes sat on: a record that says otherwise was reordered or edited. */
+static void test_places(void **state)
+{
+    (void)state;
+    expect_bad(arms_swapped, NULL, "record.json: arms[0].name: must be \"B\" (the arms are B, "
+                                   "C, B', A, T in that order), got \"C\"");
+    expect_bad(name_missing, NULL, "record.json: arms[4]: name: missing");
+    expect_bad(lane_other_rank, NULL, "record.json: arms[1].lane[0]: must be the MPI rank its "
+                                      "process sat on, 2 (arms[1].processes[0].mpi_rank)");
+    expect_bad(lane_rank_string, NULL, "record.json: arms[2].lane[1]: must be the MPI rank its "
+                                       "process sat on, 1");
+    expect_bad(procs_swapped, NULL, "record.json: arms[0].processes[0]: round 1, lane_rank 1; "
+                                    "its place says round 1, lane_rank 0");
+    expect_bad(round_two_of_one, NULL, "record.json: arms[3].processes[1]: round 2, lane_rank 1; "
+                                       "its place says round 1, lane_rank 1");
+    expect_bad(lane_rank_missing, NULL, "record.json: arms[1].processes[1]: lane_rank: missing");
+    expect_bad(two_rounds_marked, NULL, "samples.msgpack: no sample block for arm B round 2 "
+                                        "rank 0 shape 0");
 }
 
 static void test_bad_fields(void **state)
@@ -692,6 +761,7 @@ int main(void)
         cmocka_unit_test(test_wire),
         cmocka_unit_test(test_bf16_note),
         cmocka_unit_test(test_bad_fields),
+        cmocka_unit_test(test_places),
         cmocka_unit_test(test_foreign_blocks),
         cmocka_unit_test_teardown(test_samples_header, plain_samples),
         cmocka_unit_test(test_bad_forms),

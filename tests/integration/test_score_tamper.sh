@@ -321,11 +321,11 @@ edit_record 'del r["arms"][0]["summary"]'
 expect summary-dropped 1 "arms\[0\].summary: the record says \(absent\), recomputed"
 copy audit-not-run  # A not run, said so in stopped: its comparison cannot be listed
 edit_record '
-r["arms"][3] = {"ran": False}
+r["arms"][3] = {"name": "A", "ran": False}
 r["stopped"] = "arm A did not run, and no arm failed and no signal came before it"'
 expect audit-not-run 1 "quality.tensors: a comparison is listed, but audit A did not complete"
 copy stopped-empty  # A not run and stopped says nothing
-edit_record 'r["arms"][3] = {"ran": False}; r["stopped"] = ""'
+edit_record 'r["arms"][3] = {"name": "A", "ran": False}; r["stopped"] = ""'
 expect stopped-empty 1 "stopped: the record says '', its arms give 'arm A did not run"
 
 # 5c. what a second mutation audit found unchecked: evidence dropped rather than changed, a
