@@ -84,7 +84,8 @@ static void usage(FILE *f)
         "\n"
         "  -t, --target T        no plan: verify V (--variant) of target T, or each of its\n"
         "                        variants, as above\n"
-        "  -v, --variant V       verify V instead of the plan's candidate\n"
+        "  -v, --variant V       verify V instead of the plan's candidate (the plan's\n"
+        "                        candidate.params stay: --set 'candidate.params={}')\n"
         "  -s, --set PATH=VAL    override a plan field first (repeatable)\n"
         "  -n, --checks N        independent checks with fresh seeds, 1..1000 (default 2)\n"
         "  -S, --seed S          seed of the first check (default: from the clock)\n"
@@ -153,7 +154,7 @@ static int parse(int argc, char **argv, verify_opts *o)
                 o->world = (int)v;
             break;
         case 'D': o->domain_shapes = 0; break;
-        case 'h': usage(stdout); exit(0);
+        case 'h': return 1; /* its exit through main, which checks the standard output */
         default:
             bk_cli_opt_error(c, argv, opts, msg, sizeof msg);
             fprintf(stderr, "bracket verify: %s\n", msg);
@@ -415,6 +416,26 @@ static int target_of(const verify_opts *o, const bk_variant *v, const bk_target 
     return 0;
 }
 
+/* Why a check on the cuda backend cannot run here: this build has no cuda backend, or no
+ * GPU is visible. --set backend=cpu is offered where it is a way out: a build with cuda and a
+ * candidate v (NULL: a target's variants, some of them cpu ones) that runs on cpu. */
+static void say_no_cuda(const char *label, const bk_variant *v)
+{
+#ifndef BK_HAVE_CUDA
+    (void)v;
+    fprintf(stderr, "bracket verify: %s: backend cuda, but this bracket was built without its "
+            "cuda backend (no CUDA toolkit and NCCL at build time, or -DBK_CUDA=OFF): build it "
+            "where they are (README), or verify a cpu variant\n", label);
+#else
+    char alone[200] = ", or with --set backend=cpu";
+    if (v && !(v->backends & BK_BK_CPU))
+        snprintf(alone, sizeof alone, " (the candidate %s runs on cuda alone)", v->name);
+    fprintf(stderr, "bracket verify: %s: backend cuda, but no GPU is visible here (%s): run it "
+            "where GPUs are%s\n", label, bk_cuda_device_count() < 0 ? "no CUDA driver or runtime"
+            : "0 CUDA devices", alone);
+#endif
+}
+
 /* --target T --variant V: the plan verify runs (bk__verify_target_plan) in *text, its
  * label for messages in `label`. 0, or an exit status after saying what is wrong. */
 static int target_plan(const verify_opts *o, char **text, char *label, size_t len)
@@ -451,8 +472,13 @@ static bk_status load_plan(const verify_opts *o, const char *text, const char *l
 int bk_cmd_verify(int argc, char **argv)
 {
     verify_opts o;
-    if (parse(argc, argv, &o) != 0) {
-        usage(stderr);
+    const int prc = parse(argc, argv, &o);
+    if (prc > 0) {
+        usage(stdout);
+        return BK_EXIT_PASS;
+    }
+    if (prc != 0) {
+        fprintf(stderr, "(bracket verify --help: the whole usage)\n");
         return BK_EXIT_USAGE;
     }
     if (o.target && !o.variant) { /* every real variant of the target, one by one */
@@ -462,8 +488,9 @@ int bk_cmd_verify(int argc, char **argv)
         if (trc)
             return trc;
         if (be == BK_BACKEND_CUDA && bk_cuda_device_count() <= 0) {
-            fprintf(stderr, "bracket verify: --target %s: backend cuda, but no GPU is visible "
-                    "here: run it where GPUs are, or with --set backend=cpu\n", tg->name);
+            char label[160];
+            snprintf(label, sizeof label, "--target %s", tg->name);
+            say_no_cuda(label, NULL);
             return BK_EXIT_USAGE;
         }
         /* the plan once, with the incumbent as V: a bad --set is said once, not a time a
@@ -527,13 +554,7 @@ int bk_cmd_verify(int argc, char **argv)
     /* the GPUs verify's engines will share (round-robin) on this host; -1: no CUDA */
     const int ngpu = backend == BK_BACKEND_CUDA ? bk_cuda_device_count() : 0;
     if (backend == BK_BACKEND_CUDA && ngpu <= 0) {
-        /* --set backend=cpu is no way out for a candidate that runs on cuda alone */
-        char alone[200] = ", or with --set backend=cpu";
-        if (v && !(v->backends & BK_BK_CPU))
-            snprintf(alone, sizeof alone, " (the candidate %s runs on cuda alone)", v->name);
-        fprintf(stderr, "bracket verify: %s: the plan's backend is cuda, but no GPU is visible "
-                "here (%s): run it where GPUs are%s\n", label,
-                ngpu < 0 ? "no CUDA driver or runtime" : "0 CUDA devices", alone);
+        say_no_cuda(label, v);
         bk_plan_free(&base);
         free(ptext);
         return BK_EXIT_USAGE;
@@ -621,6 +642,13 @@ int bk_cmd_verify(int argc, char **argv)
     if (!served) {
         refuse_none_served(&p, v, world, backend, o.checks);
         rc = BK_EXIT_USAGE;
+        goto out;
+    }
+    /* the plan's variants checked again at the lane verify runs: a parameter that holds at
+     * the plan's tp x ep may not at --world's (a diagnostic's rank) */
+    if (o.world && (st = bk_catalog_check_plan(&p, backend, &err)) != BK_OK) {
+        fprintf(stderr, "bracket verify: %s (with --world %d)\n", err.msg, world);
+        rc = st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
         goto out;
     }
     text = bk_plan_dump(&p);

@@ -1,7 +1,9 @@
 /* main.c - the bracket command line: dispatch to subcommands. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runner/cli.h"
 
@@ -54,8 +56,26 @@ static int stdout_done(const char *cmd, int rc)
     return rc == 0 ? BK_EXIT_INTERNAL : rc;
 }
 
+/* A standard descriptor the caller closed (bracket ... >&-) is held by /dev/null opened for
+ * reading: the next file, socket or ZeroMQ eventfd would otherwise take its number, and the
+ * report would be written into it. Read-only, writes to it still fail (EBADF), so a closed
+ * standard output is still said (stdout_done) and not taken for a success. */
+static void hold_std_fds(void)
+{
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+            /* the lowest free number, fd itself (those below it are open by now) */
+            const int got = open("/dev/null", O_RDONLY);
+            if (got > fd) {
+                dup2(got, fd);
+                close(got);
+            }
+        }
+}
+
 int main(int argc, char **argv)
 {
+    hold_std_fds();
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return stdout_done(NULL, argc < 2 ? BK_EXIT_USAGE : 0);

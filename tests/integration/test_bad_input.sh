@@ -262,11 +262,16 @@ check_cmd diag-key "params.every: unknown parameter (slowed takes base, fraction
 # backend cuda where no GPU is: said plainly, exit 2 (where GPUs are, the GPU tests run it)
 if ! grep -q "^  nccl_then_rmsnorm$" "$IT_TMP/variants.log"; then
     echo "SKIPPED: test_bad_input's no-gpu checks: this build has no cuda backend"
+    # where the build has none, verify says so, not that this machine lacks a GPU
+    check_cmd verify-no-cuda "demo-cuda.json: backend cuda, but this bracket was built without its cuda backend" \
+        verify "$BK_SOURCE_DIR/plans/demo-cuda.json"
+    check_cmd verify-target-no-cuda "bracket verify: --target collective.allreduce_residual_rmsnorm: backend cuda, but this bracket was built without" \
+        verify --target collective.allreduce_residual_rmsnorm --set backend=cuda
 elif ! nvidia-smi -L >/dev/null 2>&1; then
     check no-gpu "the plan's backend is cuda, but this rank sees no GPU" 4 "$IT_PLAN" \
         --set backend=cuda --set candidate.variant=nccl_then_rmsnorm \
         --set incumbent.variant=nccl_then_rmsnorm
-    check_cmd verify-no-gpu "the plan's backend is cuda, but no GPU is visible here" \
+    check_cmd verify-no-gpu "demo-cuda.json: backend cuda, but no GPU is visible here" \
         verify "$BK_SOURCE_DIR/plans/demo-cuda.json"
 else
     echo "SKIPPED: test_bad_input's no-gpu checks: this machine has GPUs"

@@ -241,4 +241,44 @@ has "^bracket verify: seed [0-9]+: engine rank 1 \(signal 9 \(Killed\)\)" ||
     fail "a killed engine: the message does not name engine rank 1 and its signal"
 ! has "^PASSED" || fail "a killed engine: PASSED"
 if pgrep -f "bracket engine .*verify-" >/dev/null; then fail "engines left behind"; fi
+# a parameter that holds at the plan's lane (2) but not at --world's: refused before any
+# engine starts (exit 2, naming --world), as the same lane given by arena.tp is
+v "$IT_PLAN" --variant slowed --set 'candidate.params={"rank":1}' --world 1 --checks 1 --seed 1 \
+    --no-domain-shapes
+[ "$RC" = 2 ] && has "candidate.params.rank: must be a rank of the lane, an integer in 0..0 \(the lane has 1 rank\) \(with --world 1\)$" ||
+    fail "a diagnostic's rank past --world's lane: exit $RC, or the message"
+! has "^seed " || fail "a diagnostic's rank past --world's lane: the table was started"
+# a flag's error is its line and a pointer to --help, not the whole usage after it
+v "$IT_PLAN" --checks 0
+[ "$RC" = 2 ] && [ "$(wc -l <"$IT_TMP/v.log")" = 2 ] && has "^bracket verify: --checks: '0' is out of range" ||
+    fail "--checks 0: exit $RC, or more than the error and the --help pointer"
+# --help to a standard output that cannot be written: said, exit 1 (as every command)
+set +e
+"$BK_BRACKET" verify --help >/dev/full 2>"$IT_TMP/v.log"
+RC=$?
+set -e
+[ "$RC" = 1 ] && has "^bracket verify: cannot write the standard output" ||
+    fail "verify --help >/dev/full: exit $RC, or not said"
+# a closed standard output stays closed to the run: descriptor 1 is held by /dev/null (read
+# only), so no file, socket or ZeroMQ eventfd of verify takes its number and the table is
+# not written into one; the run says it could not write its table (exit 1)
+(exec 1>&-; exec "$BK_BRACKET" verify "$IT_PLAN" --checks 2 --seed 1 --no-domain-shapes) \
+    2>"$IT_TMP/v.log" &
+VP=$!
+SEEN=""
+for _ in $(seq 400); do
+    L=$(readlink "/proc/$VP/fd/1" 2>/dev/null) && SEEN="$SEEN $L"
+    kill -0 "$VP" 2>/dev/null || break
+    sleep 0.01
+done
+set +e
+wait "$VP"
+RC=$?
+set -e
+echo "descriptor 1 seen as:$(echo "$SEEN" | tr ' ' '\n' | sort | uniq -c | tr '\n' ' ')"
+[ -n "$SEEN" ] || fail "closed stdout: descriptor 1 of verify never seen"
+[ -z "$(echo "$SEEN" | tr ' ' '\n' | grep -v '^$' | grep -vx /dev/null)" ] ||
+    fail "closed stdout: descriptor 1 of verify was taken by another file:$SEEN"
+[ "$RC" = 1 ] && has "^bracket verify: cannot write the standard output: Bad file descriptor" ||
+    fail "closed stdout: exit $RC, or not said"
 echo "PASS: verify"
