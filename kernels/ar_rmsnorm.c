@@ -142,6 +142,15 @@ static size_t ar_peer_bytes(const bk_shape *s, int world)
 static bk_status ar_check_shape(const bk_shape *s, int world, char *why, size_t why_len)
 {
     (void)world;
+    /* sizes this target does not take would make shapes that are one for its kernels count
+     * as distinct (timed and weighted twice) */
+    if (s->experts || s->topk || s->intermediate) {
+        snprintf(why, why_len, "experts, topk and intermediate are sizes of MoE targets; this "
+                 "one takes tokens and hidden alone (got experts %lld, topk %lld, intermediate "
+                 "%lld)", (long long)s->experts, (long long)s->topk,
+                 (long long)s->intermediate);
+        return BK_ERR_INPUT;
+    }
     if (s->tokens < 1 || s->hidden < 1) {
         snprintf(why, why_len, "tokens and hidden must be >= 1 (got tokens %lld, hidden %lld)",
                  (long long)s->tokens, (long long)s->hidden);

@@ -129,6 +129,11 @@ bk_status bk__get_int(const bk__chk *c, json_t *obj, const char *base, const cha
         double d = json_real_value(v);
         ok = d == floor(d) && fabs(d) < 9.0e18; /* integral and inside int64 */
         i = ok ? (json_int_t)d : 0;
+        /* an integer too large for int64 (1e20) is said to be past its bound, not to be no
+         * integer */
+        if (!ok && d == floor(d))
+            return d > 0 ? bk__bad(c, path, v, "must be an integer <= %lld", (long long)hi)
+                         : bk__bad(c, path, v, "must be an integer >= %lld", (long long)lo);
     }
     if (!ok)
         return bk__bad(c, path, v, "must be %s", want);

@@ -8,6 +8,7 @@
 #include "runner/cli.h"
 #include "runner/memory.h"
 #include "runner/orchestrate.h"
+#include "runner/report.h"
 #include "runner/score.h"
 
 static void usage(FILE *f)
@@ -34,7 +35,8 @@ static void usage(FILE *f)
         "variants (slowed, crash, corrupt, lazy, mutate) exist to prove a bracket\n"
         "notices; see plans/README.md.\n"
         "\n"
-        "  -s, --set PATH=VAL   apply an override first, as `bracket run` would\n"
+        "  -s, --set PATH=VAL   apply an override first, as `bracket run` would (64 at\n"
+        "                       most)\n"
         "  -b, --backend B      check for this backend, cpu, cuda or auto (default: the\n"
         "                       plan's; \"auto\" resolved as `bracket run` does: %s on\n"
         "                       this machine)\n"
@@ -124,6 +126,18 @@ void bk_plan_none_served_text(const char *path, const bk_plan *plan, bk_backend 
              reasons);
 }
 
+/* The shapes the incumbent serves in arm C (outside the candidate's domain), one line each
+ * with the reason: `bracket run` times the incumbent there in arm C as in B. */
+static void note_routed(const bk_plan *plan, bk_backend b)
+{
+    char why[256];
+    const bk_variant *inc = bk_catalog_variant(plan->target, plan->incumbent.name);
+    for (int i = 0; i < plan->workload.nshapes; i++)
+        if (!bk_catalog_served_by(plan, &plan->candidate, i, b, 1, why, sizeof why))
+            printf("  workload.shapes[%d]: outside the candidate's domain (%s): the incumbent "
+                   "%s serves it in arm C too\n", i, why, inc ? inc->name : "?");
+}
+
 /* A diagnostic candidate serves what its base cannot through its default base: say where,
  * one line per reason (a lane size outside the base's domain is every shape's). */
 static void note_fallbacks(const bk_plan *plan, bk_backend b)
@@ -186,7 +200,7 @@ int bk_cmd_plan(int argc, char **argv)
         switch (c) {
         case 's':
             if (nsets == 64) {
-                fprintf(stderr, "bracket plan check: too many --set\n");
+                fprintf(stderr, "bracket plan check: too many --set (at most 64)\n");
                 return BK_EXIT_USAGE;
             }
             sets[nsets++] = optarg;
@@ -203,14 +217,8 @@ int bk_cmd_plan(int argc, char **argv)
         fprintf(stderr, "bracket plan check: one PLAN expected\n");
         return BK_EXIT_USAGE;
     }
-    bk_plan plan;
-    bk_err err = { 0 };
-    bk_status st = bk_plan_load(argv[optind], sets, nsets, &plan, &err);
-    if (st != BK_OK) {
-        fprintf(stderr, "%s\n", err.msg);
-        return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
-    }
-    bk_backend b = bk_resolve_backend(plan.backend); /* as `bracket run` resolves it */
+    /* the flag before the plan: a bad one is said whatever the plan holds */
+    bk_backend b = BK_BACKEND_AUTO;
     if (backend) {
         if (!strcmp(backend, "cpu"))
             b = BK_BACKEND_CPU;
@@ -221,13 +229,27 @@ int bk_cmd_plan(int argc, char **argv)
         else {
             fprintf(stderr, "bracket plan check: --backend: '%s' is not cpu, cuda or auto\n",
                     backend);
-            bk_plan_free(&plan);
             return BK_EXIT_USAGE;
         }
     }
-    st = bk_catalog_check_plan(&plan, b, &err);
+    bk_plan plan;
+    bk_err err = { 0 };
+    bk_status st = bk_plan_load(argv[optind], sets, nsets, &plan, &err);
     if (st != BK_OK) {
         fprintf(stderr, "%s\n", err.msg);
+        return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
+    }
+    if (!backend)
+        b = bk_resolve_backend(plan.backend); /* as `bracket run` resolves it */
+    st = bk_catalog_check_plan(&plan, b, &err);
+    if (st != BK_OK) {
+        /* a backend the build lacks, given by the flag: the flag's, not the plan's field */
+        const char *lack = strstr(err.msg, ": backend: cuda, but ");
+        if (backend && lack)
+            fprintf(stderr, "bracket plan check: --backend %s: %s\n", backend,
+                    lack + strlen(": backend: cuda, but "));
+        else
+            fprintf(stderr, "%s\n", err.msg);
         bk_plan_free(&plan);
         return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     }
@@ -241,16 +263,20 @@ int bk_cmd_plan(int argc, char **argv)
     char needs[32], haves[32], big[1024];
     const int known = bk_mem_available(&have), too_big = known && need > have;
     const int refused = too_big || share <= 0;
-    printf("%s: %s (%s, %s vs %s, %d shape(s)%s, backend %s, candidate serves %.1f%% of the "
+    char served[48];
+    bk_share_text(share, served, sizeof served);
+    printf("%s: %s (%s, %s vs %s, %d shape(s)%s, backend %s, candidate serves %s of the "
            "workload)\n", argv[optind], refused ? "refused by `bracket run`" : "valid",
            plan.target, plan.incumbent.name, plan.candidate.name, plan.workload.nshapes, rounds,
-           bk_backend_name(b), 100 * share);
+           bk_backend_name(b), served);
     printf("  rank 0 holds about %s at its peak (samples and audit outputs)",
            bk_mem_text(need, needs, sizeof needs));
     if (known)
         printf("; %s available here%s", bk_mem_text(have, haves, sizeof haves),
                too_big ? ": too much, `bracket run` refuses it on such a host" : "");
     printf("\n");
+    if (share > 0)
+        note_routed(&plan, b);
     note_fallbacks(&plan, b);
     if (plan.source_digest_note[0])
         printf("  %s\n", plan.source_digest_note);

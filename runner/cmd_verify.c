@@ -22,7 +22,7 @@
 #include "runner/verify_row.h"
 #include "topology/topology.h"
 
-#define MAX_SETS 64
+#define MAX_SETS 66 /* 64 of the user's (as plan check and run), --variant's, the shapes */
 #define MAX_SEED (INT64_MAX - 1000) /* room for one seed per check (--checks <= 1000) */
 
 static void usage(FILE *f)
@@ -86,7 +86,7 @@ static void usage(FILE *f)
         "                        variants, as above\n"
         "  -v, --variant V       verify V instead of the plan's candidate (the plan's\n"
         "                        candidate.params stay: --set 'candidate.params={}')\n"
-        "  -s, --set PATH=VAL    override a plan field first (repeatable)\n"
+        "  -s, --set PATH=VAL    override a plan field first (repeatable, 64 at most)\n"
         "  -n, --checks N        independent checks with fresh seeds, 1..1000 (default 2)\n"
         "  -S, --seed S          seed of the first check (default: from the clock)\n"
         "  -w, --world N         lane size, 1..256 as a plan's tp x ep (default: the plan's\n"

@@ -13,6 +13,20 @@ static int in_lane(const bk_run *run, int rank)
     return 0;
 }
 
+/* A share of the workload as a percentage that never reads as all or none when it is
+ * neither: 99.96% is "more than 99.9%", 0.01% "less than 0.1%". */
+void bk_share_text(double share, char *buf, size_t len)
+{
+    char v[32];
+    snprintf(v, sizeof v, "%.1f", 100 * share);
+    if (share > 0 && !strcmp(v, "0.0"))
+        snprintf(buf, len, "less than 0.1%%");
+    else if (share < 1 && !strcmp(v, "100.0"))
+        snprintf(buf, len, "more than 99.9%%");
+    else
+        snprintf(buf, len, "%s%%", v);
+}
+
 /* The MPI ranks in neither lane ("4,5" or "4-63"; ",..." ends what does not fit), into
  * buf (len >= 8); returns how many. */
 static int idle_ranks(const bk_run *run, char *buf, size_t len)
@@ -90,8 +104,9 @@ void bk_report_header(FILE *f, const bk_run *run)
         fprintf(f, "  repeats %d (each timed arm's cost: the mean over its rounds, each in "
                    "fresh processes)", p->protocol.repeats);
     fprintf(f, "\n");
-    fprintf(f, "  routing    the candidate serves %.1f%% of the workload's weight\n",
-            100.0 * run->routing_share);
+    char served[48];
+    bk_share_text(run->routing_share, served, sizeof served);
+    fprintf(f, "  routing    the candidate serves %s of the workload's weight\n", served);
     fflush(f);
 }
 
@@ -249,9 +264,12 @@ void bk_report_print(FILE *f, const bk_run *run, const bk_score *sc)
     if (share <= 0) /* refused by `bracket run` since 2026-12-03; older records */
         fprintf(f, "  (the candidate's domain serves none of the workload: every call ran the "
                    "incumbent, so C timed the incumbent again)\n");
-    else if (share < 1)
-        fprintf(f, "  (the candidate serves %.1f%% of the workload's weight; the other calls ran "
-                   "the incumbent)\n", 100 * share);
+    else if (share < 1) {
+        char served[48];
+        bk_share_text(share, served, sizeof served);
+        fprintf(f, "  (the candidate serves %s of the workload's weight; the other calls ran "
+                   "the incumbent)\n", served);
+    }
     if (run->plan.source_digest_note[0]) /* a --set's, kept in identity.source_digest_note */
         fprintf(f, "  note: %s\n", run->plan.source_digest_note);
     if (run->backend == BK_BACKEND_CPU)

@@ -268,6 +268,15 @@ static void test_check_plan_errors_name_paths(void **state)
     expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT,
                  "workload.shapes[1]: tokens x hidden must be at most 2^31 = 2147483648 "
                  "elements, got 1099511627776 x 4096 = 4.503599627e+15");
+    /* a MoE size on this target: two shapes one for its kernels would count as two */
+    make_plan(&p, "shm_twopass", "shm_oneshot_fused");
+    p.workload.shapes[2].experts = 8;
+    expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT,
+                 "workload.shapes[2]: experts, topk and intermediate are sizes of MoE targets; "
+                 "this one takes tokens and hidden alone (got experts 8, topk 0, intermediate 0)");
+    p.workload.shapes[2].experts = 0;
+    p.workload.shapes[2].intermediate = 1;
+    expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT, "workload.shapes[2]: experts, topk and ");
 }
 
 /* tokens x hidden past INT64_MAX is said as it is, not wrapped into 8 or a negative number */

@@ -72,9 +72,15 @@ static void test_number_edges(void **state)
     set_bad("workload.warmup_iters=-1",
             "demo-cpu.json: workload.warmup_iters: must be an integer >= 0, got -1");
     set_bad("quality.rtol=-0.5", "demo-cpu.json: quality.rtol: must be a number >= 0, got -0.5");
-    /* integral but past int64: not an integer, never a wrapped one */
-    set_bad("arena.tp=1e19", "demo-cpu.json: arena.tp: must be an integer in 1..1024, got 1");
-    set_bad("arena.tp=-1e19", "demo-cpu.json: arena.tp: must be an integer in 1..1024, got -1");
+    /* integral but past int64: said past its bound, never a wrapped integer (nor called no
+     * integer, as 1e20 is one) */
+    set_bad("arena.tp=1e19", "demo-cpu.json: arena.tp: must be an integer <= 1024, got 1e19");
+    set_bad("arena.tp=-1e19", "demo-cpu.json: arena.tp: must be an integer >= 1, got -1e19");
+    set_bad("workload.shapes[0].tokens=1e20", "demo-cpu.json: workload.shapes[0].tokens: must "
+            "be an integer <= 9223372036854775807, got 1e20");
+    set_bad("workload.seed=1e19", "demo-cpu.json: workload.seed: must be an integer <= "
+            "9223372036854775807, got 1e19");
+    set_bad("arena.tp=1.5", "demo-cpu.json: arena.tp: must be an integer in 1..1024, got 1.5");
     set_bad("protocol.confidence=0.5",
             "demo-cpu.json: protocol.confidence: must be a number in (0.5, 1), got 0.5");
 }

@@ -113,6 +113,24 @@ static void test_fixture_as_recorded(void **state)
     free(t);
 }
 
+/* A share is rounded to one decimal, but never to all or none when it is neither. */
+static void test_share_text(void **state)
+{
+    (void)state;
+    char b[48];
+    const struct { double share; const char *want; } cases[] = {
+        { 1.0, "100.0%" },          { 0.0, "0.0%" },           { 0.5, "50.0%" },
+        { 0.9994, "99.9%" },        { 0.9995, "more than 99.9%" }, /* 99.950000000000006 */
+        { 0.9999, "more than 99.9%" }, { 0.00051, "0.1%" },   { 0.00049, "less than 0.1%" },
+        { 1e-300, "less than 0.1%" },  { 0.123, "12.3%" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        bk_share_text(cases[i].share, b, sizeof b);
+        if (strcmp(b, cases[i].want) != 0)
+            fail_msg("share %.17g: '%s', expected '%s'", cases[i].share, b, cases[i].want);
+    }
+}
+
 /* The header names the bracket that ran the record; a record of another version also names
  * the bracket scoring it now. */
 static void test_version(void **state)
@@ -317,6 +335,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_few_iters_warned, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_ranks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_version, setup, teardown),
+        cmocka_unit_test(test_share_text),
         cmocka_unit_test_setup_teardown(test_routed_shape_named_in_c_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pass_not_bitwise, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drift_notes, setup, teardown),

@@ -369,8 +369,8 @@ check_cmd score-two "bracket score: one RECORD expected" score "$IT_TMP/nope/rec
     "$IT_TMP/nope/other.json"
 # one --set too many for verify is said, not only the usage printed
 many=()
-for i in $(seq 63); do many+=(--set "workload.seed=$i"); done
-check_cmd vf-sets "bracket verify: too many --set (at most 62)" verify "$IT_PLAN" "${many[@]}"
+for i in $(seq 65); do many+=(--set "workload.seed=$i"); done
+check_cmd vf-sets "bracket verify: too many --set (at most 64)" verify "$IT_PLAN" "${many[@]}"
 # lanes on a topology without GPUs says what would work
 python3 - "$BK_SOURCE_DIR/tests/fixtures/topo/box6_nvlink.json" "$IT_TMP/nogpu.json" <<'PY'
 import json, sys

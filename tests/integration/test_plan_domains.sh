@@ -113,4 +113,23 @@ has cand-shapes "workload.shapes: the candidate shm_oneshot_fused serves none of
 sed '/"source_digest"/d' "$CPU" >"$IT_TMP/nodigest.json"
 pc digest 2 "$IT_TMP/nodigest.json"
 has digest "candidate.source_digest: missing (\"sha256:\" followed by 64 lowercase hex digits)"
+# 8. a candidate serving part of the workload: the routed shapes are named, each with its
+# reason, and a share of nearly all or nearly none never reads 100.0% or 0.0%
+pc routed 0 "$CPU" --set 'workload.shapes=[{"tokens":1,"hidden":4096,"weight":9999},{"tokens":600,"hidden":4096,"weight":1}]'
+has routed "candidate serves more than 99.9% of the workload)"
+has routed "  workload.shapes[1]: outside the candidate's domain (tokens 600 > max 512): the incumbent shm_twopass serves it in arm C too"
+lacks routed "shapes[0]: outside"
+pc routed-few 0 "$CPU" --set 'workload.shapes=[{"tokens":1,"hidden":4096,"weight":1},{"tokens":600,"hidden":4096,"weight":9999}]'
+has routed-few "candidate serves less than 0.1% of the workload)"
+pc routed-none 0 "$CPU"
+lacks routed-none "outside the candidate's domain"
+has routed-none "candidate serves 100.0% of the workload)"
+# 9. --backend is checked before the plan is read, and a backend this build lacks is the
+# flag's, not the plan's field
+pc backend-bad 2 "$IT_TMP/no-such-plan.json" --backend bogus
+has backend-bad "bracket plan check: --backend: 'bogus' is not cpu, cuda or auto"
+if ! "$BK_BRACKET" --version | grep -q "backends in this build: cpu cuda"; then
+    pc backend-lack 2 "$CPU" --backend cuda
+    has backend-lack "bracket plan check: --backend cuda: this bracket was built without its cuda backend"
+fi
 echo "PASS: plan domains"
