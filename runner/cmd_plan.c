@@ -26,7 +26,7 @@ static void usage(FILE *f)
         "timed arm runs and about how much memory rank 0 will hold for the samples and the\n"
         "audit outputs, against what this host (or its cgroup) has available: `bracket run`\n"
         "refuses a plan that needs more there, and check then exits 2 saying which of the two\n"
-        "holds it. The incumbent must serve the lane and every shape; a DIAGNOSTIC\n"
+        "holds it (the cgroup by its folder). The incumbent must serve the lane and every shape; a DIAGNOSTIC\n"
         "candidate serves its base's domain (see variants).\n"
         "\n"
         "variants lists the targets this build knows and, for each, the variants a plan's\n"
@@ -260,8 +260,9 @@ int bk_cmd_plan(int argc, char **argv)
      * serves none of the shapes (its first line says so instead of "valid") */
     const double share = bk_routing_share(&plan, b, 1);
     uint64_t need = bk_rank0_peak_bytes(&plan), have = 0;
-    char needs[32], haves[32], big[1024];
-    const int known = bk_mem_available(&have), too_big = known && need > have;
+    char needs[32], haves[32], big[1536];
+    char from[256];
+    const int known = bk_mem_available(&have, from, sizeof from), too_big = known && need > have;
     const int refused = too_big || share <= 0;
     char served[48];
     bk_share_text(share, served, sizeof served);
@@ -272,8 +273,8 @@ int bk_cmd_plan(int argc, char **argv)
     printf("  rank 0 holds about %s at its peak (samples and audit outputs)",
            bk_mem_text(need, needs, sizeof needs));
     if (known)
-        printf("; %s available here%s", bk_mem_text(have, haves, sizeof haves),
-               too_big ? ": too much, `bracket run` refuses it on such a host" : "");
+        printf("; %s available to %s%s", bk_mem_text(have, haves, sizeof haves),
+               from, too_big ? ": too much, `bracket run` refuses it on such a host" : "");
     printf("\n");
     if (share > 0)
         note_routed(&plan, b);
@@ -287,7 +288,7 @@ int bk_cmd_plan(int argc, char **argv)
                                 sizeof sum_note))
         printf("  warning: %s\n", sum_note);
     if (too_big) {
-        bk_rank0_too_big_text(&plan, have, big, sizeof big);
+        bk_rank0_too_big_text(&plan, have, from, big, sizeof big);
         fprintf(stderr, "bracket plan check: %s: %s\n", argv[optind], big);
     }
     if (share <= 0) {

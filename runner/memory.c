@@ -59,7 +59,8 @@ const char *bk_mem_text(uint64_t bytes, char *buf, size_t len)
     return buf;
 }
 
-void bk_rank0_too_big_text(const bk_plan *p, uint64_t have, char *buf, size_t len)
+void bk_rank0_too_big_text(const bk_plan *p, uint64_t have, const char *from, char *buf,
+                           size_t len)
 {
     bk_rank0_peak k;
     char total[32], samples[32], outputs[32], top[32], haves[32], advice[256];
@@ -80,9 +81,10 @@ void bk_rank0_too_big_text(const bk_plan *p, uint64_t have, char *buf, size_t le
     snprintf(buf, len, "rank 0 would hold about %s for this plan (%s for the samples of 3 timed "
              "arms x %d round(s), lanes of %d ranks, %d shape(s) x %d iterations; %s for the "
              "audit outputs, every lane rank's output tensors of each shape from arms A and T) "
-             "but this host (or its cgroup) has %s available; %s", total, samples,
+             "but %s has %s available; %s", total, samples,
              p->protocol.repeats > 1 ? p->protocol.repeats : 1, p->arena.tp * p->arena.ep,
-             p->workload.nshapes, p->workload.iters, outputs, haves, advice);
+             p->workload.nshapes, p->workload.iters, outputs, from && from[0] ? from :
+             "this host", haves, advice);
 }
 
 /* The first number after `key` in file `path` (a "Key: N kB" or a bare number file);
@@ -215,12 +217,18 @@ static int cg_dir(const cg_mount *m, const char *path, char *dir, size_t len)
 }
 
 int bk__mem_available_in(const char *meminfo, const char *self_cgroup, const char *mountinfo,
-                         uint64_t *bytes)
+                         uint64_t *bytes, char *from, size_t from_len)
 {
     uint64_t kb = 0, avail = 0;
     int have = read_number(meminfo, "MemAvailable:", &kb, NULL);
     if (have)
         avail = kb * 1024;
+    char dummy[1];
+    if (!from || !from_len) {
+        from = dummy;
+        from_len = sizeof dummy;
+    }
+    snprintf(from, from_len, "%s", have ? "this host" : "");
     cg_mount mv2, mv1;
     find_cg_mounts(mountinfo, &mv2, &mv1);
     /* "0::/path" (v2) or "N:memory:/path" (v1) in /proc/self/cgroup */
@@ -260,6 +268,7 @@ int bk__mem_available_in(const char *meminfo, const char *self_cgroup, const cha
             if (known && (!have || left < avail)) {
                 avail = left;
                 have = 1;
+                snprintf(from, from_len, "its memory cgroup %s", dir);
             }
             char *slash = strrchr(path, '/');
             if (!slash || slash == path)
@@ -273,8 +282,8 @@ int bk__mem_available_in(const char *meminfo, const char *self_cgroup, const cha
     return have;
 }
 
-int bk_mem_available(uint64_t *bytes)
+int bk_mem_available(uint64_t *bytes, char *from, size_t from_len)
 {
     return bk__mem_available_in("/proc/meminfo", "/proc/self/cgroup", "/proc/self/mountinfo",
-                                bytes);
+                                bytes, from, from_len);
 }

@@ -29,10 +29,11 @@ void bk_rank0_peak_split(const bk_plan *p, bk_rank0_peak *out);
 
 /* The refusal of a plan that needs more than `have` bytes on rank 0, into buf: "rank 0
  * would hold about X for this plan (S for the samples ...; O for the audit outputs ...) but
- * this host (or its cgroup) has H available; " then the advice that lowers the larger part:
+ * FROM has H available; " (from: what bk_mem_available names, NULL or "" this host) then the advice that lowers the larger part:
  * workload.iters, protocol.repeats or the number of shapes for the samples, the largest
  * shape's tokens x hidden (named) for the audit outputs. */
-void bk_rank0_too_big_text(const bk_plan *p, uint64_t have, char *buf, size_t len);
+void bk_rank0_too_big_text(const bk_plan *p, uint64_t have, const char *from, char *buf,
+                           size_t len);
 
 /* "1.5 GiB" from 1 GiB, "12.5 MiB" from 1 MiB, else "40.0 KiB"; returns buf. */
 const char *bk_mem_text(uint64_t bytes, char *buf, size_t len);
@@ -42,13 +43,14 @@ const char *bk_mem_text(uint64_t bytes, char *buf, size_t len);
  * the job's and the step's), leaves less (v2 memory.max - memory.current, v1
  * memory.limit_in_bytes - memory.usage_in_bytes), each read where /proc/self/mountinfo says
  * its hierarchy is mounted; a cgroup no mount shows is not read. Returns 0 when
- * none of them can be read (no limit is known), else 1. */
-int bk_mem_available(uint64_t *bytes);
+ * none of them can be read (no limit is known), else 1. `from` (may be NULL) names what
+ * holds it: "this host", or "its memory cgroup DIR" (DIR: the cgroup's folder). */
+int bk_mem_available(uint64_t *bytes, char *from, size_t from_len);
 
 /* bk_mem_available reading `meminfo`, `self_cgroup` and `mountinfo` (which says where each
  * cgroup hierarchy is mounted, and from which cgroup down) in place of /proc/meminfo,
  * /proc/self/cgroup and /proc/self/mountinfo (for tests). */
 int bk__mem_available_in(const char *meminfo, const char *self_cgroup, const char *mountinfo,
-                         uint64_t *bytes);
+                         uint64_t *bytes, char *from, size_t from_len);
 
 #endif

@@ -228,9 +228,10 @@ int bk__setup_plan(const bk__run_opts *o, bk_run *run, char **plan_text, bk_err 
     const bk_target *tg = bk_catalog_target(run->plan.target);
     /* refused here, before any engine starts, rather than killed for memory mid-run */
     uint64_t need = bk_rank0_peak_bytes(&run->plan), have = 0;
-    if (bk_mem_available(&have) && need > have) {
-        char big[1024];
-        bk_rank0_too_big_text(&run->plan, have, big, sizeof big);
+    char from[256];
+    if (bk_mem_available(&have, from, sizeof from) && need > have) {
+        char big[1536];
+        bk_rank0_too_big_text(&run->plan, have, from, big, sizeof big);
         BK_FAIL(err, BK_ERR_INPUT, "%s: %s", run->plan.path, big);
         return BK_EXIT_USAGE;
     }

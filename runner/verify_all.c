@@ -109,11 +109,12 @@ int bk__verify_all(const bk_target *tg, bk_backend backend, int argc, char **arg
         const int r = rcs[i];
         const char *what = r == 0 ? "PASSED"
                          : r == BK_EXIT_FAIL ? "FAILED"
-                         : r == BK_EXIT_USAGE ? "not verified: refused (the reason is in its "
-                                                "section above)"
+                         /* the reasons went to standard error, each as its section ran */
+                         : r == BK_EXIT_USAGE ? "not verified: refused (the reason: on "
+                                                "standard error, in its section)"
                          : r < 0 ? "not verified: verify was killed by a signal"
-                                 : "not verified: an engine or verify failed (in its section "
-                                   "above)";
+                                 : "not verified: an engine or verify failed (on standard "
+                                   "error, in its section)";
         failed += r == BK_EXIT_FAIL;
         refused += r == BK_EXIT_USAGE;
         errors += r != 0 && r != BK_EXIT_FAIL && r != BK_EXIT_USAGE;

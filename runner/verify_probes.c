@@ -209,7 +209,10 @@ char *bk__verify_shapes_json(const bk_plan *p, bk__verify_probes *c, int domain_
             }
         const int64_t tokens[] = { lo - 1, lo, 1, 7, 64, d->max_tokens,
                                    d->max_tokens ? d->max_tokens + 1 : 0 };
-        const int64_t hidden[] = { hmin - step, hmin, step > 1 ? hmin + step / 2 : 0, hmax,
+        /* one below the smallest hidden: a step below, or where that is no size (8 - 8)
+         * one below (7); below 1 there is no edge to probe */
+        const int64_t below = hmin - step >= 1 ? hmin - step : hmin - 1;
+        const int64_t hidden[] = { below, hmin, step > 1 ? hmin + step / 2 : 0, hmax,
                                    hmax ? hmax + step : 0 };
         for (size_t k = 0; k < sizeof tokens / sizeof tokens[0]; k++)
             probe(c, tokens[k], c->like.hidden, hmin);

@@ -78,12 +78,13 @@ static void test_too_big_says_what_holds_it(void **state)
     assert_int_equal(k.samples, 48000 + 43200);
     assert_int_equal(k.total, k.samples + k.outputs);
     assert_int_equal(bk_rank0_peak_bytes(&p), k.total);
-    bk_rank0_too_big_text(&p, 1ull << 30, msg, sizeof msg);
+    bk_rank0_too_big_text(&p, 1ull << 30, "its memory cgroup /sys/fs/cgroup/job_7", msg,
+                          sizeof msg);
     assert_string_equal(msg, "rank 0 would hold about 32.0 GiB for this plan (89.1 KiB for the "
                              "samples of 3 timed arms x 1 round(s), lanes of 2 ranks, 2 shape(s) "
                              "x 300 iterations; 32.0 GiB for the audit outputs, every lane rank's "
-                             "output tensors of each shape from arms A and T) but this host (or "
-                             "its cgroup) has 1.0 GiB available; lower tokens x hidden of the "
+                             "output tensors of each shape from arms A and T) but its memory "
+                             "cgroup /sys/fs/cgroup/job_7 has 1.0 GiB available; lower tokens x hidden of the "
                              "largest shapes (workload.shapes[1], tokens 2097152 x hidden 1024, "
                              "holds 32.0 GiB of the audit outputs)");
     bk_plan_free(&p);
@@ -93,7 +94,7 @@ static void test_too_big_says_what_holds_it(void **state)
     bk_rank0_peak_split(&p, &k);
     assert_int_equal(k.samples, 512000000000ull + 614400000000ull);
     assert_int_equal(k.outputs, 18874368ull);
-    bk_rank0_too_big_text(&p, 1ull << 30, msg, sizeof msg);
+    bk_rank0_too_big_text(&p, 1ull << 30, NULL, msg, sizeof msg);
     assert_non_null(strstr(msg, "rank 0 would hold about 1049.1 GiB for this plan (1049.0 GiB "
                                 "for the samples of 3 timed arms x 16 round(s), lanes of 64 "
                                 "ranks, 2 shape(s) x 10000000 iterations; 18.0 MiB for the "
@@ -111,7 +112,7 @@ static void test_available(void **state)
 {
     (void)state;
     uint64_t have = 0, total_kb = 0;
-    int known = bk_mem_available(&have);
+    int known = bk_mem_available(&have, NULL, 0);
     FILE *f = fopen("/proc/meminfo", "r");
     if (!f)
         skip(); /* not Linux: nothing to compare with */
@@ -140,7 +141,7 @@ static void test_too_big_tie_names_the_first(void **state)
     assert_int_equal(k.top_outputs, 32ull << 30);
     assert_int_equal(k.outputs, 64ull << 30);
     char msg[1024];
-    bk_rank0_too_big_text(&p, 1ull << 30, msg, sizeof msg);
+    bk_rank0_too_big_text(&p, 1ull << 30, NULL, msg, sizeof msg);
     assert_non_null(strstr(msg, "(workload.shapes[0], tokens 2097152 x hidden 1024, holds "
                                 "32.0 GiB of the audit outputs)"));
     bk_plan_free(&p);
@@ -176,6 +177,8 @@ static void put(const char *rel, const char *text)
     assert_int_equal(fclose(f), 0);
 }
 
+static char g_from[256]; /* what left_in's call named as the holder */
+
 /* What bk__mem_available_in says for the files written so far; *known its return. */
 static uint64_t left_in(int *known)
 {
@@ -184,7 +187,7 @@ static uint64_t left_in(int *known)
     snprintf(self, sizeof self, "%s/self_cgroup", g_root);
     snprintf(mounts, sizeof mounts, "%s/mountinfo", g_root);
     uint64_t b = 0;
-    *known = bk__mem_available_in(meminfo, self, mounts, &b);
+    *known = bk__mem_available_in(meminfo, self, mounts, &b, g_from, sizeof g_from);
     return b;
 }
 
@@ -247,9 +250,11 @@ static void test_available_meminfo_only(void **state)
     put("meminfo", MEMINFO); /* no self_cgroup file: MemAvailable alone */
     assert_int_equal(left_in(&known), 4000000ull * 1024);
     assert_int_equal(known, 1);
+    assert_string_equal(g_from, "this host");
     put("meminfo", "MemTotal:       8000000 kB\n");
     assert_int_equal(left_in(&known), 0);
     assert_int_equal(known, 0);
+    assert_string_equal(g_from, "");
 }
 
 /* v2 ("0::/path"): memory.max - memory.current of the process's own cgroup, when lower */
@@ -264,9 +269,14 @@ static void test_available_cgroup_v2(void **state)
     put("cg/job/step/memory.current", "1000000000\n");
     assert_int_equal(left_in(&known), 2000000000ull);
     assert_int_equal(known, 1);
+    /* the holder is named: the cgroup by its folder */
+    char want[300];
+    snprintf(want, sizeof want, "its memory cgroup %s/cg/job/step", g_root);
+    assert_string_equal(g_from, want);
     /* a limit above MemAvailable leaves MemAvailable */
     put("cg/job/step/memory.max", "9000000000\n");
     assert_int_equal(left_in(&known), 4000000ull * 1024);
+    assert_string_equal(g_from, "this host");
     /* "max" is no limit; usage past the limit leaves nothing */
     put("cg/job/step/memory.max", "max\n");
     assert_int_equal(left_in(&known), 4000000ull * 1024);

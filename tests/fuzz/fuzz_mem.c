@@ -33,8 +33,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             at = size;
     }
     uint64_t bytes = 0;
-    int rc = bk__mem_available_in(g_path[0], g_path[1], g_path[2], &bytes);
-    if (rc != 0 && rc != 1)
+    char from[64];
+    int rc = bk__mem_available_in(g_path[0], g_path[1], g_path[2], &bytes, from, sizeof from);
+    if ((rc != 0 && rc != 1) || !memchr(from, '\0', sizeof from))
         abort();
     return 0;
 }

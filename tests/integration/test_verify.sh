@@ -15,14 +15,16 @@ grep -q "^PASSED" "$IT_TMP/v.log" || fail "no PASSED line"
 has " 513 +4096 +shm_twopass " || fail "the shape past the domain was not routed to the incumbent"
 # the first column holds the seed, and is called so
 has "^seed +shape +tokens +hidden " || fail "the first column is not headed seed"
-# hidden edges at the smallest tokens: smallest and largest served, one past the largest
-# and a non-multiple of 8 routed to the incumbent
+# hidden edges at the smallest tokens: smallest and largest served, one past the largest,
+# one below the smallest (7: 8 - 8 is no size) and a non-multiple of 8 routed to the
+# incumbent
 has " 1 +8 +shm_oneshot_fused " || fail "the smallest hidden was not probed"
 has " 1 +16384 +shm_oneshot_fused " || fail "the largest hidden was not probed"
 has " 1 +16392 +shm_twopass " || fail "one past the largest hidden was not probed (or not routed)"
 has " 1 +12 +shm_twopass " || fail "a hidden not a multiple of 8 was not probed (or not routed)"
-# 10 shapes x 2 seeds: 7 served by the candidate, 3 (513 tokens, hidden 12, 16392) routed
-has "^PASSED: 0 failing shape check\(s\) of 20; the candidate shm_oneshot_fused served 14, the incumbent shm_twopass 6 " ||
+has " 1 +7 +shm_twopass " || fail "one below the smallest hidden was not probed (or not routed)"
+# 11 shapes x 2 seeds: 7 served by the candidate, 4 (513 tokens, hidden 7, 12, 16392) routed
+has "^PASSED: 0 failing shape check\(s\) of 22; the candidate shm_oneshot_fused served 14, the incumbent shm_twopass 8 " ||
     fail "the summary does not count the checks the candidate and the incumbent served"
 
 # an out-of-domain first shape: the probes take the hidden of the first shape it serves
@@ -94,8 +96,8 @@ has "^bracket verify: shm_oneshot_fused on $AR, backend cpu, lane of 2, 1 check\
     fail "--target: not the cpu lane of 2 at 1e-2"
 has "^5 +0 +8 +4096 +shm_oneshot_fused " || fail "--target: the typical shape is not shape 0"
 has "^5 +[0-9]+ +513 +4096 +shm_twopass " || fail "--target: the probe past the tokens not routed to shm_twopass"
-has "^PASSED: 0 failing shape check\(s\) of 10; the candidate shm_oneshot_fused served 7, the incumbent shm_twopass 3 " ||
-    fail "--target: not 10 shapes, 7 served by the candidate"
+has "^PASSED: 0 failing shape check\(s\) of 11; the candidate shm_oneshot_fused served 7, the incumbent shm_twopass 4 " ||
+    fail "--target: not 11 shapes, 7 served by the candidate"
 # --world, --set and --no-domain-shapes apply to that plan as to a file's
 v -t $AR -v shm_oneshot_fused --checks 1 --seed 5 --world 4 --no-domain-shapes \
     --set 'workload.shapes=[{"tokens":3,"hidden":64,"weight":1}]' --set quality.atol=0.02
@@ -154,7 +156,7 @@ has "^== 1 of 2: shm_twopass ==$" && has "^== 2 of 2: shm_oneshot_fused ==$" ||
 ! has "^== .*(corrupt|slowed|crash|lazy|mutate)" || fail "--target alone: a diagnostic variant verified"
 has "^PASSED: 0 failing shape check\(s\) of 5; the candidate shm_twopass served all 5$" ||
     fail "--target alone: the incumbent shm_twopass not verified as a candidate"
-has "^PASSED: 0 failing shape check\(s\) of 10; the candidate shm_oneshot_fused served 7, the incumbent shm_twopass 3 " ||
+has "^PASSED: 0 failing shape check\(s\) of 11; the candidate shm_oneshot_fused served 7, the incumbent shm_twopass 4 " ||
     fail "--target alone: shm_oneshot_fused not verified as --variant does"
 has "^  shm_twopass +PASSED$" && has "^  shm_oneshot_fused +PASSED$" && has "^PASSED: all 2 variant\(s\)$" ||
     fail "--target alone: no summary line for each variant, or no PASSED"
@@ -171,6 +173,13 @@ has "the candidate shm_oneshot_fused serves none of the 1 shape check\(s\)" ||
 has "^  shm_twopass +PASSED$" && has "^  shm_oneshot_fused +not verified: refused " &&
     has "^NOT ALL VERIFIED: 1 of 2 variant\(s\) passed, 0 failed, 1 not verified$" ||
     fail "--target alone, one refused: the summary does not say so"
+# the summary on standard output says where the reason went: standard error
+set +e
+"$BK_BRACKET" verify --target $AR --checks 1 --seed 5 --no-domain-shapes --set "$ONE" "${CPU[@]}" \
+    2>/dev/null >"$IT_TMP/v.log"
+set -e
+has "^  shm_oneshot_fused +not verified: refused \(the reason: on standard error, in its section\)$" &&
+    ! has "serves none" || fail "--target alone, stdout alone: the summary does not say the reason went to stderr"
 # a failure outranks a refusal: exit 3
 v --target $AR --checks 1 --seed 5 --no-domain-shapes --set "$ONE" --set quality.rtol=0 \
     --set quality.atol=0 "${CPU[@]}"
