@@ -11,8 +11,12 @@
 /* "LABEL:LINE:COLUMN: syntax error: TEXT" from jansson's error. */
 static bk_status syntax_error(const char *label, const json_error_t *je, bk_err *err)
 {
+    /* jansson's text names its own decoder flag, which a plan's author cannot give */
+    const char *text = strstr(je->text, "JSON_ALLOW_NUL") ? "\\u0000 (a NUL character) is not "
+                                                          "allowed in a plan's strings"
+                                                        : je->text;
     return BK_FAIL(err, BK_ERR_INPUT, "%s:%d:%d: syntax error: %s", label, je->line,
-                   je->column, je->text);
+                   je->column, text);
 }
 
 /* The candidate's `key` in the document as a string ("" when absent or not a string). */

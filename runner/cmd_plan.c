@@ -99,6 +99,11 @@ static int plan_variants(int argc, char **argv)
                    v->nccl ? "      NCCL at lanes above 1: one GPU a rank\n" : "");
         }
     }
+#ifndef BK_HAVE_CUDA
+    /* what a reader of the README's list would look for here */
+    printf("\n(this bracket was built without its cuda backend: its cuda variants and cuda "
+           "incumbents are not listed; README says how to build them)\n");
+#endif
     return 0;
 }
 
@@ -276,6 +281,9 @@ int bk_cmd_plan(int argc, char **argv)
         printf("; %s available to %s%s", bk_mem_text(have, haves, sizeof haves),
                from, too_big ? ": too much, `bracket run` refuses it on such a host" : "");
     printf("\n");
+    if (b == BK_BACKEND_CPU && !strcmp(plan.arena.graph_mode, "graph"))
+        printf("  note: arena.graph_mode \"graph\" is the cuda backend's (a CUDA graph of the "
+               "timed step); the cpu engines call every step eagerly\n");
     if (share > 0)
         note_routed(&plan, b);
     note_fallbacks(&plan, b);

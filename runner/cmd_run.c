@@ -453,8 +453,10 @@ int bk_cmd_run(int argc, char **argv)
     static const char *const with_keys[] = { "keys", NULL };
     if (bk_write_private_plan("agent", plan_text, sm.tcp ? with_keys : NULL, agent_dir,
                               sizeof agent_dir, plan_path, sizeof plan_path) != 0) {
-        fprintf(stderr, "bracket [%s rank %d]: cannot write the plan to a private folder: %s\n",
-                host, rank, strerror(errno));
+        const int e = errno;
+        char parent[600];
+        fprintf(stderr, "bracket [%s rank %d]: cannot write the plan to a private folder in "
+                "%s: %s\n", host, rank, bk_private_parent(parent, sizeof parent), strerror(e));
         MPI_Abort(MPI_COMM_WORLD, BK_EXIT_INTERNAL);
     }
     if (sm.tcp) {

@@ -127,7 +127,14 @@ static int parse(int argc, char **argv, verify_opts *o)
     char msg[256];
     while ((c = getopt_long(argc, argv, ":v:t:s:n:S:w:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'v': o->variant = optarg; break;
+        case 'v':
+            if (!optarg[0] || strlen(optarg) >= BK_NAME_LEN) {
+                fprintf(stderr, "bracket verify: --variant: a variant's name, 1 to %d "
+                        "characters, got %zu\n", BK_NAME_LEN - 1, strlen(optarg));
+                return -1;
+            }
+            o->variant = optarg;
+            break;
         case 't': o->target = optarg; break;
         case 's':
             if (o->nsets == MAX_SETS - 2) {
@@ -536,7 +543,7 @@ int bk_cmd_verify(int argc, char **argv)
     bk_arm_run arms[2];
     memset(arms, 0, sizeof arms);
     int failures = 0, nout = 0, outs[BK_MAX_TENSORS];
-    char setv[128], run_id[64];
+    char setv[BK_NAME_LEN + 32], run_id[64];
     snprintf(run_id, sizeof run_id, "verify-%d-%llx", (int)getpid(),
              (unsigned long long)(bk_now_ns() & 0xffffffffull));
     if (o.variant) {
@@ -652,11 +659,16 @@ int bk_cmd_verify(int argc, char **argv)
         goto out;
     }
     text = bk_plan_dump(&p);
-    if (!text || bk_self_exe(exe, sizeof exe, &err) != BK_OK ||
-        bk_write_private_plan("verify", text, NULL, dir, sizeof dir, plan_path,
+    if (!text || bk_self_exe(exe, sizeof exe, &err) != BK_OK) {
+        fprintf(stderr, "bracket verify: %s\n", err.msg[0] ? err.msg : "out of memory");
+        goto out;
+    }
+    if (bk_write_private_plan("verify", text, NULL, dir, sizeof dir, plan_path,
                               sizeof plan_path) != 0) {
-        fprintf(stderr, "bracket verify: cannot write the plan to a private folder: %s\n",
-                err.msg[0] ? err.msg : strerror(errno));
+        const int e = errno;
+        char parent[600];
+        fprintf(stderr, "bracket verify: cannot write the plan to a private folder in %s: %s\n",
+                bk_private_parent(parent, sizeof parent), strerror(e));
         goto out;
     }
     for (int t = 0; t < tg->ntensors; t++)

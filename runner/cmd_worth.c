@@ -2,10 +2,12 @@
  * checked against the arena's resolvable noise before any GPU time is spent. */
 #include <errno.h>
 #include <float.h>
+#include <ctype.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "runner/cli.h"
 #include "runner/score.h"
@@ -29,11 +31,16 @@ static void usage(FILE *f)
             "Example: bracket worth -f 0.08 -k 2 -n 0.01   (bound 1.0417, +4.17%%)\n");
 }
 
-/* Parse a whole argument as a finite double; 0 on success, -1 when it is not a number,
- * -2 when it is one that a double cannot hold (overflow, or underflow past DBL_MIN). */
+/* Parse a whole argument as a finite decimal double; 0 on success, -1 when it is not one
+ * (blanks around it, hexadecimal, garbage), -2 when it is one that a double cannot hold
+ * (overflow, or underflow past DBL_MIN). */
 static int parse_number(const char *text, double *out)
 {
     char *end = NULL;
+    const char *digits = text + (text[0] == '+' || text[0] == '-');
+    if (isspace((unsigned char)text[0]) || (digits[0] == '0' && (digits[1] == 'x' ||
+                                                                 digits[1] == 'X')))
+        return -1;
     errno = 0;
     double v = strtod(text, &end);
     if (end == text || *end != '\0' || isnan(v))
@@ -64,11 +71,12 @@ int bk_cmd_worth(int argc, char **argv)
         case 'k':
         case 'n': {
             static const char *const rule[] = { "F must be in (0, 1]", "K must be > 0",
-                                                "N must be >= 0" };
+                                                "N must be in [0, 1)" };
             int bad = parse_number(optarg, dst), w = c == 'f' ? 0 : c == 'k' ? 1 : 2;
             const char *name = w == 0 ? "fraction" : w == 1 ? "speedup" : "noise";
             if (bad == -1) {
-                fprintf(stderr, "bracket worth: --%s: '%s' is not a number\n", name, optarg);
+                fprintf(stderr, "bracket worth: --%s: '%s' is not a decimal number\n", name,
+                        optarg);
                 return BK_EXIT_USAGE;
             }
             if (bad == -2) {
@@ -88,8 +96,7 @@ int bk_cmd_worth(int argc, char **argv)
         default: {
             char msg[160];
             bk_cli_opt_error(c, argv, opts, msg, sizeof msg);
-            fprintf(stderr, "bracket worth: %s\n", msg);
-            usage(stderr);
+            fprintf(stderr, "bracket worth: %s\n(bracket worth --help: the whole usage)\n", msg);
             return BK_EXIT_USAGE;
         }
         }
@@ -105,11 +112,21 @@ int bk_cmd_worth(int argc, char **argv)
                                    : "--speedup");
         return BK_EXIT_USAGE;
     }
+    /* each range said with its flag */
+    if (!(f > 0.0 && f <= 1.0)) {
+        fprintf(stderr, "bracket worth: --fraction: %g must be in (0, 1]\n", f);
+        return BK_EXIT_USAGE;
+    }
+    if (!(k > 0.0)) {
+        fprintf(stderr, "bracket worth: --speedup: %g must be > 0\n", k);
+        return BK_EXIT_USAGE;
+    }
     if (have_noise && !(noise >= 0.0 && noise < 1.0)) {
-        fprintf(stderr, "bracket worth: --noise %g must be a fraction in [0, 1) (e.g. 0.01 for "
+        fprintf(stderr, "bracket worth: --noise: %g must be a fraction in [0, 1) (e.g. 0.01 for "
                 "1%%)\n", noise);
         return BK_EXIT_USAGE;
     }
+    noise += 0.0; /* -0 is 0, and printed so */
     double bound;
     bk_err err = { 0 };
     if (bk_worth_bound(f, k, &bound, &err) != BK_OK) {
@@ -117,13 +134,24 @@ int bk_cmd_worth(int argc, char **argv)
         return BK_EXIT_USAGE;
     }
     printf("fraction %.6g, slot speed-up %.6g\n", f, k);
-    printf("end-to-end bound   %.4f  (%+.2f%%)\n", bound, 100.0 * (bound - 1.0));
-    if (have_noise)
-        printf("resolvable noise   %.2f%%  -> %s\n", 100.0 * noise,
+    /* fixed decimals up to a million; past it (k 1e300) significant digits, not 300 of them */
+    if (bound < 1e6)
+        printf("end-to-end bound   %.4f  (%+.2f%%)\n", bound, 100.0 * (bound - 1.0));
+    else
+        printf("end-to-end bound   %.6g  (%+.6g%%)\n", bound, 100.0 * (bound - 1.0));
+    if (have_noise) {
+        char pct[48];
+        snprintf(pct, sizeof pct, "%.2f", 100.0 * noise);
+        if (!strcmp(pct, "100.00")) /* below 1, never shown as 100% */
+            snprintf(pct, sizeof pct, "%.10g", 100.0 * noise);
+        printf("resolvable noise   %s%%  -> %s\n", pct,
                bound < 1.0                   ? "a slowdown, not a gain: nothing to qualify"
+               : bound == 1.0                ? "no gain (a slot speed-up of 1): nothing to "
+                                               "qualify"
                : bk_worth_clears(bound, noise) ? "worth an experiment"
-                   : "below the arena's resolvable noise: choose another target");
-    else if (bound < 1.0)
+                   : "does not clear the arena's resolvable noise (the bound must exceed 1 + "
+                     "N): choose another target");
+    } else if (bound < 1.0)
         printf("a slot speed-up below 1 makes the stack slower: nothing to qualify\n");
     return BK_EXIT_PASS;
 }

@@ -593,6 +593,13 @@ bk_backend bk_resolve_backend(bk_backend want)
     return BK_BACKEND_CPU;
 }
 
+const char *bk_private_parent(char *buf, size_t len)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(buf, len, "%s%s", tmp && *tmp ? tmp : "/tmp", tmp && *tmp ? " ($TMPDIR)" : "");
+    return buf;
+}
+
 int bk_write_private_plan(const char *what, const char *text, const char *const *also,
                           char *dir, size_t dlen, char *path, size_t plen)
 {

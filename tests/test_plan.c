@@ -281,6 +281,10 @@ static void test_bad_values(void **state)
     (void)state;
     expect_parse_error(strdup("{\n  \"schema\": \"bracket.plan/1\",\n  \"name\" \"x\"\n}"),
                        "plans/x.json:3:12: syntax error: ':' expected near '\"x\"'");
+    /* a NUL in a string: said in the plan's terms, not by jansson's decoder flag */
+    expect_parse_error(strdup("{\"schema\": \"bracket.plan/1\", \"name\": \"a\\u0000b\"}"),
+                       "plans/x.json:1:47: syntax error: \\u0000 (a NUL character) is not "
+                       "allowed in a plan's strings");
     expect_parse_error(strdup("[1, 2]"), "plans/x.json: the plan must be a JSON object");
     expect_parse_error(demo_with("arena", "tp", json_integer(0)),
                        "plans/x.json: arena.tp: must be an integer >= 1, got 0");

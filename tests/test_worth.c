@@ -112,6 +112,29 @@ static void test_command(void **state)
     assert_non_null(strstr(out, "1.3333"));
     assert_null(strstr(out, "noise"));
 
+    /* a bound equal to 1 + N as printed does not clear it, and is not called "below" it */
+    const char *equal[] = { "-f", "1", "-k", "1.01", "-n", "0.01", NULL };
+    assert_int_equal(run_worth(out, sizeof out, equal), 0);
+    assert_non_null(strstr(out, "resolvable noise   1.00%  -> does not clear the arena's "
+                                "resolvable noise (the bound must exceed 1 + N): choose another "
+                                "target"));
+    /* no speed-up is no gain, whatever the noise */
+    const char *none[] = { "-f", "0.1", "-k", "1", "-n", "0", NULL };
+    assert_int_equal(run_worth(out, sizeof out, none), 0);
+    assert_non_null(strstr(out, "-> no gain (a slot speed-up of 1): nothing to qualify"));
+    /* -0 is printed as 0; a noise just below 1 is not rounded to 100% */
+    const char *negzero[] = { "-f", "0.1", "-k", "2", "-n", "-0", NULL };
+    assert_int_equal(run_worth(out, sizeof out, negzero), 0);
+    assert_non_null(strstr(out, "resolvable noise   0.00%  -> worth an experiment"));
+    const char *high[] = { "-f", "0.5", "-k", "2", "-n", "0.9999999", NULL };
+    assert_int_equal(run_worth(out, sizeof out, high), 0);
+    assert_non_null(strstr(out, "resolvable noise   99.99999%"));
+    /* a huge bound in significant digits, not hundreds of them */
+    const char *huge[] = { "-f", "1", "-k", "1e300", NULL };
+    assert_int_equal(run_worth(out, sizeof out, huge), 0);
+    assert_non_null(strstr(out, "end-to-end bound   1e+300  (+1e+302%)\n"));
+    assert_true(strlen(out) < 100);
+
     const char *help[] = { "--help", NULL };
     assert_int_equal(run_worth(out, sizeof out, help), 0);
     assert_non_null(strstr(out, "--fraction"));
@@ -131,6 +154,10 @@ static void test_command_rejects(void **state)
         { "-f", "0.1", "-k", "-3", NULL },
         { "-f", "0.1x", "-k", "2", NULL },                /* garbage numbers */
         { "-f", "abc", "-k", "2", NULL },
+        { "-f", " 0.1", "-k", "2", NULL },               /* blanks: not the whole number */
+        { "-f", "0.1 ", "-k", "2", NULL },
+        { "-f", "0x1p-3", "-k", "2", NULL },             /* hexadecimal: not a decimal */
+        { "-f", "-0X1", "-k", "2", NULL },
         { "-f", "0.1", "-k", "nan", NULL },
         { "-f", "0.1", "-k", "2", "-n", "-0.01", NULL },  /* negative noise */
         { "-f", "0.1", "-k", "2", "-n", "5", NULL },      /* 500%: a percentage, not a fraction */

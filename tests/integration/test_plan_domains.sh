@@ -124,6 +124,10 @@ has routed-few "candidate serves less than 0.1% of the workload)"
 pc routed-none 0 "$CPU"
 lacks routed-none "outside the candidate's domain"
 has routed-none "candidate serves 100.0% of the workload)"
+# graph mode on a cpu plan is noted as the cuda backend's; eager is not noted
+pc graph-cpu 0 "$CPU" --set arena.graph_mode=graph
+has graph-cpu "  note: arena.graph_mode \"graph\" is the cuda backend's (a CUDA graph of the timed step); the cpu engines call every step eagerly"
+lacks routed-none "arena.graph_mode"
 # 9. --backend is checked before the plan is read, and a backend this build lacks is the
 # flag's, not the plan's field
 pc backend-bad 2 "$IT_TMP/no-such-plan.json" --backend bogus

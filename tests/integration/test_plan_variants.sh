@@ -28,6 +28,15 @@ for pt in "$IT_PLAN collective.allreduce_residual_rmsnorm" \
     [ "$want" = "$got" ] || fail "$2: listed $(echo $got) but the catalog knows $(echo $want)"
     grep -q "^$2: " "$IT_TMP/all.txt" || fail "$2 missing from the full list"
 done
+# a build without the cuda backend says its cuda variants are not listed; one with it lists
+# nccl_then_rmsnorm and says nothing of the kind
+if "$BK_BRACKET" --version | grep -q "backends in this build: cpu cuda"; then
+    grep -q "^  nccl_then_rmsnorm$" "$IT_TMP/all.txt" || fail "a cuda build does not list nccl_then_rmsnorm"
+    ! grep -q "built without its cuda backend" "$IT_TMP/all.txt" || fail "a cuda build says it lacks cuda"
+else
+    tail -n 1 "$IT_TMP/all.txt" | grep -q "^(this bracket was built without its cuda backend: its cuda variants and cuda incumbents are not listed" ||
+        fail "a build without cuda does not say its cuda variants are not listed"
+fi
 # the moe target's list holds no allreduce variant
 "$BK_BRACKET" plan variants --target moe.fused_experts_reduce | grep -q "shm_twopass" &&
     fail "--target moe.fused_experts_reduce listed shm_twopass"
