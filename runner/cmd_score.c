@@ -187,7 +187,8 @@ static int check_arms(const char *path, const bk_run *run, char *why, size_t len
     return 0;
 }
 
-/* `backend` against the plan's (when the plan named one), `rehearsal` against what makes
+/* `backend` against the plan's (when the plan named one): before the arms are judged again,
+ * as their routing follows from it. Then (check_run_facts) `rehearsal` against what makes
  * one (the cpu backend, or B and C on the same ranks), and `stopped` against the arms:
  * the first arm that failed ("arm X failed; later arms not run", or for one a signal cut
  * short "terminated by NAME during arm X; later arms not run", or as records before
@@ -195,8 +196,8 @@ static int check_arms(const char *path, const bk_run *run, char *why, size_t len
  * arm X"; under v7 a B' that B/C made unnecessary is "v7: B/C decided (V), B' not run";
  * in an unfinished record "unfinished: written before arm X; the run did not replace it"),
  * else "". 0 when the record says what its arms give. */
-static int check_run_facts(const char *path, const json_t *rec, const bk_run *run, char *why,
-                           size_t len)
+static int check_backend(const char *path, const json_t *rec, const bk_run *run, char *why,
+                         size_t len)
 {
     const char *backend = json_string_value(json_object_get(rec, "backend"));
     const bk_backend pb = run->plan.backend;
@@ -206,6 +207,13 @@ static int check_run_facts(const char *path, const json_t *rec, const bk_run *ru
                  backend ? backend : "(missing)", bk_backend_name(pb));
         return -1;
     }
+    return 0;
+}
+
+static int check_run_facts(const char *path, const json_t *rec, const bk_run *run, char *why,
+                           size_t len)
+{
+    const char *backend = json_string_value(json_object_get(rec, "backend")); /* checked */
     const int shared = run->shared_lanes; /* as record_read derives it from lanes */
     int want_rehearsal = !strcmp(backend, "cpu") || shared;
     const json_t *reh = json_object_get(rec, "rehearsal");
@@ -618,6 +626,7 @@ int bk_cmd_score(int argc, char **argv)
     int topo_missing = 0;
     if (check_digests(path, rec, run, why, sizeof why) ||
         check_topology(path, rec, run, why, sizeof why, note, sizeof note, &topo_missing) ||
+        check_backend(path, rec, run, why, sizeof why) ||
         check_arms(path, run, why, sizeof why) || check_unfinished(path, run, why, sizeof why) ||
         check_lanes(path, rec, run, why, sizeof why) ||
         check_run_facts(path, rec, run, why, sizeof why) ||

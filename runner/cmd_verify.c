@@ -280,6 +280,27 @@ static bk_status audit(const bk_plan *p, bk_coord *c, bk_arm_run *a, int idx, co
                  d->status_msg[0] ? d->status_msg : "no status");
         a->ok = 0;
     }
+    /* the "served by" column is what each engine says it served: the shapes it routed to
+     * the incumbent must be those the variant's domain routes */
+    const bk_variant *v = bk_catalog_variant(p->target, variant);
+    const bk_variant *inc = bk_catalog_variant(p->target, p->incumbent.name);
+    uint64_t want = 0;
+    for (int s = 0; v && v != inc && s < p->workload.nshapes && s < 64; s++)
+        if (!bk_domain_contains(&v->domain, &p->workload.shapes[s], world, p->arena.dtype,
+                                p->backend, 1, NULL, 0))
+            want |= (uint64_t)1 << s;
+    for (int r = 0; r < world && a->ok; r++) {
+        const bk_rank_data *d = &a->r[r];
+        if (d->routed_known && d->routed == want)
+            continue;
+        char got[200] = "no status", exp[200];
+        if (d->routed_known)
+            bk_routed_text(d->routed, got, sizeof got);
+        bk_routed_text(want, exp, sizeof exp);
+        snprintf(a->reason, sizeof a->reason, "engine rank %d served shape(s) %s with the "
+                 "incumbent; the variant's domain routes %s", r, got, exp);
+        a->ok = 0;
+    }
 out:
     return st;
 }

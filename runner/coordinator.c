@@ -415,6 +415,8 @@ static void on_pull(bk_coord *c)
         d->samples_claimed = m.samples;
         d->t_first_ns = m.t_first_ns;
         bk_strlcpy(d->settings, m.settings, sizeof d->settings);
+        d->routed = m.routed;
+        d->routed_known = 1;
         break;
     default:
         c->stats.accepted--;

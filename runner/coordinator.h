@@ -31,6 +31,8 @@ typedef struct bk_rank_data {
     uint64_t samples_got;
     uint64_t t_first_ns;        /* engine start -> first timed iteration */
     char settings[sizeof ((bk_msg *)0)->settings]; /* the engine's timing settings (status) */
+    uint64_t routed;            /* its status: bit i, shape i served by the incumbent */
+    int routed_known;           /* routed came (a status; a record from before it: 0) */
     uint64_t t_first_sample_ns; /* arm start (rank 0) -> its first samples arrived */
     uint64_t **ns;              /* [shape][iter], UINT64_MAX where missing */
     size_t *ns_seen;            /* [shape] samples received */

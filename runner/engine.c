@@ -41,6 +41,7 @@ typedef struct engine {
     uint64_t kept_tensor_bytes;
     uint64_t t_start_ns, t_first_ns;
     char settings[sizeof ((bk_msg *)0)->settings]; /* the backend's, at the end ("" if none) */
+    uint64_t routed; /* bit i: shape i served by the incumbent (outside the arm's domain) */
 } engine;
 
 static bk_status push_bytes(engine *e, const void *data, size_t size, bk_err *err)
@@ -340,6 +341,8 @@ static bk_status run_engine(engine *e, bk_err *err)
             !bk_domain_contains(&v->domain, s, e->a.world, p->arena.dtype, e->a.backend, 1, NULL, 0)) {
             v = e->v_inc; /* routing: outside the candidate's domain the incumbent serves */
             vs = e->s_inc;
+            if (i < 64)
+                e->routed |= (uint64_t)1 << i; /* said in the status: the run checks it */
         }
         bk_shape_job job = {
             .target = e->target, .variant = v, .vstate = vs, .shape = s, .shape_index = i,
@@ -462,7 +465,7 @@ int bk_cmd_engine(int argc, char **argv)
     /* the status in a buffer of its own: it is sent again after samples sent again */
     bk_wire_buf status = { 0 };
     if (bk_wire_status(&status, &e.hdr, st == BK_OK, (int64_t)st, st == BK_OK ? "" : err.msg,
-                       e.sent_samples, t_first, e.settings, &serr) == BK_OK &&
+                       e.sent_samples, t_first, e.settings, e.routed, &serr) == BK_OK &&
         push_bytes(&e, status.data, status.size, &serr) == BK_OK && st == BK_OK && resend)
         /* the status, and samples or tensors before it, may have been in flight on a
          * connection that broke: 100 ms for news of that (a loopback or LAN delivers it well

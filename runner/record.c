@@ -109,6 +109,13 @@ json_t *bk_record_arm_json(const bk_run *run, const bk_score *sc, int idx)
                               "engine_start_to_first_iter_s", (double)d->t_first_ns / 1e9,
                               "arm_start_to_first_sample_s", (double)d->t_first_sample_ns / 1e9,
                               "spawn_to_exit_s", d->spawn_s, "engine_settings", d->settings);
+        if (d->routed_known) { /* its status's: the shapes it served with the incumbent */
+            json_t *routed = json_array();
+            for (int s = 0; s < 64; s++)
+                if (d->routed & ((uint64_t)1 << s))
+                    json_array_append_new(routed, json_integer(s));
+            json_object_set_new(p, "routed_shapes", routed);
+        }
         json_array_append_new(procs, p);
     }
     json_object_set_new(o, "processes", procs);

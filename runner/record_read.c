@@ -303,6 +303,27 @@ static bk_status read_arm(const char *path, json_t *ja, bk_run *run, int idx, bk
                            "process%s sat on, %d (arms[%d].processes[%d].mpi_rank)", path, idx,
                            r % a->world, rounds > 1 ? "es" : "", d->mpi_rank, idx, r);
         a->lane[r % a->world] = d->mpi_rank;
+        /* the shapes its engine said it served with the incumbent (absent: no status, or a
+         * record from before 2026-12-06): judged again against the domains */
+        const json_t *routed = json_object_get(json_array_get(procs, (size_t)r),
+                                               "routed_shapes");
+        if (routed) {
+            size_t k;
+            const json_t *e;
+            if (!json_is_array(routed))
+                return BK_FAIL(err, BK_ERR_INPUT, "%s: arms[%d].processes[%d].routed_shapes: "
+                               "must be an array of shape indexes", path, idx, r);
+            json_array_foreach(routed, k, e) {
+                const json_int_t s = json_is_integer(e) ? json_integer_value(e) : -1;
+                if (s < 0 || s >= ns || s >= 64 || (d->routed >> s) & 1 ||
+                    (k && s < json_integer_value(json_array_get(routed, k - 1))))
+                    return BK_FAIL(err, BK_ERR_INPUT, "%s: arms[%d].processes[%d]."
+                                   "routed_shapes[%zu]: must be a shape index in 0..%d, "
+                                   "ascending, each once", path, idx, r, k, ns - 1);
+                d->routed |= (uint64_t)1 << s;
+            }
+            d->routed_known = 1;
+        }
         d->pid = pid;
         bk_strlcpy(d->host, host, sizeof d->host);
         bk_strlcpy(d->status_msg, smsg, sizeof d->status_msg);

@@ -91,6 +91,11 @@ void bk_quality_element_text(char *buf, size_t len, int s, const bk_shape *sh, c
  * time-outs, final statuses, sample counts; an audit's tensors): a->ok, and a->reason
  * naming each failed rank. */
 void bk_run_judge_arm(const bk_run *run, bk_arm_run *a);
+/* The shapes arm a's engines must serve with the incumbent (bit i: shape i), by the arm's
+ * variant's domain at its lane: the engine's routing rule, which its status reports back. */
+uint64_t bk_arm_want_routed(const bk_run *run, const bk_arm_run *a);
+/* "1, 3" for bits 1 and 3 of m, "none" for 0. */
+void bk_routed_text(uint64_t m, char *buf, size_t len);
 
 /* Whether a SIGTERM / SIGINT cut the run short, from the run's own evidence: an arm that
  * ran and failed with a reason "terminated by NAME during arm X" or "... before round k of

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/catalog.h"
 #include "runner/orchestrate.h"
 
 static int all_tensors(const bk_run *run, const bk_rank_data *d)
@@ -16,8 +17,39 @@ static int all_tensors(const bk_run *run, const bk_rank_data *d)
     return 1;
 }
 
+uint64_t bk_arm_want_routed(const bk_run *run, const bk_arm_run *a)
+{
+    const bk_variant *v = bk_catalog_variant(run->plan.target, a->variant);
+    const bk_variant *inc = bk_catalog_variant(run->plan.target, run->plan.incumbent.name);
+    uint64_t m = 0;
+    if (!v || v == inc) /* the incumbent's arms: nothing to route */
+        return 0;
+    for (int i = 0; i < run->plan.workload.nshapes && i < 64; i++)
+        if (!bk_domain_contains(&v->domain, &run->plan.workload.shapes[i], a->world,
+                                run->plan.arena.dtype, run->backend, 1, NULL, 0))
+            m |= (uint64_t)1 << i;
+    return m;
+}
+
+void bk_routed_text(uint64_t m, char *buf, size_t len)
+{
+    size_t used = 0;
+    if (len)
+        buf[0] = '\0';
+    if (!m) {
+        snprintf(buf, len, "none");
+        return;
+    }
+    for (int i = 0; i < 64 && used < len; i++)
+        if (m & ((uint64_t)1 << i)) {
+            int k = snprintf(buf + used, len - used, "%s%d", used ? ", " : "", i);
+            used += k > 0 ? (size_t)k : 0;
+        }
+}
+
 void bk_run_judge_arm(const bk_run *run, bk_arm_run *a)
 {
+    const uint64_t want_routed = bk_arm_want_routed(run, a);
     a->ok = 1;
     size_t len = 0;
     uint64_t want = a->audit ? 0
@@ -57,6 +89,15 @@ void bk_run_judge_arm(const bk_run *run, bk_arm_run *a)
                      (unsigned long long)want);
         else if (a->audit && !all_tensors(run, d))
             snprintf(why, sizeof why, "output tensors missing from the audit");
+        else if (d->routed_known && d->routed != want_routed) {
+            /* the engine routed other shapes to the incumbent than the plan's domains say:
+             * the arm did not time what the plan describes */
+            char got[200], want[200];
+            bk_routed_text(d->routed, got, sizeof got);
+            bk_routed_text(want_routed, want, sizeof want);
+            snprintf(why, sizeof why, "engine served shape(s) %s with the incumbent; the "
+                     "variant's domain routes %s", got, want);
+        }
         if (!why[0])
             continue;
         if (a->ok || ((!d->proc.killed || d->agent_signal) && len < sizeof a->reason - 2)) {

@@ -24,7 +24,9 @@
  *   status  : "ok": bool, "code": int, "message": str, "samples": uint (count sent),
  *             "t_first_ns": uint (engine start -> first timed iteration, 0 if none),
  *             "settings": str (the engine backend's timing settings in effect, "name=value"
- *             words; empty when the backend has none)
+ *             words; empty when the backend has none),
+ *             "routed": uint (bit i: shape i was served by the incumbent in place of the
+ *             arm's variant, outside its domain; a plan holds 64 shapes at most)
  */
 typedef enum bk_msg_type {
     BK_MSG_HELLO = 1,
@@ -92,6 +94,7 @@ typedef struct bk_msg {
     uint64_t samples;
     uint64_t t_first_ns;
     char settings[512];
+    uint64_t routed;
 } bk_msg;
 
 /* What the receiver expects; empty strings / 0 skip a check. */
@@ -149,6 +152,6 @@ bk_status bk_wire_tensor(bk_wire_buf *b, const bk_wire_hdr *h, uint32_t shape,
                          bk_err *err);
 bk_status bk_wire_status(bk_wire_buf *b, const bk_wire_hdr *h, int ok, int64_t code,
                          const char *message, uint64_t samples, uint64_t t_first_ns,
-                         const char *settings, bk_err *err);
+                         const char *settings, uint64_t routed, bk_err *err);
 
 #endif

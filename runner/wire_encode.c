@@ -226,7 +226,7 @@ out:
  * boundary, rather than losing the whole status. */
 bk_status bk_wire_status(bk_wire_buf *b, const bk_wire_hdr *h, int ok, int64_t code,
                          const char *message, uint64_t samples, uint64_t t_first_ns,
-                         const char *settings, bk_err *err)
+                         const char *settings, uint64_t routed, bk_err *err)
 {
     bk_status st = BK_OK;
     msgpack_packer pk;
@@ -239,11 +239,12 @@ bk_status bk_wire_status(bk_wire_buf *b, const bk_wire_hdr *h, int ok, int64_t c
             mlen--;
     }
     BK_TRY(check_str("engine settings", settings, sizeof ((bk_msg *)0)->settings, err));
-    BK_TRY(begin(b, &pk, h, "status", 6, mlen + strlen(settings), err));
+    BK_TRY(begin(b, &pk, h, "status", 7, mlen + strlen(settings), err));
     int rc = pack_key(&pk, "ok") || (ok ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk)) ||
              pack_kint(&pk, "code", code) || pack_key(&pk, "message") ||
              msgpack_pack_str_with_body(&pk, m, mlen) || pack_kuint(&pk, "samples", samples) ||
-             pack_kuint(&pk, "t_first_ns", t_first_ns) || pack_kstr(&pk, "settings", settings);
+             pack_kuint(&pk, "t_first_ns", t_first_ns) || pack_kstr(&pk, "settings", settings) ||
+             pack_kuint(&pk, "routed", routed);
     st = packed(rc, "status", err);
 out:
     return st;

@@ -10,7 +10,7 @@ static const struct { const char *name; uint32_t len; } keys[K_COUNT] = {
     KEY("schema"), KEY("type"), KEY("run"), KEY("arm"), KEY("rank"), KEY("world"),
     KEY("pid"), KEY("blob"), KEY("blobs"), KEY("shape"), KEY("first"), KEY("ns"),
     KEY("name"), KEY("dtype"), KEY("data"), KEY("ok"), KEY("code"), KEY("message"),
-    KEY("samples"), KEY("t_first_ns"), KEY("settings"),
+    KEY("samples"), KEY("t_first_ns"), KEY("settings"), KEY("routed"),
 #undef KEY
 };
 

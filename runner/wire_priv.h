@@ -33,7 +33,7 @@ struct bk_wire_decoder {
 
 enum { K_SCHEMA, K_TYPE, K_RUN, K_ARM, K_RANK, K_WORLD, K_PID, K_BLOB, K_BLOBS, K_SHAPE,
        K_FIRST, K_NS, K_NAME, K_DTYPE, K_DATA, K_OK, K_CODE, K_MESSAGE, K_SAMPLES,
-       K_T_FIRST_NS, K_SETTINGS, K_COUNT };
+       K_T_FIRST_NS, K_SETTINGS, K_ROUTED, K_COUNT };
 
 /* One message's known fields, and what to call it in error messages. */
 typedef struct bk__wire_fields {

@@ -122,7 +122,8 @@ static int decode_status(const fields *f, bk_msg *m, bk_err *err)
     if ((r = bk__wire_get_int(f, K_CODE, &m->code, err)) != BK__ACCEPT ||
         (r = bk__wire_get_str(f, K_MESSAGE, m->message, sizeof m->message, err)) != BK__ACCEPT ||
         (r = bk__wire_get_uint(f, K_SAMPLES, UINT64_MAX, &m->samples, err)) != BK__ACCEPT ||
-        (r = bk__wire_get_uint(f, K_T_FIRST_NS, UINT64_MAX, &m->t_first_ns, err)) != BK__ACCEPT)
+        (r = bk__wire_get_uint(f, K_T_FIRST_NS, UINT64_MAX, &m->t_first_ns, err)) != BK__ACCEPT ||
+        (r = bk__wire_get_uint(f, K_ROUTED, UINT64_MAX, &m->routed, err)) != BK__ACCEPT)
         return r;
     return bk__wire_get_str(f, K_SETTINGS, m->settings, sizeof m->settings, err);
 }

@@ -431,7 +431,7 @@ static void send_status_arm(void *s, const char *arm, uint32_t rank, int ok, int
     bk_wire_hdr h = { RUN, arm, rank };
     bk_err err = { 0 };
     assert_int_equal(bk_wire_status(&b, &h, ok, code, ok ? "" : "it failed", 8, 1000 + rank,
-                                     "ipc=1", &err),
+                                     "ipc=1", (uint64_t)rank, &err),
                      BK_OK);
     send_buf(s, &b);
 }
@@ -461,10 +461,12 @@ static void test_status(void **state)
     assert_int_equal(d0->samples_claimed, 8);
     assert_int_equal(d0->t_first_ns, 1000);
     assert_string_equal(d0->settings, "ipc=1");
+    assert_true(d0->routed_known && d0->routed == 0); /* the status's routed: its rank's */
     send_status(s, 1, 0, BK_ERR_CONTRACT);
     poll_seen(&f, 2);
     assert_int_equal(bk_coord_all_status(f.c), 1);
     assert_int_equal(d1->broke_contract, 1);
+    assert_true(d1->routed_known && d1->routed == 1);
     bk_coord_end_arm(f.c);
     assert_int_equal(bk_coord_all_status(f.c), 0); /* no arm running */
     zmq_close(s);

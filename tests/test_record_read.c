@@ -498,6 +498,52 @@ static void two_rounds_marked(json_t *r)
     }
 }
 
+static void routed_set(json_t *r, const char *json)
+{
+    json_object_set_new(proc(r, 1, 1), "routed_shapes", json_loads(json, 0, NULL));
+}
+static void routed_string(json_t *r) { json_object_set_new(proc(r, 1, 1), "routed_shapes", json_string("1")); }
+static void routed_past(json_t *r) { routed_set(r, "[2]"); }
+static void routed_down(json_t *r) { routed_set(r, "[1, 0]"); }
+static void routed_twice(json_t *r) { routed_set(r, "[1, 1]"); }
+static void routed_negative(json_t *r) { routed_set(r, "[-1]"); }
+/* C's rank 1 says it served shape 1 with the incumbent: shm_oneshot_fused serves both of the
+ * fixture's shapes, so the arm is judged failed again (the record says ok) */
+static void routed_one(json_t *r) { routed_set(r, "[1]"); }
+static void routed_none(json_t *r) { routed_set(r, "[]"); }
+
+/* routed_shapes: absent (the fixture: from before it) or the ascending indexes of shapes,
+ * each once; read into the process's routing, judged again with the arm */
+static void test_routed_shapes(void **state)
+{
+    (void)state;
+    const char *form = "record.json: arms[1].processes[1].routed_shapes";
+    expect_bad(routed_string, NULL, "record.json: arms[1].processes[1].routed_shapes: must be an "
+                                    "array of shape indexes");
+    expect_bad(routed_past, NULL, "record.json: arms[1].processes[1].routed_shapes[0]: must be a "
+                                  "shape index in 0..1, ascending, each once");
+    expect_bad(routed_down, NULL, form);
+    expect_bad(routed_twice, NULL, form);
+    expect_bad(routed_negative, NULL, form);
+    bk_run run;
+    bk_err err = { 0 };
+    if (read_edited(routed_one, NULL, &run, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    assert_true(run.arms[1].r[1].routed_known && run.arms[1].r[1].routed == 2);
+    assert_false(run.arms[1].r[0].routed_known);
+    bk_arm_run again = run.arms[1];
+    again.ok = 1;
+    bk_run_judge_arm(&run, &again);
+    assert_int_equal(again.ok, 0);
+    assert_non_null(strstr(again.reason, "engine served shape(s) 1 with the incumbent; the "
+                                         "variant's domain routes none"));
+    bk_run_free(&run);
+    if (read_edited(routed_none, NULL, &run, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    assert_true(run.arms[1].r[1].routed_known && run.arms[1].r[1].routed == 0);
+    bk_run_free(&run);
+}
+
 /* Each arm is read by its place, each process by its place in the arm, and the lane names
  * the MPI ranks the processes sat on: a record that says otherwise was reordered or edited. */
 static void test_places(void **state)
@@ -762,6 +808,7 @@ int main(void)
         cmocka_unit_test(test_bf16_note),
         cmocka_unit_test(test_bad_fields),
         cmocka_unit_test(test_places),
+        cmocka_unit_test(test_routed_shapes),
         cmocka_unit_test(test_foreign_blocks),
         cmocka_unit_test_teardown(test_samples_header, plain_samples),
         cmocka_unit_test(test_bad_forms),

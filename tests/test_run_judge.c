@@ -190,6 +190,52 @@ static void test_each_failure_named(void **state)
     free(run);
 }
 
+/* The shapes an engine's status says it served with the incumbent must be those its
+ * variant's domain routes at the lane: shm_oneshot_fused serves 1 x 4096, not 600 x 4096
+ * (past its 512 tokens); the incumbent's arms route nothing. A status that said nothing of
+ * it (a record from before) is not judged by it. */
+static void test_routing_judged(void **state)
+{
+    (void)state;
+    bk_arm_run a;
+    bk_rank_data r[1];
+    bk_run *run = make_run(&a, r, 1);
+    bk_strlcpy(run->plan.target, "collective.allreduce_residual_rmsnorm", sizeof run->plan.target);
+    bk_strlcpy(run->plan.incumbent.name, "shm_twopass", sizeof run->plan.incumbent.name);
+    bk_strlcpy(run->plan.arena.dtype, "bf16", sizeof run->plan.arena.dtype);
+    run->backend = BK_BACKEND_CPU;
+    run->plan.workload.nshapes = 3;
+    run->plan.workload.shapes[0] = (bk_shape){ .tokens = 1, .hidden = 4096, .weight = 1 };
+    run->plan.workload.shapes[1] = (bk_shape){ .tokens = 600, .hidden = 4096, .weight = 1 };
+    run->plan.workload.shapes[2] = (bk_shape){ .tokens = 8, .hidden = 12, .weight = 1 };
+    bk_strlcpy(a.variant, "shm_oneshot_fused", sizeof a.variant);
+    clean_rank(&r[0]);
+    r[0].samples_got = r[0].samples_claimed = 30;
+    assert_true(bk_arm_want_routed(run, &a) == 6); /* shapes 1 and 2 */
+    r[0].routed_known = 1;
+    r[0].routed = 6;
+    bk_run_judge_arm(run, &a);
+    assert_int_equal(a.ok, 1);
+    r[0].routed = 0;
+    expect_failed(run, &a, "arm C lane rank 0 (node-00, MPI rank 2): engine served shape(s) "
+                           "none with the incumbent; the variant's domain routes 1, 2");
+    r[0].routed = 7;
+    expect_failed(run, &a, "engine served shape(s) 0, 1, 2 with the incumbent; the variant's "
+                           "domain routes 1, 2");
+    r[0].routed_known = 0; /* a record from before: not judged by it */
+    a.ok = 1;
+    bk_run_judge_arm(run, &a);
+    assert_int_equal(a.ok, 1);
+    /* the incumbent's arm: nothing routed */
+    bk_strlcpy(a.variant, "shm_twopass", sizeof a.variant);
+    assert_true(bk_arm_want_routed(run, &a) == 0);
+    r[0].routed_known = 1;
+    r[0].routed = 2;
+    expect_failed(run, &a, "engine served shape(s) 1 with the incumbent; the variant's domain "
+                           "routes none");
+    free(run);
+}
+
 /* The signal's name out of an arm's reason: "terminated by NAME during arm X; ..." ends the
  * name at " during arm " even when a rank's message further on says " before ". */
 static void test_terminated_name(void **state)
@@ -262,6 +308,7 @@ int main(void)
         cmocka_unit_test(test_reason_cut_by_words),
         cmocka_unit_test(test_unfinished_stopped_and_mark),
         cmocka_unit_test(test_each_failure_named),
+        cmocka_unit_test(test_routing_judged),
         cmocka_unit_test(test_terminated_name),
         cmocka_unit_test(test_v7_look_ignores_final_quality),
     };

@@ -209,7 +209,8 @@ static void test_roundtrip_tensor_status(void **state)
     assert_memory_equal(f->msg.data, data, sizeof data);
 
     assert_int_equal(bk_wire_status(&f->buf, &HDR, 0, -5, "nccl: unhandled cuda error", 77,
-                                    INT64_MAX + 9ull, "gate=1 settle=32", &f->err), BK_OK);
+                                    INT64_MAX + 9ull, "gate=1 settle=32", UINT64_MAX, &f->err),
+                     BK_OK);
     assert_int_equal(decode(f, f->buf.data, f->buf.size), BK_OK);
     assert_int_equal(f->msg.type, BK_MSG_STATUS);
     assert_int_equal(f->msg.ok, 0);
@@ -218,11 +219,13 @@ static void test_roundtrip_tensor_status(void **state)
     assert_int_equal(f->msg.samples, 77);
     assert_true(f->msg.t_first_ns == INT64_MAX + 9ull);
     assert_string_equal(f->msg.settings, "gate=1 settle=32");
-    assert_int_equal(bk_wire_status(&f->buf, &HDR, 1, 0, "", 0, 0, "", &f->err), BK_OK);
+    assert_true(f->msg.routed == UINT64_MAX); /* every one of 64 shapes routed */
+    assert_int_equal(bk_wire_status(&f->buf, &HDR, 1, 0, "", 0, 0, "", 0, &f->err), BK_OK);
     assert_int_equal(decode(f, f->buf.data, f->buf.size), BK_OK);
     assert_int_equal(f->msg.ok, 1);
     assert_string_equal(f->msg.message, "");
     assert_string_equal(f->msg.settings, "");
+    assert_true(f->msg.routed == 0);
 }
 
 /* Encoders refuse what the decoder would reject; a long status message is cut. */
@@ -239,7 +242,7 @@ static void test_encoder_limits(void **state)
     char msg[700];
     memset(msg, 'm', sizeof msg - 1);
     msg[sizeof msg - 1] = '\0';
-    assert_int_equal(bk_wire_status(&f->buf, &HDR, 1, 0, msg, 0, 0, "", &f->err), BK_OK);
+    assert_int_equal(bk_wire_status(&f->buf, &HDR, 1, 0, msg, 0, 0, "", 0, &f->err), BK_OK);
     assert_int_equal(decode(f, f->buf.data, f->buf.size), BK_OK);
     assert_int_equal(strlen(f->msg.message), sizeof f->msg.message - 1);
 }
@@ -258,7 +261,7 @@ static void test_truncations_and_trailing(void **state)
     assert_int_equal(bk_wire_samples(&bufs[0], &HDR, 0, 0, ns, 300, &f->err), BK_OK);
     assert_int_equal(bk_wire_peers(&bufs[1], &HDR, 4, (const void *const *)b, l, &f->err),
                      BK_OK);
-    assert_int_equal(bk_wire_status(&bufs[2], &HDR, 1, 3, "fine", 9, 1, "", &f->err), BK_OK);
+    assert_int_equal(bk_wire_status(&bufs[2], &HDR, 1, 3, "fine", 9, 1, "", 5, &f->err), BK_OK);
     for (int m = 0; m < 3; m++) {
         for (size_t len = 0; len < bufs[m].size; len++) {
             expect_reject(f, bufs[m].data, len, BK_REJ_MALFORMED, NULL);
@@ -425,15 +428,23 @@ static void test_world_checks(void **state)
        "samples:i=-1", "t_first_ns:u=0", "settings:s=", NULL);
     expect_reject(f, sb.data, sb.size, BK_REJ_BAD_FIELD, "'samples'");
     mk(&sb, H_SCHEMA, "type:s=status", H_REST, "ok:B=1", "code:i=0", "message:s=x",
-       "samples:u=0", "t_first_ns:u=0", NULL);
+       "samples:u=0", "t_first_ns:u=0", "routed:u=0", NULL);
     expect_reject(f, sb.data, sb.size, BK_REJ_BAD_FIELD, "'settings' is missing");
+    /* what the engine served with the incumbent: required, an unsigned bit mask */
     mk(&sb, H_SCHEMA, "type:s=status", H_REST, "ok:B=1", "code:i=0", "message:s=x",
-       "samples:u=0", "t_first_ns:u=0", "settings:u=3", NULL);
+       "samples:u=0", "t_first_ns:u=0", "settings:s=", NULL);
+    expect_reject(f, sb.data, sb.size, BK_REJ_BAD_FIELD, "status: field 'routed' is missing");
+    mk(&sb, H_SCHEMA, "type:s=status", H_REST, "ok:B=1", "code:i=0", "message:s=x",
+       "samples:u=0", "t_first_ns:u=0", "settings:s=", "routed:i=-1", NULL);
+    expect_reject(f, sb.data, sb.size, BK_REJ_BAD_FIELD, "'routed'");
+    mk(&sb, H_SCHEMA, "type:s=status", H_REST, "ok:B=1", "code:i=0", "message:s=x",
+       "samples:u=0", "t_first_ns:u=0", "settings:u=3", "routed:u=0", NULL);
     expect_reject(f, sb.data, sb.size, BK_REJ_BAD_FIELD, "'settings' must be a string");
     mk(&sb, H_SCHEMA, "type:s=status", H_REST, "ok:B=1", "code:i=0", "message:s=x",
-       "samples:u=0", "t_first_ns:u=0", "settings:s=settle=32", NULL);
+       "samples:u=0", "t_first_ns:u=0", "settings:s=settle=32", "routed:u=5", NULL);
     assert_int_equal(decode(f, sb.data, sb.size), BK_OK);
     assert_string_equal(f->msg.settings, "settle=32");
+    assert_true(f->msg.routed == 5);
     msgpack_sbuffer_destroy(&sb);
 }
 
@@ -458,17 +469,17 @@ static void test_encoder_input_errors(void **state)
     assert_non_null(strstr(f->err.msg, "name"));
     bk_err_clear(&f->err);
     bk_wire_hdr longarm = { "run-7f3a", "B-prime!", 0 };
-    assert_int_equal(bk_wire_status(&f->buf, &longarm, 1, 0, "", 0, 0, "", &f->err), BK_ERR_INPUT);
+    assert_int_equal(bk_wire_status(&f->buf, &longarm, 1, 0, "", 0, 0, "", 0, &f->err), BK_ERR_INPUT);
     assert_non_null(strstr(f->err.msg, "arm"));
     bk_err_clear(&f->err);
     char longset[sizeof f->msg.settings + 1];
     memset(longset, 's', sizeof longset - 1);
     longset[sizeof longset - 1] = '\0';
-    assert_int_equal(bk_wire_status(&f->buf, &HDR, 1, 0, "", 0, 0, longset, &f->err),
+    assert_int_equal(bk_wire_status(&f->buf, &HDR, 1, 0, "", 0, 0, longset, 0, &f->err),
                      BK_ERR_INPUT);
     assert_non_null(strstr(f->err.msg, "engine settings"));
     bk_err_clear(&f->err);
-    assert_int_equal(bk_wire_status(&f->buf, &HDR, 1, 0, "", 0, 0, NULL, &f->err), BK_ERR_INPUT);
+    assert_int_equal(bk_wire_status(&f->buf, &HDR, 1, 0, "", 0, 0, NULL, 0, &f->err), BK_ERR_INPUT);
     assert_non_null(strstr(f->err.msg, "engine settings"));
 }
 
@@ -480,7 +491,7 @@ static void test_status_message_cut_utf8(void **state)
     size_t cap = sizeof f->msg.message - 1; /* 511 */
     memset(m, 'a', cap - 1);
     memcpy(m + cap - 1, "\xc3\xa9tail", 7); /* an e-acute straddles the limit */
-    assert_int_equal(bk_wire_status(&f->buf, &HDR, 1, 0, m, 0, 0, "", &f->err), BK_OK);
+    assert_int_equal(bk_wire_status(&f->buf, &HDR, 1, 0, m, 0, 0, "", 0, &f->err), BK_OK);
     assert_int_equal(decode(f, f->buf.data, f->buf.size), BK_OK);
     assert_int_equal(strlen(f->msg.message), cap - 1);
     assert_memory_equal(f->msg.message, m, cap - 1);

@@ -75,7 +75,7 @@ static int sender(const opts *o, const char *ep, const bk_curve_keys *keys, int 
     }
     for (int i = 0; i < n; i++) {
         bk_wire_hdr h = { RUN, "B", (uint32_t)(r0 + i) };
-        if (bk_wire_status(&buf, &h, 1, 0, "", (uint64_t)o->samples, 0, "", &err) != BK_OK ||
+        if (bk_wire_status(&buf, &h, 1, 0, "", (uint64_t)o->samples, 0, "", 0, &err) != BK_OK ||
             zmq_send(socks[i], buf.data, buf.size, 0) < 0)
             goto out;
     }

@@ -71,7 +71,7 @@ int main(int argc, char **argv)
     SEED("samples", bk_wire_samples(&b, &h, 1, 256, ns, 5, &err));
     SEED("tensor", bk_wire_tensor(&b, &h, 0, "out", "bf16", tensor, sizeof tensor, &err));
     SEED("status", bk_wire_status(&b, &h, 0, 5, "engine: a failure", 512, 123456,
-                                  "gate=1 pdl=1", &err));
+                                  "gate=1 pdl=1", 6, &err));
 #undef SEED
     bk_wire_buf_free(&b);
     static const char meminfo[] = "MemTotal:       24000000 kB\nMemFree:         1000000 kB\n"

@@ -24,6 +24,32 @@ got = [(s["shape"], s["tokens"], s["served_by"], s["why"]) for s in r["shapes"]]
 assert got == [(0, 1, "shm_oneshot_fused", ""), (1, 600, "shm_twopass", "tokens 600 > max 512")], got
 assert abs(r["candidate_share"] - 0.5) < 1e-12, r["candidate_share"]
 PY
+# and what each engine said it served with the incumbent (its status), as the run checked it:
+# C's and A's engines shape 1, those of the incumbent's arms none
+python3 - "$RECORD" <<'PY' || fail "the processes' routed_shapes are not the engines' routing"
+import json, sys
+for a in json.load(open(sys.argv[1]))["arms"]:
+    want = [1] if a["name"] in ("C", "A") else []
+    assert a["ran"] and a["ok"], a["name"]
+    for p in a["processes"]:
+        assert p["routed_shapes"] == want, (a["name"], p)
+PY
+# a record whose engine is said to have routed otherwise is judged again and refused
+TAMPER=$IT_TMP/tampered-routing
+cp -r "$(dirname "$RECORD")" "$TAMPER"
+python3 - "$TAMPER/record.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["arms"][1]["processes"][0]["routed_shapes"] = []
+json.dump(r, open(sys.argv[1], "w"))
+PY
+set +e
+"$BK_BRACKET" score "$TAMPER/record.json" >"$IT_TMP/tamper.log" 2>&1
+TRC=$?
+set -e
+cat "$IT_TMP/tamper.log"
+[ "$TRC" = 1 ] && grep -q "engine served shape(s) none with the incumbent; the variant's domain routes 1" "$IT_TMP/tamper.log" ||
+    fail "a record with C's routing edited: score exit $TRC, or the routing not named"
 if grep -q "^speed-up:" "$OUT"; then
     python3 - "$OUT" "$RECORD" <<'PY' || fail "the speed-up does not follow from the printed costs"
 import json, re, sys
