@@ -196,6 +196,9 @@ bk_status bk__get_str(const bk__chk *c, json_t *obj, const char *base, const cha
         return bk__bad(c, path, v, "must be shorter than %zu characters", n);
     if (strlen(json_string_value(v)) != json_string_length(v))
         return bk__bad(c, path, v, "must not contain NUL characters");
+    /* blanks alone name nothing (a model "   " printed in every header and record) */
+    if (json_string_value(v)[strspn(json_string_value(v), " \t\r\n\v\f")] == '\0')
+        return bk__bad(c, path, v, "must not be blank");
     bk_strlcpy(dst, json_string_value(v), n);
     return BK_OK;
 }

@@ -356,6 +356,11 @@ static void test_bad_values(void **state)
                        "got \"my plan\"");
     expect_parse_error(demo_with("", "name", json_string("")),
                        "plans/x.json: name: must be a non-empty string, got \"\"");
+    /* blanks alone are no name */
+    expect_parse_error(demo_with("arena", "model", json_string("   ")),
+                       "plans/x.json: arena.model: must not be blank, got \"   \"");
+    expect_parse_error(demo_with("arena", "model", json_string("\t\n")),
+                       "plans/x.json: arena.model: must not be blank, got \"\\t\\n\"");
     expect_parse_error(demo_with("arena", "target_catalog", json_string("bracket.catalog/0")),
                        "plans/x.json: arena.target_catalog: must be \"bracket.catalog/1\", got "
                        "\"bracket.catalog/0\"");
