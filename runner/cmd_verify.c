@@ -282,13 +282,7 @@ static bk_status audit(const bk_plan *p, bk_coord *c, bk_arm_run *a, int idx, co
     }
     /* the "served by" column is what each engine says it served: the shapes it routed to
      * the incumbent must be those the variant's domain routes */
-    const bk_variant *v = bk_catalog_variant(p->target, variant);
-    const bk_variant *inc = bk_catalog_variant(p->target, p->incumbent.name);
-    uint64_t want = 0;
-    for (int s = 0; v && v != inc && s < p->workload.nshapes && s < 64; s++)
-        if (!bk_domain_contains(&v->domain, &p->workload.shapes[s], world, p->arena.dtype,
-                                p->backend, 1, NULL, 0))
-            want |= (uint64_t)1 << s;
+    const uint64_t want = bk_plan_routed(p, variant, world, p->backend);
     for (int r = 0; r < world && a->ok; r++) {
         const bk_rank_data *d = &a->r[r];
         if (d->routed_known && d->routed == want)

@@ -94,6 +94,8 @@ void bk_run_judge_arm(const bk_run *run, bk_arm_run *a);
 /* The shapes arm a's engines must serve with the incumbent (bit i: shape i), by the arm's
  * variant's domain at its lane: the engine's routing rule, which its status reports back. */
 uint64_t bk_arm_want_routed(const bk_run *run, const bk_arm_run *a);
+/* The same for `variant` of plan p on a lane of `world` on `backend` (bracket verify's). */
+uint64_t bk_plan_routed(const bk_plan *p, const char *variant, int world, bk_backend backend);
 /* "1, 3" for bits 1 and 3 of m, "none" for 0. */
 void bk_routed_text(uint64_t m, char *buf, size_t len);
 

@@ -17,18 +17,23 @@ static int all_tensors(const bk_run *run, const bk_rank_data *d)
     return 1;
 }
 
-uint64_t bk_arm_want_routed(const bk_run *run, const bk_arm_run *a)
+uint64_t bk_plan_routed(const bk_plan *p, const char *variant, int world, bk_backend backend)
 {
-    const bk_variant *v = bk_catalog_variant(run->plan.target, a->variant);
-    const bk_variant *inc = bk_catalog_variant(run->plan.target, run->plan.incumbent.name);
+    const bk_variant *v = bk_catalog_variant(p->target, variant);
+    const bk_variant *inc = bk_catalog_variant(p->target, p->incumbent.name);
     uint64_t m = 0;
     if (!v || v == inc) /* the incumbent's arms: nothing to route */
         return 0;
-    for (int i = 0; i < run->plan.workload.nshapes && i < 64; i++)
-        if (!bk_domain_contains(&v->domain, &run->plan.workload.shapes[i], a->world,
-                                run->plan.arena.dtype, run->backend, 1, NULL, 0))
+    for (int i = 0; i < p->workload.nshapes && i < 64; i++)
+        if (!bk_domain_contains(&v->domain, &p->workload.shapes[i], world, p->arena.dtype,
+                                backend, 1, NULL, 0))
             m |= (uint64_t)1 << i;
     return m;
+}
+
+uint64_t bk_arm_want_routed(const bk_run *run, const bk_arm_run *a)
+{
+    return bk_plan_routed(&run->plan, a->variant, a->world, run->backend);
 }
 
 void bk_routed_text(uint64_t m, char *buf, size_t len)
