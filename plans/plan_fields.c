@@ -127,7 +127,8 @@ bk_status bk__get_int(const bk__chk *c, json_t *obj, const char *base, const cha
         ok = 1;
     } else if (json_is_real(v)) {
         double d = json_real_value(v);
-        ok = d == floor(d) && fabs(d) < 9.0e18; /* integral and inside int64 */
+        /* integral and inside int64: [-2^63, 2^63) */
+        ok = d == floor(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0;
         i = ok ? (json_int_t)d : 0;
         /* an integer too large for int64 (1e20) is said to be past its bound, not to be no
          * integer */

@@ -287,7 +287,7 @@ static bk_status audit(const bk_plan *p, bk_coord *c, bk_arm_run *a, int idx, co
         const bk_rank_data *d = &a->r[r];
         if (d->routed_known && d->routed == want)
             continue;
-        char got[200] = "no status", exp[200];
+        char got[BK_ROUTED_TEXT] = "no status", exp[BK_ROUTED_TEXT];
         if (d->routed_known)
             bk_routed_text(d->routed, got, sizeof got);
         bk_routed_text(want, exp, sizeof exp);

@@ -146,7 +146,7 @@ int bk_cmd_worth(int argc, char **argv)
             snprintf(pct, sizeof pct, "%.10g", 100.0 * noise);
         printf("resolvable noise   %s%%  -> %s\n", pct,
                bound < 1.0                   ? "a slowdown, not a gain: nothing to qualify"
-               : bound == 1.0                ? "no gain (a slot speed-up of 1): nothing to "
+               : k == 1.0                    ? "no gain (a slot speed-up of 1): nothing to "
                                                "qualify"
                : bk_worth_clears(bound, noise) ? "worth an experiment"
                    : "does not clear the arena's resolvable noise (the bound must exceed 1 + "

@@ -408,6 +408,12 @@ static void on_pull(bk_coord *c)
         break;
     }
     case BK_MSG_STATUS:
+        /* a shape past the plan's cannot have been routed: the message is not the run's */
+        if (c->nshapes < 64 && (m.routed >> c->nshapes) != 0) {
+            c->stats.accepted--;
+            c->stats.rejected[BK_REJ_BAD_FIELD]++;
+            break;
+        }
         d->status_seen = 1;
         d->status_ok = m.ok;
         d->broke_contract = !m.ok && m.code == BK_ERR_CONTRACT;

@@ -652,6 +652,23 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
     const json_t *hosts = json_object_get(json_object_get(rec, "identity"), "hosts");
     run->world_size = json_is_array(hosts) ? (int)json_array_size(hosts) : 0;
     run->routing_share = bk_routing_share(&run->plan, run->backend, 1);
+    /* the candidate's routing as the run's catalog made it (routing.shapes' served_by): the
+     * processes' routed_shapes are judged against it, whatever this build's catalog says */
+    {
+        const json_t *rs = json_object_get(json_object_get(rec, "routing"), "shapes");
+        int whole = json_is_array(rs) && json_array_size(rs) ==
+                                             (size_t)run->plan.workload.nshapes;
+        run->cand_routed = 0;
+        for (int i = 0; whole && i < run->plan.workload.nshapes && i < 64; i++) {
+            const char *by = json_string_value(json_object_get(json_array_get(rs, (size_t)i),
+                                                               "served_by"));
+            if (!by)
+                whole = 0;
+            else if (strcmp(by, run->plan.candidate.name) != 0)
+                run->cand_routed |= (uint64_t)1 << i;
+        }
+        run->cand_routed_known = whole;
+    }
     /* B and C on the same ranks: the policy said so, or the lanes are one */
     const char *policy = json_string_value(json_object_get(lanes, "policy"));
     run->shared_lanes = (policy && !strcmp(policy, "shared")) ||

@@ -47,6 +47,12 @@ typedef struct bk_run {
                                  * report under a failed quality */
     char (*hosts)[BK_HOST_LEN]; /* [world_size] */
     double routing_share;
+    /* the shapes the candidate's arms (C, A) route to the incumbent, bit i shape i: by the
+     * run's catalog (bk_plan_routed at set-up; read back from the record's routing.shapes,
+     * so a record is judged by the catalog that ran it, not the scorer's); known 0: not
+     * recorded, the routing is not judged */
+    uint64_t cand_routed;
+    int cand_routed_known;
     int noutputs;
     const char *output_names[16];
     bk_arm_run arms[BK_ARM_NAMES];
@@ -96,7 +102,8 @@ void bk_run_judge_arm(const bk_run *run, bk_arm_run *a);
 uint64_t bk_arm_want_routed(const bk_run *run, const bk_arm_run *a);
 /* The same for `variant` of plan p on a lane of `world` on `backend` (bracket verify's). */
 uint64_t bk_plan_routed(const bk_plan *p, const char *variant, int world, bk_backend backend);
-/* "1, 3" for bits 1 and 3 of m, "none" for 0. */
+/* "1, 3" for bits 1 and 3 of m, "none" for 0; BK_ROUTED_TEXT bytes hold all 64. */
+#define BK_ROUTED_TEXT 320
 void bk_routed_text(uint64_t m, char *buf, size_t len);
 
 /* Whether a SIGTERM / SIGINT cut the run short, from the run's own evidence: an arm that

@@ -33,10 +33,15 @@ uint64_t bk_plan_routed(const bk_plan *p, const char *variant, int world, bk_bac
 
 uint64_t bk_arm_want_routed(const bk_run *run, const bk_arm_run *a)
 {
-    return bk_plan_routed(&run->plan, a->variant, a->world, run->backend);
+    /* the candidate's arms route what the run's catalog routed; the incumbent's nothing */
+    const bk_plan *p = &run->plan;
+    return strcmp(a->variant, p->candidate.name) == 0 &&
+                   strcmp(p->candidate.name, p->incumbent.name) != 0
+               ? run->cand_routed
+               : 0;
 }
 
-void bk_routed_text(uint64_t m, char *buf, size_t len)
+void bk_routed_text(uint64_t m, char *buf, size_t len) /* BK_ROUTED_TEXT holds any */
 {
     size_t used = 0;
     if (len)
@@ -61,7 +66,7 @@ void bk_run_judge_arm(const bk_run *run, bk_arm_run *a)
                              : (uint64_t)run->plan.workload.iters * (uint64_t)run->plan.workload.nshapes;
     for (int r = 0; r < a->world; r++) {
         const bk_rank_data *d = &a->r[r];
-        char why[700] = "";
+        char why[800] = "";
         char pd[96];
         bk_proc_describe(&d->proc, pd, sizeof pd);
         if (!d->reported)
@@ -94,10 +99,10 @@ void bk_run_judge_arm(const bk_run *run, bk_arm_run *a)
                      (unsigned long long)want);
         else if (a->audit && !all_tensors(run, d))
             snprintf(why, sizeof why, "output tensors missing from the audit");
-        else if (d->routed_known && d->routed != want_routed) {
+        else if (run->cand_routed_known && d->routed_known && d->routed != want_routed) {
             /* the engine routed other shapes to the incumbent than the plan's domains say:
              * the arm did not time what the plan describes */
-            char got[200], want[200];
+            char got[BK_ROUTED_TEXT], want[BK_ROUTED_TEXT];
             bk_routed_text(d->routed, got, sizeof got);
             bk_routed_text(want_routed, want, sizeof want);
             snprintf(why, sizeof why, "engine served shape(s) %s with the incumbent; the "

@@ -224,6 +224,9 @@ int bk__setup_plan(const bk__run_opts *o, bk_run *run, char **plan_text, bk_err 
     }
     bk_sha256_hex(*plan_text, strlen(*plan_text), run->plan_digest);
     run->routing_share = bk_routing_share(&run->plan, run->backend, 1);
+    run->cand_routed = bk_plan_routed(&run->plan, run->plan.candidate.name,
+                                      run->plan.arena.tp * run->plan.arena.ep, run->backend);
+    run->cand_routed_known = 1;
     (void)bk_catalog_bf16_sum_note(&run->plan, run->backend, run->sum_note, sizeof run->sum_note);
     const bk_target *tg = bk_catalog_target(run->plan.target);
     /* refused here, before any engine starts, rather than killed for memory mid-run */

@@ -425,15 +425,21 @@ static void test_tensor_slots(void **state)
 
 /* ---- status and timing ---- */
 
-static void send_status_arm(void *s, const char *arm, uint32_t rank, int ok, int64_t code)
+static void send_status_routed(void *s, const char *arm, uint32_t rank, int ok, int64_t code,
+                               uint64_t routed)
 {
     bk_wire_buf b = { 0 };
     bk_wire_hdr h = { RUN, arm, rank };
     bk_err err = { 0 };
     assert_int_equal(bk_wire_status(&b, &h, ok, code, ok ? "" : "it failed", 8, 1000 + rank,
-                                     "ipc=1", (uint64_t)rank, &err),
+                                     "ipc=1", routed, &err),
                      BK_OK);
     send_buf(s, &b);
+}
+
+static void send_status_arm(void *s, const char *arm, uint32_t rank, int ok, int64_t code)
+{
+    send_status_routed(s, arm, rank, ok, code, (uint64_t)rank);
 }
 
 static void send_status(void *s, uint32_t rank, int ok, int64_t code)
@@ -468,7 +474,31 @@ static void test_status(void **state)
     assert_int_equal(d1->broke_contract, 1);
     assert_true(d1->routed_known && d1->routed == 1);
     bk_coord_end_arm(f.c);
+    assert_int_equal(bk_coord_stats(f.c)->rejected[BK_REJ_BAD_FIELD], 0);
     assert_int_equal(bk_coord_all_status(f.c), 0); /* no arm running */
+    zmq_close(s);
+    close_coord(&f);
+}
+
+/* A status that says a shape past the plan's was routed is not the run's: rejected as a bad
+ * field, the rank's status still unseen; one within the plan's shapes is taken. */
+static void test_status_routed_past_shapes(void **state)
+{
+    (void)state;
+    fixture f;
+    open_coord(&f, 1, 0);
+    void *s = socket_to(&f, ZMQ_PUSH, bk_coord_samples_ep(f.c));
+    send_status_routed(s, "B", 0, 1, 0, (uint64_t)1 << NSHAPES);
+    poll_seen(&f, 1);
+    const bk_rank_data *d0 = &f.arm.r[0];
+    assert_int_equal(bk_coord_stats(f.c)->rejected[BK_REJ_BAD_FIELD], 1);
+    assert_int_equal(d0->status_seen, 0);
+    assert_int_equal(d0->routed_known, 0);
+    send_status_routed(s, "B", 0, 1, 0, (uint64_t)1 << (NSHAPES - 1));
+    poll_seen(&f, 2);
+    assert_int_equal(d0->status_seen, 1);
+    assert_true(d0->routed_known && d0->routed == (uint64_t)1 << (NSHAPES - 1));
+    bk_coord_end_arm(f.c);
     zmq_close(s);
     close_coord(&f);
 }
@@ -587,6 +617,7 @@ int main(void)
         cmocka_unit_test(test_outputs_count),
         cmocka_unit_test(test_tensor_slots),
         cmocka_unit_test(test_status),
+        cmocka_unit_test(test_status_routed_past_shapes),
         cmocka_unit_test(test_all_in),
         cmocka_unit_test(test_first_sample_time),
         cmocka_unit_test(test_round_names),

@@ -81,6 +81,13 @@ static void test_number_edges(void **state)
     set_bad("workload.seed=1e19", "demo-cpu.json: workload.seed: must be an integer <= "
             "9223372036854775807, got 1e19");
     set_bad("arena.tp=1.5", "demo-cpu.json: arena.tp: must be an integer in 1..1024, got 1.5");
+    /* 9.1e18 is under 2^63: an integer a plan holds, written either way */
+    const char *big_seed[] = { "workload.seed=9.1e18" };
+    set_ok(&p, big_seed, 1);
+    assert_true(p.workload.seed == 9100000000000000000ull);
+    bk_plan_free(&p);
+    set_bad("workload.seed=9.3e18", "demo-cpu.json: workload.seed: must be an integer <= "
+            "9223372036854775807, got 9.3e18");
     set_bad("protocol.confidence=0.5",
             "demo-cpu.json: protocol.confidence: must be a number in (0.5, 1), got 0.5");
 }

@@ -511,6 +511,14 @@ static void routed_negative(json_t *r) { routed_set(r, "[-1]"); }
  * fixture's shapes, so the arm is judged failed again (the record says ok) */
 static void routed_one(json_t *r) { routed_set(r, "[1]"); }
 static void routed_none(json_t *r) { routed_set(r, "[]"); }
+/* the run's catalog routed shape 1 to the incumbent (its routing.shapes says so) */
+static void run_routed_1(json_t *r)
+{
+    json_t *sh = json_array_get(json_object_get(json_object_get(r, "routing"), "shapes"), 1);
+    json_object_set_new(sh, "served_by", json_string("shm_twopass"));
+    routed_set(r, "[1]");
+}
+static void routing_absent(json_t *r) { json_object_del(r, "routing"); }
 
 /* routed_shapes: absent (the fixture: from before it) or the ascending indexes of shapes,
  * each once; read into the process's routing, judged again with the arm */
@@ -541,6 +549,22 @@ static void test_routed_shapes(void **state)
     if (read_edited(routed_none, NULL, &run, &err) != BK_OK)
         fail_msg("%s", err.msg);
     assert_true(run.arms[1].r[1].routed_known && run.arms[1].r[1].routed == 0);
+    assert_true(run.cand_routed_known && run.cand_routed == 0); /* both shapes the candidate's */
+    bk_run_free(&run);
+    /* the routing a record is judged by is its run's (routing.shapes), not this build's
+     * catalog, which has shm_oneshot_fused serve both shapes */
+    if (read_edited(run_routed_1, NULL, &run, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    assert_true(run.cand_routed_known && run.cand_routed == 2);
+    again = run.arms[1];
+    again.ok = 1;
+    bk_run_judge_arm(&run, &again);
+    assert_int_equal(again.ok, 1);
+    bk_run_free(&run);
+    /* no routing recorded: the routing is not judged */
+    if (read_edited(routing_absent, NULL, &run, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(run.cand_routed_known, 0);
     bk_run_free(&run);
 }
 

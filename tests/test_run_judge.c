@@ -190,10 +190,11 @@ static void test_each_failure_named(void **state)
     free(run);
 }
 
-/* The shapes an engine's status says it served with the incumbent must be those its
- * variant's domain routes at the lane: shm_oneshot_fused serves 1 x 4096, not 600 x 4096
- * (past its 512 tokens); the incumbent's arms route nothing. A status that said nothing of
- * it (a record from before) is not judged by it. */
+/* The shapes an engine's status says it served with the incumbent must be those the run's
+ * routing gives the candidate's arms (bk_plan_routed at set-up: shm_oneshot_fused serves
+ * 1 x 4096, not 600 x 4096, past its 512 tokens, nor hidden 12); the incumbent's arms route
+ * nothing. A status that said nothing of it (a record from before), or a run whose routing
+ * is not known (a record without routing.shapes), is not judged by it. */
 static void test_routing_judged(void **state)
 {
     (void)state;
@@ -202,6 +203,7 @@ static void test_routing_judged(void **state)
     bk_run *run = make_run(&a, r, 1);
     bk_strlcpy(run->plan.target, "collective.allreduce_residual_rmsnorm", sizeof run->plan.target);
     bk_strlcpy(run->plan.incumbent.name, "shm_twopass", sizeof run->plan.incumbent.name);
+    bk_strlcpy(run->plan.candidate.name, "shm_oneshot_fused", sizeof run->plan.candidate.name);
     bk_strlcpy(run->plan.arena.dtype, "bf16", sizeof run->plan.arena.dtype);
     run->backend = BK_BACKEND_CPU;
     run->plan.workload.nshapes = 3;
@@ -211,7 +213,11 @@ static void test_routing_judged(void **state)
     bk_strlcpy(a.variant, "shm_oneshot_fused", sizeof a.variant);
     clean_rank(&r[0]);
     r[0].samples_got = r[0].samples_claimed = 30;
-    assert_true(bk_arm_want_routed(run, &a) == 6); /* shapes 1 and 2 */
+    assert_true(bk_plan_routed(&run->plan, "shm_oneshot_fused", 1, BK_BACKEND_CPU) == 6);
+    assert_true(bk_plan_routed(&run->plan, "shm_twopass", 1, BK_BACKEND_CPU) == 0);
+    run->cand_routed = 6; /* shapes 1 and 2, as the run's set-up finds them */
+    run->cand_routed_known = 1;
+    assert_true(bk_arm_want_routed(run, &a) == 6);
     r[0].routed_known = 1;
     r[0].routed = 6;
     bk_run_judge_arm(run, &a);
@@ -226,6 +232,32 @@ static void test_routing_judged(void **state)
     a.ok = 1;
     bk_run_judge_arm(run, &a);
     assert_int_equal(a.ok, 1);
+    r[0].routed_known = 1; /* the run's routing unknown: not judged either */
+    run->cand_routed_known = 0;
+    a.ok = 1;
+    bk_run_judge_arm(run, &a);
+    assert_int_equal(a.ok, 1);
+    run->cand_routed_known = 1;
+    /* judged by the run's routing, not this build's catalog: a run whose catalog routed
+     * shape 2 alone */
+    run->cand_routed = 4;
+    r[0].routed = 4;
+    a.ok = 1;
+    bk_run_judge_arm(run, &a);
+    assert_int_equal(a.ok, 1);
+    run->cand_routed = 6;
+    /* every shape of 64 routed, said whole: 64 numbers fit the reason */
+    run->plan.workload.nshapes = 64;
+    for (int i = 3; i < 64; i++)
+        run->plan.workload.shapes[i] = (bk_shape){ .tokens = 600 + i, .hidden = 4096, .weight = 1 };
+    r[0].samples_got = r[0].samples_claimed = 640;
+    r[0].routed = UINT64_MAX;
+    expect_failed(run, &a, "engine served shape(s) 0, 1, 2, 3, ");
+    assert_non_null(strstr(a.reason, ", 61, 62, 63 with the incumbent; the variant's domain "
+                                     "routes 1, 2"));
+    run->plan.workload.nshapes = 3;
+    r[0].samples_got = r[0].samples_claimed = 30;
+    r[0].routed = 0;
     /* the incumbent's arm: nothing routed */
     bk_strlcpy(a.variant, "shm_twopass", sizeof a.variant);
     assert_true(bk_arm_want_routed(run, &a) == 0);

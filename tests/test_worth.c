@@ -122,6 +122,11 @@ static void test_command(void **state)
     const char *none[] = { "-f", "0.1", "-k", "1", "-n", "0", NULL };
     assert_int_equal(run_worth(out, sizeof out, none), 0);
     assert_non_null(strstr(out, "-> no gain (a slot speed-up of 1): nothing to qualify"));
+    /* a bound that rounds to 1 from a real speed-up is no gain to clear, not "a speed-up of 1" */
+    const char *tiny[] = { "-f", "1e-17", "-k", "2", "-n", "0", NULL };
+    assert_int_equal(run_worth(out, sizeof out, tiny), 0);
+    assert_non_null(strstr(out, "-> does not clear the arena's resolvable noise"));
+    assert_null(strstr(out, "no gain"));
     /* -0 is printed as 0; a noise just below 1 is not rounded to 100% */
     const char *negzero[] = { "-f", "0.1", "-k", "2", "-n", "-0", NULL };
     assert_int_equal(run_worth(out, sizeof out, negzero), 0);
