@@ -193,10 +193,11 @@ static double bf16d(uint16_t h)
     return (double)f;
 }
 
-/* Start the lane's engines for one audit, wait for them (bounded), judge. */
+/* Start the lane's engines for one audit, wait for them (bounded), judge; `routed`: the
+ * shapes the engines must say they served with the incumbent (bk_plan_routed). */
 static bk_status audit(const bk_plan *p, bk_coord *c, bk_arm_run *a, int idx, const char *exe,
                        const char *run_id, const char *plan_path, const char *variant, int world, int64_t seed,
-                       int graph, bk_err *err)
+                       int graph, uint64_t routed, bk_err *err)
 {
     bk_status st = BK_OK;
     memset(a, 0, sizeof *a);
@@ -282,15 +283,14 @@ static bk_status audit(const bk_plan *p, bk_coord *c, bk_arm_run *a, int idx, co
     }
     /* the "served by" column is what each engine says it served: the shapes it routed to
      * the incumbent must be those the variant's domain routes */
-    const uint64_t want = bk_plan_routed(p, variant, world, p->backend);
     for (int r = 0; r < world && a->ok; r++) {
         const bk_rank_data *d = &a->r[r];
-        if (d->routed_known && d->routed == want)
+        if (d->routed_known && d->routed == routed)
             continue;
         char got[BK_ROUTED_TEXT] = "no status", exp[BK_ROUTED_TEXT];
         if (d->routed_known)
             bk_routed_text(d->routed, got, sizeof got);
-        bk_routed_text(want, exp, sizeof exp);
+        bk_routed_text(routed, exp, sizeof exp);
         snprintf(a->reason, sizeof a->reason, "engine rank %d served shape(s) %s with the "
                  "incumbent; the variant's domain routes %s", r, got, exp);
         a->ok = 0;
@@ -653,8 +653,11 @@ int bk_cmd_verify(int argc, char **argv)
         goto out;
     }
     /* Routing is decided by the domain alone, the same for every seed: a candidate that
-     * serves none of the shapes would leave nothing of it verified, so refuse up front. */
+     * serves none of the shapes would leave nothing of it verified, so refuse up front.
+     * (`routed`: what each engine must say it served with the incumbent, the engines' own
+     * rule, which routes nothing when V is the incumbent.) */
     const int nrows = p.workload.nshapes * o.checks;
+    const uint64_t routed = bk_plan_routed(&p, v->name, world, backend);
     int served = 0;
     for (int s = 0; s < p.workload.nshapes; s++) {
         inside[s] = bk_domain_contains(&v->domain, &p.workload.shapes[s], world, p.arena.dtype,
@@ -730,7 +733,7 @@ int bk_cmd_verify(int argc, char **argv)
         for (int g = 0; g <= graph; g++) {
             bk_arm_free(&arms[g], p.workload.nshapes, nout);
             if (audit(&p, c, &arms[g], g ? BK_ARM_IDX_T : BK_ARM_IDX_A, exe, run_id, plan_path, v->name,
-                      world, seed, g, &err) != BK_OK || !arms[g].ok) {
+                      world, seed, g, routed, &err) != BK_OK || !arms[g].ok) {
                 const int broke = bk_arm_broke_contract(&arms[g]);
                 if (broke >= 0) { /* a failed check, not a failure of verify */
                     printf("FAILED: seed %lld%s: the variant broke its contract: %s\n",
