@@ -651,9 +651,9 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
     bk_strlcpy(run->lane_note, lnote ? lnote : "", sizeof run->lane_note);
     const json_t *hosts = json_object_get(json_object_get(rec, "identity"), "hosts");
     run->world_size = json_is_array(hosts) ? (int)json_array_size(hosts) : 0;
-    run->routing_share = bk_routing_share(&run->plan, run->backend, 1);
     /* the candidate's routing as the run's catalog made it (routing.shapes' served_by): the
-     * processes' routed_shapes are judged against it, whatever this build's catalog says */
+     * processes' routed_shapes are judged against it, and the report's share of the weight
+     * comes from it, whatever this build's catalog says */
     {
         const json_t *rs = json_object_get(json_object_get(rec, "routing"), "shapes");
         int whole = json_is_array(rs) && json_array_size(rs) ==
@@ -668,6 +668,15 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
                 run->cand_routed |= (uint64_t)1 << i;
         }
         run->cand_routed_known = whole;
+        double in = 0.0, all = 0.0;
+        for (int i = 0; whole && i < run->plan.workload.nshapes; i++) {
+            all += run->plan.workload.shapes[i].weight;
+            if (i >= 64 || !(run->cand_routed & ((uint64_t)1 << i)))
+                in += run->plan.workload.shapes[i].weight;
+        }
+        /* a record without routing.shapes: this build's catalog's view */
+        run->routing_share = !whole ? bk_routing_share(&run->plan, run->backend, 1)
+                                    : all > 0.0 ? in / all : 0.0;
     }
     /* B and C on the same ranks: the policy said so, or the lanes are one */
     const char *policy = json_string_value(json_object_get(lanes, "policy"));

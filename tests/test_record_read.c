@@ -345,7 +345,7 @@ static void test_fixture_reads(void **state)
     assert_int_equal(run.arms[0].world, 2);
     assert_int_equal(run.arms[0].r[0].ns_seen[0], 100); /* a block of exactly iters samples */
     /* what the report's header shows: the lanes, the run's ranks (identity.hosts), the
-     * routing share recomputed from the plan */
+     * routing share (from the record's routing.shapes) */
     assert_int_equal(run.lane_size, 2);
     assert_int_equal(run.baseline[0], 0);
     assert_int_equal(run.baseline[1], 1);
@@ -556,15 +556,19 @@ static void test_routed_shapes(void **state)
     if (read_edited(run_routed_1, NULL, &run, &err) != BK_OK)
         fail_msg("%s", err.msg);
     assert_true(run.cand_routed_known && run.cand_routed == 2);
+    /* and the report's share of the weight is the run's: shape 0's 0.5, not the 1.0 of
+     * this build's catalog */
+    assert_true(run.routing_share == 0.5);
     again = run.arms[1];
     again.ok = 1;
     bk_run_judge_arm(&run, &again);
     assert_int_equal(again.ok, 1);
     bk_run_free(&run);
-    /* no routing recorded: the routing is not judged */
+    /* no routing recorded: the routing is not judged, the share is this build's catalog's */
     if (read_edited(routing_absent, NULL, &run, &err) != BK_OK)
         fail_msg("%s", err.msg);
     assert_int_equal(run.cand_routed_known, 0);
+    assert_true(run.routing_share == 1.0);
     bk_run_free(&run);
 }
 
