@@ -42,22 +42,22 @@ typedef struct setup_msg {
 static void usage(FILE *f)
 {
     fprintf(f,
-        "usage: mpirun -np N bracket run PLAN [--out DIR] [--set PATH=VALUE]... [--quiet]\n"
-        "                                     [--topology FILE] [--iface IFACE] [--port PORT]\n"
+        "usage: mpirun -np N bracket run PLAN [--out DIR] [--set PATH=VALUE]...\n"
+        "                       [--quiet] [--topology FILE] [--iface IFACE] [--port PORT]\n"
         "\n"
-        "Runs the plan's bracket: B (incumbent, baseline lane) -> C (candidate, disjoint\n"
-        "lane) -> B' (incumbent again; under protocol v7 only when B/C cannot decide), then\n"
-        "the audit A (candidate, eager, untimed) and the pristine reference T (incumbent),\n"
-        "each arm as fresh engine processes (each timed arm protocol.repeats times, each\n"
-        "round fresh; its cost the mean over rounds). Needs at least 2 x tp x ep ranks\n"
-        "(tp x ep with lanes.policy=shared, a one-GPU rehearsal); ranks past the lanes\n"
-        "stay idle (the header names them).\n"
+        "Runs the plan's bracket: B (incumbent, baseline lane) -> C (candidate,\n"
+        "disjoint lane) -> B' (incumbent again; under protocol v7 only when B/C cannot\n"
+        "decide), then the audit A (candidate, eager, untimed) and the pristine\n"
+        "reference T (incumbent), each arm as fresh engine processes (each timed arm\n"
+        "protocol.repeats times, each round fresh; its cost the mean over rounds).\n"
+        "Needs at least 2 x tp x ep ranks (tp x ep with lanes.policy=shared, a one-GPU\n"
+        "rehearsal); ranks past the lanes stay idle (the header names them).\n"
         "\n"
         "  -o, --out DIR        where DIR/<run-id>/record.json, samples.msgpack and\n"
         "                       topology.json go (default: bracket-out)\n"
         "  -s, --set PATH=VAL   override one plan field by its dotted path, e.g.\n"
-        "                       --set candidate.variant=shm_twopass (repeatable; the record\n"
-        "                       keeps the plan as run)\n"
+        "                       --set candidate.variant=shm_twopass (repeatable; the\n"
+        "                       record keeps the plan as run)\n"
         "  -t, --topology FILE  plan lanes on this bracket.topology/1 snapshot instead of\n"
         "                       probing (see `bracket topo --save`)\n"
         "  -i, --iface IFACE    rendezvous and samples over tcp:// with CURVE on this\n"
@@ -71,7 +71,8 @@ static void usage(FILE *f)
         "                       per-arm progress or GPU binding lines\n"
         "  -h, --help           this text\n"
         "\n"
-        "Exit status: 0 PASS, 3 FAIL, 4 NO_DECISION, 2 bad input or usage, 1 internal failure.\n");
+        "Exit status: 0 PASS, 3 FAIL, 4 NO_DECISION, 2 bad input or usage,\n"
+        "1 internal failure.\n");
 }
 
 static int parse(int argc, char **argv, bk__run_opts *o, char *msg, size_t len)

@@ -232,9 +232,22 @@ cat "$IT_TMP/rh.out" "$IT_TMP/rh.err"
 [ "$rc" = 0 ] || fail "run --help: exit $rc"
 grep -q "^usage: mpirun -np N bracket run PLAN" "$IT_TMP/rh.out" ||
     fail "run --help: no usage on stdout"
-grep -q "^Exit status: 0 PASS, 3 FAIL, 4 NO_DECISION, 2 bad input or usage, 1 internal failure.$" \
-    "$IT_TMP/rh.out" || fail "run --help: the exit statuses not listed"
+grep -A1 "^Exit status: 0 PASS, 3 FAIL, 4 NO_DECISION, 2 bad input or usage,$" "$IT_TMP/rh.out" |
+    grep -q "^1 internal failure.$" || fail "run --help: the exit statuses not listed"
 ! grep -q "usage:" "$IT_TMP/rh.err" || fail "run --help: usage on stderr"
+# every command's --help fits a terminal of 80 columns
+for c in "" run plan "plan check" "plan variants" score topo lanes verify worth engine; do
+    if [ "$c" = run ]; then
+        cp "$IT_TMP/rh.out" "$IT_TMP/help.out"
+    else
+        # shellcheck disable=SC2086 # the command's words
+        "$BK_BRACKET" $c --help >"$IT_TMP/help.out" 2>&1 || fail "bracket $c --help: exit $?"
+    fi
+    [ -s "$IT_TMP/help.out" ] || fail "bracket $c --help: nothing printed"
+    awk -v c="bracket $c --help" 'length($0) > 80 { print c ": line " NR " has " length($0) \
+        " columns: " $0; bad = 1 } END { exit bad }' "$IT_TMP/help.out" ||
+        fail "bracket $c --help: lines past 80 columns"
+done
 # a variant that does not run on the plan's backend is bad input (2), not an internal failure;
 # a build without the cuda backend says that first (before, "no variant" or "does not
 # support" read like a typo in the plan)
