@@ -656,6 +656,13 @@ static void test_duplicate_gpu(void **state)
     json_object_set_new(json_array_get(gpus, 6), "cuda_index", json_integer(3));
     expect_msg(root, "bad.json: hosts[0].gpus[6].cuda_index: 3 is also the cuda_index of "
                      "hosts[0].gpus[3] (one CUDA ordinal for two GPUs)");
+    /* an ordinal past the host's GPUs (8 here): CUDA numbers those it sees from 0 */
+    json_object_set_new(json_array_get(gpus, 6), "cuda_index", json_integer(8));
+    expect_msg(root, "bad.json: hosts[0].gpus[6].cuda_index: 8, but the host lists 8 GPU(s) "
+                     "(a CUDA ordinal is below the number of GPUs; -1: not visible to CUDA)");
+    json_object_set_new(json_array_get(gpus, 6), "cuda_index", json_integer(7));
+    expect_msg(root, "bad.json: hosts[0].gpus[7].cuda_index: 7 is also the cuda_index of "
+                     "hosts[0].gpus[6] (one CUDA ordinal for two GPUs)"); /* in range */
     /* unknown ordinals (-1) are not duplicates; the same bus id on two hosts is fine */
     for (size_t g = 0; g < json_array_size(gpus); g++)
         json_object_set_new(json_array_get(gpus, g), "cuda_index", json_integer(-1));

@@ -295,6 +295,11 @@ static bk_status rd_host(rd *r, json_t *o, bk_topo_host *h)
         T(rd_str(&sub, e, "name", 0, g->name, sizeof g->name));
         T(rd_int(&sub, e, "numa", -1, h->nnuma - 1, 0, -1, &g->numa));
         T(rd_int(&sub, e, "cuda_index", -1, BK_TOPO_MAX_GPUS - 1, 0, -1, &g->cuda_index));
+        /* CUDA numbers the GPUs it sees 0, 1, ... : never more of them than the host has */
+        if (g->cuda_index >= h->ngpus)
+            return RD_FAIL(&sub, "cuda_index: %d, but the host lists %d GPU(s) (a CUDA ordinal "
+                           "is below the number of GPUs; -1: not visible to CUDA)",
+                           g->cuda_index, h->ngpus);
         /* one GPU twice would make two "different" lanes of one device */
         for (int j = 0; j < i; j++) {
             if (!strcmp(h->gpus[j].bus_id, g->bus_id))
