@@ -26,8 +26,16 @@ int bk_cli_int(const char *flag, const char *text, long long lo, long long hi, l
 /* The message for getopt_long's error return `c` ('?', or ':' when the optstring starts
  * with ':'), naming the option as the user wrote it: "unknown option '-x'", "unknown
  * option '--bogus'", "ambiguous option '--s'", "--out needs a value", "--quiet takes
- * no value". Call it right after getopt_long returned. */
+ * no value", and bk_cli_getopt's '!'. Call it right after getopt_long / bk_cli_getopt
+ * returned. */
 void bk_cli_opt_error(int c, char **argv, const struct option *opts, char *msg, size_t len);
+
+/* getopt_long(argc, argv, shorts, opts, NULL), but a value taken from the next argument that
+ * is itself one of the command's options ("--out --quiet", "-o -q", "--save --help": the
+ * value was left out) is an error: returns '!', and bk_cli_opt_error then says "--out needs
+ * a value: '--quiet' is an option (was the value left out? --out=--quiet if it is the
+ * value)". A value written into its own argument (--out=--quiet, -o--quiet) is taken. */
+int bk_cli_getopt(int argc, char **argv, const char *shorts, const struct option *opts);
 
 /* Each subcommand: argv[0] is the subcommand name; returns an exit status.
  * Only rank 0 (or the single process) prints for the user. */

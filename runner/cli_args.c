@@ -42,8 +42,49 @@ static const struct option *by_val(const struct option *opts, int val)
     return NULL;
 }
 
+static char g_value_msg[320]; /* bk_cli_getopt's '!', said by bk_cli_opt_error */
+
+int bk_cli_getopt(int argc, char **argv, const char *shorts, const struct option *opts)
+{
+    int c = getopt_long(argc, argv, shorts, opts, NULL);
+    /* optarg is the whole of the argument before optind when the value was its own */
+    if (c == -1 || c == '?' || c == ':' || !optarg || optind < 2 || optarg != argv[optind - 1])
+        return c;
+    const char *v = optarg;
+    int option = 0;
+    if (v[0] == '-' && v[1] == '-' && v[2]) {
+        size_t n = strcspn(v + 2, "=");
+        for (const struct option *p = opts; p->name && !option; p++)
+            option = strlen(p->name) == n && strncmp(p->name, v + 2, n) == 0;
+    } else if (v[0] == '-' && v[1] && !v[2] && v[1] != ':' && v[1] != '-') {
+        option = strchr(shorts, v[1]) != NULL;
+    }
+    if (!option)
+        return c;
+    /* the flag as written: its argument is the one before the value's */
+    const struct option *o = by_val(opts, c);
+    char flag[64];
+    if (o && strncmp(argv[optind - 2], "--", 2) == 0)
+        snprintf(flag, sizeof flag, "--%s", o->name);
+    else
+        snprintf(flag, sizeof flag, "-%c", c);
+    /* the way to give it as the value: --name=VALUE, or a short flag's -cVALUE */
+    char as_value[64];
+    if (o)
+        snprintf(as_value, sizeof as_value, "--%s=%.40s", o->name, v);
+    else
+        snprintf(as_value, sizeof as_value, "-%c%.40s", c, v);
+    snprintf(g_value_msg, sizeof g_value_msg, "%s needs a value: '%.40s' is an option (was the "
+             "value left out? %s if it is the value)", flag, v, as_value);
+    return '!';
+}
+
 void bk_cli_opt_error(int c, char **argv, const struct option *opts, char *msg, size_t len)
 {
+    if (c == '!') {
+        snprintf(msg, len, "%s", g_value_msg);
+        return;
+    }
     /* after an error getopt_long has always moved past a long option's element, so
      * argv[optind - 1] is it; a short option is named by optopt (its element may be a
      * cluster such as -xq that optind has not left yet) */

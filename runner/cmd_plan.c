@@ -61,7 +61,7 @@ static int plan_variants(int argc, char **argv)
     char msg[160];
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":t:h", opts, NULL)) != -1) {
+    while ((c = bk_cli_getopt(argc, argv, ":t:h", opts)) != -1) {
         switch (c) {
         case 't': only = optarg; break;
         case 'h': usage(stdout); return 0;
@@ -203,7 +203,7 @@ int bk_cmd_plan(int argc, char **argv)
     char msg[160];
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":s:b:h", opts, NULL)) != -1) {
+    while ((c = bk_cli_getopt(argc, argv, ":s:b:h", opts)) != -1) {
         switch (c) {
         case 's':
             if (nsets == 64) {

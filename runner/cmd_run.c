@@ -89,7 +89,7 @@ static int parse(int argc, char **argv, bk__run_opts *o, char *msg, size_t len)
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":o:s:t:qhi:p:", opts, NULL)) != -1) {
+    while ((c = bk_cli_getopt(argc, argv, ":o:s:t:qhi:p:", opts)) != -1) {
         switch (c) {
         case 'o':
             if (!optarg[0]) {

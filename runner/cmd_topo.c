@@ -104,7 +104,7 @@ int bk_cmd_topo(int argc, char **argv)
     char msg[160];
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":t:x:s:jqh", opts, NULL)) != -1) {
+    while ((c = bk_cli_getopt(argc, argv, ":t:x:s:jqh", opts)) != -1) {
         switch (c) {
         case 't': file = optarg; break;
         case 'x': xml = optarg; break;
@@ -233,7 +233,7 @@ int bk_cmd_lanes(int argc, char **argv)
     long long v = 0;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":p:e:t:x:P:c:h", opts, NULL)) != -1) {
+    while ((c = bk_cli_getopt(argc, argv, ":p:e:t:x:P:c:h", opts)) != -1) {
         switch (c) {
         case 'p':
         case 'e':

@@ -126,7 +126,7 @@ static int parse(int argc, char **argv, verify_opts *o)
     int c;
     long long v = 0;
     char msg[256];
-    while ((c = getopt_long(argc, argv, ":v:t:s:n:S:w:h", opts, NULL)) != -1) {
+    while ((c = bk_cli_getopt(argc, argv, ":v:t:s:n:S:w:h", opts)) != -1) {
         switch (c) {
         case 'v':
             if (!optarg[0] || strlen(optarg) >= BK_NAME_LEN) {

@@ -64,7 +64,7 @@ int bk_cmd_worth(int argc, char **argv)
     int have_f = 0, have_k = 0, have_noise = 0, c;
     optind = 0; /* glibc: 0 fully re-initialises getopt (the command may run twice) */
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":f:k:n:h", opts, NULL)) != -1) {
+    while ((c = bk_cli_getopt(argc, argv, ":f:k:n:h", opts)) != -1) {
         double *dst = c == 'f' ? &f : c == 'k' ? &k : c == 'n' ? &noise : NULL;
         switch (c) {
         case 'f':

@@ -1,7 +1,7 @@
 /* test_cli_args.c - what every subcommand's flag parsing shares (runner/cli_args.c): an
  * integer argument is the whole string and inside its range, its limits included; getopt_long's
  * errors name the flag as written: unknown, ambiguous, missing its value, given one it takes
- * not. */
+ * not, or given one of the options as its value (bk_cli_getopt). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -70,8 +70,8 @@ static const char *first_error(char **argv)
     optind = 0; /* glibc: a full re-initialisation between parses */
     opterr = 0;
     msg[0] = '\0';
-    while ((c = getopt_long(argc, argv, ":qQ:s:", opts, NULL)) != -1) {
-        if (c == '?' || c == ':') {
+    while ((c = bk_cli_getopt(argc, argv, ":qQ:s:", opts)) != -1) {
+        if (c == '?' || c == ':' || c == '!') {
             bk_cli_opt_error(c, argv, opts, msg, sizeof msg);
             break;
         }
@@ -98,6 +98,20 @@ static void test_opt_errors(void **state)
     assert_string_equal(first_error(a7), "unknown option '-x'");
     char *a8[] = { "x", "-q", "--quiet", "--seed=1", NULL };
     assert_string_equal(first_error(a8), "");
+    /* a value that is one of the options: the value was left out */
+    char *a9[] = { "x", "--seed", "--quiet", NULL };
+    assert_string_equal(first_error(a9), "--seed needs a value: '--quiet' is an option (was "
+                                         "the value left out? --seed=--quiet if it is the "
+                                         "value)");
+    char *a10[] = { "x", "-qs", "-q", NULL };
+    assert_string_equal(first_error(a10), "-s needs a value: '-q' is an option (was the value "
+                                          "left out? --seed=-q if it is the value)");
+    char *a11[] = { "x", "--seed", "--quota=3", NULL };
+    assert_non_null(strstr(first_error(a11), "'--quota=3' is an option"));
+    /* taken: a value written into its own argument, one that is no option, a lone - */
+    char *a12[] = { "x", "--seed=--quiet", "-s--quiet", "--seed", "-1", "-s", "-", "--seed",
+                    "--bogus", "-s", "-x", NULL };
+    assert_string_equal(first_error(a12), "");
 }
 
 int main(void)

@@ -301,6 +301,11 @@ check foreign-topo "which the snapshot does not list" 4 "$IT_PLAN" \
 # topo and lanes name a bad option as written; a snapshot cannot be saved over a folder
 check_cmd topo-opt "bracket topo: unknown option '--bogus'" topo --bogus
 check_cmd lanes-noval "bracket lanes: --tp needs a value" lanes --tp
+# a value left out, so that the next option would be taken as it: named, nothing written
+(cd "$IT_TMP" && check_cmd topo-optval "bracket topo: --save needs a value: '--help' is an \
+option (was the value left out? --save=--help if it is the value)" topo --save --help)
+[ ! -e "$IT_TMP/--help" ] || fail "topo --save --help wrote a snapshot named --help"
+check_cmd run-optval "--out needs a value: '-q' is an option" run "$IT_PLAN" --out -q
 check_cmd topo-dir "is a directory; give the snapshot a file name" topo --save "$IT_TMP"
 # ... and a bad --save target is refused before the probe: nothing printed but the error
 [ "$(wc -l <"$IT_TMP/topo-dir.log")" = 1 ] || fail "topo --save onto a folder probed first"
