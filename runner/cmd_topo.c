@@ -161,7 +161,7 @@ static void lanes_usage(FILE *f)
 {
     fprintf(f,
             "usage: bracket lanes --tp N [--ep M] [--topology FILE | --hwloc-xml FILE]\n"
-            "                     [--policy disjoint|shared] [--cpu-slots N]\n"
+            "                     [--policy disjoint|shared] [--cpu-slots N]\n\n"
             "Choose the baseline lane (B, B') and a disjoint candidate lane (C) of TP x EP\n"
             "ranks whose topology signatures are equal, and show the alternatives.\n\n"
             "  -p, --tp N            tensor-parallel size, 1..%d (required)\n"
