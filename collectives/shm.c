@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -205,6 +206,29 @@ bk_status bk_shm_create(const char *run_id, const char *arm, int rank, int world
     if (ftruncate(fd, (off_t)(SHM_HDR + bytes)) != 0) {
         st = BK_FAIL(err, BK_ERR_SYSTEM, "ftruncate %s to %zu bytes: %s", shm->name,
                      SHM_HDR + bytes, strerror(errno));
+        goto out;
+    }
+    /* the pages taken now: ftruncate reserves none, and a tmpfs too small for them (a
+     * container's /dev/shm is often 64 MiB) would end this engine and its peers with SIGBUS
+     * at the first touch of a page past its room */
+    int rc = posix_fallocate(fd, 0, (off_t)(SHM_HDR + bytes));
+    if (rc != 0) {
+        struct statvfs vfs;
+        char room[96] = "";
+        if (statvfs("/dev/shm", &vfs) == 0) {
+            const unsigned long long all = (unsigned long long)vfs.f_blocks * vfs.f_frsize;
+            const unsigned long long avail = (unsigned long long)vfs.f_bavail * vfs.f_frsize;
+            const int mib = all >= (16ull << 20); /* else KiB: a small one's room is seen */
+            snprintf(room, sizeof room, "; /dev/shm has %llu %s free of %llu %s",
+                     avail >> (mib ? 20 : 10), mib ? "MiB" : "KiB", all >> (mib ? 20 : 10),
+                     mib ? "MiB" : "KiB");
+        }
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "shared memory for rank %d: %zu bytes (%.1f MiB) "
+                     "cannot be had in /dev/shm: %s%s%s", rank, SHM_HDR + bytes,
+                     (double)(SHM_HDR + bytes) / (1024.0 * 1024.0), strerror(rc), room,
+                     rc == ENOSPC ? " (each engine of a lane maps this much for its peers: "
+                                    "a larger /dev/shm, e.g. docker run --shm-size, or "
+                                    "smaller shapes)" : "");
         goto out;
     }
     void *m = mmap(NULL, SHM_HDR + bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
