@@ -99,11 +99,47 @@ static void append(char *canon, const step *st, int as_index)
  * JSON (an object, an array, a quoted string): when it does not parse, *je holds why and
  * NULL is returned with *bad_json set to that first character. A quoted value is held to
  * the rules of a string in a plan file, so it never becomes a string with its quotes. */
+/* 1 when s is a JSON number as written (-? int frac? exp?, blanks around it), whatever its
+ * size */
+static int json_number_text(const char *s)
+{
+    s += strspn(s, " \t\r\n");
+    if (*s == '-')
+        s++;
+    if (!isdigit((unsigned char)*s))
+        return 0;
+    if (*s == '0')
+        s++;
+    else
+        while (isdigit((unsigned char)*s))
+            s++;
+    if (*s == '.') {
+        if (!isdigit((unsigned char)*++s))
+            return 0;
+        while (isdigit((unsigned char)*s))
+            s++;
+    }
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '+' || *s == '-')
+            s++;
+        if (!isdigit((unsigned char)*s))
+            return 0;
+        while (isdigit((unsigned char)*s))
+            s++;
+    }
+    return s[strspn(s, " \t\r\n")] == '\0';
+}
+
 static json_t *parse_value(const char *text, json_error_t *je, int *bad_json)
 {
     json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, je);
     const char *s = text + strspn(text, " \t\r\n");
     *bad_json = !v && (*s == '{' || *s == '[' || *s == '"') ? *s : 0;
+    /* a number that jansson cannot hold (past int64, past a double): as in a plan file,
+     * not the text of it */
+    if (!v && !*bad_json && json_number_text(text))
+        *bad_json = '0';
     if (v || *bad_json)
         return v;
     return json_string(text);
@@ -135,8 +171,10 @@ bk_status bk__plan_apply_set(json_t *root, const char *set, bk_err *err)
         if (bad_json)
             st = BK_FAIL(err, BK_ERR_INPUT, "--set \"%s\": the value is not %s: %s at "
                          "character %d of the value", set,
-                         bad_json == '"' ? "a valid JSON string" : "valid JSON", je.text,
-                         je.position);
+                         bad_json == '"'   ? "a valid JSON string"
+                         : bad_json == '0' ? "a number a plan can hold"
+                                           : "valid JSON",
+                         je.text, je.position);
         else
             st = BK_FAIL(err, BK_ERR_INPUT, "--set \"%s\": the value is not valid UTF-8", set);
         goto out;

@@ -424,6 +424,14 @@ static void test_set_ok(void **state)
     free(dump);
     bk_plan_free(&p);
 
+    /* text that only starts like a number stays text */
+    const char *texts[] = { "arena.model=405B", "arena.substrate=1.5.3", "arena.quantization=1e" };
+    load_ok("plans/demo-cpu.json", texts, 3, &p);
+    assert_string_equal(p.arena.model, "405B");
+    assert_string_equal(p.arena.substrate, "1.5.3");
+    assert_string_equal(p.arena.quantization, "1e");
+    bk_plan_free(&p);
+
     /* sections the file leaves out can be created by a --set */
     const char *more[] = { "timeouts.arm_s=5", "arena.calibration.speed=cal-7",
                            "workload.iters=1e3", "arena.quantization=\"8\"",
@@ -498,6 +506,13 @@ static void test_set_errors(void **state)
         { "arena.model=\"two\" \"strings\"",
           "the value is not a valid JSON string: end of file expected" },
         { "arena.tp=300", "demo-cpu.json: arena.tp x arena.ep: 300 x 1 = 300 exceeds 256" },
+        /* a number too big to hold is said as in the file, not taken as its text (which
+         * read "must be an integer >= 0, got \"9223372036854775808\"") */
+        { "workload.seed=9223372036854775808",
+          "--set \"workload.seed=9223372036854775808\": the value is not a number a plan can "
+          "hold: too big integer near '9223372036854775808' at character 19 of the value" },
+        { "workload.shapes[0].weight=-1E+400",
+          "the value is not a number a plan can hold: real number overflow near '-1E+400'" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         expect_load_error("plans/demo-cpu.json", &cases[i].set, 1, cases[i].want);
