@@ -18,31 +18,64 @@
 #include "runner/transport.h"
 #include "topology/topology.h"
 
-static bk_status mkdir_p(const char *path, bk_err *err)
+/* The output folder and any folder above it that is missing; *made: how many of them it
+ * made (the deepest last), so that a run refused before its first record takes them back. */
+static bk_status mkdir_p(const char *path, int *made, bk_err *err)
 {
     char tmp[512];
     struct stat sb;
+    *made = 0;
     if (!path[0])
         return BK_FAIL(err, BK_ERR_INPUT, "--out: an empty path; name the output folder");
     if (bk_strlcpy(tmp, path, sizeof tmp) != 0)
-        return BK_FAIL(err, BK_ERR_INPUT, "--out: path too long");
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
+        return BK_FAIL(err, BK_ERR_INPUT, "--out: path too long (%zu bytes at most)",
+                       sizeof tmp - 1);
+    for (char *p = tmp + 1;; p++) {
+        if (*p && *p != '/')
             continue;
+        const char end = *p;
         *p = '\0';
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+        if (mkdir(tmp, 0755) == 0)
+            ++*made;
+        else if (errno != EEXIST)
             return BK_FAIL(err, BK_ERR_INPUT, "cannot create output folder %s: %s", tmp,
                            strerror(errno));
-        *p = '/';
+        *p = end;
+        if (!end)
+            break;
     }
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-        return BK_FAIL(err, BK_ERR_INPUT, "cannot create output folder %s: %s", tmp, strerror(errno));
-    if (stat(tmp, &sb) == 0 && !S_ISDIR(sb.st_mode))
+    if (stat(tmp, &sb) != 0) {
+        int e = errno;
+        if (lstat(tmp, &sb) == 0 && S_ISLNK(sb.st_mode))
+            return BK_FAIL(err, BK_ERR_INPUT, "--out: %s is a symbolic link to a folder that "
+                           "does not exist (%s)", tmp, strerror(e));
+        return BK_FAIL(err, BK_ERR_INPUT, "--out: %s: %s", tmp, strerror(e));
+    }
+    if (!S_ISDIR(sb.st_mode))
         return BK_FAIL(err, BK_ERR_INPUT, "--out: %s exists and is not a directory", tmp);
     if (access(tmp, W_OK | X_OK) != 0)
         return BK_FAIL(err, BK_ERR_INPUT, "output folder %s is not writable: %s", tmp,
                        strerror(errno));
     return BK_OK;
+}
+
+/* Take back the `made` deepest folders of path that mkdir_p made (each only when empty). */
+static void unmake_dirs(const char *path, int made)
+{
+    char tmp[512];
+    if (bk_strlcpy(tmp, path, sizeof tmp) != 0)
+        return;
+    for (int k = 0; k < made; k++) {
+        size_t n = strlen(tmp);
+        while (n > 1 && tmp[n - 1] == '/') /* "out/" and "out//": one folder */
+            tmp[--n] = '\0';
+        if (rmdir(tmp) != 0)
+            return;
+        char *slash = strrchr(tmp, '/');
+        if (!slash || slash == tmp)
+            return;
+        *slash = '\0';
+    }
 }
 
 static void make_run_id(const bk_plan *p, char *out, size_t len)
@@ -300,10 +333,14 @@ int bk__setup_run(const bk__run_opts *o, bk_run *run, const bk_topo *topo,
     make_run_id(&run->plan, run->run_id, sizeof run->run_id);
     bk_strlcpy(run->out_dir, o->out, sizeof run->out_dir);
     snprintf(run->run_dir, sizeof run->run_dir, "%s/%s", o->out, run->run_id);
-    if ((st = mkdir_p(o->out, err)) != BK_OK)
+    int made = 0; /* folders of --out made here: taken back when the run is refused */
+    if ((st = mkdir_p(o->out, &made, err)) != BK_OK) {
+        unmake_dirs(o->out, made);
         return BK_EXIT_USAGE;
+    }
     if (mkdir(run->run_dir, 0755) != 0) {
         BK_FAIL(err, BK_ERR_INPUT, "cannot create %s: %s", run->run_dir, strerror(errno));
+        unmake_dirs(o->out, made);
         return BK_EXIT_USAGE;
     }
     /* room for every timed arm's samples (9 bytes each at most) and 1 MiB of JSON */
@@ -311,11 +348,13 @@ int bk__setup_run(const bk__run_opts *o, bk_run *run, const bk_topo *topo,
                                    run->plan.workload.iters * 9;
     if ((st = bk_outdir_probe(run->run_dir, o->out, need, err)) != BK_OK) {
         rmdir(run->run_dir);
+        unmake_dirs(o->out, made);
         return BK_EXIT_USAGE;
     }
     if ((st = bk_coord_open_ex(coord, run->run_id, run->plan.workload.nshapes,
                                run->plan.workload.iters, run->noutputs, tr, err)) != BK_OK) {
         rmdir(run->run_dir);
+        unmake_dirs(o->out, made);
         return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     }
     if ((st = bk_coord_set_outputs(*coord, bk_catalog_target(run->plan.target),
@@ -324,6 +363,7 @@ int bk__setup_run(const bk__run_opts *o, bk_run *run, const bk_topo *topo,
         bk_coord_close(*coord);
         *coord = NULL;
         rmdir(run->run_dir);
+        unmake_dirs(o->out, made);
         return BK_EXIT_INTERNAL;
     }
     if (topo) {

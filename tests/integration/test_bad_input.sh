@@ -196,6 +196,22 @@ cat "$IT_TMP/o.log" "$IT_TMP/o2.log"
 grep -q -- "--out: $IT_TMP/file exists and is not a directory" "$IT_TMP/o.log" ||
     fail "--out FILE: message"
 [ "$rc2" = 2 ] && grep -q -- "--out needs a value" "$IT_TMP/o2.log" || fail "--out without a value"
+# --out a symbolic link to a folder that is not there, or past the 511 bytes a path may
+# have here: each said so (not "not writable: No such file or directory", not "too long")
+ln -s "$IT_TMP/nowhere/deeper" "$IT_TMP/dangling"
+long=$IT_TMP/$(printf 'k%.0s' $(seq 200))/$(printf 'k%.0s' $(seq 200))/$(printf 'k%.0s' $(seq 200))
+set +e
+mpirun "${MPIRUN_FLAGS[@]}" -np 4 "$BK_BRACKET" run "$IT_PLAN" --out "$IT_TMP/dangling" \
+    >"$IT_TMP/o3.log" 2>&1
+rc3=$?
+mpirun "${MPIRUN_FLAGS[@]}" -np 4 "$BK_BRACKET" run "$IT_PLAN" --out "$long" >"$IT_TMP/o4.log" 2>&1
+rc4=$?
+set -e
+cat "$IT_TMP/o3.log" "$IT_TMP/o4.log"
+[ "$rc3" = 2 ] && grep -q -- "--out: $IT_TMP/dangling is a symbolic link to a folder that does not exist" \
+    "$IT_TMP/o3.log" || fail "--out a dangling link: exit $rc3 or its message"
+[ "$rc4" = 2 ] && grep -q -- "--out: path too long (511 bytes at most)" "$IT_TMP/o4.log" ||
+    fail "--out too long: exit $rc4 or its message"
 # bracket run's own flags, refused before anything runs: --port whole and in 1..65534 (the
 # samples go on PORT+1), its top edge taken; one PLAN, not a second ignored nor none; 64
 # --set taken (the run then stops at the rank count, past the flags), a 65th refused

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The coordinator's port already taken (--iface lo --port P while something listens on P):
 # a clear error naming the port and the interface, exit 2, before any arm; no run folder,
-# no process left.
+# no output folder the run made, no process left.
 . "$(dirname "$0")/fault_lib.sh"
 set -e
 # a free pair of ports on loopback (below the ephemeral range)
@@ -20,9 +20,18 @@ for i in $(seq 100); do
     sleep 0.1
 done
 it_run taken 4 "$IT_PLAN" --iface lo --port "$PORT"
-kill "$HOLDER"
 [ "$RC" = 2 ] || fail "port taken: expected exit 2, got $RC"
 grep -q "port $PORT on 127.0.0.1 (lo) is already in use" "$OUT" || fail "port taken: unclear error"
 [ -z "$(ls "$IT_TMP/out-taken" 2>/dev/null)" ] || fail "port taken: a run folder was left"
+# nor the output folder, when the run made it (nor a folder above it that it made); one
+# that was there stays
+[ ! -e "$IT_TMP/out-taken" ] || fail "port taken: the output folder the run made was left"
+mkdir "$IT_TMP/kept"
+run_apps taken2 -np 4 "$BK_BRACKET" run "$IT_PLAN" --iface lo --port "$PORT" --quiet \
+    --out "$IT_TMP/kept/new/deeper/"
+[ "$RC" = 2 ] || fail "port taken (2): expected exit 2, got $RC"
+[ -d "$IT_TMP/kept" ] && [ ! -e "$IT_TMP/kept/new" ] ||
+    fail "port taken: the folders the run made were left, or the one it did not was taken"
+kill "$HOLDER"
 expect_no_leftovers --no-record
 echo "PASS: port taken -> a clear error (exit 2), nothing run, nothing left"
