@@ -289,7 +289,11 @@ set -e
 VP=$!
 SEEN=""
 for _ in $(seq 400); do
-    L=$(readlink "/proc/$VP/fd/1" 2>/dev/null) && SEEN="$SEEN $L"
+    # only once the subshell is bracket: before its exec it still holds the test's stdout
+    # (a pipe under ctest), which is no descriptor of verify's
+    if [ "$(cat "/proc/$VP/comm" 2>/dev/null)" = bracket ]; then
+        L=$(readlink "/proc/$VP/fd/1" 2>/dev/null) && SEEN="$SEEN $L"
+    fi
     kill -0 "$VP" 2>/dev/null || break
     sleep 0.01
 done
