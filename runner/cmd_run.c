@@ -324,7 +324,7 @@ int bk_cmd_run(int argc, char **argv)
     if (parse(argc, argv, &o, msg, sizeof msg) != 0) {
         if (rank == 0) {
             fprintf(stderr, "bracket run: %s\n", msg);
-            usage(stderr);
+            fprintf(stderr, "(bracket run --help: the whole usage)\n");
         }
         rc = BK_EXIT_USAGE;
         goto out;

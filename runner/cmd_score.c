@@ -573,13 +573,13 @@ int bk_cmd_score(int argc, char **argv)
             char msg[256];
             bk_cli_opt_error(c, argv, opts, msg, sizeof msg);
             fprintf(stderr, "bracket score: %s\n", msg);
-            usage(stderr);
+            fprintf(stderr, "(bracket score --help: the whole usage)\n");
             return BK_EXIT_USAGE;
         }
     }
     if (optind != argc - 1) {
         fprintf(stderr, "bracket score: one RECORD expected\n");
-        usage(stderr);
+        fprintf(stderr, "(bracket score --help: the whole usage)\n");
         return BK_EXIT_USAGE;
     }
     /* the run's folder names its record */

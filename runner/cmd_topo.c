@@ -123,7 +123,7 @@ int bk_cmd_topo(int argc, char **argv)
             fprintf(stderr, "bracket topo: unexpected argument '%s'\n", argv[optind]);
         else
             fprintf(stderr, "bracket topo: --topology and --hwloc-xml exclude each other\n");
-        topo_usage(stderr);
+        fprintf(stderr, "(bracket topo --help: the whole usage)\n");
         return BK_EXIT_USAGE;
     }
     /* before probing: a bad --save target is the user's to fix, not worth a probe first */
@@ -272,7 +272,7 @@ int bk_cmd_lanes(int argc, char **argv)
             fprintf(stderr, "bracket lanes: %s\n", tp == 0 ? "--tp is required"
                                                           : "--topology and --hwloc-xml "
                                                             "exclude each other");
-        lanes_usage(stderr);
+        fprintf(stderr, "(bracket lanes --help: the whole usage)\n");
         return BK_EXIT_USAGE;
     }
     if (tp * ep > BK_LANE_MAX) { /* each <= BK_LANE_MAX: the product cannot overflow */
