@@ -277,6 +277,34 @@ extern "C" bk_status bk_cuda_comm_check(bk_cuda_comm *c, bk_err *err)
     return BK_FAIL(err, BK_ERR_INTERNAL, "rank %d: device fault code %d", c->rank, code);
 }
 
+/* NCCL's kernels spin until aborted: abort, so the stream can drain; while graphs that
+ * captured NCCL calls may exist, mark it due instead (bk_cuda_comm_defer_abort) */
+static void abort_nccl(bk_cuda_comm *c)
+{
+    if (!c->nccl)
+        return;
+    if (c->defer_abort) {
+        c->abort_due = 1;
+        return;
+    }
+    bk__nccl_abort(c->nccl);
+    c->nccl = NULL;
+}
+
+extern "C" void bk_cuda_comm_defer_abort(bk_cuda_comm *c, int on)
+{
+    if (!c)
+        return;
+    if (on)
+        c->defer_abort++;
+    else if (c->defer_abort > 0)
+        c->defer_abort--;
+    if (!c->defer_abort && c->abort_due) {
+        c->abort_due = 0;
+        abort_nccl(c);
+    }
+}
+
 extern "C" bk_status bk_cuda_comm_wait(bk_cuda_comm *c, void *event, double timeout_s,
                                        bk_err *err)
 {
@@ -293,15 +321,12 @@ extern "C" bk_status bk_cuda_comm_wait(bk_cuda_comm *c, void *event, double time
             goto out;
         }
         if (c->nccl && (st = bk__nccl_async_error(c->nccl, err)) != BK_OK) {
-            /* NCCL's kernels spin until aborted: abort now, so the stream can drain */
-            bk__nccl_abort(c->nccl);
-            c->nccl = NULL;
+            abort_nccl(c);
             goto out;
         }
         if (bk_now_ns() > deadline) {
             /* Abort NCCL so its kernels stop; our own kernels stop by themselves. */
-            bk__nccl_abort(c->nccl);
-            c->nccl = NULL;
+            abort_nccl(c);
             st = BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: the GPU made no progress for %.1f s "
                          "(a peer never arrived?)", c->rank, timeout_s);
             goto out;

@@ -54,6 +54,8 @@ typedef struct bk_cuda_comm {
     void *nccl;              /* ncclComm_t, NULL when unavailable */
     char nccl_why[256];      /* why not, when nccl == NULL */
     void *owner;             /* private state (allocation, mapped handles) */
+    int defer_abort;         /* bk_cuda_comm_defer_abort's depth: graphs with NCCL calls */
+    int abort_due;           /* a wait wanted NCCL aborted while deferred */
 } bk_cuda_comm;
 
 /* Create this rank's side on device `device` (already made current or not):
@@ -88,8 +90,18 @@ bk_status bk_cuda_comm_check(bk_cuda_comm *comm, bk_err *err);
 /* Wait for `event` (a cudaEvent_t) with a bound: polls the event, the device
  * fault word and NCCL's async error; BK_ERR_TIMEOUT after timeout_s without
  * completion, BK_ERR_PEER on NCCL's async error (NCCL is aborted then, either way, so
- * the stream can drain). */
+ * the stream can drain; while aborts are deferred, only marked due). */
 bk_status bk_cuda_comm_wait(bk_cuda_comm *comm, void *event, double timeout_s, bk_err *err);
+
+/* on = 1: from now on a wait that would abort NCCL only marks the abort due. For the time
+ * CUDA graphs that captured the lane's NCCL calls exist: each holds a reference on the
+ * communicator (NCCL's persistent plans), and ncclCommAbort waits until every such graph
+ * is destroyed, so an abort inside a wait would never return. The caller destroys its
+ * graph execs first (an exec still running is freed when it completes), then calls this
+ * with on = 0, which aborts NCCL if a wait marked it due; then the stream can drain.
+ * Calls nest (a variant's own graphs inside the engine's): the abort comes with the
+ * outermost on = 0. comm may be NULL. */
+void bk_cuda_comm_defer_abort(bk_cuda_comm *comm, int on);
 
 /* Wait for everything queued on `stream` so far, with bk_cuda_comm_wait's bound and
  * checks (an event recorded on it). */

@@ -17,6 +17,12 @@ static bk_status nvls_off(bk_err *err)
 {
     if (setenv("NCCL_NVLS_ENABLE", "0", 1) != 0)
         return BK_FAIL(err, BK_ERR_SYSTEM, "setenv NCCL_NVLS_ENABLE=0: %s", strerror(errno));
+    /* NCCL's connections made in its init (bounded, on a thread of its own), not by the
+     * first collective of each kind, which would wait on the host for a peer that is gone
+     * with nothing to stop it (NCCL_RUNTIME_CONNECT's default, 1, connects at first use);
+     * a user's own setting stays */
+    if (setenv("NCCL_RUNTIME_CONNECT", "0", 0) != 0)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "setenv NCCL_RUNTIME_CONNECT=0: %s", strerror(errno));
     return BK_OK;
 }
 

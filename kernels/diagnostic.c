@@ -45,6 +45,7 @@
 #ifdef BK_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "collectives/cuda_ipc.h"
 #include "kernels/cuda_variants.h"
 #endif
 
@@ -324,12 +325,22 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The GPU time between ev[0] and ev[1] recorded on stream, in ns (after a sync). */
-static bk_status elapsed_ns(cudaEvent_t *ev, cudaStream_t stream, uint64_t *ns, bk_err *err)
+/* The GPU time between ev[0] and ev[1] recorded on the call's stream, in ns, waited for
+ * with the lane's bound: the base's call may wait for a peer (an NCCL allreduce never
+ * ends when one is gone) */
+static bk_status elapsed_ns(cudaEvent_t *ev, const bk_call *call, uint64_t *ns, bk_err *err)
 {
     float ms = 0;
-    if (cudaEventRecord(ev[1], stream) != cudaSuccess || cudaEventSynchronize(ev[1]) != cudaSuccess ||
-        cudaEventElapsedTime(&ms, ev[0], ev[1]) != cudaSuccess)
+    if (cudaEventRecord(ev[1], (cudaStream_t)call->stream) != cudaSuccess)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "slowed (cuda): cudaEventRecord failed");
+    if (call->comm) {
+        bk_status st = bk_cuda_comm_wait((bk_cuda_comm *)call->comm, ev[1],
+                                         3 * bk__call_timeout(call) + 1, err);
+        if (st != BK_OK)
+            return bk__relay_at(err, st, __FILE__, __LINE__);
+    } else if (cudaEventSynchronize(ev[1]) != cudaSuccess)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "slowed (cuda): waiting for the base failed");
+    if (cudaEventElapsedTime(&ms, ev[0], ev[1]) != cudaSuccess)
         return BK_FAIL(err, BK_ERR_SYSTEM, "slowed (cuda): timing the base with events failed");
     *ns = (uint64_t)((double)ms * 1e6);
     return BK_OK;
@@ -346,16 +357,20 @@ static bk_status time_base(const bk_variant *v, void *vs, bk_call *call, cudaEve
     const cudaStream_t stream = (cudaStream_t)call->stream;
     cudaGraph_t g = NULL;
     cudaGraphExec_t ex = NULL;
+    int deferred = 0;
     if (!call->graph) {
         if (cudaEventRecord(ev[0], stream) != cudaSuccess)
             return BK_FAIL(err, BK_ERR_SYSTEM, "slowed (cuda): cudaEventRecord failed");
         BK_TRY(v->run(vs, call, err));
         if (spin)
             BK_TRY(bk_cuda_spin_ns(0, call->stream, err));
-        return elapsed_ns(ev, stream, ns, err);
+        return elapsed_ns(ev, call, ns, err);
     }
     if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
         return BK_FAIL(err, BK_ERR_SYSTEM, "slowed (cuda): cudaStreamBeginCapture failed");
+    /* the graph may hold the base's NCCL calls: no abort of NCCL until it is destroyed */
+    bk_cuda_comm_defer_abort((bk_cuda_comm *)call->comm, 1);
+    deferred = 1;
     run_st = v->run(vs, call, err);
     if (run_st == BK_OK && spin)
         run_st = bk_cuda_spin_ns(0, call->stream, err);
@@ -371,12 +386,14 @@ static bk_status time_base(const bk_variant *v, void *vs, bk_call *call, cudaEve
                      cudaGetErrorString(cudaGetLastError()));
         goto out;
     }
-    st = elapsed_ns(ev, stream, ns, err);
+    st = elapsed_ns(ev, call, ns, err);
 out:
     if (ex)
         (void)cudaGraphExecDestroy(ex);
     if (g)
         (void)cudaGraphDestroy(g);
+    if (deferred)
+        bk_cuda_comm_defer_abort((bk_cuda_comm *)call->comm, 0);
     return st;
 }
 

@@ -424,7 +424,14 @@ static bk_status cm_run(void *state, bk_call *call, bk_err *err)
         CU_TRY(cudaThreadExchangeStreamCaptureMode(&mode)); /* for the host copy of ids */
         relaxed = 1;
     } else {
-        CU_TRY(cudaStreamSynchronize(stream)); /* topk_ids may come from earlier work */
+        /* topk_ids may come from earlier work, the lane's barrier among it, which on a lane
+         * without peer memory is an NCCL allreduce that never ends when a peer is gone:
+         * waited for with the lane's bound */
+        if (call->comm)
+            BK_TRY(bk_cuda_comm_sync((bk_cuda_comm *)call->comm, stream,
+                                     3 * bk__call_timeout(call) + 1, err));
+        else
+            CU_TRY(cudaStreamSynchronize(stream));
         BK_TRY(cm_reserve(m, s, el, err));
     }
     BK_TRY(cm_host_offsets(m, call, el, nch, err));

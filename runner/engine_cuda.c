@@ -235,11 +235,19 @@ static size_t align_up(size_t v, size_t a)
     return (v + a - 1) / a * a;
 }
 
-static void sets_free(shape_sets *ss)
+/* The sets' graph execs alone (one still running is freed when it completes) */
+static void sets_free_graphs(shape_sets *ss)
 {
     for (int i = 0; ss->s && i < ss->n; i++)
-        if (ss->s[i].exec)
+        if (ss->s[i].exec) {
             (void)cudaGraphExecDestroy(ss->s[i].exec);
+            ss->s[i].exec = NULL;
+        }
+}
+
+static void sets_free(shape_sets *ss)
+{
+    sets_free_graphs(ss);
     if (ss->pool)
         (void)cudaFree(ss->pool);
     free(ss->s);
@@ -424,6 +432,8 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
     int nsets = 0, nev = 0, l2 = 0;
     const int gate_timeouts = bk_cuda_gate_timeouts(&ctx->gate);
     const double wait_s = 3 * job->timeout_s + 1 + BK_GATE_BOUND_S;
+    /* the graphs below capture the variant's NCCL calls: no abort of NCCL while they exist */
+    bk_cuda_comm_defer_abort(ctx->comm, 1);
     CUDA_TRY(cudaSetDevice(ctx->device));
     CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, ctx->device));
     BK_TRY(sets_init(ctx, job, choose_sets(job, (size_t)l2, ctx->max_sets), &sets, err));
@@ -530,6 +540,11 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
     BK_TRY(bk__cuda_check_last(ctx, job, &sets.s[(job->iters - 1 - start) % nsets], err));
 out:
     ctx->quiesce = st == BK_OK;
+    /* the graphs go before NCCL's abort (which waits for every graph holding its calls),
+     * the abort a wait found due before the drain (NCCL's kernels spin until aborted) */
+    if (st != BK_OK)
+        sets_free_graphs(&sets);
+    bk_cuda_comm_defer_abort(ctx->comm, 0);
     if (st != BK_OK)
         drain(ctx, wait_s); /* NCCL's work may wait for a peer that is gone */
     for (int j = 0; j < nev; j++) {

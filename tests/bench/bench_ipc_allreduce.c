@@ -70,6 +70,7 @@ static bk_status time_variant(const bk_variant *v, bk_cuda_comm *comm, lane_tens
     cudaEvent_t a = NULL, b = NULL;
     float t[REPLAYS];
     cudaStream_t s = lt[0].stream;
+    bk_cuda_comm_defer_abort(comm, 1); /* no NCCL abort while the graph holds its calls */
     LT_CUDA(cudaEventCreate(&a), "event");
     LT_CUDA(cudaEventCreate(&b), "event");
     LT_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "capture");
@@ -106,6 +107,7 @@ out:
         cudaGraphExecDestroy(ex);
     if (g)
         cudaGraphDestroy(g);
+    bk_cuda_comm_defer_abort(comm, 0); /* a due abort, now that the graph is gone */
     cudaEventDestroy(a);
     cudaEventDestroy(b);
     return st;

@@ -28,7 +28,8 @@ if int(sys.argv[2]) == 1:
 import os
 want = ["fresh_graphs=%s" % os.environ.get("BK_CUDA_FRESH_GRAPHS", "1"),
         "settle=%s" % os.environ.get("BK_CUDA_SETTLE", "32"),
-        "NCCL_NVLS_ENABLE=0"]  # the engine sets it itself and describes itself at its end
+        "NCCL_NVLS_ENABLE=0",  # the engine sets it itself and describes itself at its end
+        "NCCL_RUNTIME_CONNECT=%s" % os.environ.get("NCCL_RUNTIME_CONNECT", "0")]  # unless set
 for a in r["arms"]:
     for p in a["processes"]:
         assert all(w in p["engine_settings"].split() for w in want), (want, p)

@@ -711,6 +711,94 @@ static void test_wide_lane_nccl_only(void **state)
     munmap(lane_ok(16, wide_rank, NULL, 6 * g_timeout_s), sizeof(lane_shm));
 }
 
+/* ---- NCCL aborted while a graph holds its calls ----
+ * A lane of 2 over two hosts (NCCL over sockets, g_lane_hosts): both ranks make one eager
+ * call (NCCL connects), then rank 1 takes no further part. Rank 0 replays
+ * nccl_then_rmsnorm's graph: its allreduce waits for rank 1 for ever, so the bounded wait
+ * times out. A graph that captured an NCCL call holds a reference on the communicator, and
+ * ncclCommAbort waits until every such graph is gone (NCCL's persistent plans, 2.26 on): an
+ * abort inside the wait, with the graph alive, never returned (the engine then hung until
+ * its agent killed it at arm_s, its reason lost). Deferred (bk_cuda_comm_defer_abort), the
+ * wait marks the abort due; with the graph destroyed, the abort returns and the stream
+ * drains, each within its bound. */
+#define ABORT_BOUND_S 30.0
+
+static int abort_graph_rank(int rank, int world, lane_shm *shm, void *argp)
+{
+    (void)argp;
+    bk_err e, *err = &e;
+    bk_status st = BK_OK;
+    bk_cuda_comm *comm = NULL;
+    lane_tensors lt;
+    memset(&lt, 0, sizeof(lt));
+    bk_err_clear(err);
+    BK_TRY(lane_comm_up(shm, rank, world, lane_device(rank),
+                        bk_ar_rmsnorm_cuda_peer_bytes(8, 4096), g_timeout_s, &comm, err));
+    if (!comm->nccl) {
+        st = BK_FAIL(err, BK_ERR_INTERNAL, "no NCCL on the lane: %s", comm->nccl_why);
+        goto out;
+    }
+    BK_TRY(lt_alloc(&lt, 8, 4096, err));
+    BK_TRY(lt_inputs(&lt, 7, rank, world, err));
+    BK_TRY(lt_call(&lt, &bk_variant_nccl_then_rmsnorm, comm, 0, 1, g_timeout_s, err));
+    if (rank == 0) {
+        bk_cuda_comm_defer_abort(comm, 1);
+        bk_status got = lt_call(&lt, &bk_variant_nccl_then_rmsnorm, comm, 1, 0, 0.5, err);
+        if (got != BK_ERR_TIMEOUT || !comm->nccl || !comm->abort_due || !lt.exec) {
+            st = BK_FAIL(err, BK_ERR_INTERNAL, "the graph's wait: expected a time-out with "
+                         "NCCL's abort due and the graph kept, got %s (nccl %p, due %d): %s",
+                         bk_status_name(got), comm->nccl, comm->abort_due, err->msg);
+            goto out;
+        }
+        bk_err_clear(err);
+        (void)cudaGraphExecDestroy(lt.exec); /* still running: freed when it completes */
+        lt.exec = NULL;
+        const uint64_t t0 = bk_now_ns();
+        bk_cuda_comm_defer_abort(comm, 0);
+        const double abort_s = (double)(bk_now_ns() - t0) / 1e9;
+        if (comm->nccl || comm->abort_due || abort_s > ABORT_BOUND_S) {
+            st = BK_FAIL(err, BK_ERR_INTERNAL, "the due abort: nccl %p, due %d after %.1f s",
+                         comm->nccl, comm->abort_due, abort_s);
+            goto out;
+        }
+        /* aborted, NCCL's kernel ends, and the stream drains */
+        const uint64_t deadline = bk_now_ns() + (uint64_t)(ABORT_BOUND_S * 1e9);
+        cudaError_t q;
+        while ((q = cudaStreamQuery(lt.stream)) == cudaErrorNotReady && bk_now_ns() < deadline)
+            bk_sleep_ns(1000000);
+        if (q != cudaSuccess) {
+            st = BK_FAIL(err, BK_ERR_INTERNAL, "the stream after the abort: %s",
+                         cudaGetErrorString(q));
+            goto out;
+        }
+        printf("rank 0: the graph's wait timed out; NCCL aborted in %.2f s once the graph "
+               "was destroyed, the stream drained\n", abort_s);
+    }
+out:
+    lane_wait_done(shm, rank, 3 * ABORT_BOUND_S);
+    lt_free(&lt);
+    bk_cuda_comm_destroy(comm);
+    if (st != BK_OK && !shm->msg[rank][0])
+        rank_fail(shm, rank, err);
+    return st == BK_OK ? 0 : 1;
+}
+
+static void test_nccl_abort_with_graph(void **state)
+{
+    (void)state;
+    char why[256];
+    if (!lane_hosts_probe(why, sizeof(why))) {
+        print_message("SKIPPED: NCCL at world 2 needs a host per rank: %s\n", why);
+        skip();
+    }
+    setenv("NCCL_SOCKET_IFNAME", "lo", 0);
+    setenv("NCCL_IB_DISABLE", "1", 0);
+    g_lane_hosts = 1;
+    munmap(lane_ok(2, abort_graph_rank, NULL, 6 * g_timeout_s + 4 * ABORT_BOUND_S),
+           sizeof(lane_shm));
+    g_lane_hosts = 0;
+}
+
 static void test_hang_times_out(void **state)
 {
     (void)state;
@@ -747,6 +835,7 @@ int main(void)
         cmocka_unit_test(test_oneshot_peer_by_hand), cmocka_unit_test(test_twoshot_peer_by_hand),
         cmocka_unit_test(test_wide_lane_nccl_only), cmocka_unit_test(test_nccl_hosts_world2),
         cmocka_unit_test(test_nccl_hosts_world4), cmocka_unit_test(test_nccl_hosts_world8),
+        cmocka_unit_test(test_nccl_abort_with_graph),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
