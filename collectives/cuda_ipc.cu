@@ -212,10 +212,21 @@ extern "C" bk_status bk_cuda_comm_connect(bk_cuda_comm *c, const void *const *bl
         snprintf(c->p2p_why, sizeof(c->p2p_why), "rank %d is on %s, rank %d on %s (CUDA IPC "
                  "needs the lane on one host)", c->rank, o->node[c->rank], where.other,
                  o->node[where.other]);
-    else if (unmapped >= 0)
+    else if (unmapped >= 0) {
+        /* a task confined to its own GPU (Slurm --gpus-per-task with cgroup devices) cannot
+         * open a peer GPU's handle; CUDA_VISIBLE_DEVICES alone does not stop it */
+        int seen = 0;
+        const int one = cudaGetDeviceCount(&seen) == cudaSuccess && seen == 1 &&
+                        strcmp(o->bus[c->rank], o->bus[unmapped]) != 0;
         snprintf(c->p2p_why, sizeof(c->p2p_why), "rank %d (GPU %s) cannot map rank %d's "
-                 "memory (GPU %s): %s", c->rank, o->bus[c->rank], unmapped, o->bus[unmapped],
-                 cuda_why);
+                 "memory (GPU %s): %s%s", c->rank, o->bus[c->rank], unmapped, o->bus[unmapped],
+                 cuda_why, !one ? "" : getenv("SLURM_JOB_ID")
+                     ? " (this task sees one GPU: a Slurm job that gives each task its own "
+                       "GPU, --gpus-per-task or --gpu-bind, may confine it there; give the "
+                       "tasks the node's GPUs, --gpus-per-node)"
+                     : " (this process sees one GPU: one confined to it, by a container or "
+                       "cgroup, cannot reach a peer's)");
+    }
     memcpy(o->nccl_id, ((const bk__ipc_blob *)blobs[0])->nccl_id, BK_NCCL_ID_BYTES);
     if (where.pair_a >= 0) {
         snprintf(c->nccl_why, sizeof(c->nccl_why), "ranks %d and %d share GPU %s (NCCL needs "

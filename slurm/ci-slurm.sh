@@ -185,7 +185,7 @@ PLAN=$SRC/plans/demo-cpu.json
 SB=$SRC/slurm/bracket.sbatch
 # the demo's verdict is the measurement's; any of these is a finished bracket
 VERDICTS="PASS FAIL NO_DECISION"
-CPU_OPTS=(--gpus-per-task=0 --ntasks-per-node=4 --time=10)
+CPU_OPTS=(--gpus-per-node=0 --ntasks-per-node=4 --time=10)
 cd "$WORK" || die "cd $WORK"
 # the jobs' private folders (engine plans, ipc endpoints) under $WORK: this script's
 # processes are told apart from any other bracket on the host by that path
@@ -218,7 +218,7 @@ check_score "$WORK/out-mpirun" --strict
 
 # 3. a job array over two plans (slurm/rehearse.sh)
 printf '%s\n' "$PLAN" "$SRC/tests/fixtures/plans/it-cpu.json" >"$WORK/plans.txt"
-OUT_ARRAY=$("$SRC/slurm/rehearse.sh" --topology 1x4 --sbatch-args "--gpus-per-task=0 --time=10" \
+OUT_ARRAY=$("$SRC/slurm/rehearse.sh" --topology 1x4 --sbatch-args "--gpus-per-node=0 --time=10" \
     --out "$WORK/out-array" "$WORK/plans.txt") || die "rehearse.sh failed: $OUT_ARRAY"
 echo "$OUT_ARRAY"
 A=$(echo "$OUT_ARRAY" | sed -n 's/^submitted job \([0-9]*\) .*/\1/p' | head -n 1)
