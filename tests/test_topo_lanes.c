@@ -142,6 +142,61 @@ static void test_two_nodes(void **state)
     expect_refusal(f, 16, "two disjoint lanes of 16 need 32 GPUs; only 16", 0);
 }
 
+/* A lane's GPUs' model is part of its signature: two lanes of different GPUs (H100s and
+ * A100s in one box, or on two nodes) are never a pair, however alike their links; lanes of
+ * one model still pair, and a topology of one model keeps its signatures as they were. */
+static void rename_gpus(bk_topo *t, int host, int from, int to, const char *name)
+{
+    for (int g = from; g < to; g++)
+        snprintf(t->hosts[host].gpus[g].name, sizeof t->hosts[host].gpus[g].name, "%s", name);
+}
+
+static void test_mixed_models(void **state)
+{
+    (void)state;
+    bk_topo *t = load("hgx8_nvswitch.json");
+    bk_lane_pick *p = calloc(1, sizeof *p);
+    bk_err err = { 0 };
+    assert_non_null(p);
+    if (pick(t, 4, BK_LANES_DISJOINT, p, &err) != BK_OK)
+        fail_msg("one model: %s", err.msg);
+    assert_null(strchr(p->baseline_sig, '[')); /* as before: no model named */
+    rename_gpus(t, 0, 4, 8, "NVIDIA A100-SXM4-80GB");
+    memset(p, 0, sizeof *p);
+    assert_int_equal(pick(t, 4, BK_LANES_DISJOINT, p, &err), BK_ERR_INPUT);
+    if (!strstr(err.msg, "equal signatures") || !strstr(err.msg, "[NVIDIA A100-SXM4-80GB]") ||
+        !strstr(err.msg, "[NVIDIA H100 80GB HBM3]"))
+        fail_msg("H100s against A100s: %s", err.msg);
+    memset(p, 0, sizeof *p);
+    if (pick(t, 2, BK_LANES_DISJOINT, p, &err) != BK_OK)
+        fail_msg("lanes of 2 of one model: %s", err.msg);
+    const int hi = p->baseline[0] >= 4;
+    for (int i = 0; i < 2; i++)
+        if ((p->baseline[i] >= 4) != hi || (p->candidate[i] >= 4) != hi)
+            fail_msg("a pair over two models: [%d,%d] vs [%d,%d]", p->baseline[0],
+                     p->baseline[1], p->candidate[0], p->candidate[1]);
+    assert_string_equal(p->baseline_sig, p->candidate_sig);
+    assert_non_null(strstr(p->baseline_sig, hi ? "[NVIDIA A100" : "[NVIDIA H100"));
+    /* a lane over both models is named so */
+    char sig[BK_SIG_LEN];
+    bk_rank_place *pl = NULL;
+    int n = 0;
+    assert_int_equal(bk_places_one_per_gpu(t, &pl, &n, &err), BK_OK);
+    const int across[] = { 3, 4 };
+    assert_int_equal(bk_lane_signature(t, pl, across, 2, sig, sizeof sig, &err), BK_OK);
+    assert_non_null(strstr(sig, "[mixed GPU models]"));
+    free(pl);
+    bk_topo_free(t);
+    /* two nodes alike but for their GPUs: no lane of 8 a node pairs */
+    t = load("cluster2x8_ib.json");
+    rename_gpus(t, 1, 0, t->hosts[1].ngpus, "NVIDIA A100-SXM4-80GB");
+    memset(p, 0, sizeof *p);
+    assert_int_equal(pick(t, 8, BK_LANES_DISJOINT, p, &err), BK_ERR_INPUT);
+    assert_non_null(strstr(err.msg, "equal signatures"));
+    free(p);
+    bk_topo_free(t);
+}
+
 static void test_cluster_1024(void **state)
 {
     (void)state;
@@ -513,7 +568,7 @@ int main(void)
         cmocka_unit_test(test_pcie_halves_differ),
         cmocka_unit_test(test_nvlink_bridges),
         cmocka_unit_test(test_six_gpus_tp4),
-        cmocka_unit_test(test_two_nodes),
+        cmocka_unit_test(test_two_nodes), cmocka_unit_test(test_mixed_models),
         cmocka_unit_test(test_cluster_1024),
         cmocka_unit_test(test_signature_relabel_invariant),
         cmocka_unit_test(test_signature_tells_structures_apart),

@@ -440,6 +440,15 @@ static void test_print_matrix(void **state)
     assert_null(strstr(buf, "host node001 boot boot-node001: 2 package(s)"));
     assert_non_null(strstr(buf, "NV#  = Connection traversing a bonded set of # NVLinks"));
     free(buf);
+    /* a node whose GPUs differ (here one of them) has a matrix of its own */
+    snprintf(t->hosts[1].gpus[3].name, sizeof t->hosts[1].gpus[3].name, "NVIDIA A100-SXM4-80GB");
+    f = open_memstream(&buf, &n);
+    assert_non_null(f);
+    bk_topo_print(t, f);
+    assert_int_equal(fclose(f), 0);
+    assert_null(strstr(buf, "same layout as"));
+    assert_non_null(strstr(buf, "NVIDIA A100-SXM4-80GB"));
+    free(buf);
     bk_topo_free(t);
 }
 

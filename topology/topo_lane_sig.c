@@ -36,17 +36,54 @@ uint16_t bk__lane_pair_code(const lctx *c, int a, int b)
     return (uint16_t)((l.cls << 9) | (l.nvlinks << 1) | same);
 }
 
-/* Member label: the class of the path to the nearest NIC and its kind. */
+bk_status bk__lane_models(lctx *c, bk_err *err)
+{
+    c->model = NULL;
+    c->nmodels = 1;
+    if (!c->gpu || !c->t)
+        return BK_OK;
+    const bk_topo *t = c->t;
+    const char *names[256], *first = NULL;
+    int n = 0, one = 1;
+    /* most topologies have one model: no table then */
+    for (int h = 0; h < t->nhosts && one; h++)
+        for (int g = 0; g < t->hosts[h].ngpus && one; g++) {
+            if (!first)
+                first = t->hosts[h].gpus[g].name;
+            one = !strcmp(t->hosts[h].gpus[g].name, first);
+        }
+    if (one)
+        return BK_OK;
+    c->model = calloc((size_t)t->nhosts, sizeof *c->model);
+    if (!c->model)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "lanes: out of memory");
+    for (int h = 0; h < t->nhosts; h++)
+        for (int g = 0; g < t->hosts[h].ngpus; g++) {
+            const char *name = t->hosts[h].gpus[g].name;
+            int k = 0;
+            while (k < n && strcmp(names[k], name))
+                k++;
+            if (k == n && n < 255) /* past 255 names the last index is shared */
+                names[n++] = name;
+            c->model[h][g] = (uint8_t)(k < n ? k : n - 1);
+        }
+    c->nmodels = n;
+    return BK_OK;
+}
+
+/* Member label: the GPU's model (bits 8-15), the class of the path to the nearest NIC and
+ * its kind (bits 0-7). */
 static uint16_t label_of(const lctx *c, int r)
 {
     const bk_rank_place *p = &c->pl[r];
     if (!c->gpu)
         return 0;
     const bk_topo_host *h = &c->t->hosts[p->host];
+    const uint16_t model = c->model ? (uint16_t)(c->model[p->host][p->gpu] << 8) : 0;
     int k = h->gpus[p->gpu].nic;
     if (k < 0)
-        return 0;
-    return (uint16_t)((h->gpu_nic[p->gpu][k] << 1) | !strcmp(h->nics[k].kind, "ib"));
+        return model;
+    return (uint16_t)(model | (h->gpu_nic[p->gpu][k] << 1) | !strcmp(h->nics[k].kind, "ib"));
 }
 
 static const char *hist_name(int code_class, char *buf, size_t n, int nvl)
@@ -73,7 +110,7 @@ bk_status bk__lane_sig(const lctx *c, lane *ln, bk_err *err)
     for (int i = 0; i < L; i++) {
         int r = ln->ranks[i], h = c->pl[r].host, nu = bk__lane_numa_of(c, r), k;
         labels[i] = label_of(c, r);
-        nicmask |= labels[i] ? 1u << (labels[i] >> 1) : 0;
+        nicmask |= labels[i] & 0xff ? 1u << ((labels[i] & 0xff) >> 1) : 0;
         for (k = 0; k < nh && hostseen[k] != h; k++) {
         }
         if (k == nh) {
@@ -126,7 +163,8 @@ bk_status bk__lane_sig(const lctx *c, lane *ln, bk_err *err)
      * counts only for a lane over several hosts (a lone management port on one socket
      * would otherwise split an 8-GPU box's lanes of 4) */
     if (nh == 1) {
-        memset(labels, 0, (size_t)L * sizeof labels[0]);
+        for (int i = 0; i < L; i++)
+            labels[i] &= 0xff00; /* the model stays */
         nicmask = 0;
     }
     uint64_t hash = 0, raw = 0;
@@ -183,6 +221,19 @@ bk_status bk__lane_sig(const lctx *c, lane *ln, bk_err *err)
                                     ln->hist[k]);
         }
     }
+    if (c->model && off < n) { /* a topology of several GPU models: the lane's */
+        const bk_rank_place *p0 = &c->pl[ln->ranks[0]];
+        int mixed = 0;
+        for (int i = 1; i < L; i++) {
+            const bk_rank_place *p = &c->pl[ln->ranks[i]];
+            mixed |= c->model[p->host][p->gpu] != c->model[p0->host][p0->gpu];
+        }
+        off += (size_t)snprintf(s + off, n - off, " [%.40s]",
+                                mixed ? "mixed GPU models"
+                                      : c->t->hosts[p0->host].gpus[p0->gpu].name[0]
+                                      ? c->t->hosts[p0->host].gpus[p0->gpu].name
+                                      : "unnamed GPU");
+    }
     if (off < n)
         snprintf(s + off, n - off, " #%016" PRIx64 "%s", hash, exact ? "" : "~");
 out:
@@ -199,9 +250,11 @@ bk_status bk_lane_signature(const bk_topo *t, const bk_rank_place *places, const
         return BK_FAIL(err, BK_ERR_INPUT, "lane size %d: must be in [1, %d]", size, BK_LANE_MAX);
     lctx c = { .t = t, .pl = places, .size = size, .gpu = t && places[ranks[0]].gpu >= 0 };
     lane ln = { .ranks = (int *)ranks };
+    BK_TRY(bk__lane_models(&c, err));
     BK_TRY(bk__lane_sig(&c, &ln, err));
     bk_strlcpy(sig, ln.sig, n);
 out:
+    free(c.model);
     return st;
 }
 

@@ -360,6 +360,7 @@ bk_status bk_lanes_choose(const bk_topo *t, int lane_size, int nranks,
     /* enumerate() adds at most 2(n/L + 1) windows plus, per host of s ranks,
      * s/L + min(s, 64) + 1 lanes: 5n + 3 bounds it */
     f.cap = 5 * nranks + 3 < MAX_LANES ? 5 * nranks + 3 : MAX_LANES;
+    BK_TRY(bk__lane_models(&f.c, err));
     f.c.memo = calloc(MEMO_SLOTS, sizeof(memo_slot));
     f.c.scratch = malloc((size_t)lane_size * (size_t)lane_size * sizeof(uint16_t));
     f.order = malloc((size_t)nranks * sizeof(int));
@@ -392,5 +393,6 @@ out:
     free(f.pool);
     free(f.c.memo);
     free(f.c.scratch);
+    free(f.c.model);
     return st;
 }

@@ -23,7 +23,16 @@ typedef struct {
                       * the ordered matrix, so lanes of a regular cluster that
                       * look alike in lane order share one search. */
     uint16_t *scratch; /* NULL or size x size codes, reused by every lane */
+    uint8_t (*model)[BK_TOPO_MAX_GPUS]; /* NULL, or host x GPU: the GPU's model (its name)
+                                         * as an index into the topology's distinct names */
+    int nmodels;       /* distinct GPU names of the topology (1 or more with model) */
 } lctx;
+
+/* The GPU models of topology t into c->model and c->nmodels (GPU lanes only; nothing to do
+ * for CPU lanes or a topology of one model, c->model then NULL); free with free(c->model).
+ * A lane's members are labelled with their model, so two lanes of different GPUs never
+ * have equal signatures. */
+bk_status bk__lane_models(lctx *c, bk_err *err);
 
 typedef struct {
     int *ranks;     /* size entries, ascending */

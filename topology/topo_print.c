@@ -80,6 +80,7 @@ static int same_layout(const bk_topo_host *a, const bk_topo_host *b)
         return 0;
     for (int i = 0; i < a->ngpus; i++) {
         if (strcmp(a->gpus[i].bus_id, b->gpus[i].bus_id) || a->gpus[i].numa != b->gpus[i].numa ||
+            strcmp(a->gpus[i].name, b->gpus[i].name) || a->gpus[i].nic != b->gpus[i].nic ||
             memcmp(a->links[i], b->links[i], (size_t)a->ngpus * sizeof(bk_link)) ||
             memcmp(a->gpu_nic[i], b->gpu_nic[i], (size_t)a->nnics))
             return 0;
