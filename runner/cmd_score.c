@@ -11,6 +11,7 @@
 
 #include "runner/cli.h"
 #include "runner/digest.h"
+#include "runner/record_io.h"
 #include "runner/report.h"
 #include "runner/run.h"
 #include "runner/terminate.h"
@@ -128,8 +129,19 @@ static int check_topology(const char *path, const json_t *rec, const bk_run *run
         snprintf(note, note_len, "%s is missing: identity.topology_digest not checked", tpath);
         return 0;
     }
+    /* a folder, a pipe (whose open would wait for a writer), a device or a file past a
+     * snapshot's size is not read: bad input (-2), not evidence that differs */
+    char *text = NULL;
+    size_t tlen = 0;
+    bk_err rerr = { 0 };
+    if (bk_read_file_max(tpath, BK_TOPO_MAX_FILE, "a topology snapshot", &text, &tlen, &rerr) !=
+        BK_OK) {
+        snprintf(why, len, "%s", rerr.msg);
+        return -2;
+    }
     json_error_t je;
-    json_t *t = json_load_file(tpath, JSON_REJECT_DUPLICATES, &je);
+    json_t *t = json_loadb(text, tlen, JSON_REJECT_DUPLICATES, &je);
+    free(text);
     char *compact = t ? json_dumps(t, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
     json_decref(t);
     if (!compact) {
@@ -625,14 +637,20 @@ int bk_cmd_score(int argc, char **argv)
     }
     /* a record that does not agree with its own evidence is not scored */
     char note[1024] = "";
-    int topo_missing = 0;
+    int topo_missing = 0, topo_rc = 0;
     if (check_digests(path, rec, run, why, sizeof why) ||
-        check_topology(path, rec, run, why, sizeof why, note, sizeof note, &topo_missing) ||
+        (topo_rc = check_topology(path, rec, run, why, sizeof why, note, sizeof note,
+                                  &topo_missing)) != 0 ||
         check_backend(path, rec, run, why, sizeof why) ||
         check_arms(path, run, why, sizeof why) || check_unfinished(path, run, why, sizeof why) ||
         check_lanes(path, rec, run, why, sizeof why) ||
         check_run_facts(path, rec, run, why, sizeof why) ||
         check_quality(path, rec, run, why, sizeof why)) {
+        if (topo_rc == -2) { /* topology.json cannot be read: bad input, as a record's */
+            fprintf(stderr, "bracket score: %s\n", why);
+            rc = BK_EXIT_USAGE;
+            goto out;
+        }
         fprintf(stderr, "bracket score: the record differs from its evidence: %s\n", why);
         goto out;
     }

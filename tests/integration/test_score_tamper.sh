@@ -342,6 +342,22 @@ expect topology-digest-dropped 1 "identity.topology_digest: the record says '\(m
 copy topology-garbage
 echo '{"hosts": [' >"$D/topology.json"
 expect topology-garbage 1 "topology.json: not readable JSON"
+# a topology.json that is no file is bad input (2), said so, not evidence that differs; a
+# pipe is not opened (its open would wait for a writer for ever)
+copy topology-dir
+rm "$D/topology.json"
+mkdir "$D/topology.json"
+expect topology-dir 2 "^bracket score: .*/topology.json: cannot read: Is a directory$"
+copy topology-fifo
+rm "$D/topology.json"
+mkfifo "$D/topology.json"
+set +e
+timeout 20 "$BK_BRACKET" score --quiet "$D/record.json" >"$D/score.log" 2>&1
+SRC=$?
+set -e
+cat "$D/score.log"
+[ "$SRC" = 2 ] && grep -q "topology.json: cannot read: not a regular file$" "$D/score.log" ||
+    fail "topology.json a pipe: exit $SRC (124: it waited on the pipe), or its message"
 copy stopped-dropped
 edit_record 'del r["stopped"]'
 expect stopped-dropped 1 "stopped: the record says '\(missing\)'"
