@@ -172,7 +172,7 @@ static void lanes_usage(FILE *f)
             "  -x, --hwloc-xml FILE  plan on an hwloc XML export\n"
             "  -P, --policy P        disjoint (default) or shared (one-lane rehearsal)\n"
             "  -c, --cpu-slots N     plan CPU lanes for N ranks (1..%d) on the first host\n"
-            "                        (cpu backend; default 0: one rank per GPU)\n"
+            "                        (cpu backend; default: GPU lanes, one rank per GPU)\n"
             "  -h, --help            this text\n\n"
             "Exit: 0 lanes found, 2 no equal pair or bad input (the reason is printed),\n"
             "1 internal error.\n", BK_LANE_MAX, BK_LANE_MAX, BK__MAX_CPU_SLOTS);

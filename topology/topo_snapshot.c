@@ -72,7 +72,7 @@ static bk_status rd_str(rd *r, json_t *o, const char *key, int required, char *o
     if (!json_is_string(v))
         return RD_FAIL(r, "%s: must be a string", key);
     if (bk_strlcpy(out, json_string_value(v), n) != 0)
-        return RD_FAIL(r, "%s: longer than %zu characters", key, n - 1);
+        return RD_FAIL(r, "%s: longer than %zu bytes", key, n - 1);
     const long at = control_at(out);
     if (at >= 0)
         return RD_FAIL(r, "%s: a control character (byte 0x%02x at offset %ld)", key,
