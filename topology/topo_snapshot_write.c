@@ -157,8 +157,10 @@ bk_status bk_topo_save_check(const char *path, bk_err *err)
         dir[1] = '\0';
     else
         *slash = '\0';
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+    if (stat(dir, &sb) != 0)
         return BK_FAIL(err, BK_ERR_INPUT, "%s: the folder %s does not exist", path, dir);
+    if (!S_ISDIR(sb.st_mode))
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: %s is not a folder", path, dir);
     if (access(dir, W_OK | X_OK) != 0)
         return BK_FAIL(err, BK_ERR_INPUT, "%s: cannot write in the folder %s: %s", path, dir,
                        strerror(errno));

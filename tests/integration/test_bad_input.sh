@@ -328,6 +328,9 @@ check_cmd topo-dir "is a directory; give the snapshot a file name" topo --save "
 check_cmd topo-nodir "$IT_TMP/nope/t.json: the folder $IT_TMP/nope does not exist" \
     topo --save "$IT_TMP/nope/t.json"
 [ ! -e "$IT_TMP/nope" ] || fail "topo --save made a folder"
+touch "$IT_TMP/plain"
+check_cmd topo-filedir "$IT_TMP/plain/t.json: $IT_TMP/plain is not a folder" \
+    topo --save "$IT_TMP/plain/t.json"
 # a folder that lets no file be made though the checks pass (/proc, even as root): bad
 # input naming the path asked for (was: exit 1 naming only its .tmp), and nothing printed
 # before it (the save comes before the matrix)
