@@ -374,7 +374,10 @@ static void test_names_printable(void **state)
                         json_string("NVIDIA H100 80GB HBM3"));
     json_object_set_new(h, "notes", json_pack("[s, s]", "fine", "tab\there"));
     expect_msg(root, "bad.json: hosts[0].notes[1]: a control character (byte 0x09 at offset 3)");
-    json_object_set_new(h, "notes", json_pack("[s]", "fine: caf\xc3\xa9 is UTF-8"));
+    /* a C1 control (U+009B, CSI to some terminals) as well */
+    json_object_set_new(h, "notes", json_pack("[s]", "csi \xc2\x9b" "31m"));
+    expect_msg(root, "bad.json: hosts[0].notes[0]: a control character (byte 0xc2 at offset 4)");
+    json_object_set_new(h, "notes", json_pack("[s]", "fine: caf\xc3\xa9 is UTF-8, \xc2\xa0 too"));
     bk_err err = { 0 };
     if (parse_json(root, &err) != BK_OK)
         fail_msg("%s", err.msg);

@@ -52,13 +52,16 @@ static bk_status rd_int(rd *r, json_t *o, const char *key, int lo, int hi, int r
     return BK_OK;
 }
 
-/* The offset of the first control character (below 0x20, or 0x7f) in s, or -1: names and
- * notes are printed as they are, and an escape sequence or a newline would reach the
- * terminal. */
+/* The offset of the first control character (below 0x20, 0x7f, or a C1 control U+0080 to
+ * U+009F, UTF-8 0xc2 0x80-0x9f, which terminals may take as CSI and the like) in s, or -1:
+ * names and notes are printed as they are, and an escape sequence or a newline would
+ * reach the terminal. */
 static long control_at(const char *s)
 {
     for (long i = 0; s[i]; i++)
-        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f ||
+            ((unsigned char)s[i] == 0xc2 && (unsigned char)s[i + 1] >= 0x80 &&
+             (unsigned char)s[i + 1] <= 0x9f))
             return i;
     return -1;
 }
