@@ -51,9 +51,11 @@ static void usage(FILE *f)
         "\n"
         "Exit status (the record identical to its recomputation): 0 PASS, 3 FAIL,\n"
         "4 NO_DECISION; 2 bad input or usage (a record or samples file unreadable,\n"
-        "malformed or truncated, a sample block missing or repeated; with --strict, an\n"
-        "identity not checked); 1 internal failure or a record that differs from its\n"
-        "evidence or its recomputation.\n");
+        "malformed or truncated, a topology.json that is no file; samples of another\n"
+        "run, or a sample block missing, repeated or not the count its process says;\n"
+        "with --strict, an identity not checked); 1 internal failure or a record that\n"
+        "differs from its evidence (digests, topology.json, arms, quality) or its\n"
+        "recomputation. A report that cannot be written turns a 0 into a 1.\n");
 }
 
 /* ---- the record's own evidence: digests, arms, quality ---- */
