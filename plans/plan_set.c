@@ -94,11 +94,6 @@ static void append(char *canon, const step *st, int as_index)
         snprintf(canon + used, BK__SET_PATH_LEN - used, "%s%s", used ? "." : "", st->key);
 }
 
-/* The value as JSON when it parses ("2", "0.5", "true", "{}", "\"x\""), else as text
- * (NULL when that text is not UTF-8). A value that starts with '{', '[' or '"' is meant as
- * JSON (an object, an array, a quoted string): when it does not parse, *je holds why and
- * NULL is returned with *bad_json set to that first character. A quoted value is held to
- * the rules of a string in a plan file, so it never becomes a string with its quotes. */
 /* 1 when s is a JSON number as written (-? int frac? exp?, blanks around it), whatever its
  * size */
 static int json_number_text(const char *s)
@@ -131,6 +126,12 @@ static int json_number_text(const char *s)
     return s[strspn(s, " \t\r\n")] == '\0';
 }
 
+/* The value as JSON when it parses ("2", "0.5", "true", "{}", "\"x\""), else as text
+ * (NULL when that text is not UTF-8). A value that starts with '{', '[' or '"' is meant as
+ * JSON (an object, an array, a quoted string): when it does not parse, *je holds why and
+ * NULL is returned with *bad_json set to that first character. A quoted value is held to
+ * the rules of a string in a plan file, so it never becomes a string with its quotes; a
+ * number too big to hold fails the same way (*bad_json '0'), never its digits' text. */
 static json_t *parse_value(const char *text, json_error_t *je, int *bad_json)
 {
     json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, je);
