@@ -385,6 +385,18 @@ static bk_status rd_host(rd *r, json_t *o, bk_topo_host *h)
     return st;
 }
 
+/* jansson's error, where the text is: a syntax error is the file's (bad input); out of
+ * memory (a huge file of small values: jansson takes some 20 bytes a byte of numbers) is
+ * this machine's, and jansson then leaves no position and sometimes no text */
+static bk_status parse_failed(const char *label, const json_error_t *je, bk_err *err)
+{
+    if (json_error_code(je) == json_error_out_of_memory || !je->text[0])
+        return BK_FAIL(err, BK_ERR_SYSTEM, "%s: out of memory while parsing it%s%s", label,
+                       je->text[0] ? ": " : "", je->text);
+    return BK_FAIL(err, BK_ERR_INPUT, "%s: line %d column %d: %s", label, je->line, je->column,
+                   je->text);
+}
+
 bk_status bk_topo_host_parse(const char *text, const char *label, bk_topo_host *h, bk_err *err)
 {
     json_error_t je;
@@ -392,8 +404,7 @@ bk_status bk_topo_host_parse(const char *text, const char *label, bk_topo_host *
     memset(h, 0, sizeof *h);
     json_t *o = json_loads(text, JSON_REJECT_DUPLICATES, &je);
     if (!o)
-        return BK_FAIL(err, BK_ERR_INPUT, "%s: line %d column %d: %s", label, je.line, je.column,
-                       je.text);
+        return parse_failed(label, &je, err);
     bk_status st = json_is_object(o) ? rd_host(&r, o, h) : RD_FAIL(&r, "host: must be an object");
     json_decref(o);
     return st;
@@ -408,8 +419,7 @@ bk_status bk_topo_parse(const char *text, const char *label, bk_topo **out, bk_e
     *out = NULL;
     json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
     if (!root)
-        return BK_FAIL(err, BK_ERR_INPUT, "%s: line %d column %d: %s", label, je.line, je.column,
-                       je.text);
+        return parse_failed(label, &je, err);
     if (!json_is_object(root)) {
         st = RD_FAIL(&r, "the snapshot must be a JSON object");
         goto out;

@@ -328,6 +328,24 @@ check_cmd topo-dir "is a directory; give the snapshot a file name" topo --save "
 check_cmd topo-nodir "$IT_TMP/nope/t.json: the folder $IT_TMP/nope does not exist" \
     topo --save "$IT_TMP/nope/t.json"
 [ ! -e "$IT_TMP/nope" ] || fail "topo --save made a folder"
+# a snapshot whose parse runs out of memory (3 million empty hosts, under a 400 MB address
+# space) is this machine's failure (1), said so; it read "line -1 column -1: " as bad input
+if [ -n "${ASAN_OPTIONS:-}" ]; then
+    echo "NOTE: the out-of-memory snapshot check is left out under AddressSanitizer (its" \
+        "shadow memory needs more address space than the limit the check sets)"
+else
+    python3 -c 'import sys; sys.stdout.write("{\"schema\":\"bracket.topology/1\",\"hosts\":[" + ",".join(["{}"] * 3000000) + "]}")' \
+        >"$IT_TMP/huge.json"
+    set +e
+    (ulimit -v 400000 && exec "$BK_BRACKET" topo --topology "$IT_TMP/huge.json") \
+        >"$IT_TMP/oom.log" 2>&1
+    rc=$?
+    set -e
+    cat "$IT_TMP/oom.log"
+    [ "$rc" = 1 ] && grep -q "huge.json: out of memory while parsing it" "$IT_TMP/oom.log" ||
+        fail "a snapshot past memory: exit $rc, or not said as out of memory"
+    rm -f "$IT_TMP/huge.json"
+fi
 touch "$IT_TMP/plain"
 check_cmd topo-filedir "$IT_TMP/plain/t.json: $IT_TMP/plain is not a folder" \
     topo --save "$IT_TMP/plain/t.json"
