@@ -53,6 +53,35 @@ static int rank_fail(lane_shm *shm, int rank, const bk_err *err)
     return 1;
 }
 
+/* A rank's end: waits (bounded by wait_s) for the lane's other ranks, frees its tensors and
+ * its side of the communicator, and says its failure unless it said one already; the
+ * process's exit status. */
+static int rank_end(lane_shm *shm, int rank, double wait_s, lane_tensors *lt,
+                    bk_cuda_comm *comm, bk_status st, const bk_err *err)
+{
+    lane_wait_done(shm, rank, wait_s);
+    lt_free(lt);
+    bk_cuda_comm_destroy(comm);
+    if (st != BK_OK && !shm->msg[rank][0])
+        rank_fail(shm, rank, err);
+    return st == BK_OK ? 0 : 1;
+}
+
+/* Every rank of the next lane on a host of its own (g_lane_hosts: NCCL joins them over
+ * sockets on loopback); the test is skipped, with the reason, where that cannot be. Reset
+ * g_lane_hosts after the lane. */
+static void lane_hosts_begin(int world)
+{
+    char why[256];
+    if (!lane_hosts_probe(why, sizeof(why))) {
+        print_message("SKIPPED: NCCL at world %d needs a host per rank: %s\n", world, why);
+        skip();
+    }
+    setenv("NCCL_SOCKET_IFNAME", "lo", 0); /* the hosts are one machine's namespaces */
+    setenv("NCCL_IB_DISABLE", "1", 0);
+    g_lane_hosts = 1;
+}
+
 /* One rank: comm up, then for every variant and shape: eager on inputs A,
  * eager on B, eager on A again (bitwise equal to the first), graph on A
  * (bitwise equal to eager), graph replay on B (matches the reference). */
@@ -195,16 +224,9 @@ static void test_nccl_world1(void **state)
  * graph, bitwise equal across ranks and between eager and graph, as the fused variants. */
 static void nccl_hosts(int world)
 {
-    char why[256];
-    if (!lane_hosts_probe(why, sizeof(why))) {
-        print_message("SKIPPED: NCCL at world %d needs a host per rank: %s\n", world, why);
-        skip();
-    }
     lane_arg a = {.variants = {&bk_variant_nccl_then_rmsnorm}, .nvariants = 1,
                   .rtol = RTOL_NCCL, .atol = ATOL_NCCL, .bf16_sum = 1};
-    setenv("NCCL_SOCKET_IFNAME", "lo", 0); /* the hosts are one machine's namespaces */
-    setenv("NCCL_IB_DISABLE", "1", 0);
-    g_lane_hosts = 1;
+    lane_hosts_begin(world);
     run_lane(world, &a);
     g_lane_hosts = 0;
 }
@@ -378,12 +400,7 @@ static int hang_rank(int rank, int world, lane_shm *shm, void *argp)
         bk_err_clear(err);
     }
 out:
-    lane_wait_done(shm, rank, 3 * g_timeout_s);
-    lt_free(&lt);
-    bk_cuda_comm_destroy(comm);
-    if (st != BK_OK && !shm->msg[rank][0])
-        rank_fail(shm, rank, err);
-    return st == BK_OK ? 0 : 1;
+    return rank_end(shm, rank, 3 * g_timeout_s, &lt, comm, st, err);
 }
 
 /* ---- a peer played by hand ----
@@ -697,12 +714,7 @@ static int wide_rank(int rank, int world, lane_shm *shm, void *argp)
     }
     bk_err_clear(err);
 out:
-    lane_wait_done(shm, rank, 3 * g_timeout_s);
-    lt_free(&lt);
-    bk_cuda_comm_destroy(comm);
-    if (st != BK_OK && !shm->msg[rank][0])
-        rank_fail(shm, rank, err);
-    return st == BK_OK ? 0 : 1;
+    return rank_end(shm, rank, 3 * g_timeout_s, &lt, comm, st, err);
 }
 
 static void test_wide_lane_nccl_only(void **state)
@@ -775,25 +787,13 @@ static int abort_graph_rank(int rank, int world, lane_shm *shm, void *argp)
                "was destroyed, the stream drained\n", abort_s);
     }
 out:
-    lane_wait_done(shm, rank, 3 * ABORT_BOUND_S);
-    lt_free(&lt);
-    bk_cuda_comm_destroy(comm);
-    if (st != BK_OK && !shm->msg[rank][0])
-        rank_fail(shm, rank, err);
-    return st == BK_OK ? 0 : 1;
+    return rank_end(shm, rank, 3 * ABORT_BOUND_S, &lt, comm, st, err);
 }
 
 static void test_nccl_abort_with_graph(void **state)
 {
     (void)state;
-    char why[256];
-    if (!lane_hosts_probe(why, sizeof(why))) {
-        print_message("SKIPPED: NCCL at world 2 needs a host per rank: %s\n", why);
-        skip();
-    }
-    setenv("NCCL_SOCKET_IFNAME", "lo", 0);
-    setenv("NCCL_IB_DISABLE", "1", 0);
-    g_lane_hosts = 1;
+    lane_hosts_begin(2);
     munmap(lane_ok(2, abort_graph_rank, NULL, 6 * g_timeout_s + 4 * ABORT_BOUND_S),
            sizeof(lane_shm));
     g_lane_hosts = 0;
