@@ -44,6 +44,7 @@
 #endif
 
 #include "collectives/collectives.h"
+#include "runner/memory.h"
 
 #define SHM_MAGIC 0x31306d68736b62ull /* "bkshm01" */
 #define SHM_HDR 4096
@@ -214,18 +215,14 @@ bk_status bk_shm_create(const char *run_id, const char *arm, int rank, int world
     int rc = posix_fallocate(fd, 0, (off_t)(SHM_HDR + bytes));
     if (rc != 0) {
         struct statvfs vfs;
-        char room[96] = "";
-        if (statvfs("/dev/shm", &vfs) == 0) {
-            const unsigned long long all = (unsigned long long)vfs.f_blocks * vfs.f_frsize;
-            const unsigned long long avail = (unsigned long long)vfs.f_bavail * vfs.f_frsize;
-            const int mib = all >= (16ull << 20); /* else KiB: a small one's room is seen */
-            snprintf(room, sizeof room, "; /dev/shm has %llu %s free of %llu %s",
-                     avail >> (mib ? 20 : 10), mib ? "MiB" : "KiB", all >> (mib ? 20 : 10),
-                     mib ? "MiB" : "KiB");
-        }
-        st = BK_FAIL(err, BK_ERR_SYSTEM, "shared memory for rank %d: %zu bytes (%.1f MiB) "
+        char room[96] = "", want[32], avail[32], all[32];
+        if (statvfs("/dev/shm", &vfs) == 0)
+            snprintf(room, sizeof room, "; /dev/shm has %s free of %s",
+                     bk_mem_text((uint64_t)vfs.f_bavail * vfs.f_frsize, avail, sizeof avail),
+                     bk_mem_text((uint64_t)vfs.f_blocks * vfs.f_frsize, all, sizeof all));
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "shared memory for rank %d: %zu bytes (%s) "
                      "cannot be had in /dev/shm: %s%s%s", rank, SHM_HDR + bytes,
-                     (double)(SHM_HDR + bytes) / (1024.0 * 1024.0), strerror(rc), room,
+                     bk_mem_text(SHM_HDR + bytes, want, sizeof want), strerror(rc), room,
                      rc == ENOSPC ? " (each engine of a lane maps this much for its peers: "
                                     "a larger /dev/shm, e.g. docker run --shm-size, or "
                                     "smaller shapes)" : "");

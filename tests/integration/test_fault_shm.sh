@@ -27,7 +27,7 @@ echo "---- exit $RC"
 cat "$OUT"
 [ "$RC" = 4 ] || fail "expected NO_DECISION (exit 4), got $RC"
 grep -q "Bus error" "$OUT" && fail "an engine died of SIGBUS"
-grep -Eq "engine failed \(exit 1\): shared memory for rank [01]: [0-9]+ bytes \([0-9.]+ MiB\) cannot be had in /dev/shm: No space left on device; /dev/shm has [0-9]+ KiB free of 256 KiB" "$OUT" ||
+grep -Eq "engine failed \(exit 1\): shared memory for rank [01]: [0-9]+ bytes \([0-9.]+ KiB\) cannot be had in /dev/shm: No space left on device; /dev/shm has [0-9.]+ KiB free of 256.0 KiB" "$OUT" ||
     fail "no line naming /dev/shm, the bytes and its room"
 grep -q "^verdict: NO_DECISION" "$OUT" || fail "no NO_DECISION verdict"
 RECORD=$(ls "$IT_TMP"/out/*/record.json)
