@@ -45,6 +45,10 @@ bk_status bk_shm_barrier(bk_shm *shm, double timeout_s, bk_err *err);
  * whose every rank has a core of its own, where spinning takes nothing from a peer
  * (0, the default, spins a few hundred pauses only). */
 void bk_shm_set_spin(bk_shm *shm, uint64_t spin_ns);
+/* Barriers from here on also end at end_ns (bk_now_ns's clock; 0, the default: no end), with
+ * BK_ERR_TIMEOUT naming the rank waited for: an engine's waits end before its agent's
+ * time-out does (bk_wait_bound). */
+void bk_shm_set_end(bk_shm *shm, uint64_t end_ns);
 
 /* Unmap peers, unmap our own segment and unlink it if connect did not. NULL is fine. */
 void bk_shm_destroy(bk_shm *shm);

@@ -70,6 +70,12 @@ extern "C" void bk_cuda_comm_set_timeout(bk_cuda_comm *comm, double timeout_s)
     comm->dev.timeout_ns = (uint64_t)(timeout_s * 1e9);
 }
 
+extern "C" void bk_cuda_comm_set_end(bk_cuda_comm *comm, uint64_t end_ns)
+{
+    if (comm)
+        comm->end_ns = end_ns;
+}
+
 extern "C" bk_status bk_cuda_comm_create(int rank, int world, int device, size_t peer_bytes,
                                          void *blob, size_t *blob_len, bk_cuda_comm **out,
                                          bk_err *err)
@@ -266,7 +272,9 @@ extern "C" bk_status bk_cuda_comm_barrier(bk_cuda_comm *c, void *stream, double 
          * unused tail): the sum's value is never read. */
         bk__ipc_owner *o = (bk__ipc_owner *)c->owner;
         uint16_t *word = (uint16_t *)((char *)o->base + BK_IPC_FLAG_BYTES - 64);
-        return bk_nccl_allreduce_bf16(c->nccl, word, word, 1, stream, timeout_s, err);
+        int cut;
+        return bk_nccl_allreduce_bf16(c->nccl, word, word, 1, stream,
+                                      bk_wait_bound(c->end_ns, timeout_s, &cut), err);
     }
     return BK_FAIL(err, BK_ERR_UNSUPPORTED, "cuda lane barrier: no peer access (%s) and no "
                    "NCCL (%s)", c->p2p_why, c->nccl_why);
@@ -320,6 +328,8 @@ extern "C" bk_status bk_cuda_comm_wait(bk_cuda_comm *c, void *event, double time
                                        bk_err *err)
 {
     bk_status st = BK_OK;
+    int cut;
+    timeout_s = bk_wait_bound(c->end_ns, timeout_s, &cut);
     const uint64_t deadline = bk_now_ns() + (uint64_t)(timeout_s * 1e9);
     uint64_t nap = 2000;
     for (;;) {
@@ -339,7 +349,8 @@ extern "C" bk_status bk_cuda_comm_wait(bk_cuda_comm *c, void *event, double time
             /* Abort NCCL so its kernels stop; our own kernels stop by themselves. */
             abort_nccl(c);
             st = BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: the GPU made no progress for %.1f s "
-                         "(a peer never arrived?)", c->rank, timeout_s);
+                         "(%sa peer never arrived?)", c->rank, timeout_s,
+                         cut ? BK_ARM_END_SAID "; " : "");
             goto out;
         }
         bk_sleep_ns(nap);

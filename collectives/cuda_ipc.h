@@ -56,6 +56,7 @@ typedef struct bk_cuda_comm {
     void *owner;             /* private state (allocation, mapped handles) */
     int defer_abort;         /* bk_cuda_comm_defer_abort's depth: graphs with NCCL calls */
     int abort_due;           /* a wait wanted NCCL aborted while deferred */
+    uint64_t end_ns;         /* host waits end here too (0: no end; bk_cuda_comm_set_end) */
 } bk_cuda_comm;
 
 /* Create this rank's side on device `device` (already made current or not):
@@ -106,6 +107,11 @@ void bk_cuda_comm_defer_abort(bk_cuda_comm *comm, int on);
 /* Wait for everything queued on `stream` so far, with bk_cuda_comm_wait's bound and
  * checks (an event recorded on it). */
 bk_status bk_cuda_comm_sync(bk_cuda_comm *comm, void *stream, double timeout_s, bk_err *err);
+
+/* Host waits from here on (bk_cuda_comm_wait, _sync, an eager NCCL barrier's) also end at
+ * end_ns (bk_now_ns's clock; 0, the default: no end), saying so: an engine's waits end
+ * before its agent's time-out does (bk_wait_bound). Device spin bounds are not changed. */
+void bk_cuda_comm_set_end(bk_cuda_comm *comm, uint64_t end_ns);
 
 /* Set the bound of device spin-waits for the kernels launched next. */
 void bk_cuda_comm_set_timeout(bk_cuda_comm *comm, double timeout_s);

@@ -71,6 +71,7 @@ struct bk_shm {
     void **maps;     /* world mappings (ours at maps[rank]), each SHM_HDR + bytes */
     uint64_t epoch;  /* our last published epoch */
     uint64_t spin_ns; /* barrier waiters spin this long before they yield (0: SPINS only) */
+    uint64_t end_ns;  /* barriers end here too (0: no end; bk_shm_set_end) */
 };
 
 static shm_hdr *hdr_of(const bk_shm *shm, int r) { return (shm_hdr *)shm->maps[r]; }
@@ -363,9 +364,12 @@ int bk_shm_world(const bk_shm *shm) { return shm->world; }
 /* ---- barrier ---- */
 
 void bk_shm_set_spin(bk_shm *shm, uint64_t spin_ns) { shm->spin_ns = spin_ns; }
+void bk_shm_set_end(bk_shm *shm, uint64_t end_ns) { shm->end_ns = end_ns; }
 
 bk_status bk_shm_barrier(bk_shm *shm, double timeout_s, bk_err *err)
 {
+    int cut;
+    timeout_s = bk_wait_bound(shm->end_ns, timeout_s, &cut);
     uint64_t e = ++shm->epoch, deadline = deadline_of(timeout_s);
     publish(hdr_of(shm, shm->rank), e);
     unsigned k = 0;
@@ -380,9 +384,9 @@ bk_status bk_shm_barrier(bk_shm *shm, double timeout_s, bk_err *err)
         while ((seen = atomic_load_explicit(&h->epoch, memory_order_acquire)) < e) {
             if (k >= SPINS && bk_now_ns() > deadline)
                 return BK_FAIL(err, BK_ERR_TIMEOUT,
-                               "barrier: rank %d did not arrive within %.1f s (epoch %llu, it "
-                               "is at %llu)", r, timeout_s, (unsigned long long)e,
-                               (unsigned long long)seen);
+                               "barrier: rank %d did not arrive within %.1f s (%sepoch %llu, "
+                               "it is at %llu)", r, timeout_s, cut ? BK_ARM_END_SAID "; " : "",
+                               (unsigned long long)e, (unsigned long long)seen);
             /* Spin (for spin_ns when set), then yield for up to YIELD_NS (sched_yield
              * returns at once on an idle core and gives the core away on a busy one),
              * then park on the futex: a short imbalance never pays a futex wake-up,

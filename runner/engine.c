@@ -288,6 +288,16 @@ static bk_status own_contract(const engine *e, const bk_variant *v, bk_status st
     return st;
 }
 
+/* Our agent stops us timeouts.arm_s after it started us, and our reason is lost with us:
+ * our waits on peers end earlier, by a fifth of arm_s or BK_REPORT_S, whichever is less, so
+ * the arm fails naming the peer waited for, with time left to say so. */
+#define BK_REPORT_S 10.0
+static uint64_t waits_end(const engine *e)
+{
+    double arm_s = e->plan.timeouts.arm_s, keep = arm_s / 5 < BK_REPORT_S ? arm_s / 5 : BK_REPORT_S;
+    return e->t_start_ns + (uint64_t)((arm_s - keep) * 1e9);
+}
+
 static bk_status run_engine(engine *e, bk_err *err)
 {
     bk_status st = BK_OK;
@@ -352,7 +362,8 @@ static bk_status run_engine(engine *e, bk_err *err)
             .graph = e->a.audit ? e->a.audit_graph : !strcmp(p->arena.graph_mode, "graph"),
             .check_inputs = e->a.check_inputs,
             .rtol = p->quality.rtol, .atol = p->quality.atol,
-            .timeout_s = p->timeouts.rendezvous_s, .emit = emit_samples, .emit_user = e,
+            .timeout_s = p->timeouts.rendezvous_s, .end_ns = waits_end(e),
+            .emit = emit_samples, .emit_user = e,
             .t_first_ns = &e->t_first_ns,
         };
         if (!e->a.audit) {

@@ -31,6 +31,8 @@ typedef struct bk_shape_job {
     int warmup, iters;
     int graph;                 /* 1: capture the timed step once and replay (cuda) */
     double timeout_s;          /* bound for every wait on a peer */
+    uint64_t end_ns;           /* and no such wait goes past this (bk_now_ns; 0: no end):
+                                * the arm's end less the time to report (bk_wait_bound) */
     bk_emit_fn emit;
     void *emit_user;
     uint64_t *t_first_ns;      /* set to bk_now_ns() at the first timed iteration if 0 */

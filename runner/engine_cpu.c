@@ -183,6 +183,8 @@ out:
 
 static void init_call(bk_backend_ctx *c, const bk_shape_job *job, bk_tensor *t, bk_call *call)
 {
+    if (c->shm)
+        bk_shm_set_end(c->shm, job->end_ns);
     *call = (bk_call){ .shape = job->shape, .shape_index = job->shape_index, .iter = -1,
                        .rank = job->rank, .world = job->world, .t = t,
                        .nt = job->target->ntensors, .comm = c->shm, .stream = NULL,

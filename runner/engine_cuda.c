@@ -434,6 +434,7 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
     const double wait_s = 3 * job->timeout_s + 1 + BK_GATE_BOUND_S;
     /* the graphs below capture the variant's NCCL calls: no abort of NCCL while they exist */
     bk_cuda_comm_defer_abort(ctx->comm, 1);
+    bk_cuda_comm_set_end(ctx->comm, job->end_ns);
     CUDA_TRY(cudaSetDevice(ctx->device));
     CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, ctx->device));
     BK_TRY(sets_init(ctx, job, choose_sets(job, (size_t)l2, ctx->max_sets), &sets, err));
@@ -563,6 +564,7 @@ static bk_status cuda_audit_shape(bk_backend_ctx *ctx, const bk_shape_job *job, 
     shape_set *s = NULL;
     void *host[BK_MAX_TENSORS] = {0};
     int k = 0;
+    bk_cuda_comm_set_end(ctx->comm, job->end_ns);
     CUDA_TRY(cudaSetDevice(ctx->device));
     BK_TRY(sets_init(ctx, job, 1, &ss, err));
     s = &ss.s[0];
@@ -603,6 +605,8 @@ static void cuda_close(bk_backend_ctx *ctx)
          * rank's payload then): the last call of a fast rank can end while a slower GPU
          * still reads its memory. One more lane barrier before the memory is freed, so
          * no peer touches it after (their writes into it land before we pass). */
+        /* the arm's end does not cut these waits: they keep memory a peer may still read */
+        bk_cuda_comm_set_end(ctx->comm, 0);
         if (ctx->quiesce && ctx->comm) {
             bk_err berr = { 0 };
             (void)bk_cuda_comm_barrier(ctx->comm, ctx->stream, BK_CLOSE_BARRIER_S, &berr);

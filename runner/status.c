@@ -65,6 +65,19 @@ uint64_t bk_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+double bk_wait_bound(uint64_t end_ns, double timeout_s, int *cut)
+{
+    *cut = 0;
+    if (!end_ns)
+        return timeout_s;
+    const uint64_t now = bk_now_ns();
+    const double left = now < end_ns ? (double)(end_ns - now) / 1e9 : 0;
+    if (left >= timeout_s)
+        return timeout_s;
+    *cut = 1;
+    return left;
+}
+
 void bk_sleep_ns(uint64_t ns)
 {
     struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };

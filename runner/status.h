@@ -54,6 +54,13 @@ const char *bk_status_name(bk_status st);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t bk_now_ns(void);
+/* The seconds a wait bounded by timeout_s may take when it must also end by end_ns
+ * (bk_now_ns's clock; 0: no such end): timeout_s, or less with *cut set to 1 where end_ns
+ * comes first (0 when end_ns has passed). An engine's waits on its peers end so before its
+ * agent's time-out (timeouts.arm_s), and its failure names the peer it waited for. */
+double bk_wait_bound(uint64_t end_ns, double timeout_s, int *cut);
+/* What a wait that bk_wait_bound cut says of it */
+#define BK_ARM_END_SAID "the arm's time ran out: timeouts.arm_s, less the time kept to report"
 /* Sleep for `ns` nanoseconds (restarts on EINTR unless `interruptible`). */
 void bk_sleep_ns(uint64_t ns);
 

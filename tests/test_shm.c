@@ -30,6 +30,7 @@ typedef struct report {
 static report *g_rep;
 static int g_counter;
 static uint64_t g_spin_ns; /* bk_shm_set_spin for the children (0: the default) */
+static double g_end_in_s;  /* > 0: the surviving deserter sets an end this far away */
 
 static void run_id(char *buf, size_t len)
 {
@@ -112,7 +113,9 @@ static int child_deserter(const char *rid, int rank, int world)
     }
     if (rank == 1)
         raise(SIGKILL); /* gone, segment left behind */
-    g_rep->code[rank] = bk_shm_barrier(shm, 0.3, &err);
+    if (g_end_in_s > 0) /* the arm's end, 0.3 s from now, comes before the 60 s bound */
+        bk_shm_set_end(shm, bk_now_ns() + (uint64_t)(g_end_in_s * 1e9));
+    g_rep->code[rank] = bk_shm_barrier(shm, g_end_in_s > 0 ? 60.0 : 0.3, &err);
     bk_strlcpy(g_rep->msg[rank], err.msg, sizeof g_rep->msg[rank]);
     bk_shm_destroy(shm);
     return 0;
@@ -210,6 +213,25 @@ static void test_barrier_times_out_naming_the_peer(void **state)
 {
     (void)state;
     barrier_times_out(0);
+}
+
+/* bk_shm_set_end: a barrier's bound (60 s) ends at the arm's end (0.3 s away), saying so */
+static void test_barrier_ends_at_the_arms_end(void **state)
+{
+    (void)state;
+    char rid[64];
+    run_id(rid, sizeof rid);
+    g_end_in_s = 0.3;
+    uint64_t t0 = bk_now_ns();
+    run_lane(rid, 2, child_deserter, 1);
+    double took_s = (double)(bk_now_ns() - t0) / 1e9;
+    g_end_in_s = 0;
+    if (took_s > 20.0) /* a bound, not a timing: the 60 s bound must not be waited out */
+        fail_msg("the barrier ending 0.3 s away took %.1f s", took_s);
+    assert_int_equal(g_rep->code[0], BK_ERR_TIMEOUT);
+    assert_string_equal(g_rep->msg[0], "barrier: rank 1 did not arrive within 0.3 s (the arm's "
+                        "time ran out: timeouts.arm_s, less the time kept to report; epoch 2, it "
+                        "is at 1)");
 }
 
 /* bk_shm_set_spin's spin phase keeps the deadline */
@@ -437,6 +459,7 @@ int main(void)
         cmocka_unit_test(test_exchange_4),
         cmocka_unit_test(test_exchange_spinning),
         cmocka_unit_test(test_barrier_times_out_naming_the_peer),
+        cmocka_unit_test(test_barrier_ends_at_the_arms_end),
         cmocka_unit_test(test_barrier_times_out_while_spinning),
         cmocka_unit_test(test_missing_peer_times_out_on_connect),
         cmocka_unit_test(test_name_and_exclusive_create),
