@@ -18,26 +18,37 @@
 #include "runner/transport.h"
 #include "topology/topology.h"
 
-/* The output folder and any folder above it that is missing; *made: how many of them it
- * made (the deepest last), so that a run refused before its first record takes them back. */
-static bk_status mkdir_p(const char *path, int *made, bk_err *err)
+/* The folders of --out that mkdir_p made: path[0..len[k]) is the k-th, each under the one
+ * before it ("a/./b" and "a/b/.." name folders it did not make: their prefixes are kept, not
+ * the path cut at its slashes). */
+typedef struct made_dirs {
+    char path[512];
+    int n;
+    size_t len[256]; /* a path of 511 bytes has at most 256 components */
+} made_dirs;
+
+/* The output folder and any folder above it that is missing; *made: the ones it made, so
+ * that a run refused before its first record takes them back (unmake_dirs). */
+static bk_status mkdir_p(const char *path, made_dirs *made, bk_err *err)
 {
-    char tmp[512];
+    char *tmp = made->path;
     struct stat sb;
-    *made = 0;
+    made->n = 0;
+    made->path[0] = '\0';
     if (!path[0])
         return BK_FAIL(err, BK_ERR_INPUT, "--out: an empty path; name the output folder");
-    if (bk_strlcpy(tmp, path, sizeof tmp) != 0)
+    if (bk_strlcpy(tmp, path, sizeof made->path) != 0)
         return BK_FAIL(err, BK_ERR_INPUT, "--out: path too long (%zu bytes at most)",
-                       sizeof tmp - 1);
+                       sizeof made->path - 1);
     for (char *p = tmp + 1;; p++) {
         if (*p && *p != '/')
             continue;
         const char end = *p;
         *p = '\0';
-        if (mkdir(tmp, 0755) == 0)
-            ++*made;
-        else if (errno != EEXIST)
+        if (mkdir(tmp, 0755) == 0) {
+            if (made->n < (int)(sizeof made->len / sizeof made->len[0]))
+                made->len[made->n++] = (size_t)(p - tmp);
+        } else if (errno != EEXIST)
             return BK_FAIL(err, BK_ERR_INPUT, "cannot create output folder %s: %s", tmp,
                            strerror(errno));
         *p = end;
@@ -59,23 +70,15 @@ static bk_status mkdir_p(const char *path, int *made, bk_err *err)
     return BK_OK;
 }
 
-/* Take back the `made` deepest folders of path that mkdir_p made (each only when empty). */
-static void unmake_dirs(const char *path, int made)
+/* Take back the folders mkdir_p made, the deepest first, each only when empty. */
+static void unmake_dirs(made_dirs *made)
 {
-    char tmp[512];
-    if (bk_strlcpy(tmp, path, sizeof tmp) != 0)
-        return;
-    for (int k = 0; k < made; k++) {
-        size_t n = strlen(tmp);
-        while (n > 1 && tmp[n - 1] == '/') /* "out/" and "out//": one folder */
-            tmp[--n] = '\0';
-        if (rmdir(tmp) != 0)
+    for (int k = made->n - 1; k >= 0; k--) {
+        made->path[made->len[k]] = '\0';
+        if (rmdir(made->path) != 0)
             return;
-        char *slash = strrchr(tmp, '/');
-        if (!slash || slash == tmp)
-            return;
-        *slash = '\0';
     }
+    made->n = 0;
 }
 
 static void make_run_id(const bk_plan *p, char *out, size_t len)
@@ -333,14 +336,14 @@ int bk__setup_run(const bk__run_opts *o, bk_run *run, const bk_topo *topo,
     make_run_id(&run->plan, run->run_id, sizeof run->run_id);
     bk_strlcpy(run->out_dir, o->out, sizeof run->out_dir);
     snprintf(run->run_dir, sizeof run->run_dir, "%s/%s", o->out, run->run_id);
-    int made = 0; /* folders of --out made here: taken back when the run is refused */
+    made_dirs made; /* folders of --out made here: taken back when the run is refused */
     if ((st = mkdir_p(o->out, &made, err)) != BK_OK) {
-        unmake_dirs(o->out, made);
+        unmake_dirs(&made);
         return BK_EXIT_USAGE;
     }
     if (mkdir(run->run_dir, 0755) != 0) {
         BK_FAIL(err, BK_ERR_INPUT, "cannot create %s: %s", run->run_dir, strerror(errno));
-        unmake_dirs(o->out, made);
+        unmake_dirs(&made);
         return BK_EXIT_USAGE;
     }
     /* room for every timed arm's samples (9 bytes each at most) and 1 MiB of JSON */
@@ -348,13 +351,13 @@ int bk__setup_run(const bk__run_opts *o, bk_run *run, const bk_topo *topo,
                                    run->plan.workload.iters * 9;
     if ((st = bk_outdir_probe(run->run_dir, o->out, need, err)) != BK_OK) {
         rmdir(run->run_dir);
-        unmake_dirs(o->out, made);
+        unmake_dirs(&made);
         return BK_EXIT_USAGE;
     }
     if ((st = bk_coord_open_ex(coord, run->run_id, run->plan.workload.nshapes,
                                run->plan.workload.iters, run->noutputs, tr, err)) != BK_OK) {
         rmdir(run->run_dir);
-        unmake_dirs(o->out, made);
+        unmake_dirs(&made);
         return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     }
     if ((st = bk_coord_set_outputs(*coord, bk_catalog_target(run->plan.target),
@@ -363,7 +366,7 @@ int bk__setup_run(const bk__run_opts *o, bk_run *run, const bk_topo *topo,
         bk_coord_close(*coord);
         *coord = NULL;
         rmdir(run->run_dir);
-        unmake_dirs(o->out, made);
+        unmake_dirs(&made);
         return BK_EXIT_INTERNAL;
     }
     if (topo) {

@@ -32,6 +32,12 @@ run_apps taken2 -np 4 "$BK_BRACKET" run "$IT_PLAN" --iface lo --port "$PORT" --q
 [ "$RC" = 2 ] || fail "port taken (2): expected exit 2, got $RC"
 [ -d "$IT_TMP/kept" ] && [ ! -e "$IT_TMP/kept/new" ] ||
     fail "port taken: the folders the run made were left, or the one it did not was taken"
+# "." and ".." in the path: the folders made are taken back all the same (a/./b left a)
+run_apps taken3 -np 4 "$BK_BRACKET" run "$IT_PLAN" --iface lo --port "$PORT" --quiet \
+    --out "$IT_TMP/kept/a/./b/c/../d"
+[ "$RC" = 2 ] || fail "port taken (3): expected exit 2, got $RC"
+[ -d "$IT_TMP/kept" ] && [ -z "$(ls -A "$IT_TMP/kept")" ] ||
+    fail "port taken: folders made through '.' or '..' were left: $(ls -R "$IT_TMP/kept")"
 kill "$HOLDER"
 expect_no_leftovers --no-record
 echo "PASS: port taken -> a clear error (exit 2), nothing run, nothing left"
