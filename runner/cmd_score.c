@@ -84,8 +84,18 @@ static int check_digests(const char *path, json_t *rec, const bk_run *run, char 
                  "plan or its digest was changed)", path, run->plan_digest, d);
         return -1;
     }
+    /* the samples are read from samples.msgpack beside the record, the only file a run
+     * writes them to: a record naming another is not one a run wrote */
+    const json_t *samples = json_object_get(rec, "samples");
+    const char *sf = json_string_value(json_object_get(samples, "file"));
+    if (!sf || strcmp(sf, "samples.msgpack") != 0) {
+        snprintf(why, len, "%s: samples.file: the record says '%s'; a run writes its samples to "
+                 "samples.msgpack beside its record, the file read here", path,
+                 sf ? sf : "(missing)");
+        return -1;
+    }
     snprintf(spath, sizeof spath, "%s/samples.msgpack", run->run_dir);
-    const char *sd = json_string_value(json_object_get(json_object_get(rec, "samples"), "digest"));
+    const char *sd = json_string_value(json_object_get(samples, "digest"));
     if (bk_sha256_file(spath, d, &e) != BK_OK) {
         snprintf(why, len, "%s", e.msg);
         return -1;

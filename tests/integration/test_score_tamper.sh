@@ -149,6 +149,9 @@ expect model 1 "plan_digest: the record says"
 copy plan-digest
 edit_record 'r["plan_digest"] = "junk"'
 expect plan-digest 1 "plan_digest: the record says 'junk'"
+copy samples-file
+edit_record 'r["samples"]["file"] = "other.msgpack"'
+expect samples-file 1 "samples.file: the record says 'other.msgpack'; a run writes its samples to samples.msgpack"
 copy samples-digest
 edit_record 'r["samples"]["digest"] = "sha256:junk"'
 expect samples-digest 1 "samples.digest says 'sha256:junk'"
