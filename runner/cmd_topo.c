@@ -29,27 +29,42 @@ static int launched_by_mpi(void)
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK");
 }
 
-/* The topology a command works on: --topology FILE, an hwloc XML, or a probe. With use_mpi
- * (launched by mpirun) the probe is gathered over MPI, and a file is read by rank 0 alone
- * (*t stays NULL on the others); *rank tells who prints. */
-static bk_status get_topology(const char *file, const char *xml, int use_mpi, bk_topo **t,
-                              int *rank, int *inited, bk_err *err)
+/* Whether this process says what is wrong with the command line (and prints --help): under
+ * mpirun only rank 0 does, as the launcher's environment tells before MPI_Init (every rank
+ * parses the same arguments and leaves with the same status), not one copy a rank. */
+static int speaks(void)
 {
-    *rank = 0;
-    *inited = 0;
-    *t = NULL;
-    if (use_mpi) {
-        int already = 0;
-        MPI_Initialized(&already);
-        if (!already) {
-            if (MPI_Init(NULL, NULL) != MPI_SUCCESS)
-                return BK_FAIL(err, BK_ERR_SYSTEM, "MPI_Init failed");
-            *inited = 1;
-        }
-        MPI_Comm_rank(MPI_COMM_WORLD, rank);
-        if ((file || xml) && *rank != 0)
-            return BK_OK;
+    if (!launched_by_mpi())
+        return 1;
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    if (!r)
+        r = getenv("PMIX_RANK");
+    return !r || strcmp(r, "0") == 0;
+}
+
+/* MPI_Init (unless done) and our rank */
+static bk_status mpi_start(int *rank, int *inited, bk_err *err)
+{
+    int already = 0;
+    MPI_Initialized(&already);
+    if (!already) {
+        if (MPI_Init(NULL, NULL) != MPI_SUCCESS)
+            return BK_FAIL(err, BK_ERR_SYSTEM, "MPI_Init failed");
+        *inited = 1;
     }
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    return BK_OK;
+}
+
+/* The topology a command works on: --topology FILE, an hwloc XML, or a probe. With use_mpi
+ * (launched by mpirun, MPI started) the probe is gathered over MPI, and a file is read by
+ * rank 0 alone (*t stays NULL on the others). */
+static bk_status get_topology(const char *file, const char *xml, int use_mpi, int rank,
+                              bk_topo **t, bk_err *err)
+{
+    *t = NULL;
+    if (use_mpi && (file || xml) && rank != 0)
+        return BK_OK;
     if (file)
         return bk_topo_load(file, t, err);
     if (xml)
@@ -111,13 +126,19 @@ int bk_cmd_topo(int argc, char **argv)
         case 's': save = optarg; break;
         case 'j': json = 1; break;
         case 'q': quiet = 1; break;
-        case 'h': topo_usage(stdout); return BK_EXIT_PASS;
+        case 'h':
+            if (speaks())
+                topo_usage(stdout);
+            return BK_EXIT_PASS;
         default:
             bk_cli_opt_error(c, argv, opts, msg, sizeof msg);
-            fprintf(stderr, "bracket topo: %s\n", msg);
+            if (speaks())
+                fprintf(stderr, "bracket topo: %s\n", msg);
             return BK_EXIT_USAGE;
         }
     }
+    if ((optind < argc || (file && xml)) && !speaks())
+        return BK_EXIT_USAGE;
     if (optind < argc || (file && xml)) {
         if (optind < argc)
             fprintf(stderr, "bracket topo: unexpected argument '%s'\n", argv[optind]);
@@ -126,12 +147,26 @@ int bk_cmd_topo(int argc, char **argv)
         fprintf(stderr, "(bracket topo --help: the whole usage)\n");
         return BK_EXIT_USAGE;
     }
-    /* before probing: a bad --save target is the user's to fix, not worth a probe first */
-    if (save && bk_topo_save_check(save, &err) != BK_OK) {
+    const int use_mpi = launched_by_mpi();
+    if (use_mpi && mpi_start(&rank, &inited, &err) != BK_OK) {
         report("topo", &err);
+        return BK_EXIT_INTERNAL;
+    }
+    /* before probing: a bad --save target is the user's to fix, not worth a probe first.
+     * Checked where it is written, by rank 0 (a rank on another host may lack its folder),
+     * said once; every rank leaves with its status. */
+    int bad = 0;
+    if (save && rank == 0 && bk_topo_save_check(save, &err) != BK_OK) {
+        report("topo", &err);
+        bad = 1;
+    }
+    if (save && use_mpi)
+        MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (bad) {
+        done_mpi(inited);
         return BK_EXIT_USAGE;
     }
-    bk_status st = get_topology(file, xml, launched_by_mpi(), &t, &rank, &inited, &err);
+    bk_status st = get_topology(file, xml, use_mpi, rank, &t, &err);
     if (st == BK_OK && rank == 0) {
         /* saved before anything is printed: a reader that stops early (| head) or a full
          * standard output does not cost the snapshot (t->digest was set by the load, the
@@ -223,7 +258,7 @@ int bk_cmd_lanes(int argc, char **argv)
         { "help", no_argument, NULL, 'h' },            { NULL, 0, NULL, 0 },
     };
     const char *file = NULL, *xml = NULL;
-    int tp = 0, ep = 1, cpu = 0, c, rank = 0, inited = 0, nranks = 0;
+    int tp = 0, ep = 1, cpu = 0, c, nranks = 0;
     bk_lane_policy policy = BK_LANES_DISJOINT;
     bk_err err = { 0 };
     bk_topo *t = NULL;
@@ -280,7 +315,7 @@ int bk_cmd_lanes(int argc, char **argv)
                 "must be in 1..%d)\n", tp, ep, tp * ep, BK_LANE_MAX, BK_LANE_MAX);
         return BK_EXIT_USAGE;
     }
-    bk_status st = get_topology(file, xml, 0, &t, &rank, &inited, &err);
+    bk_status st = get_topology(file, xml, 0, 0, &t, &err);
     if (st == BK_OK)
         st = cpu ? cpu_places(t, cpu, &pl, &err) : bk_places_one_per_gpu(t, &pl, &nranks, &err);
     if (st == BK_ERR_INPUT && !cpu && t && bk_topo_ngpus(t) == 0) { /* say what would work */
@@ -330,6 +365,5 @@ out:
     free(pick);
     free(pl);
     bk_topo_free(t);
-    done_mpi(inited);
     return exit_of(st);
 }

@@ -328,6 +328,17 @@ check_cmd topo-dir "is a directory; give the snapshot a file name" topo --save "
 check_cmd topo-nodir "$IT_TMP/nope/t.json: the folder $IT_TMP/nope does not exist" \
     topo --save "$IT_TMP/nope/t.json"
 [ ! -e "$IT_TMP/nope" ] || fail "topo --save made a folder"
+# under mpirun a bad command line is said once (rank 0), not once a rank, and so is --help;
+# a bad --save target is checked by rank 0, which writes it, and every rank leaves
+run_apps topo-mpi-opt -np 3 "$BK_BRACKET" topo --bogus
+[ "$RC" != 0 ] && [ "$(grep -c "unknown option '--bogus'" "$OUT")" = 1 ] ||
+    fail "topo --bogus under mpirun -np 3: exit $RC, or not said exactly once"
+run_apps topo-mpi-help -np 3 "$BK_BRACKET" topo --help
+[ "$RC" = 0 ] && [ "$(grep -c "^usage: bracket topo" "$OUT")" = 1 ] ||
+    fail "topo --help under mpirun -np 3: exit $RC, or not printed exactly once"
+run_apps topo-mpi-save -np 3 "$BK_BRACKET" topo --save "$IT_TMP/nope/t.json"
+[ "$RC" != 0 ] && [ "$(grep -c "the folder $IT_TMP/nope does not exist" "$OUT")" = 1 ] ||
+    fail "topo --save into a missing folder under mpirun -np 3: exit $RC, or not said once"
 # a snapshot whose parse runs out of memory (3 million empty hosts, under a 400 MB address
 # space) is this machine's failure (1), said so; it read "line -1 column -1: " as bad input
 if [ -n "${ASAN_OPTIONS:-}" ]; then
