@@ -82,8 +82,12 @@ static bk_status enumerate(finder *f, bk_err *err)
     bk_status st = BK_OK;
     int L = f->c.size, n = f->c.nranks;
     int *tmp = malloc((size_t)L * sizeof(int));
-    if (!tmp)
+    unsigned char *taken = calloc((size_t)n, 1); /* a greedy lane's ranks so far */
+    if (!tmp || !taken) {
+        free(tmp);
+        free(taken);
         return BK_FAIL(err, BK_ERR_SYSTEM, "lanes: out of memory");
+    }
     for (int s = 0; s + L <= n; s += L) /* aligned windows, global locality order */
         BK_TRY(add_lane(f, f->order + s, err));
     for (int s = 0; s + L <= n; s += L) /* aligned windows in rank order */ {
@@ -101,14 +105,13 @@ static bk_status enumerate(finder *f, bk_err *err)
             for (int seed = a; seed < b && seed < a + 64; seed++) {
                 int used = 1;
                 tmp[0] = f->order[seed];
+                taken[tmp[0]] = 1;
                 while (used < L) {
                     int best = -1;
                     uint16_t bc = 0;
                     for (int k = a; k < b; k++) {
-                        int r = f->order[k], dup = 0;
-                        for (int u = 0; u < used && !dup; u++)
-                            dup = tmp[u] == r;
-                        if (dup)
+                        int r = f->order[k];
+                        if (taken[r])
                             continue;
                         uint16_t code = bk__lane_pair_code(&f->c, tmp[0], r);
                         if (best < 0 || code > bc) {
@@ -117,7 +120,10 @@ static bk_status enumerate(finder *f, bk_err *err)
                         }
                     }
                     tmp[used++] = best;
+                    taken[best] = 1;
                 }
+                for (int u = 0; u < used; u++)
+                    taken[tmp[u]] = 0;
                 BK_TRY(add_lane(f, tmp, err));
             }
         } else if (a + L <= n) {
@@ -127,6 +133,7 @@ static bk_status enumerate(finder *f, bk_err *err)
     }
 out:
     free(tmp);
+    free(taken);
     return st;
 }
 

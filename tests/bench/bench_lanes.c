@@ -1,5 +1,6 @@
-/* bench_lanes.c - lane finding on the 1024-GPU snapshot at TP 1-256 (goal: under 100 ms)
- * and the probe time of this machine. Prints a table; timings are wall clock.
+/* bench_lanes.c - lane finding on the 1024-GPU snapshot at TP 1-256 (goal: under 100 ms),
+ * on 4096 CPU slots of one host (`bracket lanes --cpu-slots 4096`) at TP 8-256, and the probe
+ * time of this machine. Prints a table; timings are wall clock.
  *
  * usage: bench_lanes [SNAPSHOT] [REPEATS]
  *   SNAPSHOT defaults to tests/fixtures/topo/cluster128x8.json, REPEATS to 20. */
@@ -18,7 +19,7 @@ static int cmp_u64(const void *a, const void *b)
 static void row(const char *what, uint64_t *ns, int n, const char *note)
 {
     qsort(ns, (size_t)n, sizeof *ns, cmp_u64);
-    printf("| %-34s | %9.3f | %9.3f | %9.3f | %s |\n", what, ns[0] / 1e6, ns[n / 2] / 1e6,
+    printf("| %-38s | %9.3f | %9.3f | %9.3f | %s |\n", what, ns[0] / 1e6, ns[n / 2] / 1e6,
            ns[n - 1] / 1e6, note);
 }
 
@@ -76,6 +77,35 @@ int main(int argc, char **argv)
                  pick->nlanes, pick->baseline_sig);
         row(what, ns, reps, note);
     }
+    /* CPU slots of host 0, filled NUMA node by NUMA node as `bracket lanes --cpu-slots` does:
+     * one host of many ranks, where lanes are also grown greedily from seeds */
+    enum { SLOTS = 4096 };
+    bk_rank_place *cpu = calloc(SLOTS, sizeof *cpu);
+    if (!cpu)
+        return 1;
+    const bk_topo_host *h0 = &t->hosts[0];
+    for (int r = 0; r < SLOTS; r++) {
+        cpu[r].host = 0;
+        cpu[r].gpu = -1;
+        cpu[r].numa = h0->nnuma > 0 ? r / ((SLOTS + h0->nnuma - 1) / h0->nnuma) : -1;
+    }
+    static const int cpu_tps[] = { 8, 64, 256 };
+    for (size_t k = 0; k < sizeof cpu_tps / sizeof cpu_tps[0]; k++) {
+        bk_status st = BK_OK;
+        int creps = reps < 5 ? reps : 5; /* seconds a repeat before 2026-12-07 */
+        for (int i = 0; i < creps; i++) {
+            bk_err e = { 0 };
+            uint64_t t0 = bk_now_ns();
+            st = bk_lanes_choose(t, cpu_tps[k], SLOTS, cpu, BK_LANES_DISJOINT, pick, &e);
+            ns[i] = bk_now_ns() - t0;
+        }
+        char what[64];
+        snprintf(what, sizeof what, "lanes TP %d (%d CPU slots, 1 host)", cpu_tps[k], SLOTS);
+        snprintf(note, sizeof note, "%s, %d natural lanes", st == BK_OK ? "pair" : "refused",
+                 pick->nlanes);
+        row(what, ns, creps, note);
+    }
+    free(cpu);
     for (int i = 0; i < reps; i++) {
         bk_topo *p = NULL;
         uint64_t t0 = bk_now_ns();
