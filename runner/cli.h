@@ -37,6 +37,12 @@ void bk_cli_opt_error(int c, char **argv, const struct option *opts, char *msg, 
  * value)". A value written into its own argument (--out=--quiet, -o--quiet) is taken. */
 int bk_cli_getopt(int argc, char **argv, const char *shorts, const struct option *opts);
 
+/* Flush the standard output now (a table a row at a time: what was printed stays printed
+ * when the command is stopped). The first failure's errno is kept for the command's final
+ * check of its standard output (bk_cli_stdout_errno; 0: none). */
+void bk_cli_stdout_flush(void);
+int bk_cli_stdout_errno(void);
+
 /* Each subcommand: argv[0] is the subcommand name; returns an exit status.
  * Only rank 0 (or the single process) prints for the user. */
 /* Why a plan whose candidate serves none of its shapes is refused, into buf: the lane size

@@ -116,3 +116,14 @@ void bk_cli_opt_error(int c, char **argv, const struct option *opts, char *msg, 
     else
         snprintf(msg, len, "unknown option (character %d)", optopt);
 }
+
+static int g_stdout_errno; /* the first failed bk_cli_stdout_flush's errno */
+
+void bk_cli_stdout_flush(void)
+{
+    errno = 0;
+    if (fflush(stdout) != 0 && !g_stdout_errno)
+        g_stdout_errno = errno ? errno : EIO;
+}
+
+int bk_cli_stdout_errno(void) { return g_stdout_errno; }

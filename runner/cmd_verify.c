@@ -572,6 +572,13 @@ int bk_cmd_verify(int argc, char **argv)
         free(ptext);
         return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     }
+    /* PLAN is read once: a pipe (<(...), /dev/stdin) has nothing left for a second read, so
+     * the plan is loaded again below from the text of the one loaded here */
+    if (!ptext && !(ptext = bk_plan_dump(&base))) {
+        fprintf(stderr, "bracket verify: out of memory\n");
+        bk_plan_free(&base);
+        return BK_EXIT_INTERNAL;
+    }
     bk_backend backend = bk_resolve_backend(base.backend);
     const bk_variant *v = bk_catalog_variant(base.target, base.candidate.name);
     /* the GPUs verify's engines will share (round-robin) on this host; -1: no CUDA */
@@ -729,6 +736,10 @@ int bk_cmd_verify(int argc, char **argv)
         printf("%-7s %-5s %-7s ", "experts", "topk", "interm");
     printf("%-22s %-11s %-11s %-9s %s\n", "served by", "max_abs", "max_rel", "bad",
            "graph==eager");
+    /* the table is written as it is decided, a row at a time: a verify stopped (Ctrl-C, a
+     * job's time limit) keeps the rows it printed into a file or pipe (buffered, a Ctrl-C
+     * lost them all) */
+    bk_cli_stdout_flush();
     for (int k = 0; k < o.checks; k++, seed++) {
         int graph = backend == BK_BACKEND_CUDA;
         for (int g = 0; g <= graph; g++) {
@@ -773,6 +784,7 @@ int bk_cmd_verify(int argc, char **argv)
             if (w.nans)
                 printf("       NaN: %llu element(s) (so max_abs and max_rel are nan)\n",
                        (unsigned long long)w.nans);
+            bk_cli_stdout_flush();
         }
     }
     printf("inputs unchanged by every call: yes (checked by each engine)\n");

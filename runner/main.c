@@ -48,7 +48,7 @@ static int stdout_done(const char *cmd, int rc)
 {
     errno = 0;
     const int flushed = fflush(stdout) == 0;
-    const int e = errno;
+    const int e = errno ? errno : bk_cli_stdout_errno(); /* else an earlier flush's */
     if (flushed && !ferror(stdout))
         return rc;
     fprintf(stderr, "bracket%s%s: cannot write the standard output%s%s\n", cmd ? " " : "",

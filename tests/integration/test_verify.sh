@@ -9,6 +9,9 @@ v() { set +e; "$BK_BRACKET" verify "$@" >"$IT_TMP/v.log" 2>&1; RC=$?; set -e; ca
 has() { grep -Eq -- "$1" "$IT_TMP/v.log"; }
 MOE_PLAN=$BK_SOURCE_DIR/plans/moe-cpu.json
 
+# a plan given as a pipe is read once (a second read found it empty: a "syntax error")
+v <(cat "$IT_PLAN") --checks 1
+[ "$RC" = 0 ] && has "^PASSED" || fail "verify of a plan given as a pipe: exit $RC"
 v "$IT_PLAN" --checks 2
 [ "$RC" = 0 ] || fail "verify of shm_oneshot_fused exited $RC"
 grep -q "^PASSED" "$IT_TMP/v.log" || fail "no PASSED line"

@@ -33,6 +33,12 @@ for sig in INT TERM KILL; do
     echo "---- SIG$sig: exit $RC"
     tail -n 3 "$IT_TMP/v-$sig.log"
     [ "$RC" != 0 ] || fail "SIG$sig: an interrupted verify exited 0"
+    # what it printed before the interrupt is kept (a line at a time: fully buffered, a file
+    # got nothing of it from a Ctrl-C); SIGKILL is the exception no program can help
+    if [ "$sig" != KILL ]; then
+        grep -Eq "^seed +shape +tokens" "$IT_TMP/v-$sig.log" ||
+            fail "SIG$sig: the table's header, printed before the interrupt, was lost"
+    fi
     for i in $(seq 50); do # up to 5 s for the engines and the janitor
         [ -z "$(engines)" ] && [ -z "$(ls -d "$IT_TMP"/bracket-* 2>/dev/null)" ] && break
         sleep 0.1
