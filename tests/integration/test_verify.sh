@@ -144,7 +144,7 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
         fail "ipc_twoshot_fused without a GPU: not refused as a candidate of cuda alone"
     ! has "backend=cpu" || fail "ipc_twoshot_fused without a GPU: told to use --set backend=cpu"
 fi
-if pgrep -f "bracket engine .*verify-" >/dev/null; then fail "engines left behind by --target"; fi
+if pgrep -f "bracket engine --plan $IT_TMP/" >/dev/null; then fail "engines left behind by --target"; fi
 
 # --target T alone: each real variant of T in turn (on cpu: the backend auto picks without
 # a GPU, else --set), its own section as --variant V gives it, then a line a variant
@@ -194,7 +194,7 @@ v --target $AR --set quality.rtol=-1
 [ "$RC" = 2 ] && [ "$(grep -c "quality.rtol: must be a number >= 0, got -1" "$IT_TMP/v.log")" = 1 ] ||
     fail "--target alone with a bad --set: exit $RC, or not said exactly once"
 ! has "^== " || fail "--target alone with a bad --set: a variant's verify started"
-if pgrep -f "bracket engine .*verify-" >/dev/null; then fail "engines left behind by --target alone"; fi
+if pgrep -f "bracket engine --plan $IT_TMP/" >/dev/null; then fail "engines left behind by --target alone"; fi
 
 # a long seed widens its column: every row's variant starts under "served by"
 v "$IT_PLAN" --checks 2 --seed 123456789012 --no-domain-shapes
@@ -252,7 +252,7 @@ cat "$IT_TMP/v.log"
 has "^bracket verify: seed [0-9]+: engine rank 1 \(signal 9 \(Killed\)\)" ||
     fail "a killed engine: the message does not name engine rank 1 and its signal"
 ! has "^PASSED" || fail "a killed engine: PASSED"
-if pgrep -f "bracket engine .*verify-" >/dev/null; then fail "engines left behind"; fi
+if pgrep -f "bracket engine --plan $IT_TMP/" >/dev/null; then fail "engines left behind"; fi
 # a parameter that holds at the plan's lane (2) but not at --world's: refused before any
 # engine starts (exit 2, naming --world), as the same lane given by arena.tp is
 v "$IT_PLAN" --variant slowed --set 'candidate.params={"rank":1}' --world 1 --checks 1 --seed 1 \
