@@ -286,7 +286,10 @@ static bk_status check_rest(const bk__chk *c, json_t *root, bk_plan *p)
     int e;
     CK(bk__get_obj(c, root, "", "quality", 1, quality_keys, &o));
     CK(bk__get_num(c, o, "quality", "rtol", &(double){ 1e-2 }, at_least_0, &p->quality.rtol));
-    CK(bk__get_num(c, o, "quality", "atol", &(double){ 1e-3 }, at_least_0, &p->quality.atol));
+    /* moe.fused_experts_reduce's outputs near 0 carry bf16 rounding of up to about 0.01
+     * absolute (kernels/moe.c, its error bound): 1e-3 failed its own incumbent */
+    const double atol = strcmp(p->target, "moe.fused_experts_reduce") == 0 ? 1e-2 : 1e-3;
+    CK(bk__get_num(c, o, "quality", "atol", &atol, at_least_0, &p->quality.atol));
     CK(bk__get_obj(c, root, "", "lanes", 1, lanes_keys, &o));
     CK(bk__get_enum(c, o, "lanes", "policy", "disjoint", lane_policies, &e));
     p->lane_policy = (bk_lane_policy)e;
