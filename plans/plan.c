@@ -2,6 +2,7 @@
  * validate (plan_check.c), and hand out the plan as run. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -55,9 +56,27 @@ static bk_status finish(json_t *root, const char *label, const char *const *sets
     }
     candidate_str(root, "variant", variant, sizeof variant);
     candidate_str(root, "source_digest", digest, sizeof digest);
-    for (int i = 0; i < nsets; i++)
-        BK_TRY(bk__plan_apply_set(root, sets[i], err));
-    BK_TRY(bk__plan_check(root, label, out, err));
+    /* the leaves --set added: an unknown key among them is the --set's, not the file's */
+    char(*made)[BK__SET_PATH_LEN] = nsets ? calloc((size_t)nsets, sizeof *made) : NULL;
+    if (nsets && !made) {
+        st = BK_FAIL(err, BK_ERR_SYSTEM, "%s: out of memory", label);
+        goto out;
+    }
+    for (int i = 0; i < nsets && st == BK_OK; i++)
+        st = bk__plan_apply_set(root, sets[i], made[i], sizeof made[i], err);
+    if (st == BK_OK && (st = bk__plan_check(root, label, out, err)) == BK_ERR_INPUT)
+        for (int i = nsets - 1; i >= 0; i--) {
+            char said[BK__SET_PATH_LEN + 64];
+            snprintf(said, sizeof said, "%s: %s: unknown key", label, made[i]);
+            if (made[i][0] && strcmp(err->msg, said) == 0) {
+                snprintf(err->msg, sizeof err->msg, "--set \"%s\": %s: unknown key", sets[i],
+                         made[i]);
+                break;
+            }
+        }
+    free(made);
+    if (st != BK_OK)
+        goto out;
     if (nsets)
         note_source_digest(root, variant, digest, out);
     /* the params objects live in the document; the plan holds its own references */

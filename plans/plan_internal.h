@@ -11,7 +11,12 @@
  * objects are created only where the plan knows an object (arena, protocol,
  * candidate.params, ...); an unknown leaf key is set and left for the
  * validator to reject. Errors name the --set text. */
-bk_status bk__plan_apply_set(json_t *root, const char *set, bk_err *err);
+#define BK__SET_PATH_LEN 512 /* a --set path, dotted and canonical */
+
+/* made (made_len bytes, may be 0): the dotted path of the leaf the set added to an object
+ * that had no such key (left to the validator, which may call it an unknown key), else "" */
+bk_status bk__plan_apply_set(json_t *root, const char *set, char *made, size_t made_len,
+                             bk_err *err);
 
 /* Validate `root` against bracket.plan/1 and fill `p` (which must be zeroed).
  * Missing optional fields are written into `root` with their defaults, and

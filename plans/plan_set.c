@@ -8,7 +8,6 @@
 #include "plans/plan_internal.h"
 
 #define BK__SET_MAX_STEPS 32
-#define BK__SET_PATH_LEN 512
 
 /* One step of a path: a key ("shapes"; digits may also index an array) or
  * an index ("[1]"). */
@@ -146,8 +145,11 @@ static json_t *parse_value(const char *text, json_error_t *je, int *bad_json)
     return json_string(text);
 }
 
-bk_status bk__plan_apply_set(json_t *root, const char *set, bk_err *err)
+bk_status bk__plan_apply_set(json_t *root, const char *set, char *made, size_t made_len,
+                             bk_err *err)
 {
+    if (made_len)
+        made[0] = '\0';
     char buf[BK__SET_PATH_LEN], canon[BK__SET_PATH_LEN] = "";
     step steps[BK__SET_MAX_STEPS];
     json_t *value = NULL, *node = root;
@@ -209,6 +211,8 @@ bk_status bk__plan_apply_set(json_t *root, const char *set, bk_err *err)
         }
         append(canon, sp, 0);
         if (last) { /* an unknown leaf is left to the validator ("unknown key") */
+            if (!json_object_get(node, sp->key) && made_len)
+                snprintf(made, made_len, "%s", canon);
             int rc = json_object_set_new(node, sp->key, value);
             value = NULL;
             if (rc != 0)

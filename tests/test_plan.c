@@ -486,7 +486,7 @@ static void test_set_errors(void **state)
         { "=3", "--set \"=3\": expected dotted.path=value" },
         { "arena..tp=2", "--set \"arena..tp=2\": bad path" },
         { "workload.shapes[x].tokens=2", "--set \"workload.shapes[x].tokens=2\": bad path" },
-        { "arena.colour=red", "demo-cpu.json: arena.colour: unknown key" },
+        { "arena.colour=red", "--set \"arena.colour=red\": arena.colour: unknown key" },
         { "arena.tp=0", "demo-cpu.json: arena.tp: must be an integer >= 1, got 0" },
         { "arena.tp=two", "demo-cpu.json: arena.tp: must be an integer in 1..1024, got \"two\"" },
         { "colour.red=1", "--set \"colour.red=1\": colour: unknown key" },
@@ -530,6 +530,11 @@ static void test_set_errors(void **state)
           "hold: too big integer near '9223372036854775808' at character 19 of the value" },
         { "workload.shapes[0].weight=-1E+400",
           "the value is not a number a plan can hold: real number overflow near '-1E+400'" },
+        /* a key --set added that the plan does not know is the --set's mistake, not the
+         * file's (which read "demo-cpu.json: quality.rtoll: unknown key") */
+        { "quality.rtoll=0.1", "--set \"quality.rtoll=0.1\": quality.rtoll: unknown key" },
+        { "workload.shapes[1].tokenz=3",
+          "--set \"workload.shapes[1].tokenz=3\": workload.shapes[1].tokenz: unknown key" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         expect_load_error("plans/demo-cpu.json", &cases[i].set, 1, cases[i].want);

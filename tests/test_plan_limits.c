@@ -229,7 +229,7 @@ static void test_set_paths(void **state)
     longp[511] = '=';
     longp[512] = '1';
     longp[513] = '\0';
-    set_bad(longp, "demo-cpu.json: kkkkkkkk"); /* taken as a path, then an unknown key */
+    set_bad(longp, "--set \"kkkkkkkk"); /* taken as a path, then an unknown key of the --set */
 }
 
 /* A plan given as text (records embed theirs) refuses duplicate keys like a file. */
