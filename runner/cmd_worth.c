@@ -33,7 +33,7 @@ static void usage(FILE *f)
 
 /* Parse a whole argument as a finite decimal double; 0 on success, -1 when it is not one
  * (blanks around it, hexadecimal, garbage), -2 when it is one that a double cannot hold
- * (overflow, or underflow past DBL_MIN). */
+ * (overflow, or a value too small for even a subnormal double, read as 0). */
 static int parse_number(const char *text, double *out)
 {
     char *end = NULL;
@@ -45,7 +45,8 @@ static int parse_number(const char *text, double *out)
     double v = strtod(text, &end);
     if (end == text || *end != '\0' || isnan(v))
         return -1;
-    if (errno == ERANGE || !isfinite(v))
+    /* ERANGE with a subnormal result (1e-320) is a value held, if not to full precision */
+    if (!isfinite(v) || (errno == ERANGE && v == 0.0))
         return -2;
     *out = v;
     return 0;
@@ -82,7 +83,7 @@ int bk_cmd_worth(int argc, char **argv)
             if (bad == -2) {
                 fprintf(stderr, "bracket worth: --%s: '%s' is out of range (%s; a double "
                         "holds 0 and magnitudes %.2g..%.2g)\n", name, optarg, rule[w],
-                        DBL_MIN, DBL_MAX);
+                        DBL_TRUE_MIN, DBL_MAX);
                 return BK_EXIT_USAGE;
             }
             have_f |= c == 'f';
@@ -134,16 +135,23 @@ int bk_cmd_worth(int argc, char **argv)
         return BK_EXIT_USAGE;
     }
     printf("fraction %.6g, slot speed-up %.6g\n", f, k);
-    /* fixed decimals up to a million; past it (k 1e300) significant digits, not 300 of them */
+    /* fixed decimals up to a million; past it (k 1e300) significant digits, not 300 of them,
+     * and the factor alone where its percentage passes what a double holds (k 1e308) */
     if (bound < 1e6)
         printf("end-to-end bound   %.4f  (%+.2f%%)\n", bound, 100.0 * (bound - 1.0));
-    else
+    else if (isfinite(100.0 * (bound - 1.0)))
         printf("end-to-end bound   %.6g  (%+.6g%%)\n", bound, 100.0 * (bound - 1.0));
+    else
+        printf("end-to-end bound   %.6g\n", bound);
     if (have_noise) {
         char pct[48];
         snprintf(pct, sizeof pct, "%.2f", 100.0 * noise);
         if (!strcmp(pct, "100.00")) /* below 1, never shown as 100% */
             snprintf(pct, sizeof pct, "%.10g", 100.0 * noise);
+        if (!strcmp(pct, "100")) /* nor when ten digits round it there */
+            snprintf(pct, sizeof pct, "%.17g", 100.0 * noise);
+        if (noise > 0.0 && !strcmp(pct, "0.00")) /* nor above 0 as 0 */
+            snprintf(pct, sizeof pct, "%.3g", 100.0 * noise);
         printf("resolvable noise   %s%%  -> %s\n", pct,
                bound < 1.0                   ? "a slowdown, not a gain: nothing to qualify"
                : k == 1.0                    ? "no gain (a slot speed-up of 1): nothing to "

@@ -139,6 +139,19 @@ static void test_command(void **state)
     assert_int_equal(run_worth(out, sizeof out, huge), 0);
     assert_non_null(strstr(out, "end-to-end bound   1e+300  (+1e+302%)\n"));
     assert_true(strlen(out) < 100);
+    /* ... and no "+inf%" where the percentage passes what a double holds */
+    const char *inf[] = { "-f", "1", "-k", "1e308", NULL };
+    assert_int_equal(run_worth(out, sizeof out, inf), 0);
+    assert_non_null(strstr(out, "end-to-end bound   1e+308\n"));
+    assert_null(strstr(out, "inf"));
+    /* a subnormal noise is a noise above 0, not "out of range", nor shown as 0 */
+    const char *sub[] = { "-f", "0.5", "-k", "2", "-n", "1e-320", NULL };
+    assert_int_equal(run_worth(out, sizeof out, sub), 0);
+    assert_non_null(strstr(out, "resolvable noise   1e-318%  -> worth an experiment"));
+    /* nor a noise that ten digits round to 100% */
+    const char *closer[] = { "-f", "0.5", "-k", "2", "-n", "0.9999999999999", NULL };
+    assert_int_equal(run_worth(out, sizeof out, closer), 0);
+    assert_null(strstr(out, "noise   100%"));
 
     const char *help[] = { "--help", NULL };
     assert_int_equal(run_worth(out, sizeof out, help), 0);

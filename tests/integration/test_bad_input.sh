@@ -157,8 +157,8 @@ check_cmd score-zero "bracket score: /dev/zero: cannot read: not a regular file"
 mkfifo "$IT_TMP/score-fifo"
 check_cmd score-fifo "$IT_TMP/score-fifo: cannot read: not a regular file" score "$IT_TMP/score-fifo"
 # bracket worth: a number a double cannot hold is out of range, not "not a number"
-check_cmd worth-tiny "--speedup: '1e-320' is out of range (K must be > 0" \
-    worth --fraction 1 --speedup 1e-320
+check_cmd worth-tiny "--speedup: '1e-400' is out of range (K must be > 0" \
+    worth --fraction 1 --speedup 1e-400
 # an unknown short option in a cluster is named itself, wherever it stands
 check_cmd worth-cluster "bracket worth: unknown option '-x'" worth -xq -f .5 -k 2
 check_cmd worth-last "bracket worth: unknown option '-q'" worth -f .5 -k 2 -qx
