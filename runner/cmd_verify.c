@@ -15,6 +15,7 @@
 
 #include "kernels/catalog.h"
 #include "runner/cli.h"
+#include "runner/memory.h"
 #include "runner/janitor.h"
 #include "runner/coordinator.h"
 #include "runner/orchestrate.h"
@@ -682,6 +683,28 @@ int bk_cmd_verify(int argc, char **argv)
     if (o.world && (st = bk_catalog_check_plan(&p, backend, &err)) != BK_OK) {
         fprintf(stderr, "bracket verify: %s (with --world %d)\n", err.msg, world);
         rc = st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
+        goto out;
+    }
+    /* refused before any engine starts: killed for memory halfway, an engine is only
+     * "signal 9 (Killed): no status" */
+    bk_verify_peak vp;
+    bk_verify_peak_split(&p, world, backend == BK_BACKEND_CUDA, &vp);
+    uint64_t have = 0;
+    char from[256];
+    if (vp.top_shape >= 0 && bk_mem_available(&have, from, sizeof from) && vp.total > have) {
+        char tot[32], eng[32], outs[32], ref[32], hv[32];
+        const bk_shape *big = &p.workload.shapes[vp.top_shape];
+        fprintf(stderr, "bracket verify: %s: this host would hold about %s at the peak (the "
+                "outputs verify gathers, %s, with %d engine(s) of about %s each while they run "
+                "or a float64 reference of %s after) but %s has %s available; lower tokens x "
+                "hidden of the largest shape (shape %d of the table: tokens %lld x hidden "
+                "%lld)\n", label, bk_mem_text(vp.total, tot, sizeof tot),
+                bk_mem_text(vp.outputs, outs, sizeof outs), world,
+                bk_mem_text(vp.engine, eng, sizeof eng),
+                bk_mem_text(vp.reference, ref, sizeof ref), from[0] ? from : "this host",
+                bk_mem_text(have, hv, sizeof hv), vp.top_shape, (long long)big->tokens,
+                (long long)big->hidden);
+        rc = BK_EXIT_USAGE;
         goto out;
     }
     text = bk_plan_dump(&p);

@@ -48,6 +48,52 @@ uint64_t bk_rank0_peak_bytes(const bk_plan *p)
     return k.total;
 }
 
+static uint64_t sat(double b) { return b >= 1.8e19 ? UINT64_MAX : (uint64_t)b; }
+
+void bk_verify_peak_split(const bk_plan *p, int world, int cuda, bk_verify_peak *out)
+{
+    const bk_target *tg = bk_catalog_target(p->target);
+    const double W = world > 0 ? world : 1;
+    double engine = 0, peer = 0, outs_all = 0, ref = 0, top = -1;
+    memset(out, 0, sizeof *out);
+    out->top_shape = -1;
+    for (int s = 0; tg && s < p->workload.nshapes; s++) {
+        const bk_shape *sh = &p->workload.shapes[s];
+        double in_b = 0, out_b = 0, out_elems = 0;
+        for (int t = 0; t < tg->ntensors; t++) {
+            const double n = (double)tg->tensor_elems(sh, world, t);
+            const double b = n * (double)tg->tensor_elem_bytes(t);
+            if (tg->tensor_is_output[t]) {
+                out_b += b;
+                out_elems += n;
+            } else {
+                in_b += b;
+            }
+        }
+        const double e = cuda ? 2 * out_b : in_b + 3 * out_b;
+        const double pb = cuda ? 0 : (double)tg->peer_bytes(sh, world);
+        const double r = out_elems * 8.0 + in_b; /* one rank's reference at a time */
+        if (e > engine)
+            engine = e;
+        if (pb > peer)
+            peer = pb;
+        if (r > ref)
+            ref = r;
+        outs_all += (cuda ? 2 : 1) * W * out_b;
+        if (W * (e + pb) + r > top) {
+            top = W * (e + pb) + r;
+            out->top_shape = s;
+        }
+    }
+    /* the engines are gone when verify computes the references: the peak is the larger */
+    const double engines = W * (engine + peer);
+    out->engine = sat(engine + peer);
+    out->engines = sat(engines);
+    out->outputs = sat(outs_all);
+    out->reference = sat(ref);
+    out->total = sat(outs_all + (engines > ref ? engines : ref));
+}
+
 const char *bk_mem_text(uint64_t bytes, char *buf, size_t len)
 {
     if (bytes >= (1ull << 30))

@@ -35,6 +35,27 @@ void bk_rank0_peak_split(const bk_plan *p, bk_rank0_peak *out);
 void bk_rank0_too_big_text(const bk_plan *p, uint64_t have, const char *from, char *buf,
                            size_t len);
 
+/* What `bracket verify` holds at its peak on its host for plan p at a lane of `world` ranks
+ * (cuda: on the cuda backend): every rank's outputs of every shape that it gathers (twice on
+ * cuda: eager and graph), and either its engines, one a rank, while they run (a cpu engine
+ * holds a shape's tensors, a copy of its outputs for the last call's check and two for the
+ * audit's message, and its peer memory; a cuda engine the two host copies), or, once they
+ * are gone, the float64 reference of one rank's outputs with that rank's inputs. An estimate
+ * from the target's tensor sizes, for a refusal before engines start (measured at 10000 x
+ * 8192 on the cpu backend, lane of 2: 3.67 GiB of proportional set size, verify's and its
+ * engines' summed, at the peak, for an estimate of 3.67 GiB); the cuda engines' GPU memory
+ * is not counted. top_shape: the shape that
+ * weighs most (-1: none). */
+typedef struct bk_verify_peak {
+    uint64_t total;     /* outputs + the larger of engines and reference */
+    uint64_t engines;   /* world x engine */
+    uint64_t engine;    /* one engine, at its largest shape */
+    uint64_t outputs;   /* the outputs verify gathers, every shape */
+    uint64_t reference; /* the largest shape's reference */
+    int top_shape;
+} bk_verify_peak;
+void bk_verify_peak_split(const bk_plan *p, int world, int cuda, bk_verify_peak *out);
+
 /* "1.5 GiB" from 1 GiB, "12.5 MiB" from 1 MiB, else "40.0 KiB"; returns buf. */
 const char *bk_mem_text(uint64_t bytes, char *buf, size_t len);
 

@@ -310,4 +310,13 @@ echo "descriptor 1 seen as:$(echo "$SEEN" | tr ' ' '\n' | sort | uniq -c | tr '\
     fail "closed stdout: descriptor 1 of verify was taken by another file:$SEEN"
 [ "$RC" = 1 ] && has "^bracket verify: cannot write the standard output: Bad file descriptor" ||
     fail "closed stdout: exit $RC, or not said"
+# shapes past this host's memory: refused before any engine starts (exit 2, naming the shape
+# and the sizes), not an engine killed for memory ("signal 9 (Killed): no status"); 8 engines
+# of 37 GiB each, more than any machine this suite runs on has
+v "$BK_SOURCE_DIR/plans/demo-cpu.json" --checks 1 --seed 1 --no-domain-shapes --world 8 \
+    --variant shm_twopass --set 'workload.shapes=[{"tokens":131072,"hidden":16384,"weight":1}]'
+[ "$RC" = 2 ] && has "this host would hold about [0-9.]+ GiB at the peak .*8 engine\(s\) of about [0-9.]+ GiB each.* available; lower tokens x hidden of the largest shape \(shape 0 of the table: tokens 131072 x hidden 16384\)" ||
+    fail "a shape past this host's memory: exit $RC, or not refused naming it"
+! has "^seed" || fail "a shape past this host's memory: verify started checking it"
+if pgrep -f "bracket engine --plan $IT_TMP/" >/dev/null; then fail "engines left behind"; fi
 echo "PASS: verify"
