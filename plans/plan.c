@@ -168,6 +168,26 @@ char *bk_plan_dump(const bk_plan *plan)
     return json_dumps(plan->doc, JSON_SORT_KEYS | JSON_COMPACT);
 }
 
+int bk_plan_loose_quality_text(const bk_plan *p, char *buf, size_t len)
+{
+    const int r = p->quality.rtol >= 1.0, a = p->quality.atol >= 1.0;
+    if (len)
+        buf[0] = '\0';
+    if (!r && !a)
+        return 0;
+    char rt[96] = "", at[128] = "";
+    if (r)
+        snprintf(rt, sizeof rt, "quality.rtol %g lets an output of 0 pass wherever the reference "
+                 "is", p->quality.rtol);
+    if (a)
+        snprintf(at, sizeof at, "quality.atol %g lets any output within %g of the reference "
+                 "pass, more than the targets' outputs are in size", p->quality.atol,
+                 p->quality.atol);
+    snprintf(buf, len, "%s%s%s: the quality check (the audit, bracket verify) checks little", rt,
+             r && a ? "; " : "", at);
+    return 1;
+}
+
 const char *bk_phase_name(bk_phase p)
 {
     switch (p) {

@@ -113,6 +113,11 @@ char *bk_plan_dump(const bk_plan *plan);
  * "got ..." of an error about it. Returns dst. */
 const char *bk_plan_value_text(const json_t *v, char *dst, size_t n);
 
+/* 1 with a warning in buf when the plan's quality tolerance checks little: rtol >= 1 (an
+ * output of 0 passes wherever the reference is) or atol >= 1 (past the size of the targets'
+ * outputs, normalised or smaller); 0 (buf "") otherwise. */
+int bk_plan_loose_quality_text(const bk_plan *p, char *buf, size_t len);
+
 const char *bk_phase_name(bk_phase p);
 const char *bk_backend_name(bk_backend b);
 const char *bk_drift_policy_name(bk_drift_policy p);

@@ -297,6 +297,8 @@ int bk_cmd_plan(int argc, char **argv)
     if (bk_score_few_iters_text(plan.workload.iters, plan.protocol.confidence, sum_note,
                                 sizeof sum_note))
         printf("  warning: %s\n", sum_note);
+    if (bk_plan_loose_quality_text(&plan, sum_note, sizeof sum_note))
+        printf("  warning: %s\n", sum_note);
     if (too_big) {
         bk_rank0_too_big_text(&plan, have, from, big, sizeof big);
         fprintf(stderr, "bracket plan check: %s: %s\n", argv[optind], big);

@@ -747,6 +747,9 @@ int bk_cmd_verify(int argc, char **argv)
                "the checks below may fail it by its own rounding\n", by[at]->name, world, e,
                at, (long long)p.workload.shapes[at].tokens,
                (long long)p.workload.shapes[at].hidden);
+    char loose[512];
+    if (bk_plan_loose_quality_text(&p, loose, sizeof loose))
+        printf("warning: %s\n", loose);
     int moe = 0; /* MoE targets: their shapes differ in experts, topk, intermediate too */
     for (int s = 0; s < p.workload.nshapes; s++)
         moe |= p.workload.shapes[s].experts || p.workload.shapes[s].topk ||

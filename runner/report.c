@@ -79,6 +79,9 @@ void bk_report_header(FILE *f, const bk_run *run)
     char few[256];
     if (bk_score_few_iters_text(p->workload.iters, p->protocol.confidence, few, sizeof few))
         fprintf(f, "  warning    %s\n", few);
+    char loose[512];
+    if (bk_plan_loose_quality_text(p, loose, sizeof loose))
+        fprintf(f, "  warning    %s\n", loose);
     fprintf(f, "  backend    %s%s\n", bk_backend_name(run->backend),
             run->backend == BK_BACKEND_CPU ? "  (cpu backend: a rehearsal, never a GPU result)" : "");
     fprintf(f, "  lanes      baseline [");

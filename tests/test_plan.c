@@ -223,6 +223,30 @@ static void test_quality_defaults_by_target(void **state)
     bk_plan_free(&p);
 }
 
+/* a tolerance that checks little is said (plan check, verify, the run's header) */
+static void test_loose_quality(void **state)
+{
+    (void)state;
+    bk_plan p;
+    char buf[512];
+    load_ok("plans/demo-cpu.json", NULL, 0, &p);
+    assert_int_equal(bk_plan_loose_quality_text(&p, buf, sizeof buf), 0);
+    assert_string_equal(buf, "");
+    p.quality.atol = 0.999;
+    p.quality.rtol = 0.999;
+    assert_int_equal(bk_plan_loose_quality_text(&p, buf, sizeof buf), 0);
+    p.quality.atol = 1e9;
+    assert_int_equal(bk_plan_loose_quality_text(&p, buf, sizeof buf), 1);
+    assert_string_equal(buf, "quality.atol 1e+09 lets any output within 1e+09 of the reference "
+                             "pass, more than the targets' outputs are in size: the quality "
+                             "check (the audit, bracket verify) checks little");
+    p.quality.rtol = 1;
+    assert_int_equal(bk_plan_loose_quality_text(&p, buf, sizeof buf), 1);
+    assert_non_null(strstr(buf, "quality.rtol 1 lets an output of 0 pass wherever the reference "
+                                "is; quality.atol 1e+09"));
+    bk_plan_free(&p);
+}
+
 static void test_round_trip(void **state)
 {
     (void)state;
@@ -545,6 +569,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_demo_plan),   cmocka_unit_test(test_defaults_and_weights),
         cmocka_unit_test(test_quality_defaults_by_target),
+        cmocka_unit_test(test_loose_quality),
         cmocka_unit_test(test_round_trip),  cmocka_unit_test(test_free_zeroed),
         cmocka_unit_test(test_bad_fixtures), cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_set_ok),      cmocka_unit_test(test_set_errors),
