@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -73,6 +74,17 @@ static void hold_std_fds(void)
         }
 }
 
+/* A command that is no MPI program (plan, score, lanes, verify, worth) started by mpirun on
+ * several ranks runs whole on each (mpirun may be a launcher over hosts on purpose), its
+ * output once a rank: rank 0 says so, once. */
+static void note_mpirun(const char *cmd)
+{
+    const char *r = getenv("OMPI_COMM_WORLD_RANK"), *n = getenv("OMPI_COMM_WORLD_SIZE");
+    if (r && n && !strcmp(r, "0") && strcmp(n, "1") != 0)
+        fprintf(stderr, "bracket %s: note: started by mpirun as rank 0 of %s; %s is no MPI "
+                "program, so each rank runs it whole (its output once a rank)\n", cmd, n, cmd);
+}
+
 int main(int argc, char **argv)
 {
     hold_std_fds();
@@ -86,6 +98,8 @@ int main(int argc, char **argv)
     }
     for (const bk_command *c = commands; c->name; c++)
         if (!strcmp(c->name, argv[1])) {
+            if (c->fn != bk_cmd_run && c->fn != bk_cmd_topo && c->fn != bk_cmd_engine)
+                note_mpirun(c->name);
             const int rc = c->fn(argc - 1, argv + 1);
             /* an engine's output is its agent's, not checked here */
             return c->fn == bk_cmd_engine ? rc : stdout_done(c->name, rc);

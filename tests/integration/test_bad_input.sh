@@ -336,6 +336,11 @@ run_apps topo-mpi-opt -np 3 "$BK_BRACKET" topo --bogus
 run_apps topo-mpi-help -np 3 "$BK_BRACKET" topo --help
 [ "$RC" = 0 ] && [ "$(grep -c "^usage: bracket topo" "$OUT")" = 1 ] ||
     fail "topo --help under mpirun -np 3: exit $RC, or not printed exactly once"
+# a command that is no MPI program runs whole on each rank, and rank 0 says so, once
+run_apps worth-mpi -np 3 "$BK_BRACKET" worth -f 0.5 -k 2
+[ "$RC" = 0 ] && [ "$(grep -c "note: started by mpirun as rank 0 of 3; worth is no MPI program" "$OUT")" = 1 ] &&
+    [ "$(grep -c "^end-to-end bound" "$OUT")" = 3 ] ||
+    fail "worth under mpirun -np 3: exit $RC, or the note not said once, or not run on each rank"
 run_apps topo-mpi-save -np 3 "$BK_BRACKET" topo --save "$IT_TMP/nope/t.json"
 [ "$RC" != 0 ] && [ "$(grep -c "the folder $IT_TMP/nope does not exist" "$OUT")" = 1 ] ||
     fail "topo --save into a missing folder under mpirun -np 3: exit $RC, or not said once"
