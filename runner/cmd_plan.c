@@ -299,6 +299,18 @@ int bk_cmd_plan(int argc, char **argv)
         printf("  warning: %s\n", sum_note);
     if (bk_plan_loose_quality_text(&plan, sum_note, sizeof sum_note))
         printf("  warning: %s\n", sum_note);
+    /* an arm's engines beside rank 0 on one host (bracket run refuses it there) */
+    bk_verify_peak vp;
+    const int world = plan.arena.tp * plan.arena.ep;
+    bk_verify_peak_split(&plan, world, b == BK_BACKEND_CUDA, &vp);
+    if (known && !too_big && vp.top_shape >= 0 && need + vp.engines > have) {
+        char eng[32], all[32];
+        printf("  warning: an arm's %d engine(s) hold about %s each (tensors of workload."
+               "shapes[%d]); with rank 0 on their host, %s: more than the %s available here, "
+               "so `bracket run` refuses it where the lanes share rank 0's host\n", world,
+               bk_mem_text(vp.engine, eng, sizeof eng), vp.top_shape,
+               bk_mem_text(need + vp.engines, all, sizeof all), haves);
+    }
     if (too_big) {
         bk_rank0_too_big_text(&plan, have, from, big, sizeof big);
         fprintf(stderr, "bracket plan check: %s: %s\n", argv[optind], big);

@@ -317,6 +317,31 @@ static int topo_iface(const bk_topo *topo, const bk_rank_place *places, char *ou
 }
 
 /* Rank 0's second step: lanes, run id, output folder, endpoints. */
+/* Every lane rank on rank 0's host: an arm's engines (the cpu engines hold their tensors
+ * there) and rank 0 share its memory, refused before any engine starts when they cannot
+ * fit (an engine killed for memory reads "signal 9 (Killed)" and the arm is lost). */
+static bk_status check_host_memory(const bk_run *run, bk_err *err)
+{
+    bk_verify_peak vp;
+    bk_verify_peak_split(&run->plan, run->lane_size, run->backend == BK_BACKEND_CUDA, &vp);
+    const uint64_t r0 = bk_rank0_peak_bytes(&run->plan);
+    const uint64_t need = r0 + vp.engines < r0 ? UINT64_MAX : r0 + vp.engines;
+    uint64_t have = 0;
+    char from[256];
+    if (vp.top_shape < 0 || !bk_mem_available(&have, from, sizeof from) || need <= have)
+        return BK_OK;
+    char n[32], r[32], e[32], h[32];
+    const bk_shape *big = &run->plan.workload.shapes[vp.top_shape];
+    return BK_FAIL(err, BK_ERR_INPUT, "%s: this host would hold about %s while an arm runs "
+                   "(rank 0's %s for the samples and audit outputs, and the arm's %d engine(s) "
+                   "of about %s each) but %s has %s available; lower tokens x hidden of the "
+                   "largest shape (workload.shapes[%d], tokens %lld x hidden %lld)",
+                   run->plan.path, bk_mem_text(need, n, sizeof n), bk_mem_text(r0, r, sizeof r),
+                   run->lane_size, bk_mem_text(vp.engine, e, sizeof e),
+                   from[0] ? from : "this host", bk_mem_text(have, h, sizeof h), vp.top_shape,
+                   (long long)big->tokens, (long long)big->hidden);
+}
+
 int bk__setup_run(const bk__run_opts *o, bk_run *run, const bk_topo *topo,
                   const bk_rank_place *places, bk_coord **coord, bk_transport *tr,
                   bk_err *err)
@@ -325,6 +350,8 @@ int bk__setup_run(const bk__run_opts *o, bk_run *run, const bk_topo *topo,
     int remote = 0;
     if ((st = bk__pick_lanes(run, topo, places, &remote, err)) != BK_OK)
         return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
+    if (!remote && (st = check_host_memory(run, err)) != BK_OK)
+        return BK_EXIT_USAGE;
     char nic[64] = "";
     const char *iface = o->iface;
     if (!iface && remote && topo_iface(topo, places, nic, sizeof nic))
