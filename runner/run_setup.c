@@ -316,7 +316,6 @@ static int topo_iface(const bk_topo *topo, const bk_rank_place *places, char *ou
     return 1;
 }
 
-/* Rank 0's second step: lanes, run id, output folder, endpoints. */
 /* Every lane rank on rank 0's host: an arm's engines (the cpu engines hold their tensors
  * there) and rank 0 share its memory, refused before any engine starts when they cannot
  * fit (an engine killed for memory reads "signal 9 (Killed)" and the arm is lost). */
@@ -342,6 +341,7 @@ static bk_status check_host_memory(const bk_run *run, bk_err *err)
                    (long long)big->tokens, (long long)big->hidden);
 }
 
+/* Rank 0's second step: lanes, run id, output folder, endpoints. */
 int bk__setup_run(const bk__run_opts *o, bk_run *run, const bk_topo *topo,
                   const bk_rank_place *places, bk_coord **coord, bk_transport *tr,
                   bk_err *err)
