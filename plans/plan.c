@@ -66,7 +66,7 @@ static bk_status finish(json_t *root, const char *label, const char *const *sets
         st = bk__plan_apply_set(root, sets[i], made[i], sizeof made[i], err);
     if (st == BK_OK && (st = bk__plan_check(root, label, out, err)) == BK_ERR_INPUT)
         for (int i = nsets - 1; i >= 0; i--) {
-            char said[BK__SET_PATH_LEN + 64];
+            char said[sizeof err->msg];
             snprintf(said, sizeof said, "%s: %s: unknown key", label, made[i]);
             if (made[i][0] && strcmp(err->msg, said) == 0) {
                 snprintf(err->msg, sizeof err->msg, "--set \"%s\": %s: unknown key", sets[i],
