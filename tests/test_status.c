@@ -97,6 +97,25 @@ static void test_env_words(void **state)
     unsetenv("XBKTEST_C");
 }
 
+/* bk_wait_bound: a wait's own bound, or what is left before an end that comes first */
+static void test_wait_bound(void **state)
+{
+    (void)state;
+    int cut = -1;
+    assert_true(bk_wait_bound(0, 30.0, &cut) == 30.0); /* no end */
+    assert_int_equal(cut, 0);
+    const uint64_t now = bk_now_ns();
+    assert_true(bk_wait_bound(now + 3600000000000ull, 30.0, &cut) == 30.0); /* an hour away */
+    assert_int_equal(cut, 0);
+    double w = bk_wait_bound(bk_now_ns() + 2000000000ull, 30.0, &cut); /* 2 s away */
+    assert_int_equal(cut, 1);
+    assert_true(w > 1.0 && w <= 2.0);
+    assert_true(bk_wait_bound(now - 1, 30.0, &cut) == 0.0); /* passed: nothing left */
+    assert_int_equal(cut, 1);
+    assert_true(bk_wait_bound(1, 30.0, &cut) == 0.0);
+    assert_int_equal(cut, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -104,6 +123,7 @@ int main(void)
         cmocka_unit_test(test_strlcpy),
         cmocka_unit_test(test_strlcpy_words),
         cmocka_unit_test(test_env_words),
+        cmocka_unit_test(test_wait_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
