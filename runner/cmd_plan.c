@@ -303,13 +303,14 @@ int bk_cmd_plan(int argc, char **argv)
     bk_verify_peak vp;
     const int world = plan.arena.tp * plan.arena.ep;
     bk_verify_peak_split(&plan, world, b == BK_BACKEND_CUDA, &vp);
-    if (known && !too_big && vp.top_shape >= 0 && need + vp.engines > have) {
+    const uint64_t both = need + vp.engines < need ? UINT64_MAX : need + vp.engines;
+    if (known && !too_big && vp.top_shape >= 0 && both > have) {
         char eng[32], all[32];
         printf("  warning: an arm's %d engine(s) hold about %s each (tensors of workload."
                "shapes[%d]); with rank 0 on their host, %s: more than the %s available here, "
                "so `bracket run` refuses it where the lanes share rank 0's host\n", world,
                bk_mem_text(vp.engine, eng, sizeof eng), vp.top_shape,
-               bk_mem_text(need + vp.engines, all, sizeof all), haves);
+               bk_mem_text(both, all, sizeof all), haves);
     }
     if (too_big) {
         bk_rank0_too_big_text(&plan, have, from, big, sizeof big);

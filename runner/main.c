@@ -80,9 +80,11 @@ static void hold_std_fds(void)
 static void note_mpirun(const char *cmd)
 {
     const char *r = getenv("OMPI_COMM_WORLD_RANK"), *n = getenv("OMPI_COMM_WORLD_SIZE");
-    if (r && n && !strcmp(r, "0") && strcmp(n, "1") != 0)
-        fprintf(stderr, "bracket %s: note: started by mpirun as rank 0 of %s; %s is no MPI "
-                "program, so each rank runs it whole (its output once a rank)\n", cmd, n, cmd);
+    if (!r || !n || strcmp(r, "0") != 0 || !strcmp(n, "1") || getenv("BK_MPIRUN_NOTED"))
+        return;
+    fprintf(stderr, "bracket %s: note: started by mpirun as rank 0 of %s; %s is no MPI "
+            "program, so each rank runs it whole (its output once a rank)\n", cmd, n, cmd);
+    setenv("BK_MPIRUN_NOTED", "1", 1); /* not again by the verifies verify --target starts */
 }
 
 int main(int argc, char **argv)
