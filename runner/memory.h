@@ -44,9 +44,8 @@ void bk_rank0_too_big_text(const bk_plan *p, uint64_t have, const char *from, ch
  * from the target's tensor sizes, for a refusal before engines start (measured at 10000 x
  * 8192 on the cpu backend, lane of 2: 3.67 GiB of proportional set size, verify's and its
  * engines' summed, at the peak, for an estimate of 3.67 GiB); the cuda engines' GPU memory
- * is not counted. top_shape: the shape that
- * weighs most (-1: none). Its engines' part (`engine`, `engines`) is what an arm of `bracket
- * run` holds on its lane's host too. */
+ * is not counted. top_shape: the shape that weighs most (-1: none). Its engines' part
+ * (`engine`, `engines`) is what an arm of `bracket run` holds on its lane's host too. */
 typedef struct bk_verify_peak {
     uint64_t total;     /* outputs + the larger of engines and reference */
     uint64_t engines;   /* world x engine */
