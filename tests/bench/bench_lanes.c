@@ -23,6 +23,20 @@ static void row(const char *what, uint64_t *ns, int n, const char *note)
            ns[n - 1] / 1e6, note);
 }
 
+/* bk_lanes_choose timed `reps` times into ns; the last call's status (its pick in *pick) */
+static bk_status time_choose(const bk_topo *t, int tp, int n, const bk_rank_place *pl, int reps,
+                             uint64_t *ns, bk_lane_pick *pick)
+{
+    bk_status st = BK_OK;
+    for (int i = 0; i < reps; i++) {
+        bk_err e = { 0 };
+        uint64_t t0 = bk_now_ns();
+        st = bk_lanes_choose(t, tp, n, pl, BK_LANES_DISJOINT, pick, &e);
+        ns[i] = bk_now_ns() - t0;
+    }
+    return st;
+}
+
 int main(int argc, char **argv)
 {
     char path[1024];
@@ -64,13 +78,7 @@ int main(int argc, char **argv)
         return 1;
     static const int tps[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256 };
     for (size_t k = 0; k < sizeof tps / sizeof tps[0]; k++) {
-        bk_status st = BK_OK;
-        for (int i = 0; i < reps; i++) {
-            bk_err e = { 0 };
-            uint64_t t0 = bk_now_ns();
-            st = bk_lanes_choose(t, tps[k], n, pl, BK_LANES_DISJOINT, pick, &e);
-            ns[i] = bk_now_ns() - t0;
-        }
+        bk_status st = time_choose(t, tps[k], n, pl, reps, ns, pick);
         char what[64];
         snprintf(what, sizeof what, "lanes TP %d (%d ranks)", tps[k], n);
         snprintf(note, sizeof note, "%s, %d natural lanes, %s", st == BK_OK ? "pair" : "refused",
@@ -91,14 +99,8 @@ int main(int argc, char **argv)
     }
     static const int cpu_tps[] = { 8, 64, 256 };
     for (size_t k = 0; k < sizeof cpu_tps / sizeof cpu_tps[0]; k++) {
-        bk_status st = BK_OK;
         int creps = reps < 5 ? reps : 5; /* seconds a repeat before 2026-12-07 */
-        for (int i = 0; i < creps; i++) {
-            bk_err e = { 0 };
-            uint64_t t0 = bk_now_ns();
-            st = bk_lanes_choose(t, cpu_tps[k], SLOTS, cpu, BK_LANES_DISJOINT, pick, &e);
-            ns[i] = bk_now_ns() - t0;
-        }
+        bk_status st = time_choose(t, cpu_tps[k], SLOTS, cpu, creps, ns, pick);
         char what[64];
         snprintf(what, sizeof what, "lanes TP %d (%d CPU slots, 1 host)", cpu_tps[k], SLOTS);
         snprintf(note, sizeof note, "%s, %d natural lanes", st == BK_OK ? "pair" : "refused",
