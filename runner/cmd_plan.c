@@ -302,8 +302,7 @@ int bk_cmd_plan(int argc, char **argv)
     /* an arm's engines beside rank 0 on one host (bracket run refuses it there) */
     bk_verify_peak vp;
     const int world = plan.arena.tp * plan.arena.ep;
-    bk_verify_peak_split(&plan, world, b == BK_BACKEND_CUDA, &vp);
-    const uint64_t both = need + vp.engines < need ? UINT64_MAX : need + vp.engines;
+    const uint64_t both = bk_arm_host_bytes(&plan, b == BK_BACKEND_CUDA, &vp);
     if (known && !too_big && vp.top_shape >= 0 && both > have) {
         char eng[32], all[32];
         printf("  warning: an arm's %d engine(s) hold about %s each (tensors of workload."

@@ -7,6 +7,9 @@
 #include "kernels/catalog.h"
 #include "runner/memory.h"
 
+/* bytes as a double, held in a uint64_t (UINT64_MAX past it) */
+static uint64_t sat(double b) { return b >= 1.8e19 ? UINT64_MAX : (uint64_t)b; }
+
 void bk_rank0_peak_split(const bk_plan *p, bk_rank0_peak *out)
 {
     const bk_target *tg = bk_catalog_target(p->target);
@@ -35,10 +38,10 @@ void bk_rank0_peak_split(const bk_plan *p, bk_rank0_peak *out)
         outputs += one;
     }
     const double samples = slots + (packed > scorer ? packed : scorer);
-    out->samples = samples >= 1.8e19 ? UINT64_MAX : (uint64_t)samples;
-    out->outputs = outputs >= 1.8e19 ? UINT64_MAX : (uint64_t)outputs;
-    out->top_outputs = top >= 1.8e19 ? UINT64_MAX : (uint64_t)top;
-    out->total = samples + outputs >= 1.8e19 ? UINT64_MAX : (uint64_t)(samples + outputs);
+    out->samples = sat(samples);
+    out->outputs = sat(outputs);
+    out->top_outputs = sat(top);
+    out->total = sat(samples + outputs);
 }
 
 uint64_t bk_rank0_peak_bytes(const bk_plan *p)
@@ -47,8 +50,6 @@ uint64_t bk_rank0_peak_bytes(const bk_plan *p)
     bk_rank0_peak_split(p, &k);
     return k.total;
 }
-
-static uint64_t sat(double b) { return b >= 1.8e19 ? UINT64_MAX : (uint64_t)b; }
 
 void bk_verify_peak_split(const bk_plan *p, int world, int cuda, bk_verify_peak *out)
 {
@@ -92,6 +93,13 @@ void bk_verify_peak_split(const bk_plan *p, int world, int cuda, bk_verify_peak 
     out->outputs = sat(outs_all);
     out->reference = sat(ref);
     out->total = sat(outs_all + (engines > ref ? engines : ref));
+}
+
+uint64_t bk_arm_host_bytes(const bk_plan *p, int cuda, bk_verify_peak *vp)
+{
+    bk_verify_peak_split(p, p->arena.tp * p->arena.ep, cuda, vp);
+    const uint64_t r0 = bk_rank0_peak_bytes(p);
+    return r0 + vp->engines < r0 ? UINT64_MAX : r0 + vp->engines;
 }
 
 const char *bk_mem_text(uint64_t bytes, char *buf, size_t len)

@@ -56,6 +56,11 @@ typedef struct bk_verify_peak {
 } bk_verify_peak;
 void bk_verify_peak_split(const bk_plan *p, int world, int cuda, bk_verify_peak *out);
 
+/* What the host of rank 0 holds while an arm of plan p runs there on `cuda` (or cpu) engines:
+ * rank 0's peak (bk_rank0_peak_bytes) and the arm's tp x ep engines (vp->engines, vp filled
+ * by bk_verify_peak_split at that lane), summed without wrapping. */
+uint64_t bk_arm_host_bytes(const bk_plan *p, int cuda, bk_verify_peak *vp);
+
 /* "1.5 GiB" from 1 GiB, "12.5 MiB" from 1 MiB, else "40.0 KiB"; returns buf. */
 const char *bk_mem_text(uint64_t bytes, char *buf, size_t len);
 

@@ -322,9 +322,8 @@ static int topo_iface(const bk_topo *topo, const bk_rank_place *places, char *ou
 static bk_status check_host_memory(const bk_run *run, bk_err *err)
 {
     bk_verify_peak vp;
-    bk_verify_peak_split(&run->plan, run->lane_size, run->backend == BK_BACKEND_CUDA, &vp);
+    const uint64_t need = bk_arm_host_bytes(&run->plan, run->backend == BK_BACKEND_CUDA, &vp);
     const uint64_t r0 = bk_rank0_peak_bytes(&run->plan);
-    const uint64_t need = r0 + vp.engines < r0 ? UINT64_MAX : r0 + vp.engines;
     uint64_t have = 0;
     char from[256];
     if (vp.top_shape < 0 || !bk_mem_available(&have, from, sizeof from) || need <= have)
