@@ -39,6 +39,7 @@ typedef struct engine {
     bk_wire_buf kept_tensors[BK_MAX_SHAPES * BK_MAX_TENSORS];
     int nkept_tensors;
     uint64_t kept_tensor_bytes;
+    int unsent; /* tcp: a kept message found no connection ready during the work (below) */
     uint64_t t_start_ns, t_first_ns;
     char settings[sizeof ((bk_msg *)0)->settings]; /* the backend's, at the end ("" if none) */
     uint64_t routed; /* bit i: shape i served by the incumbent (outside the arm's domain) */
@@ -64,20 +65,45 @@ static bk_status push_msg(engine *e, bk_err *err)
     return push_bytes(e, e->buf.data, e->buf.size, err);
 }
 
+/* tcp, during the arm's work: a message kept to send again (kept) is sent without waiting.
+ * While the connection to rank 0 is being made again (broken, its CURVE handshake not yet
+ * done) a send would wait for it, up to 60 s, and this rank's lane peers, waiting for it at
+ * their next barrier, gave up first (rendezvous_s), failing the arm for a link that had only
+ * to be remade. Not taken now, the message is left to the resending before the status
+ * (resend_after_drops: every kept message again), where a send may wait. A message not kept
+ * (no monitor, no memory) is sent as before. */
+static bk_status push_kept(engine *e, int kept, bk_err *err)
+{
+    if (!kept || !e->mon)
+        return push_msg(e, err);
+    for (;;) {
+        if (zmq_send(e->push, e->buf.data, e->buf.size, ZMQ_DONTWAIT) >= 0)
+            return BK_OK;
+        if (zmq_errno() == EAGAIN) {
+            e->unsent = 1;
+            return BK_OK;
+        }
+        if (zmq_errno() != EINTR)
+            return BK_FAIL(err, BK_ERR_SYSTEM, "engine: push to %s: %s", e->a.samples,
+                           zmq_strerror(zmq_errno()));
+    }
+}
+
 /* tcp: keep a copy of what was sent (the shape's row made at its first samples; without
  * memory, nothing is kept and a loss stays what it was: the arm fails, naming it) */
-static void keep_samples(engine *e, uint32_t shape, uint64_t first, const uint64_t *ns,
-                         size_t n)
+static int keep_samples(engine *e, uint32_t shape, uint64_t first, const uint64_t *ns,
+                        size_t n)
 {
     const uint64_t iters = (uint64_t)e->plan.workload.iters;
     if (!e->mon || shape >= BK_MAX_SHAPES || first > iters || n > iters - first)
-        return;
+        return 0;
     if (!e->kept[shape]) {
         if (!(e->kept[shape] = malloc(iters * sizeof(uint64_t))))
-            return;
+            return 0;
         memset(e->kept[shape], 0xff, iters * sizeof(uint64_t));
     }
     memcpy(e->kept[shape] + first, ns, n * sizeof(uint64_t));
+    return 1;
 }
 
 static bk_status emit_samples(void *user, uint32_t shape, uint64_t first, const uint64_t *ns,
@@ -88,8 +114,7 @@ static bk_status emit_samples(void *user, uint32_t shape, uint64_t first, const 
     if (st != BK_OK)
         return st;
     e->sent_samples += n;
-    keep_samples(e, shape, first, ns, n);
-    return push_msg(e, err);
+    return push_kept(e, keep_samples(e, shape, first, ns, n), err);
 }
 
 /* tcp, an audit: the tensor message just sent (e->buf) kept to send again, its buffer
@@ -97,10 +122,15 @@ static bk_status emit_samples(void *user, uint32_t shape, uint64_t first, const 
  * holds every rank's tensors anyway); a tensor past that is not kept, and its loss stays
  * what it was: the arm fails, naming it. */
 #define KEEP_TENSOR_BYTES (2ull << 30)
+static int tensor_keepable(const engine *e)
+{
+    return e->mon && e->nkept_tensors < BK_MAX_SHAPES * BK_MAX_TENSORS &&
+           e->buf.size <= KEEP_TENSOR_BYTES - e->kept_tensor_bytes;
+}
+
 static void keep_tensor(engine *e)
 {
-    if (!e->mon || e->nkept_tensors >= BK_MAX_SHAPES * BK_MAX_TENSORS ||
-        e->buf.size > KEEP_TENSOR_BYTES - e->kept_tensor_bytes)
+    if (!tensor_keepable(e))
         return;
     e->kept_tensor_bytes += e->buf.size;
     e->kept_tensors[e->nkept_tensors++] = e->buf;
@@ -109,19 +139,23 @@ static void keep_tensor(engine *e)
 
 /* tcp: a connection to rank 0 that broke during the arm is made again by ZeroMQ, but what
  * was in flight on it is lost. So while one broke since the last look (waiting up to
- * wait_ms for the news), every sample of the arm (an audit: every output tensor kept) is
- * sent again, and the status after them when one is given, a few rounds at most; rank 0
- * takes each sample and tensor once (a repeat is counted, not stored: coordinator.c).
- * Called before the status (no status) and after it (the status: it may have been in
- * flight). A connection that breaks past the last round still loses what it carried: the
- * arm then fails as before, saying what is missing. */
+ * wait_ms for the news), or a message of the work found no connection ready (push_kept),
+ * every sample of the arm (an audit: every output tensor kept) is sent again, and the status
+ * after them when one is given, a few rounds at most; rank 0 takes each sample and tensor
+ * once (a repeat is counted, not stored: coordinator.c). Called before the status (no
+ * status) and after it (the status: it may have been in flight). A connection that breaks
+ * past the last round still loses what it carried: the arm then fails as before, saying
+ * what is missing. */
 #define RESEND_ROUNDS 4
 #define RESEND_BATCH 256
 static bk_status resend_after_drops(engine *e, int wait_ms, const bk_wire_buf *status,
                                     bk_err *err)
 {
     bk_status st = BK_OK;
-    for (int round = 0; round < RESEND_ROUNDS && bk_monitor_drops(e->mon, wait_ms) > 0; round++) {
+    for (int round = 0; round < RESEND_ROUNDS; round++) {
+        if (bk_monitor_drops(e->mon, wait_ms) == 0 && !e->unsent)
+            break;
+        e->unsent = 0;
         for (int s = 0; s < e->plan.workload.nshapes; s++) {
             const uint64_t *k = e->kept[s];
             const uint64_t iters = (uint64_t)e->plan.workload.iters;
@@ -377,7 +411,7 @@ static bk_status run_engine(engine *e, bk_err *err)
                 continue;
             BK_TRY(bk_wire_tensor(&e->buf, &e->hdr, (uint32_t)i, e->target->tensor_names[t],
                                   p->arena.dtype, outs[k], out_bytes[k], err));
-            BK_TRY(push_msg(e, err));
+            BK_TRY(push_kept(e, tensor_keepable(e), err));
             keep_tensor(e);
             free(outs[k]);
             outs[k] = NULL;
@@ -416,7 +450,8 @@ int bk_cmd_engine(int argc, char **argv)
     /* A send waits only while no connection has completed its handshake (a refused CURVE
      * key, a coordinator gone): 60 s at most. Over a completed one it queues without waiting
      * (bk_push_opts), so a rank 0 that reads nothing for longer than that (stopped, a debugger
-     * on it) gets every sample when it reads again. */
+     * on it) gets every sample when it reads again. Over tcp the work's own sends do not wait
+     * even then (push_kept): what is kept is sent again before the status. */
     int sndtimeo = 60000;
     if ((e.a.keys_file && (bk_keys_read(e.a.keys_file, &e.keys, &err) != BK_OK ||
                            (e.push && bk_curve_client(e.push, &e.keys, &err) != BK_OK))) ||

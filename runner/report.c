@@ -241,8 +241,8 @@ void bk_report_print(FILE *f, const bk_run *run, const bk_score *sc)
         const uint64_t n[3] = { w->repeated, w->repeated_tensors, w->repeated_hellos };
         const char *what[3] = { "sample", "audit tensor", "hello" };
         const char *sep = "";
-        fprintf(f, "wire:    came again (sent again after a connection to rank 0 broke), each "
-                   "taken once:");
+        fprintf(f, "wire:    came again (sent again after a connection to rank 0 broke or was "
+                   "not ready), each taken once:");
         for (int i = 0; i < 3; i++) {
             if (!n[i])
                 continue;

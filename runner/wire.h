@@ -52,7 +52,8 @@ typedef struct bk_wire_stats {
     uint64_t accepted;
     uint64_t rejected[BK_REJ_COUNT];
     /* samples that came again for an iteration already received, with the same time (an
-     * engine over tcp sends its samples again after a connection broke), taken once */
+     * engine over tcp sends its samples again after a connection broke, or when one was
+     * not ready for a send of its work), taken once */
     uint64_t repeated;
     /* an audit's output tensors that came again, the same (sent again likewise), taken once */
     uint64_t repeated_tensors;

@@ -67,7 +67,7 @@ churn() {
 expect_came_again() {
     local n
     n=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["wire"][sys.argv[2]])' "$RECORD" "$1")
-    grep -Eq "^wire: +came again \(sent again after a connection to rank 0 broke\), each taken once:.* $n $2s?(,|\$)" "$OUT" ||
+    grep -Eq "^wire: +came again \(sent again after a connection to rank 0 broke or was not ready\), each taken once:.* $n $2s?(,|\$)" "$OUT" ||
         fail "the report does not say that $n ${2}s came again: $(grep '^wire:' "$OUT")"
 }
 # check WHOLE: the record against the rules above; WHOLE=1: C must have every sample
@@ -91,12 +91,10 @@ for a in r["arms"]:
             got, sent = int(m.group(1)), int(m.group(2))
             assert any(p["samples_received"] == got and p["samples_sent"] == sent for p in short), (m.group(0), short)
             assert got < sent == want, m.group(0)
-        else:  # its status was lost, or a rank's send waited past its peer's barrier
-            # bound: under breaks some 30 a second, every CURVE handshake (slow under the
-            # sanitizers) can be broken before it completes, and a send waits for one (once,
-            # 20 s at epoch 86 of C); loud either way: the arm fails, naming it
-            assert ("no final status received" in a["reason"] or
-                    re.search(r"barrier: rank \d+ did not arrive within", a["reason"])), a["reason"]
+        else:  # its status was lost: loud, the arm fails, naming it. (A rank's send of its
+            # work no longer waits for a connection made again, so its peers do not give up
+            # at a barrier for it: test_fault_handshake.)
+            assert "no final status received" in a["reason"], a["reason"]
 assert not (whole and failed), ("arms failed though breaks stopped early", failed, r["reasons"])
 if failed:
     assert r["verdict"] == "NO_DECISION" and rc == 4, (r["verdict"], rc, failed)
@@ -113,26 +111,11 @@ PY
     expect_no_private_dirs
 }
 
-# 1. breaks until C ends. A run where C failed at a barrier before any sample came again
-# (a send waited for a CURVE handshake that the breaks kept from completing, past its peer's
-# barrier bound: once under the sanitizers) is loud but tests nothing of the resending: run
-# again, at most 3 times
-for attempt in 1 2 3; do
-    start "churn$attempt"
-    churn 600
-    it_wait
-    case $RC in 0|3|4) ;; *) fail "exit $RC is not a verdict" ;; esac
-    python3 - "$RECORD" <<'PY' || break
-import json, re, sys
-r = json.load(open(sys.argv[1]))
-c = r["arms"][1]
-early = (c["ran"] and not c["ok"] and r["wire"]["repeated"] == 0 and
-         re.search(r"barrier: rank \d+ did not arrive within", c["reason"]))
-sys.exit(0 if early else 1)
-PY
-    echo "NOTE: attempt $attempt: C failed at a barrier before any sample came again; again"
-    expect_no_leftovers
-done
+# 1. breaks until C ends
+start churn
+churn 600
+it_wait
+case $RC in 0|3|4) ;; *) fail "exit $RC is not a verdict" ;; esac
 check 0
 
 # 2. breaks during C's first second
