@@ -15,9 +15,11 @@ against its arms (none failed, none ran from the arm its `stopped` names on) and
 reasons marked as the run marks them. Every difference from the record is printed as
 `RUN: PATH: record X, recomputed Y`. Numbers are compared exactly unless --rtol allows a
 relative difference (for a Python whose libm log differs from the one the record was made
-with). Not recomputed: quality (its state and reason are taken from the record), the arms'
-ok and reason (taken from the record), algbw / busbw, the digests (samples.digest is
-checked and a mismatch reported as a difference).
+with). Each arm's ok is judged again from its processes, as `bracket score` judges it (exit
+codes, signals, statuses, sample counts, routing), and an ok that says otherwise is a
+difference. Not recomputed: quality (its state and reason are taken from the record), the
+arms' reason (taken from the record), algbw / busbw, the digests (samples.digest is checked
+and a mismatch reported as a difference).
 
 Exit: 0 every record agrees, 1 some differ, 2 a record could not be read or holds an input
 the scorer refuses (bracket refuses it too). It checks the score's arithmetic, not the
@@ -606,6 +608,66 @@ def unfinished_problems(rec, blocks):
     return []
 
 
+def process_failure(p, audit, want, routed):
+    """What fails one process, as bk_run_judge_arm judges it (its checks, not its words), or
+    None. want: the samples a timed process owes; routed: the shapes its engine must say it
+    served with the incumbent, or None where the record's routing.shapes cannot say."""
+    if not p.get("reported"):
+        return "no report from its agent"
+    if p.get("timed_out"):
+        return "timed out"
+    if p.get("signal") or p.get("killed"):
+        return "ended by signal %d%s" % (p.get("signal", 0), ", killed" if p.get("killed") else "")
+    if p.get("exit_code") != 0:
+        return "exit %s" % p.get("exit_code")
+    if not p.get("status_seen"):
+        return "no final status received"
+    if not p.get("status_ok"):
+        return "its status says it failed"
+    if not audit and (p.get("samples_received") != want or p.get("samples_sent") != want):
+        return "samples: got %s, sent %s, expected %d" % (p.get("samples_received"),
+                                                         p.get("samples_sent"), want)
+    if routed is not None and "routed_shapes" in p and p["routed_shapes"] != routed:
+        return "served shapes %s with the incumbent; the routing gives %s" % (
+            p["routed_shapes"], routed)
+    return None
+
+
+def arm_problems(rec):
+    """Each arm's `ok` judged again from its processes, as `bracket score` judges it
+    (check_arms): every process of every round ended well, with all its samples (timed) and
+    the routing the record's routing.shapes gives; one (JSON path, record, recomputed, note)
+    for each arm whose `ok` says otherwise."""
+    plan = rec["plan"]
+    wl = plan["workload"]
+    want = wl["iters"] * len(wl["shapes"])
+    cand, inc = plan["candidate"]["variant"], plan["incumbent"]["variant"]
+    rs = rec.get("routing", {}).get("shapes") if isinstance(rec.get("routing"), dict) else None
+    cand_routed = None  # the shapes the run's catalog gave the incumbent in C and A
+    if isinstance(rs, list) and len(rs) == len(wl["shapes"]) and all(
+            isinstance(x, dict) and isinstance(x.get("served_by"), str) for x in rs):
+        cand_routed = [i for i, x in enumerate(rs) if x["served_by"] != cand and i < 64]
+    out = []
+    for idx, a in enumerate(rec["arms"]):
+        if not a.get("ran"):
+            continue
+        routed = None
+        if cand_routed is not None:
+            routed = cand_routed if a.get("variant") == cand and cand != inc else []
+        world = len(a["lane"])
+        why = None
+        for r, p in enumerate(a["processes"][:int(a.get("rounds", 1)) * world]):
+            f = process_failure(p, a.get("audit"), want, routed)
+            if f is not None:
+                why = "round %d lane rank %d: %s" % (r // world + 1, r % world, f)
+                break
+        judged = why is None
+        if bool(a.get("ok")) != judged:
+            out.append(("arms[%d].ok" % idx, a.get("ok", _MISSING), judged,
+                        " (its processes: %s)" % (why or "every one ended well")))
+    return out
+
+
 def score_input(rec, blocks):
     plan = rec["plan"]
     wl, pr = plan["workload"], plan.get("protocol", {})
@@ -666,7 +728,7 @@ def rescore(rec, raw):
     for b in objs[1:]:
         blocks[(b["arm"], b.get("round", 1), b["rank"], b["shape"])] = b["ns"]
     out = score(score_input(rec, blocks))
-    out["problems"] = unfinished_problems(rec, blocks)
+    out["problems"] = arm_problems(rec) + unfinished_problems(rec, blocks)
     name = run_terminated(rec)
     before = unfinished_arm(c_string(rec.get("stopped", ""), 256))
     why = None

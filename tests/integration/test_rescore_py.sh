@@ -2,8 +2,9 @@
 # docs/rescore.py, the standalone Python recomputation of a record's score (docs/record.md,
 # "Recomputing the score"), agrees with real records bit for bit: one bracket of one round
 # and one of two rounds (cpu backend). It is no rubber stamp: in copies, a changed sample
-# (the digest made to match), an interval end one ulp off and another seed are each reported
-# by the field they change, and `bracket score` disagrees with the same copies.
+# (the digest made to match), an interval end one ulp off, another seed, and an arm's ok
+# that its processes contradict (either way) are each reported by the field they change,
+# and `bracket score` disagrees with the same copies.
 . "$(dirname "$0")/lib.sh"
 set -e
 RESCORE=$BK_SOURCE_DIR/docs/rescore.py
@@ -158,6 +159,20 @@ copy seed  # another bootstrap seed: the thresholds and the intervals, not the p
 edit 'r["plan"]["workload"]["seed"] += 1'
 expect seed 'score\.thresholds\.seed: record ' 'score\.speedup_interval\[[01]\]: record '
 ! grep -Eq 'score\.speedup: |median_ns|cost_ns: ' "$PLOG" || fail "seed: a point value differs"
+
+# each arm's ok judged again from its processes, as bracket score judges it
+copy okflip  # B' marked failed though its processes ended well
+edit 'r["arms"][2]["ok"] = False; r["arms"][2]["reason"] = "arm B\x27 lane rank 0: engine crashed: signal 11"'
+expect okflip "arms\[2\]\.ok: record false, recomputed true \(its processes: every one ended well\)"
+copy short  # C marked ok though round 2's lane rank 1 says it sent one sample less
+edit 'r["arms"][1]["processes"][3]["samples_sent"] -= 1'
+expect short "arms\[1\]\.ok: record true, recomputed false \(its processes: round 2 lane rank 1: samples: got [0-9]+, sent [0-9]+, expected [0-9]+\)"
+copy crashed  # C marked ok though round 1's lane rank 0 died of a signal
+edit 'r["arms"][1]["processes"][0].update(signal=11, exit_code=139)'
+expect crashed "arms\[1\]\.ok: record true, recomputed false \(its processes: round 1 lane rank 0: ended by signal 11\)"
+copy routed  # C's engine says it served shape 0 with the incumbent; the routing says none
+edit 'assert all(x["served_by"] == r["plan"]["candidate"]["variant"] for x in r["routing"]["shapes"]); r["arms"][1]["processes"][1]["routed_shapes"] = [0]'
+expect routed "arms\[1\]\.ok: record true, recomputed false \(its processes: round 1 lane rank 1: served shapes \[0\] with the incumbent; the routing gives \[\]\)"
 
 copy digest  # a sample changed without its digest: reported as such
 python3 - "$D/samples.msgpack" <<'PY'
