@@ -272,12 +272,30 @@ extern "C" bk_status bk_cuda_comm_barrier(bk_cuda_comm *c, void *stream, double 
          * unused tail): the sum's value is never read. */
         bk__ipc_owner *o = (bk__ipc_owner *)c->owner;
         uint16_t *word = (uint16_t *)((char *)o->base + BK_IPC_FLAG_BYTES - 64);
-        int cut;
-        return bk_nccl_allreduce_bf16(c->nccl, word, word, 1, stream,
-                                      bk_wait_bound(c->end_ns, timeout_s, &cut), err);
+        return bk_nccl_allreduce_bf16(c->nccl, word, word, 1, stream, timeout_s, err);
     }
     return BK_FAIL(err, BK_ERR_UNSUPPORTED, "cuda lane barrier: no peer access (%s) and no "
                    "NCCL (%s)", c->p2p_why, c->nccl_why);
+}
+
+/* The fault `code` (peer, slot: fault[1], fault[2]) as the failure it is. waited_s: how
+ * long the host waited, for a wait the comm's end cut (ENDED, END). */
+static bk_status fault_status(const bk_cuda_comm *c, int code, int peer, int slot,
+                              double waited_s, bk_err *err)
+{
+    const bk__ipc_owner *o = (const bk__ipc_owner *)c->owner;
+    const char *on = slot == BK_IPC_BARRIER_SLOT ? "the lane barrier, slot" : "block";
+    if (code == BK_IPC_FAULT_TIMEOUT)
+        return BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: peer rank %d never arrived at the barrier "
+                       "on %s %d within %.3f s", c->rank, peer, on, slot, o->timeout_s);
+    if (code == BK_IPC_FAULT_ENDED)
+        return BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: peer rank %d did not arrive at the "
+                       "barrier on %s %d within %.1f s (" BK_ARM_END_SAID ")", c->rank, peer,
+                       on, slot, waited_s);
+    if (code == BK_IPC_FAULT_END) /* asked, and no wait on the device answered */
+        return BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: the GPU's work had not ended after "
+                       "%.1f s (" BK_ARM_END_SAID "; a peer never arrived?)", c->rank, waited_s);
+    return BK_FAIL(err, BK_ERR_INTERNAL, "rank %d: device fault code %d", c->rank, code);
 }
 
 extern "C" bk_status bk_cuda_comm_check(bk_cuda_comm *c, bk_err *err)
@@ -288,12 +306,7 @@ extern "C" bk_status bk_cuda_comm_check(bk_cuda_comm *c, bk_err *err)
         return BK_OK;
     int code = f[0], peer = f[1], slot = f[2];
     f[0] = BK_IPC_FAULT_NONE;
-    if (code == BK_IPC_FAULT_TIMEOUT)
-        return BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: peer rank %d never arrived at the barrier "
-                       "on %s %d within %.3f s", c->rank, peer,
-                       slot == BK_IPC_BARRIER_SLOT ? "the lane barrier, slot" : "block", slot,
-                       o->timeout_s);
-    return BK_FAIL(err, BK_ERR_INTERNAL, "rank %d: device fault code %d", c->rank, code);
+    return fault_status(c, code, peer, slot, 0.0, err);
 }
 
 /* NCCL's kernels spin until aborted: abort, so the stream can drain; while graphs that
@@ -324,12 +337,41 @@ extern "C" void bk_cuda_comm_defer_abort(bk_cuda_comm *c, int on)
     }
 }
 
+/* How long a wait cut at the comm's end gives the device to answer END and drain. */
+#define BK_END_GRACE_S 0.5
+
+/* A wait that reached the comm's end (the arm's, less the time kept to report), `event` not
+ * yet complete after waited_s. Every wait on the device is asked to give up (END), so the
+ * stream drains and the engine reports before its agent's time-out (the device's own spin
+ * bound, rendezvous_s from each wait's start, may be far later); the first device wait to
+ * see it names the peer it waits on. The fault word is left set while the stream has not
+ * drained, so that what is still queued gives up too. */
+static bk_status end_wait(bk_cuda_comm *c, cudaEvent_t event, double waited_s, bk_err *err)
+{
+    bk__ipc_owner *o = (bk__ipc_owner *)c->owner;
+    int none = BK_IPC_FAULT_NONE;
+    /* not over a device's time-out it has just written (that one names the peer too) */
+    (void)__atomic_compare_exchange_n(o->fault_host, &none, BK_IPC_FAULT_END, 0,
+                                      __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    const uint64_t until = bk_now_ns() + (uint64_t)(BK_END_GRACE_S * 1e9);
+    cudaError_t e;
+    while ((e = cudaEventQuery(event)) == cudaErrorNotReady && bk_now_ns() < until)
+        bk_sleep_ns(100000);
+    volatile int *f = o->fault_host;
+    const int code = f[0], peer = f[1], slot = f[2];
+    if (e != cudaErrorNotReady)
+        f[0] = BK_IPC_FAULT_NONE; /* drained: no wait on the device is left to ask */
+    return fault_status(c, code, peer, slot, waited_s, err);
+}
+
 extern "C" bk_status bk_cuda_comm_wait(bk_cuda_comm *c, void *event, double timeout_s,
                                        bk_err *err)
 {
     bk_status st = BK_OK;
     int cut;
-    timeout_s = bk_wait_bound(c->end_ns, timeout_s, &cut);
+    /* the end cuts waits on peers: at world 1 this waits on the GPU's own work alone, as
+     * the shm side has no barrier to cut there */
+    timeout_s = bk_wait_bound(c->world > 1 ? c->end_ns : 0, timeout_s, &cut);
     const uint64_t deadline = bk_now_ns() + (uint64_t)(timeout_s * 1e9);
     uint64_t nap = 2000;
     for (;;) {
@@ -346,11 +388,15 @@ extern "C" bk_status bk_cuda_comm_wait(bk_cuda_comm *c, void *event, double time
             goto out;
         }
         if (bk_now_ns() > deadline) {
-            /* Abort NCCL so its kernels stop; our own kernels stop by themselves. */
+            /* Abort NCCL so its kernels stop; our own kernels stop by themselves, and at
+             * the comm's end are asked to stop now (end_wait) */
             abort_nccl(c);
+            if (cut) {
+                st = end_wait(c, (cudaEvent_t)event, timeout_s, err);
+                goto out;
+            }
             st = BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: the GPU made no progress for %.1f s "
-                         "(%sa peer never arrived?)", c->rank, timeout_s,
-                         cut ? BK_ARM_END_SAID "; " : "");
+                         "(a peer never arrived?)", c->rank, timeout_s);
             goto out;
         }
         bk_sleep_ns(nap);

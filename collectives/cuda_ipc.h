@@ -38,9 +38,14 @@ typedef struct bk_ipc_dev {
     int rank, world;
 } bk_ipc_dev;
 
-/* Device-side fault codes in fault[0]. */
+/* Fault codes in fault[0]. TIMEOUT: a device wait gave up after timeout_ns (fault[1] the
+ * peer, fault[2] the slot). END: written by the host when its wait reached the comm's end
+ * (bk_cuda_comm_set_end), asking every wait on the device to give up; the first wait that
+ * sees it answers ENDED, naming the peer and slot it was waiting on. */
 #define BK_IPC_FAULT_NONE 0
 #define BK_IPC_FAULT_TIMEOUT 1
+#define BK_IPC_FAULT_END 2
+#define BK_IPC_FAULT_ENDED 3
 
 /* The lane communicator (call->comm on the cuda backend). Fields are read
  * by the variants; only this module writes them. */
@@ -108,9 +113,14 @@ void bk_cuda_comm_defer_abort(bk_cuda_comm *comm, int on);
  * checks (an event recorded on it). */
 bk_status bk_cuda_comm_sync(bk_cuda_comm *comm, void *stream, double timeout_s, bk_err *err);
 
-/* Host waits from here on (bk_cuda_comm_wait, _sync, an eager NCCL barrier's) also end at
- * end_ns (bk_now_ns's clock; 0, the default: no end), saying so: an engine's waits end
- * before its agent's time-out does (bk_wait_bound). Device spin bounds are not changed. */
+/* Host waits from here on (bk_cuda_comm_wait, _sync) of a lane of several ranks also end at
+ * end_ns (bk_now_ns's clock; 0, the default: no end): an engine's waits end before its
+ * agent's time-out does (bk_wait_bound). Such a wait then asks every wait on the device to
+ * give up (fault word END; its spin bound, the timeout of bk_cuda_comm_set_timeout from
+ * each wait's start, may be far later), gives the stream BK_END_GRACE_S (0.5 s) to drain,
+ * and fails naming the peer a device wait was waiting on, saying the arm's time ran out.
+ * NCCL's kernels are aborted as at any time-out. An eager NCCL barrier's enqueue (a
+ * blocking communicator) is not cut. */
 void bk_cuda_comm_set_end(bk_cuda_comm *comm, uint64_t end_ns);
 
 /* Set the bound of device spin-waits for the kernels launched next. */

@@ -37,8 +37,10 @@ __device__ __forceinline__ uint32_t bk_ipc_epoch(const bk_ipc_dev &v, int slot)
 /* Barrier of this block with the same block (slot) of every peer. Writes
  * before it (by any thread of the block, to any rank's memory) are visible
  * to peers' reads after it. Each waiting thread (one per peer) gives up
- * after v.timeout_ns and records the fault; the kernel then runs on so the
- * stream drains, and the host reports the time-out. */
+ * after v.timeout_ns and records the fault, or earlier when the fault word
+ * holds anything (an earlier wait's time-out, or the host's END: the arm's
+ * time ran out, answered ENDED with the peer waited on); the kernel then
+ * runs on so the stream drains, and the host reports it. */
 __device__ __forceinline__ void bk_ipc_block_barrier(const bk_ipc_dev &v, int slot)
 {
     __shared__ uint32_t epoch;
@@ -60,15 +62,25 @@ __device__ __forceinline__ void bk_ipc_block_barrier(const bk_ipc_dev &v, int sl
             if ((++spins & 1023u) != 0)
                 continue;
             const uint64_t now = bk__globaltimer();
+            /* A wait already this long, and an earlier one has timed out (the host has
+             * not read its fault yet): the lane is broken, so this one does not wait its
+             * own time-out too (a drain of 64 queued steps would otherwise take 64 of
+             * them). Or the host asks every wait to give up (END: its wait reached the
+             * arm's end, and the engine must report before its agent's time-out): the
+             * first to see it names the peer it waits on. Read every 1024 spins of a wait,
+             * never on a barrier's fast path: the fault word is host memory. */
+            const int f = v.fault[0];
+            if (f != BK_IPC_FAULT_NONE) {
+                if (f == BK_IPC_FAULT_END) {
+                    v.fault[1] = t;
+                    v.fault[2] = slot;
+                    __threadfence_system();
+                    v.fault[0] = BK_IPC_FAULT_ENDED;
+                }
+                break;
+            }
             if (start == 0) {
                 start = now;
-                /* a wait already this long, and an earlier one has timed out (the host
-                 * has not read its fault yet): the lane is broken, so this one does not
-                 * wait its own time-out too (a drain of 64 queued steps would otherwise
-                 * take 64 of them). Read here only, never on a barrier's fast path: the
-                 * fault word is host memory. */
-                if (v.fault[0] != BK_IPC_FAULT_NONE)
-                    break;
             } else if (now - start > v.timeout_ns) {
                 v.fault[1] = t;
                 v.fault[2] = slot;

@@ -403,6 +403,73 @@ out:
     return rank_end(shm, rank, 3 * g_timeout_s, &lt, comm, st, err);
 }
 
+/* The arm's end (bk_cuda_comm_set_end) on a lane whose rank 1 maps the lane but never calls:
+ * rank 0's wait ends there (1 s), not at the device's spin bound (g_timeout_s from each
+ * wait's start) nor at its own (3 x g_timeout_s + 1); it names rank 1 and says the arm's time
+ * ran out, and the stream has drained right after (every wait on the device was asked to
+ * give up), so an engine reports before its agent's time-out. The old code said "the GPU
+ * made no progress for 1.0 s", naming no peer, and its stream drained only at the spin
+ * bound. At world 1 an end already past cuts nothing: the wait is on the GPU's own work, as
+ * the shm side has no barrier there. */
+static int end_rank(int rank, int world, lane_shm *shm, void *argp)
+{
+    const bk_variant *v = argp;
+    bk_err e, *err = &e;
+    bk_status st = BK_OK;
+    bk_cuda_comm *comm = NULL;
+    lane_tensors lt;
+    memset(&lt, 0, sizeof(lt));
+    bk_err_clear(err);
+    BK_TRY(lane_comm_up(shm, rank, world, lane_device(rank),
+                        bk_ar_rmsnorm_cuda_peer_bytes(8, 4096), g_timeout_s, &comm, err));
+    if (rank == 0) {
+        BK_TRY(lt_alloc(&lt, 8, 4096, err));
+        BK_TRY(lt_inputs(&lt, 7, rank, world, err));
+        if (world == 1) {
+            bk_cuda_comm_set_end(comm, bk_now_ns());
+            for (int graph = 0; graph < 2 && st == BK_OK; graph++)
+                if (lt_call(&lt, v, comm, graph, 1, g_timeout_s, err) != BK_OK) {
+                    snprintf(shm->msg[0], sizeof(shm->msg[0]), "%s world 1 (%s): an end "
+                             "already past cut a wait on the GPU's own work: %s", v->name,
+                             graph ? "graph" : "eager", err->msg);
+                    st = BK_ERR_INTERNAL;
+                }
+        } else {
+            bk_cuda_comm_set_end(comm, bk_now_ns() + 1000000000ull);
+            const uint64_t t0 = bk_now_ns();
+            /* no lane barrier first: the variant's own barrier waits for rank 1 */
+            bk_status got = lt_call(&lt, v, comm, 0, 0, g_timeout_s, err);
+            const double took = (double)(bk_now_ns() - t0) / 1e9;
+            const uint64_t t1 = bk_now_ns();
+            const cudaError_t se = cudaStreamSynchronize(lt.stream);
+            const double drained = (double)(bk_now_ns() - t1) / 1e9;
+            if (got != BK_ERR_TIMEOUT || !strstr(err->msg, "peer rank 1 did not arrive") ||
+                !strstr(err->msg, "the arm's time ran out") || took > 4.0 ||
+                se != cudaSuccess || drained > 2.0) {
+                snprintf(shm->msg[0], sizeof(shm->msg[0]), "%s: expected a failure naming "
+                         "rank 1 and the arm's end within 4 s, then the stream drained "
+                         "within 2 s; got %s after %.2f s (%s), drained after %.2f s (%s)",
+                         v->name, bk_status_name(got), took, err->msg, drained,
+                         cudaGetErrorString(se));
+                st = BK_ERR_INTERNAL;
+            }
+        }
+        bk_cuda_comm_set_end(comm, 0);
+        bk_err_clear(err);
+    }
+out:
+    return rank_end(shm, rank, 3 * g_timeout_s, &lt, comm, st, err);
+}
+
+static void test_arm_end(void **state)
+{
+    (void)state;
+    const bk_variant *vs[2] = {&bk_variant_ipc_oneshot_fused, &bk_variant_ipc_twoshot_fused};
+    for (int world = 1; world <= 2; world++)
+        for (int i = 0; i < 2; i++)
+            munmap(lane_ok(world, end_rank, (void *)vs[i], 6 * g_timeout_s), sizeof(lane_shm));
+}
+
 /* ---- a peer played by hand ----
  * Rank 1 of a lane of 2 keeps the flags protocol of the IPC kernels from the host, with
  * cudaMemcpy on the mapped memory, late on purpose: it writes its rows and raises its flags
@@ -832,6 +899,7 @@ int main(void)
         cmocka_unit_test(test_fused_world4), cmocka_unit_test(test_fused_world8),
         cmocka_unit_test(test_pdl_world1),  cmocka_unit_test(test_pdl_world2),
         cmocka_unit_test(test_nccl_world1),  cmocka_unit_test(test_hang_times_out),
+        cmocka_unit_test(test_arm_end),
         cmocka_unit_test(test_oneshot_peer_by_hand), cmocka_unit_test(test_twoshot_peer_by_hand),
         cmocka_unit_test(test_wide_lane_nccl_only), cmocka_unit_test(test_nccl_hosts_world2),
         cmocka_unit_test(test_nccl_hosts_world4), cmocka_unit_test(test_nccl_hosts_world8),
