@@ -110,6 +110,26 @@ bk_status bk_plan_parse(const char *text, const char *label, const char *const *
     return finish(root, label, sets, nsets, out, err);
 }
 
+/* json_load_callback's source: the plan's stream, read as jansson asks, noting where the
+ * first NUL byte is (jansson stops at one as at the end of the file, and then says "near end
+ * of file", which is not where the file ends). */
+typedef struct plan_src {
+    FILE *f;
+    size_t read;
+    long long nul_at; /* -1: none yet */
+} plan_src;
+
+static size_t plan_read(void *buf, size_t len, void *data)
+{
+    plan_src *s = data;
+    size_t n = fread(buf, 1, len, s->f);
+    const char *z = s->nul_at < 0 ? memchr(buf, '\0', n) : NULL;
+    if (z)
+        s->nul_at = (long long)(s->read + (size_t)(z - (const char *)buf));
+    s->read += n;
+    return n == 0 && ferror(s->f) ? (size_t)-1 : n;
+}
+
 bk_status bk_plan_load(const char *path, const char *const *sets, int nsets, bk_plan *out,
                        bk_err *err)
 {
@@ -137,7 +157,8 @@ bk_status bk_plan_load(const char *path, const char *const *sets, int nsets, bk_
     }
     if (S_ISREG(sb.st_mode))
         rewind(f);
-    root = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
+    plan_src src = { f, 0, -1 };
+    root = json_load_callback(plan_read, &src, JSON_REJECT_DUPLICATES, &je);
     if (ferror(f)) {
         int e = errno;
         fclose(f);
@@ -145,6 +166,9 @@ bk_status bk_plan_load(const char *path, const char *const *sets, int nsets, bk_
         return BK_FAIL(err, BK_ERR_INPUT, "%s: cannot read: %s", path, strerror(e));
     }
     fclose(f);
+    if (!root && src.nul_at >= 0 && src.nul_at <= (long long)je.position)
+        return BK_FAIL(err, BK_ERR_INPUT, "%s: a NUL byte at offset %lld (a plan is JSON text, "
+                       "which has none: is this the plan file?)", path, src.nul_at);
     if (!root)
         return syntax_error(path, &je, err);
     bk_strlcpy(out->path, path, sizeof out->path);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runner/record_io.h"
 #include "runner/run.h"
 #include "runner/wire.h"
 
@@ -795,6 +796,39 @@ static void header(msgpack_sbuffer *sb, const char *schema, const char *run, uin
     msgpack_pack_uint64(&pk, iters);
 }
 
+/* A NUL byte in record.json, inside it or after its end, is named with its offset: jansson
+ * stops at one as at the end of the file ("string or '}' expected near end of file", or
+ * "end of file expected near end of file" after the record's last brace). */
+static void test_nul_byte(void **state)
+{
+    (void)state;
+    char *text = NULL;
+    size_t len = 0;
+    bk_err err = { 0 };
+    assert_int_equal(bk_read_file(src("record.json"), &text, &len, &err), BK_OK);
+    const size_t at[2] = { len / 2, len }; /* inside the record, then after it */
+    char path[512];
+    snprintf(path, sizeof path, "%s/record.json", g_dir);
+    for (int i = 0; i < 2; i++) {
+        FILE *f = fopen(path, "wb");
+        assert_non_null(f);
+        assert_int_equal(fwrite(text, 1, at[i], f), at[i]);
+        assert_int_equal(fputc('\0', f), 0);
+        assert_int_equal(fwrite(text + at[i], 1, len - at[i], f), len - at[i]);
+        assert_int_equal(fclose(f), 0);
+        bk_run run;
+        memset(&run, 0, sizeof run);
+        bk_err_clear(&err);
+        assert_int_equal(bk_record_read(path, &run, &err), BK_ERR_INPUT);
+        char want[600];
+        snprintf(want, sizeof want, "%s: a NUL byte at offset %zu (a record is JSON text",
+                 path, at[i]);
+        if (!strstr(err.msg, want))
+            fail_msg("expected \"%s\" in \"%s\"", want, err.msg);
+    }
+    free(text);
+}
+
 static void test_samples_header(void **state)
 {
     (void)state;
@@ -840,6 +874,7 @@ int main(void)
         cmocka_unit_test(test_foreign_blocks),
         cmocka_unit_test_teardown(test_samples_header, plain_samples),
         cmocka_unit_test(test_bad_forms),
+        cmocka_unit_test(test_nul_byte),
         cmocka_unit_test_teardown(test_negative_sample, plain_samples),
         cmocka_unit_test(test_relative_path),
     };

@@ -153,6 +153,14 @@ check_cmd pc-bom "bom.json:1:1: starts with a UTF-8 byte order mark (bytes EF BB
     plan check "$IT_TMP/bom.json"
 "$BK_BRACKET" plan check <(cat "$IT_PLAN") | grep -q "^/dev/fd/[0-9]*: valid (" ||
     fail "plan check of a plan through a pipe"
+# a NUL byte in a plan, or after its end, is named with its offset (jansson stopped there as
+# at the file's end: "string or '}' expected near end of file"), from a file or a pipe
+printf '{"schema": "bracket.plan/1",\0 "x": 1}' >"$IT_TMP/nul.json"
+check_cmd pc-nul "nul.json: a NUL byte at offset 28 (a plan is JSON text" plan check "$IT_TMP/nul.json"
+{ cat "$IT_PLAN"; printf '\0junk'; } >"$IT_TMP/nul-end.json"
+check_cmd pc-nul-end "nul-end.json: a NUL byte at offset $(wc -c <"$IT_PLAN" | tr -d ' ')" \
+    plan check "$IT_TMP/nul-end.json"
+check_cmd pc-nul-pipe ": a NUL byte at offset 0 (a plan is JSON text" plan check <(head -c 64 /dev/zero)
 # plan check --backend: cpu, cuda or auto (auto resolved as run resolves it); else named
 "$BK_BRACKET" plan check "$IT_PLAN" --backend auto | grep -q ": valid (" ||
     fail "plan check --backend auto refused"
