@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# One cuda engine of a lane hangs (SIGSTOP, as a wedged process would) while arm C runs
+# (label gpu; needs 2 GPUs or more: a lane of one GPU has no peer to wait for). Its peer's
+# host wait ends a fifth of timeouts.arm_s before the agent's time-out (arm_s 30: at 24 s),
+# asks the GPU's own waits to give up (theirs would run to rendezvous_s, 60 s here), and
+# fails naming the hung lane rank ("peer rank R did not arrive ... the arm's time ran out");
+# the runner then kills the hung engine, not its agent's time-out. NO_DECISION, the record
+# intact, nothing left behind. Before, the peer's GPU barrier spun on to its 60 s and the
+# agent killed both engines at 30 s ("engine timed out"), naming no one.
+# C is `slowed` over ipc_oneshot_fused: its barriers are the lane's own (not NCCL's, which
+# spins until aborted and names no peer). Lanes shared over every GPU (a rehearsal).
+# Skips (exit 77) with the reason where there is no GPU, one GPU or no cuda build.
+. "$(dirname "$0")/../integration/fault_lib.sh"
+set -e
+. "$(dirname "$0")/gpu_lib.sh"
+if [ "$ngpu" -lt 2 ]; then
+    echo "SKIP: $ngpu GPU: a hung lane peer needs a lane of 2 GPUs or more"
+    exit 77
+fi
+it_start hang-cuda "$ngpu" "$plan" --set arena.tp="$ngpu" --set lanes.policy=shared \
+    --set timeouts.arm_s=30 --set timeouts.rendezvous_s=60 --set protocol.repeats=1 \
+    --set workload.iters=50000 --set candidate.variant=slowed \
+    --set 'candidate.params={"base":"ipc_oneshot_fused","fraction":10}'
+wait_engines C "$ngpu"
+sleep 3 # inside C's timed loop, past its start-up
+HUNG=$(echo "$EPIDS" | head -n 1)
+kill -STOP "$HUNG"
+it_wait
+kill -CONT "$HUNG" 2>/dev/null || true
+expect_verdict NO_DECISION 4
+python3 - "$RECORD" "$HUNG" <<'PY' || fail "the record does not name the hung engine through its peers"
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = r["arms"][1]
+assert c["ran"] and not c["ok"], c
+hung = [p for p in c["processes"] if p["pid"] == int(sys.argv[2])]
+peers = [p for p in c["processes"] if p["pid"] != int(sys.argv[2])]
+assert len(hung) == 1 and peers, c["processes"]
+hung = hung[0]
+assert hung["killed"] and not hung["timed_out"], hung
+named = [p for p in peers if "peer rank %d did not arrive" % hung["lane_rank"] in p["status_message"]]
+assert named, ("no peer names lane rank %d" % hung["lane_rank"], [p["status_message"] for p in peers])
+for p in named:
+    assert "the arm's time ran out" in p["status_message"], p["status_message"]
+    assert not p["timed_out"] and p["status_seen"] and not p["status_ok"], p
+    # it waited to 24 s of its life (30 s less a fifth), not rendezvous_s's 60 s
+    assert 20 <= p["spawn_to_exit_s"] < 30, p
+assert "peer rank %d did not arrive" % hung["lane_rank"] in c["reason"], c["reason"]
+assert 20 <= c["wall_s"] < 30, c["wall_s"]
+print("named by %d peer(s): %s" % (len(named), named[0]["status_message"]))
+PY
+kill -0 "$HUNG" 2>/dev/null && fail "the hung engine $HUNG is still there"
+expect_rescore
+expect_no_leftovers
+expect_no_private_dirs
+echo "PASS: a hung cuda engine is named by its peers before timeouts.arm_s, then killed"
