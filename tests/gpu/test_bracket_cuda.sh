@@ -47,7 +47,9 @@ expect_rescore
 # FAILs (1.41-1.47 on an H200: where B's step is bound by the host's launch rate, part of the
 # wait fills time B spent waiting on the host, so C comes in under 1.5). Below 1.25 the wait
 # is not in the graph (a host-side wait was timed in neither replay nor event: C ran as fast
-# as B); above 1.65 the unit is not the engine's timing (an eager unit gave 3.0-3.6 at fraction 1).
+# as B); above 1.9 the unit is not the engine's timing (an eager unit gave 3.0-3.6 at fraction 1,
+# so 2.0-2.3 at 0.5). On an H100 (2026-12-07) shape 0 came out at 1.78 in 1 of 3 runs (the others
+# 1.39-1.45; the unit learnt in the engine's first calls, as its clocks rose): 1.65 was too tight.
 it_run cuda-slowed "$np" "$plan" "${sets[@]}" --set candidate.variant=slowed \
     --set 'candidate.params={"base":"nccl_then_rmsnorm","fraction":0.5}' \
     --set protocol.repeats=1 --set workload.iters=1000
@@ -59,7 +61,7 @@ assert r["plan"]["arena"]["graph_mode"] == "graph"
 a = {x["name"]: x["summary"]["median_ns"] for x in r["arms"] if x["name"] in ("B", "C")}
 ratio = [c / b for b, c in zip(a["B"], a["C"])]
 print("slowed fraction 0.5, C/B per shape:", " ".join("%.2f" % x for x in ratio))
-assert all(1.25 < x < 1.65 for x in ratio), ratio
+assert all(1.25 < x < 1.9 for x in ratio), ratio
 PY
 expect_rescore
 # the contract on cuda (docs/variants.md): `lazy` skips its work in timed calls (eager mode:
