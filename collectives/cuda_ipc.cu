@@ -361,6 +361,9 @@ static bk_status end_wait(bk_cuda_comm *c, cudaEvent_t event, double waited_s, b
     const int code = f[0], peer = f[1], slot = f[2];
     if (e != cudaErrorNotReady)
         f[0] = BK_IPC_FAULT_NONE; /* drained: no wait on the device is left to ask */
+    if (code == BK_IPC_FAULT_END && e != cudaErrorNotReady) /* no wait answered: it ended */
+        return BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: the GPU's work ended only after %.1f s, "
+                       "at the arm's end (" BK_ARM_END_SAID ")", c->rank, waited_s);
     return fault_status(c, code, peer, slot, waited_s, err);
 }
 
