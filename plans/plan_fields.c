@@ -194,7 +194,7 @@ bk_status bk__get_str(const bk__chk *c, json_t *obj, const char *base, const cha
     if (!json_is_string(v) || json_string_length(v) == 0)
         return bk__bad(c, path, v, "must be a non-empty string");
     if (json_string_length(v) >= n)
-        return bk__bad(c, path, v, "must be shorter than %zu characters", n);
+        return bk__bad(c, path, v, "must be shorter than %zu bytes (UTF-8)", n);
     if (strlen(json_string_value(v)) != json_string_length(v))
         return bk__bad(c, path, v, "must not contain NUL characters");
     /* blanks alone name nothing (a model "   " printed in every header and record) */

@@ -429,7 +429,7 @@ static void test_bad_values(void **state)
     memset(longname, 'a', sizeof longname - 1);
     longname[sizeof longname - 1] = '\0';
     expect_parse_error(demo_with("", "name", json_string(longname)),
-                       "plans/x.json: name: must be shorter than 128 characters, got "
+                       "plans/x.json: name: must be shorter than 128 bytes (UTF-8), got "
                        "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...");
     json_t *many = json_array();
     for (int i = 0; i <= BK_MAX_SHAPES; i++)

@@ -107,7 +107,7 @@ static void test_string_edges(void **state)
     assert_int_equal(strlen(p.name), 127);
     bk_plan_free(&p);
     set[5 + 127] = 'a'; /* 128 do not: refused, never cut */
-    set_bad(set, "demo-cpu.json: name: must be shorter than 128 characters");
+    set_bad(set, "demo-cpu.json: name: must be shorter than 128 bytes (UTF-8)");
     set_bad("name=a/b", "demo-cpu.json: name: may hold only letters, digits, '.', '_' and '-', "
                         "got \"a/b\"");
     set_bad("name=a:b", "demo-cpu.json: name: may hold only");
