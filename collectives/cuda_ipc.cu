@@ -344,9 +344,11 @@ extern "C" void bk_cuda_comm_defer_abort(bk_cuda_comm *c, int on)
  * yet complete after waited_s. Every wait on the device is asked to give up (END), so the
  * stream drains and the engine reports before its agent's time-out (the device's own spin
  * bound, rendezvous_s from each wait's start, may be far later); the first device wait to
- * see it names the peer it waits on. The fault word is left set while the stream has not
- * drained, so that what is still queued gives up too. */
-static bk_status end_wait(bk_cuda_comm *c, cudaEvent_t event, double waited_s, bk_err *err)
+ * see it names the peer it waits on. The fault word is left set, so that what is queued
+ * after `event` gives up too; a later bk_cuda_comm_check reads and clears it. nccl: NCCL
+ * was aborted (or its abort marked due) as this wait ended. */
+static bk_status end_wait(bk_cuda_comm *c, cudaEvent_t event, double waited_s, int nccl,
+                          bk_err *err)
 {
     bk__ipc_owner *o = (bk__ipc_owner *)c->owner;
     int none = BK_IPC_FAULT_NONE;
@@ -357,11 +359,16 @@ static bk_status end_wait(bk_cuda_comm *c, cudaEvent_t event, double waited_s, b
     cudaError_t e;
     while ((e = cudaEventQuery(event)) == cudaErrorNotReady && bk_now_ns() < until)
         bk_sleep_ns(100000);
+    if (e != cudaSuccess && e != cudaErrorNotReady)
+        return BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: waiting for the GPU at the arm's end: %s",
+                       c->rank, cudaGetErrorString(e));
     volatile int *f = o->fault_host;
     const int code = f[0], peer = f[1], slot = f[2];
-    if (e != cudaErrorNotReady)
-        f[0] = BK_IPC_FAULT_NONE; /* drained: no wait on the device is left to ask */
-    if (code == BK_IPC_FAULT_END && e != cudaErrorNotReady) /* no wait answered: it ended */
+    if (code == BK_IPC_FAULT_END && nccl) /* NCCL's kernels wait for peers, not ours */
+        return BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: the lane's NCCL work had not ended after "
+                       "%.1f s (" BK_ARM_END_SAID "; a peer never arrived?): NCCL aborted",
+                       c->rank, waited_s);
+    if (code == BK_IPC_FAULT_END && e == cudaSuccess) /* no wait answered: it ended */
         return BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: the GPU's work ended only after %.1f s, "
                        "at the arm's end (" BK_ARM_END_SAID ")", c->rank, waited_s);
     return fault_status(c, code, peer, slot, waited_s, err);
@@ -393,9 +400,10 @@ extern "C" bk_status bk_cuda_comm_wait(bk_cuda_comm *c, void *event, double time
         if (bk_now_ns() > deadline) {
             /* Abort NCCL so its kernels stop; our own kernels stop by themselves, and at
              * the comm's end are asked to stop now (end_wait) */
+            const int nccl = c->nccl != NULL;
             abort_nccl(c);
             if (cut) {
-                st = end_wait(c, (cudaEvent_t)event, timeout_s, err);
+                st = end_wait(c, (cudaEvent_t)event, timeout_s, nccl, err);
                 goto out;
             }
             st = BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: the GPU made no progress for %.1f s "

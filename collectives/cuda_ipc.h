@@ -119,8 +119,10 @@ bk_status bk_cuda_comm_sync(bk_cuda_comm *comm, void *stream, double timeout_s, 
  * give up (fault word END; its spin bound, the timeout of bk_cuda_comm_set_timeout from
  * each wait's start, may be far later), gives the stream BK_END_GRACE_S (0.5 s) to drain,
  * and fails naming the peer a device wait was waiting on, saying the arm's time ran out.
- * NCCL's kernels are aborted as at any time-out. An eager NCCL barrier's enqueue (a
- * blocking communicator) is not cut. */
+ * The fault word stays set (what is queued after gives up too) until a later
+ * bk_cuda_comm_check reads it. NCCL's kernels are aborted as at any time-out (the failure
+ * then says NCCL's work had not ended). An eager NCCL barrier's enqueue (a blocking
+ * communicator) is not cut. */
 void bk_cuda_comm_set_end(bk_cuda_comm *comm, uint64_t end_ns);
 
 /* Set the bound of device spin-waits for the kernels launched next. */

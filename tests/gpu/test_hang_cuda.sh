@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # One cuda engine of a lane hangs (SIGSTOP, as a wedged process would) while arm C runs
 # (label gpu; needs 2 GPUs or more: a lane of one GPU has no peer to wait for). Its peer's
-# host wait ends a fifth of timeouts.arm_s before the agent's time-out (arm_s 30: at 24 s),
-# asks the GPU's own waits to give up (theirs would run to rendezvous_s, 60 s here), and
+# host wait ends a fifth of timeouts.arm_s (10 s at most) before the agent's time-out
+# (arm_s 80: at 70 s), asks the GPU's own waits to give up (theirs would run to
+# rendezvous_s, 60 s from each wait's start, here), and
 # fails naming the hung lane rank ("peer rank R did not arrive ... the arm's time ran out");
 # the runner then kills the hung engine, not its agent's time-out. NO_DECISION, the record
-# intact, nothing left behind. Before, the peer's GPU barrier spun on to its 60 s and the
-# agent killed both engines at 30 s ("engine timed out"), naming no one.
+# intact, nothing left behind. Before, the peer's GPU barrier spun on to its own bound and
+# the agent killed both engines at arm_s ("engine timed out"), naming no one.
+# The stop comes 10 s into C (past CUDA's, the rendezvous' and NCCL's set-up, which the
+# arm's end does not cut), and C must still run then (200000 iterations a shape).
 # C is `slowed` over ipc_oneshot_fused: its barriers are the lane's own (not NCCL's, which
 # spins until aborted and names no peer). Lanes shared over every GPU (a rehearsal).
 # Skips (exit 77) with the reason where there is no GPU, one GPU or no cuda build.
@@ -18,11 +21,13 @@ if [ "$ngpu" -lt 2 ]; then
     exit 77
 fi
 it_start hang-cuda "$ngpu" "$plan" --set arena.tp="$ngpu" --set lanes.policy=shared \
-    --set timeouts.arm_s=30 --set timeouts.rendezvous_s=60 --set protocol.repeats=1 \
-    --set workload.iters=50000 --set candidate.variant=slowed \
+    --set timeouts.arm_s=80 --set timeouts.rendezvous_s=60 --set protocol.repeats=1 \
+    --set workload.iters=200000 --set candidate.variant=slowed \
     --set 'candidate.params={"base":"ipc_oneshot_fused","fraction":10}'
 wait_engines C "$ngpu"
-sleep 3 # inside C's timed loop, past its start-up
+sleep 10 # inside C's timed loop, past its start-up
+[ "$(engine_pids C | grep -c .)" -ge "$ngpu" ] ||
+    fail "C's engines ended within 10 s: nothing to hang (give C more iterations)"
 HUNG=$(echo "$EPIDS" | head -n 1)
 kill -STOP "$HUNG"
 it_wait
@@ -43,10 +48,10 @@ assert named, ("no peer names lane rank %d" % hung["lane_rank"], [p["status_mess
 for p in named:
     assert "the arm's time ran out" in p["status_message"], p["status_message"]
     assert not p["timed_out"] and p["status_seen"] and not p["status_ok"], p
-    # it waited to 24 s of its life (30 s less a fifth), not rendezvous_s's 60 s
-    assert 20 <= p["spawn_to_exit_s"] < 30, p
+    # it waited to 70 s of its life (80 s less 10), and ended before its agent's 80 s
+    assert 60 <= p["spawn_to_exit_s"] < 80, p
 assert "peer rank %d did not arrive" % hung["lane_rank"] in c["reason"], c["reason"]
-assert 20 <= c["wall_s"] < 30, c["wall_s"]
+assert 60 <= c["wall_s"] < 80, c["wall_s"]
 print("named by %d peer(s): %s" % (len(named), named[0]["status_message"]))
 PY
 kill -0 "$HUNG" 2>/dev/null && fail "the hung engine $HUNG is still there"
