@@ -370,6 +370,22 @@ static void test_pdl_world2(void **state)
     pdl_lane(2);
 }
 
+/* A lane of 8 x 4096 tensors on rank 0 alone (the others only map the lane): the hang and
+ * arm's-end tests' set-up. */
+static bk_status small_lane(lane_shm *shm, int rank, int world, bk_cuda_comm **comm,
+                            lane_tensors *lt, bk_err *err)
+{
+    bk_status st = BK_OK;
+    BK_TRY(lane_comm_up(shm, rank, world, lane_device(rank),
+                        bk_ar_rmsnorm_cuda_peer_bytes(8, 4096), g_timeout_s, comm, err));
+    if (rank == 0) {
+        BK_TRY(lt_alloc(lt, 8, 4096, err));
+        BK_TRY(lt_inputs(lt, 7, rank, world, err));
+    }
+out:
+    return st;
+}
+
 /* Rank 1 maps the lane and stays alive but never calls: rank 0 must fail
  * with a time-out naming rank 1, within the bound, for each fused variant. */
 static int hang_rank(int rank, int world, lane_shm *shm, void *argp)
@@ -381,11 +397,8 @@ static int hang_rank(int rank, int world, lane_shm *shm, void *argp)
     lane_tensors lt;
     memset(&lt, 0, sizeof(lt));
     bk_err_clear(err);
-    BK_TRY(lane_comm_up(shm, rank, world, lane_device(rank),
-                        bk_ar_rmsnorm_cuda_peer_bytes(8, 4096), g_timeout_s, &comm, err));
+    BK_TRY(small_lane(shm, rank, world, &comm, &lt, err));
     if (rank == 0) {
-        BK_TRY(lt_alloc(&lt, 8, 4096, err));
-        BK_TRY(lt_inputs(&lt, 7, rank, world, err));
         const uint64_t t0 = bk_now_ns();
         /* no lane barrier first: the variant's own barrier must time out */
         bk_status got = lt_call(&lt, v, comm, 0, 0, 0.5, err);
@@ -420,11 +433,8 @@ static int end_rank(int rank, int world, lane_shm *shm, void *argp)
     lane_tensors lt;
     memset(&lt, 0, sizeof(lt));
     bk_err_clear(err);
-    BK_TRY(lane_comm_up(shm, rank, world, lane_device(rank),
-                        bk_ar_rmsnorm_cuda_peer_bytes(8, 4096), g_timeout_s, &comm, err));
+    BK_TRY(small_lane(shm, rank, world, &comm, &lt, err));
     if (rank == 0) {
-        BK_TRY(lt_alloc(&lt, 8, 4096, err));
-        BK_TRY(lt_inputs(&lt, 7, rank, world, err));
         if (world == 1) {
             bk_cuda_comm_set_end(comm, bk_now_ns());
             for (int graph = 0; graph < 2 && st == BK_OK; graph++)
