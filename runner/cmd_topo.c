@@ -31,7 +31,10 @@ static int launched_by_mpi(void)
 
 /* Whether this process says what is wrong with the command line (and prints --help): under
  * mpirun only rank 0 does, as the launcher's environment tells before MPI_Init (every rank
- * parses the same arguments and leaves with the same status), not one copy a rank. */
+ * parses the same arguments), not one copy a rank. The others leave at once with status 0
+ * (quiet_status): mpirun ends the whole job at the first rank that fails, and a silent rank
+ * failing first killed rank 0 before it had said why (the CI saw it once); mpirun then
+ * exits with rank 0's status. */
 static int speaks(void)
 {
     if (!launched_by_mpi())
@@ -40,6 +43,12 @@ static int speaks(void)
     if (!r)
         r = getenv("PMIX_RANK");
     return !r || strcmp(r, "0") == 0;
+}
+
+/* A usage error's status for this rank: `status` where it speaks, else 0 (above). */
+static int quiet_status(int status)
+{
+    return speaks() ? status : BK_EXIT_PASS;
 }
 
 /* MPI_Init (unless done) and our rank */
@@ -134,11 +143,11 @@ int bk_cmd_topo(int argc, char **argv)
             bk_cli_opt_error(c, argv, opts, msg, sizeof msg);
             if (speaks())
                 fprintf(stderr, "bracket topo: %s\n", msg);
-            return BK_EXIT_USAGE;
+            return quiet_status(BK_EXIT_USAGE);
         }
     }
     if ((optind < argc || (file && xml)) && !speaks())
-        return BK_EXIT_USAGE;
+        return quiet_status(BK_EXIT_USAGE);
     if (optind < argc || (file && xml)) {
         if (optind < argc)
             fprintf(stderr, "bracket topo: unexpected argument '%s'\n", argv[optind]);
