@@ -45,19 +45,34 @@ typedef struct engine {
     uint64_t routed; /* bit i: shape i served by the incumbent (outside the arm's domain) */
 } engine;
 
-static bk_status push_bytes(engine *e, const void *data, size_t size, bk_err *err)
+/* One message to rank 0 (zmq_send with `flags`, again on EINTR); *again set when it was not
+ * taken (EAGAIN: no connection ready, or the queue full, within the send's bound). */
+static bk_status send_once(engine *e, const void *data, size_t size, int flags, int *again,
+                           bk_err *err)
 {
+    *again = 0;
     for (;;) {
-        if (zmq_send(e->push, data, size, 0) >= 0)
+        if (zmq_send(e->push, data, size, flags) >= 0)
             return BK_OK;
-        if (zmq_errno() == EAGAIN)
-            return BK_FAIL(err, BK_ERR_TIMEOUT, "engine: the coordinator at %s took nothing "
-                           "for 60 s (gone, refusing this engine's key, or stopped with %d "
-                           "messages queued)", e->a.samples, BK_PUSH_HWM);
+        if (zmq_errno() == EAGAIN) {
+            *again = 1;
+            return BK_OK;
+        }
         if (zmq_errno() != EINTR)
             return BK_FAIL(err, BK_ERR_SYSTEM, "engine: push to %s: %s", e->a.samples,
                            zmq_strerror(zmq_errno()));
     }
+}
+
+static bk_status push_bytes(engine *e, const void *data, size_t size, bk_err *err)
+{
+    int again;
+    bk_status st = send_once(e, data, size, 0, &again, err);
+    if (st == BK_OK && again)
+        st = BK_FAIL(err, BK_ERR_TIMEOUT, "engine: the coordinator at %s took nothing for 60 s "
+                     "(gone, refusing this engine's key, or stopped with %d messages queued)",
+                     e->a.samples, BK_PUSH_HWM);
+    return st;
 }
 
 static bk_status push_msg(engine *e, bk_err *err)
@@ -76,17 +91,10 @@ static bk_status push_kept(engine *e, int kept, bk_err *err)
 {
     if (!kept || !e->mon)
         return push_msg(e, err);
-    for (;;) {
-        if (zmq_send(e->push, e->buf.data, e->buf.size, ZMQ_DONTWAIT) >= 0)
-            return BK_OK;
-        if (zmq_errno() == EAGAIN) {
-            e->unsent = 1;
-            return BK_OK;
-        }
-        if (zmq_errno() != EINTR)
-            return BK_FAIL(err, BK_ERR_SYSTEM, "engine: push to %s: %s", e->a.samples,
-                           zmq_strerror(zmq_errno()));
-    }
+    int again;
+    bk_status st = send_once(e, e->buf.data, e->buf.size, ZMQ_DONTWAIT, &again, err);
+    e->unsent |= again;
+    return st;
 }
 
 /* tcp: keep a copy of what was sent (the shape's row made at its first samples; without
