@@ -33,27 +33,8 @@ kill -STOP "$HUNG"
 it_wait
 kill -CONT "$HUNG" 2>/dev/null || true
 expect_verdict NO_DECISION 4
-python3 - "$RECORD" "$HUNG" <<'PY' || fail "the record does not name the hung engine through its peers"
-import json, sys
-r = json.load(open(sys.argv[1]))
-c = r["arms"][1]
-assert c["ran"] and not c["ok"], c
-hung = [p for p in c["processes"] if p["pid"] == int(sys.argv[2])]
-peers = [p for p in c["processes"] if p["pid"] != int(sys.argv[2])]
-assert len(hung) == 1 and peers, c["processes"]
-hung = hung[0]
-assert hung["killed"] and not hung["timed_out"], hung
-named = [p for p in peers if "peer rank %d did not arrive" % hung["lane_rank"] in p["status_message"]]
-assert named, ("no peer names lane rank %d" % hung["lane_rank"], [p["status_message"] for p in peers])
-for p in named:
-    assert "the arm's time ran out" in p["status_message"], p["status_message"]
-    assert not p["timed_out"] and p["status_seen"] and not p["status_ok"], p
-    # it waited to 70 s of its life (80 s less 10), and ended before its agent's 80 s
-    assert 60 <= p["spawn_to_exit_s"] < 80, p
-assert "peer rank %d did not arrive" % hung["lane_rank"] in c["reason"], c["reason"]
-assert 60 <= c["wall_s"] < 80, c["wall_s"]
-print("named by %d peer(s): %s" % (len(named), named[0]["status_message"]))
-PY
+# its peers waited to 70 s of their lives (80 s less 10), and ended before their agents' 80 s
+expect_hang_named "$HUNG" "$ngpu" "peer rank %d did not arrive" 60 80
 kill -0 "$HUNG" 2>/dev/null && fail "the hung engine $HUNG is still there"
 expect_rescore
 expect_no_leftovers

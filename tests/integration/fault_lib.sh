@@ -213,6 +213,38 @@ for p in a["processes"]:
 PY
 }
 
+# expect_hang_named HUNG N WANT LO HI: arm C of $RECORD (N processes) failed because the
+# engine HUNG (a pid) hung: the runner killed it (not its agent's time-out), and its lane peers
+# named its lane rank in their failed statuses, WANT with %d for that rank, saying the arm's
+# time ran out; they and arm C ended within [LO, HI) s of their starts; B' did not run
+expect_hang_named() {
+    python3 - "$RECORD" "$@" <<'PY' || fail "the record does not name the hung engine through its peers"
+import json, sys
+r = json.load(open(sys.argv[1]))
+pid, n, fmt = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+lo, hi = float(sys.argv[5]), float(sys.argv[6])
+c = r["arms"][1]
+assert c["ran"] and not c["ok"], c
+hung = [p for p in c["processes"] if p["pid"] == pid]
+peers = [p for p in c["processes"] if p["pid"] != pid]
+assert len(hung) == 1 and len(peers) == n - 1, c["processes"]
+hung = hung[0]
+# killed by the runner after its peers failed, before its agent's time-out
+assert hung["killed"] and not hung["timed_out"], hung
+want = fmt % hung["lane_rank"]
+named = [p for p in peers if want in p["status_message"]]
+assert named, (want, [p["status_message"] for p in peers])
+for p in named:
+    assert "the arm's time ran out" in p["status_message"], p["status_message"]
+    assert not p["timed_out"] and p["status_seen"] and not p["status_ok"], p
+    assert lo <= p["spawn_to_exit_s"] < hi, (lo, hi, p)
+assert want in c["reason"], (want, c["reason"])
+assert lo <= c["wall_s"] < hi, ("arm C's wall_s", lo, hi, c["wall_s"])
+assert not r["arms"][2]["ran"], "B' ran after a failed C"
+print("named by %d peer(s): %s" % (len(named), named[0]["status_message"]))
+PY
+}
+
 # expect_terminated_clean: `stopped` names the signal and the arm it stopped; `bracket score`
 # recomputes the partial record's verdict from its samples; and no rank, engine, segment or
 # private folder of this test is left behind
