@@ -144,3 +144,18 @@ bk_status bk_read_file_max(const char *path, size_t max, const char *what, char 
     *len = n;
     return BK_OK;
 }
+
+bk_status bk_read_json_file(const char *path, size_t max, const char *what, char **data,
+                            size_t *len, bk_err *err)
+{
+    bk_status st = bk_read_file_max(path, max, what, data, len, err);
+    const char *nul = st == BK_OK ? memchr(*data, '\0', *len) : NULL;
+    if (nul) {
+        st = BK_FAIL(err, BK_ERR_INPUT, "%s: a NUL byte at offset %zu (%s is JSON text, which "
+                     "has none)", path, (size_t)(nul - *data), what);
+        free(*data);
+        *data = NULL;
+        *len = 0;
+    }
+    return st;
+}

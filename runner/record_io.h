@@ -20,5 +20,10 @@ bk_status bk_read_file(const char *path, char **data, size_t *len, bk_err *err);
  * snapshot". */
 bk_status bk_read_file_max(const char *path, size_t max, const char *what, char **data,
                            size_t *len, bk_err *err);
+/* bk_read_file_max for JSON text: a NUL byte in it is refused (BK_ERR_INPUT), "PATH: a NUL
+ * byte at offset N (WHAT is JSON text, which has none)", where jansson would stop as at the
+ * file's end and say "near end of file". */
+bk_status bk_read_json_file(const char *path, size_t max, const char *what, char **data,
+                            size_t *len, bk_err *err);
 
 #endif

@@ -536,14 +536,7 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
     size_t len = 0;
     json_t *rec = NULL;
     json_error_t je;
-    BK_TRY(bk_read_file(record_path, &text, &len, err));
-    /* jansson stops at a NUL as at the file's end, and would say "near end of file" */
-    const char *nul = memchr(text, '\0', len);
-    if (nul) {
-        st = BK_FAIL(err, BK_ERR_INPUT, "%s: a NUL byte at offset %zu (a record is JSON text, "
-                     "which has none)", record_path, (size_t)(nul - text));
-        goto out;
-    }
+    BK_TRY(bk_read_json_file(record_path, SIZE_MAX, "a record", &text, &len, err));
     rec = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!rec) {
         st = BK_FAIL(err, BK_ERR_INPUT, "%s:%d:%d: %s", record_path, je.line, je.column, je.text);

@@ -476,14 +476,11 @@ bk_status bk_topo_load(const char *path, bk_topo **out, bk_err *err)
     *out = NULL;
     /* a FIFO or device refused before it is opened (an open would wait, a read not end); a
      * file past the cap before it is read */
-    bk_status st = bk_read_file_max(path, BK_TOPO_MAX_FILE, "a topology snapshot", &text, &n,
-                                    err);
+    bk_status st = bk_read_json_file(path, BK_TOPO_MAX_FILE, "a topology snapshot", &text, &n,
+                                     err);
     if (st != BK_OK)
         return st;
-    if (strlen(text) != n)
-        st = BK_FAIL(err, BK_ERR_INPUT, "%s: a NUL byte at offset %zu (not JSON text)", path,
-                     strlen(text));
-    else if (n >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) /* jansson would quote it invisibly */
+    if (n >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) /* jansson would quote it invisibly */
         st = BK_FAIL(err, BK_ERR_INPUT, "%s:1:1: starts with a UTF-8 byte order mark (bytes EF "
                      "BB BF), which JSON does not allow: save the snapshot without it", path);
     else

@@ -414,6 +414,11 @@ rm -f "$IT_TMP/huge.json"
 # a byte order mark is named as such, not quoted as an invisible character
 printf '\xef\xbb\xbf{}' >"$IT_TMP/bom.json"
 check_cmd topo-load-bom "bom.json:1:1: starts with a UTF-8 byte order mark" topo --topology "$IT_TMP/bom.json"
+# a NUL byte, here after the snapshot's end, is named with its offset (the record's reader
+# and the snapshot's are one, bk_read_json_file)
+printf '{"schema":"bracket.topology/1"}\0junk' >"$IT_TMP/nul-topo.json"
+check_cmd topo-load-nul "nul-topo.json: a NUL byte at offset 31 (a topology snapshot is JSON text" \
+    topo --topology "$IT_TMP/nul-topo.json"
 # a save goes through a new temporary file: a link or a file of the old fixed name beside the
 # target is neither written through nor removed
 echo "my notes" >"$IT_TMP/notes.txt"
