@@ -19,6 +19,9 @@ hang() { # NAME ARM_S
         --set workload.iters=1000 --set candidate.variant=slowed \
         --set 'candidate.params={"base":"shm_twopass","fraction":10}'
     wait_engines C 2
+    # past the rendezvous (which the arm's end does not cut): a stop before it, under the
+    # sanitizers' slow start, left the peer waiting there, and the agent timed both out
+    wait_met $EPIDS
 }
 
 # ---- 1. one engine hangs: arm_s 30, so its peer stops waiting 6 s before it (at 24 s of its
