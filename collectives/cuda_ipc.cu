@@ -278,7 +278,7 @@ extern "C" bk_status bk_cuda_comm_barrier(bk_cuda_comm *c, void *stream, double 
                    "NCCL (%s)", c->p2p_why, c->nccl_why);
 }
 
-/* The fault `code` (peer, slot: fault[1], fault[2]) as the failure it is. waited_s: how
+/* The fault `code` (peer, slot: from fault[1]) as the failure it is. waited_s: how
  * long the host waited, for a wait the comm's end cut (ENDED, END). */
 static bk_status fault_status(const bk_cuda_comm *c, int code, int peer, int slot,
                               double waited_s, bk_err *err)
@@ -304,9 +304,9 @@ extern "C" bk_status bk_cuda_comm_check(bk_cuda_comm *c, bk_err *err)
     volatile int *f = o->fault_host;
     if (f[0] == BK_IPC_FAULT_NONE)
         return BK_OK;
-    int code = f[0], peer = f[1], slot = f[2];
+    const int code = f[0], where = f[1];
     f[0] = BK_IPC_FAULT_NONE;
-    return fault_status(c, code, peer, slot, 0.0, err);
+    return fault_status(c, code, BK_IPC_FAULT_PEER(where), BK_IPC_FAULT_SLOT(where), 0.0, err);
 }
 
 /* NCCL's kernels spin until aborted: abort, so the stream can drain; while graphs that
@@ -363,7 +363,7 @@ static bk_status end_wait(bk_cuda_comm *c, cudaEvent_t event, double waited_s, i
         return BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: waiting for the GPU at the arm's end: %s",
                        c->rank, cudaGetErrorString(e));
     volatile int *f = o->fault_host;
-    const int code = f[0], peer = f[1], slot = f[2];
+    const int code = f[0], where = f[1];
     if (code == BK_IPC_FAULT_END && nccl) /* NCCL's kernels wait for peers, not ours */
         return BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: the lane's NCCL work had not ended after "
                        "%.1f s (" BK_ARM_END_SAID "; a peer never arrived?): NCCL aborted",
@@ -371,7 +371,8 @@ static bk_status end_wait(bk_cuda_comm *c, cudaEvent_t event, double waited_s, i
     if (code == BK_IPC_FAULT_END && e == cudaSuccess) /* no wait answered: it ended */
         return BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: the GPU's work ended only after %.1f s, "
                        "at the arm's end (" BK_ARM_END_SAID ")", c->rank, waited_s);
-    return fault_status(c, code, peer, slot, waited_s, err);
+    return fault_status(c, code, BK_IPC_FAULT_PEER(where), BK_IPC_FAULT_SLOT(where), waited_s,
+                         err);
 }
 
 extern "C" bk_status bk_cuda_comm_wait(bk_cuda_comm *c, void *event, double timeout_s,

@@ -32,16 +32,21 @@ typedef struct bk_ipc_dev {
     void *data[BK_IPC_MAX_WORLD];      /* each rank's payload, NULL where unmapped */
     uint32_t *flags[BK_IPC_MAX_WORLD]; /* each rank's flag array */
     uint32_t *epochs;                  /* ours, BK_IPC_SLOTS entries */
-    volatile int *fault;               /* host-mapped: [0]=code, [1]=peer, [2]=slot */
+    volatile int *fault;               /* host-mapped: [0]=code, [1]=where (peer, slot) */
     uint64_t timeout_ns;               /* bound of every spin-wait */
     size_t bytes;                      /* payload bytes of every rank */
     int rank, world;
 } bk_ipc_dev;
 
-/* Fault codes in fault[0]. TIMEOUT: a device wait gave up after timeout_ns (fault[1] the
- * peer, fault[2] the slot). END: written by the host when its wait reached the comm's end
- * (bk_cuda_comm_set_end), asking every wait on the device to give up; the first wait that
- * sees it answers ENDED, naming the peer and slot it was waiting on. */
+/* Fault codes in fault[0]. TIMEOUT: a device wait gave up after timeout_ns (fault[1]: the
+ * peer and slot it waited on, BK_IPC_FAULT_WHERE). END: written by the host when its wait
+ * reached the comm's end (bk_cuda_comm_set_end), asking every wait on the device to give
+ * up; a wait that sees it answers ENDED, naming the peer and slot it was waiting on. Peer
+ * and slot are one word, written by one store: two waits answering at once leave one's
+ * pair, never one's peer with the other's slot. */
+#define BK_IPC_FAULT_WHERE(peer, slot) ((slot) * BK_IPC_MAX_WORLD + (peer))
+#define BK_IPC_FAULT_PEER(where) ((where) % BK_IPC_MAX_WORLD)
+#define BK_IPC_FAULT_SLOT(where) ((where) / BK_IPC_MAX_WORLD)
 #define BK_IPC_FAULT_NONE 0
 #define BK_IPC_FAULT_TIMEOUT 1
 #define BK_IPC_FAULT_END 2

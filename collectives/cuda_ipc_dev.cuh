@@ -72,8 +72,7 @@ __device__ __forceinline__ void bk_ipc_block_barrier(const bk_ipc_dev &v, int sl
             const int f = v.fault[0];
             if (f != BK_IPC_FAULT_NONE) {
                 if (f == BK_IPC_FAULT_END) {
-                    v.fault[1] = t;
-                    v.fault[2] = slot;
+                    v.fault[1] = BK_IPC_FAULT_WHERE(t, slot);
                     __threadfence_system();
                     v.fault[0] = BK_IPC_FAULT_ENDED;
                 }
@@ -82,8 +81,7 @@ __device__ __forceinline__ void bk_ipc_block_barrier(const bk_ipc_dev &v, int sl
             if (start == 0) {
                 start = now;
             } else if (now - start > v.timeout_ns) {
-                v.fault[1] = t;
-                v.fault[2] = slot;
+                v.fault[1] = BK_IPC_FAULT_WHERE(t, slot);
                 __threadfence_system();
                 v.fault[0] = BK_IPC_FAULT_TIMEOUT;
                 break;
