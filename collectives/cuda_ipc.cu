@@ -284,14 +284,17 @@ static bk_status fault_status(const bk_cuda_comm *c, int code, int peer, int slo
                               double waited_s, bk_err *err)
 {
     const bk__ipc_owner *o = (const bk__ipc_owner *)c->owner;
-    const char *on = slot == BK_IPC_BARRIER_SLOT ? "the lane barrier, slot" : "block";
+    char at[48]; /* "the lane barrier" or "the barrier on block 3" */
+    if (slot == BK_IPC_BARRIER_SLOT)
+        snprintf(at, sizeof at, "the lane barrier");
+    else
+        snprintf(at, sizeof at, "the barrier on block %d", slot);
     if (code == BK_IPC_FAULT_TIMEOUT)
-        return BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: peer rank %d never arrived at the barrier "
-                       "on %s %d within %.3f s", c->rank, peer, on, slot, o->timeout_s);
+        return BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: peer rank %d never arrived at %s within "
+                       "%.3f s", c->rank, peer, at, o->timeout_s);
     if (code == BK_IPC_FAULT_ENDED)
-        return BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: peer rank %d did not arrive at the "
-                       "barrier on %s %d within %.1f s (" BK_ARM_END_SAID ")", c->rank, peer,
-                       on, slot, waited_s);
+        return BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: peer rank %d did not arrive at %s within "
+                       "%.1f s (" BK_ARM_END_SAID ")", c->rank, peer, at, waited_s);
     if (code == BK_IPC_FAULT_END) /* asked, and no wait on the device answered */
         return BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: the GPU's work had not ended after "
                        "%.1f s (" BK_ARM_END_SAID "; a peer never arrived?)", c->rank, waited_s);
