@@ -31,16 +31,39 @@ static void test_plain_mpirun(void **state)
 static void test_one_visible_gpu_is_device_zero(void **state)
 {
     (void)state;
-    /* nccl-tests under --gpus-per-task picks ordinal = local rank: invalid ordinal */
-    bk_bind_env env = { .cuda_visible_devices = "3", .local_rank = 1, .local_size = 4,
-                        .device_count = 1 };
+    /* nccl-tests under --gpus-per-task picks ordinal = local rank: invalid ordinal. A task
+     * alone in its group (its own GPU) */
+    bk_bind_env env = { .cuda_visible_devices = "3", .local_rank = 0, .local_size = 1,
+                        .node_size = 4, .device_count = 1 };
     bk_binding b = bind_ok(env, BK_LANES_DISJOINT);
     assert_int_equal(b.device, 0);
+    assert_false(b.shared);
     assert_string_equal(b.physical, "3");
     assert_non_null(strstr(b.why, "exactly one GPU"));
     env.device_count = -1; /* count unknown: taken from the list */
     b = bind_ok(env, BK_LANES_DISJOINT);
     assert_int_equal(b.device, 0);
+}
+
+/* Ranks of a group see the same GPUs: with one GPU among them they share it (a one-GPU
+ * machine under mpirun -np 2). Device 0 for each, said as shared, not as a per-task
+ * binding; the binding leaves a disjoint plan to the lanes, which refuse it naming both
+ * ranks (test_topo_lanes) */
+static void test_one_gpu_shared_by_the_group(void **state)
+{
+    (void)state;
+    for (int r = 0; r < 2; r++) {
+        bk_bind_env env = { .local_rank = r, .local_size = 2, .node_size = 2,
+                            .device_count = 1 };
+        bk_binding b = bind_ok(env, BK_LANES_DISJOINT);
+        assert_int_equal(b.device, 0);
+        assert_true(b.shared);
+        assert_null(strstr(b.why, "per-task"));
+        assert_non_null(strstr(b.why, "and so do 1 other rank(s) of this node: they share it"));
+        b = bind_ok(env, BK_LANES_SHARED);
+        assert_int_equal(b.device, 0);
+        assert_true(b.shared);
+    }
 }
 
 static void test_visible_list(void **state)
@@ -72,11 +95,14 @@ static void test_slurm_variables(void **state)
                         .device_count = 2 };
     b = bind_ok(job, BK_LANES_DISJOINT);
     assert_string_equal(b.physical, "1");
-    /* --gpus-per-task with device cgroups: each task sees one GPU as "0" */
+    /* --gpus-per-task with device cgroups: each task sees one GPU as "0", its own (alone in
+     * its group: the groups are by bus id) */
     bk_bind_env task = { .cuda_visible_devices = "0", .slurm_step_gpus = "0,1,2,3",
-                         .local_rank = 3, .local_size = 4, .device_count = 1 };
+                         .local_rank = 0, .local_size = 1, .node_size = 4,
+                         .device_count = 1 };
     b = bind_ok(task, BK_LANES_DISJOINT);
     assert_int_equal(b.device, 0);
+    assert_false(b.shared);
 }
 
 static void test_per_task_gpu_sets(void **state)
@@ -298,6 +324,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plain_mpirun),
         cmocka_unit_test(test_one_visible_gpu_is_device_zero),
+        cmocka_unit_test(test_one_gpu_shared_by_the_group),
         cmocka_unit_test(test_visible_list),
         cmocka_unit_test(test_slurm_variables),
         cmocka_unit_test(test_per_task_gpu_sets),
