@@ -346,8 +346,8 @@ extern "C" void bk_cuda_comm_defer_abort(bk_cuda_comm *c, int on)
 /* A wait that reached the comm's end (the arm's, less the time kept to report), `event` not
  * yet complete after waited_s. Every wait on the device is asked to give up (END), so the
  * stream drains and the engine reports before its agent's time-out (the device's own spin
- * bound, rendezvous_s from each wait's start, may be far later); the first device wait to
- * see it names the peer it waits on. The fault word is left set, so that what is queued
+ * bound, rendezvous_s from each wait's start, may be far later); a device wait that sees it
+ * names the peer it waits on. The fault word is left set, so that what is queued
  * after `event` gives up too; a later bk_cuda_comm_check reads and clears it. nccl: NCCL
  * was aborted (or its abort marked due) as this wait ended. */
 static bk_status end_wait(bk_cuda_comm *c, cudaEvent_t event, double waited_s, int nccl,

@@ -67,7 +67,7 @@ __device__ __forceinline__ void bk_ipc_block_barrier(const bk_ipc_dev &v, int sl
              * own time-out too (a drain of 64 queued steps would otherwise take 64 of
              * them). Or the host asks every wait to give up (END: its wait reached the
              * arm's end, and the engine must report before its agent's time-out): the
-             * first to see it names the peer it waits on. Read every 1024 spins of a wait,
+             * waits that see it name the peer they wait on. Read every 1024 spins of a wait,
              * never on a barrier's fast path: the fault word is host memory. */
             const int f = v.fault[0];
             if (f != BK_IPC_FAULT_NONE) {

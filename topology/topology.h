@@ -287,7 +287,7 @@ typedef struct bk_bind_env {
 
 typedef struct bk_binding {
     int device;         /* CUDA ordinal to cudaSetDevice(); -1: no GPU (cpu backend) */
-    int shared;         /* 1 when other local ranks get the same device */
+    int shared;         /* 1 when other ranks of the group get the same device */
     char physical[64];  /* the physical id ("3", "GPU-uuid") when known, else "" */
     char why[256];      /* the rule that decided, for the log */
 } bk_binding;
@@ -296,11 +296,13 @@ typedef struct bk_binding {
 void bk_bind_env_from_process(bk_bind_env *env, int local_rank, int local_size,
                               int device_count);
 /* The binding rules: a process that sees exactly one device uses device 0
- * (Slurm --gpus-per-task, one-entry CUDA_VISIBLE_DEVICES); otherwise device =
- * local rank (its place among the node's ranks that see the same devices: under
- * Slurm --gpus-per-task=k each task's k GPUs are numbered from 0 in it); more
- * such ranks than devices share devices round-robin, which is refused
- * (BK_ERR_INPUT) unless policy is BK_LANES_SHARED. No device: device -1. */
+ * (Slurm --gpus-per-task, one-entry CUDA_VISIBLE_DEVICES; shared when other ranks of
+ * its group see it too, a one-GPU machine under mpirun -np 2: not refused here, the
+ * lanes refuse a disjoint plan on it); otherwise device = local rank (its place among
+ * the node's ranks that see the same devices: under Slurm --gpus-per-task=k each task's
+ * k GPUs are numbered from 0 in it); more such ranks than devices share devices
+ * round-robin, which is refused (BK_ERR_INPUT) unless policy is BK_LANES_SHARED. No
+ * device: device -1. */
 bk_status bk_bind_rank(const bk_bind_env *env, bk_lane_policy policy, bk_binding *out,
                        bk_err *err);
 

@@ -7,16 +7,19 @@
 # hung engine, not its agent's time-out. NO_DECISION, the record intact, nothing left
 # behind. Before, the peer's GPU barrier spun on to its own bound and the agent killed both
 # engines at arm_s ("engine timed out"), naming no one.
-# The stop comes 10 s into C, past CUDA's, the rendezvous' and NCCL's set-up (a second or
-# two; the arm's end does not cut them), and C must still run then.
+# The stop comes 10 s into C, past the engines' set-up (CUDA, the rendezvous, the peer
+# memory and NCCL's init where the lane has one: a few seconds; the arm's end does not cut
+# them), and C must still run then: in its warm-up, settle or timed batches, which the
+# arm's end cuts.
 # C is `slowed` over ipc_oneshot_fused: its barriers are the lane's own (not NCCL's, which
 # spins until aborted and names no peer). Lanes shared (a rehearsal):
 # - 2 GPUs or more: a lane of every GPU, 200000 iterations a shape;
 # - one GPU: a lane of two engine processes on it (CUDA IPC between processes of one
 #   device), the incumbent ipc_twoshot_fused (NCCL refuses two ranks on one GPU). The two
 #   take turns on the GPU (time slices): a step costs about 4.5 ms and an engine takes
-#   12-18 s from its start to its first timed iteration (H100, session 47), so one shape of
-#   4000 iterations: B about 40 s, C (fraction 1) about 50 s.
+#   12-18 s from its start to its first timed iteration, mostly its settle batches (H100,
+#   session 47), so one shape of 4000 iterations: B about 40 s; C, with a wait as long
+#   as the step again (fraction 1), would take longer (not measured: it never ends here).
 # Skips (exit 77) with the reason where there is no GPU or no cuda build.
 . "$(dirname "$0")/../integration/fault_lib.sh"
 set -e
@@ -35,7 +38,7 @@ it_start hang-cuda "$n" "$plan" --set arena.tp="$n" --set lanes.policy=shared \
     --set timeouts.arm_s=80 --set timeouts.rendezvous_s=60 --set protocol.repeats=1 \
     --set candidate.variant=slowed "${lane[@]}"
 wait_engines C "$n"
-sleep 10 # past C's set-up, inside its time_shape (warm-up or timed loop)
+sleep 10 # past C's set-up, inside its time_shape (warm-up, settle or timed batches)
 [ "$(engine_pids C | grep -c .)" -ge "$n" ] ||
     fail "C's engines ended within 10 s: nothing to hang (give C more iterations)"
 HUNG=$(echo "$EPIDS" | head -n 1)
