@@ -15,7 +15,10 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "SKIP: no NVIDIA GPU visible (nvidia-smi -L failed)"; exit 77
 fi
 export NCCL_NVLS_ENABLE=0
-ngpu=$(nvidia-smi -L | grep -c '^GPU')
+ngpu=$(nvidia-smi -L | grep -c '^GPU' || true) # grep -c exits 1 at a count of 0 (set -e)
+if [ "${ngpu:-0}" -lt 1 ]; then
+    echo "SKIP: nvidia-smi -L lists no GPU"; exit 77
+fi
 plan=$BK_SOURCE_DIR/plans/demo-cuda.json
 if [ "$ngpu" -ge 2 ]; then
     nc=$(( ngpu / 2 )); np=$(( nc * 2 )); sets=(--set "arena.tp=$nc")
