@@ -278,12 +278,13 @@ extern "C" bk_status bk_cuda_comm_barrier(bk_cuda_comm *c, void *stream, double 
                    "NCCL (%s)", c->p2p_why, c->nccl_why);
 }
 
-/* The fault `code` (peer, slot: from fault[1]) as the failure it is. waited_s: how
- * long the host waited, for a wait the comm's end cut (ENDED, END). */
-static bk_status fault_status(const bk_cuda_comm *c, int code, int peer, int slot,
-                              double waited_s, bk_err *err)
+/* The fault `code` (`where`: fault[1], the peer and slot waited on) as the failure it is.
+ * waited_s: how long the host waited, for a wait the comm's end cut (ENDED, END). */
+static bk_status fault_status(const bk_cuda_comm *c, int code, int where, double waited_s,
+                              bk_err *err)
 {
     const bk__ipc_owner *o = (const bk__ipc_owner *)c->owner;
+    const int peer = BK_IPC_FAULT_PEER(where), slot = BK_IPC_FAULT_SLOT(where);
     char at[48]; /* "the lane barrier" or "the barrier on block 3" */
     if (slot == BK_IPC_BARRIER_SLOT)
         snprintf(at, sizeof at, "the lane barrier");
@@ -309,7 +310,7 @@ extern "C" bk_status bk_cuda_comm_check(bk_cuda_comm *c, bk_err *err)
         return BK_OK;
     const int code = f[0], where = f[1];
     f[0] = BK_IPC_FAULT_NONE;
-    return fault_status(c, code, BK_IPC_FAULT_PEER(where), BK_IPC_FAULT_SLOT(where), 0.0, err);
+    return fault_status(c, code, where, 0.0, err);
 }
 
 /* NCCL's kernels spin until aborted: abort, so the stream can drain; while graphs that
@@ -374,8 +375,7 @@ static bk_status end_wait(bk_cuda_comm *c, cudaEvent_t event, double waited_s, i
     if (code == BK_IPC_FAULT_END && e == cudaSuccess) /* no wait answered: it ended */
         return BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: the GPU's work ended only after %.1f s, "
                        "at the arm's end (" BK_ARM_END_SAID ")", c->rank, waited_s);
-    return fault_status(c, code, BK_IPC_FAULT_PEER(where), BK_IPC_FAULT_SLOT(where), waited_s,
-                         err);
+    return fault_status(c, code, where, waited_s, err);
 }
 
 extern "C" bk_status bk_cuda_comm_wait(bk_cuda_comm *c, void *event, double timeout_s,
