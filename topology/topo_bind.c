@@ -68,19 +68,19 @@ bk_status bk_bind_rank(const bk_bind_env *env, bk_lane_policy policy, bk_binding
                  cvd ? " (CUDA_VISIBLE_DEVICES=\"" : "", cvd ? cvd : "", cvd ? "\")" : "");
         return BK_OK;
     }
-    if (n == 1 && env->local_size > 1) {
-        /* the ranks of a group see the same GPUs (bus ids): these share the one. A disjoint
-         * plan is refused where the lanes are chosen, naming the ranks and the GPU */
+    if (n == 1) {
         out->device = 0;
-        out->shared = 1;
-        snprintf(out->why, sizeof out->why,
-                 "this process sees one GPU, device 0, and so do %d other rank(s) of this "
-                 "node: they share it", env->local_size - 1);
-    } else if (n == 1) {
-        out->device = 0;
-        snprintf(out->why, sizeof out->why,
-                 "this process sees exactly one GPU: device 0 (per-task binding, e.g. Slurm "
-                 "--gpus-per-task, or a one-entry CUDA_VISIBLE_DEVICES)");
+        /* the ranks of a group see the same GPUs (bus ids): more than one share the one. A
+         * disjoint plan is then refused where the lanes are chosen, naming ranks and GPU */
+        out->shared = env->local_size > 1;
+        if (out->shared)
+            snprintf(out->why, sizeof out->why,
+                     "this process sees one GPU, device 0, and so do %d other rank(s) of this "
+                     "node: they share it", env->local_size - 1);
+        else
+            snprintf(out->why, sizeof out->why,
+                     "this process sees exactly one GPU: device 0 (per-task binding, e.g. "
+                     "Slurm --gpus-per-task, or a one-entry CUDA_VISIBLE_DEVICES)");
     } else if (env->local_rank < n && subset) {
         out->device = env->local_rank;
         snprintf(out->why, sizeof out->why,
