@@ -278,13 +278,13 @@ extern "C" bk_status bk_cuda_comm_barrier(bk_cuda_comm *c, void *stream, double 
                    "NCCL (%s)", c->p2p_why, c->nccl_why);
 }
 
-/* The fault `code` (`where`: fault[1], the peer and slot waited on) as the failure it is.
- * waited_s: how long the host waited, for a wait the comm's end cut (ENDED, END). */
-static bk_status fault_status(const bk_cuda_comm *c, int code, int where, double waited_s,
-                              bk_err *err)
+/* The fault word (its code, and the peer and slot a device wait waited on) as the failure it
+ * is. waited_s: how long the host waited, for a wait the comm's end cut (ENDED, END). */
+static bk_status fault_status(const bk_cuda_comm *c, int word, double waited_s, bk_err *err)
 {
     const bk__ipc_owner *o = (const bk__ipc_owner *)c->owner;
-    const int peer = BK_IPC_FAULT_PEER(where), slot = BK_IPC_FAULT_SLOT(where);
+    const int code = BK_IPC_FAULT_CODE(word);
+    const int peer = BK_IPC_FAULT_PEER(word), slot = BK_IPC_FAULT_SLOT(word);
     char at[48]; /* "the lane barrier" or "the barrier on block 3" */
     if (slot == BK_IPC_BARRIER_SLOT)
         snprintf(at, sizeof at, "the lane barrier");
@@ -299,18 +299,18 @@ static bk_status fault_status(const bk_cuda_comm *c, int code, int where, double
     if (code == BK_IPC_FAULT_END) /* asked, and no wait on the device answered */
         return BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: the GPU's work had not ended after "
                        "%.1f s (" BK_ARM_END_SAID "; a peer never arrived?)", c->rank, waited_s);
-    return BK_FAIL(err, BK_ERR_INTERNAL, "rank %d: device fault code %d", c->rank, code);
+    return BK_FAIL(err, BK_ERR_INTERNAL, "rank %d: device fault word %d", c->rank, word);
 }
 
 extern "C" bk_status bk_cuda_comm_check(bk_cuda_comm *c, bk_err *err)
 {
     bk__ipc_owner *o = (bk__ipc_owner *)c->owner;
     volatile int *f = o->fault_host;
-    if (f[0] == BK_IPC_FAULT_NONE)
+    const int word = f[0];
+    if (word == BK_IPC_FAULT_NONE)
         return BK_OK;
-    const int code = f[0], where = f[1];
     f[0] = BK_IPC_FAULT_NONE;
-    return fault_status(c, code, where, 0.0, err);
+    return fault_status(c, word, 0.0, err);
 }
 
 /* NCCL's kernels spin until aborted: abort, so the stream can drain; while graphs that
@@ -367,15 +367,15 @@ static bk_status end_wait(bk_cuda_comm *c, cudaEvent_t event, double waited_s, i
         return BK_FAIL(err, BK_ERR_SYSTEM, "rank %d: waiting for the GPU at the arm's end: %s",
                        c->rank, cudaGetErrorString(e));
     volatile int *f = o->fault_host;
-    const int code = f[0], where = f[1];
-    if (code == BK_IPC_FAULT_END && nccl) /* NCCL's kernels wait for peers, not ours */
+    const int word = f[0];
+    if (word == BK_IPC_FAULT_END && nccl) /* NCCL's kernels wait for peers, not ours */
         return BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: the lane's NCCL work had not ended after "
                        "%.1f s (" BK_ARM_END_SAID "; a peer never arrived?): NCCL aborted",
                        c->rank, waited_s);
-    if (code == BK_IPC_FAULT_END && e == cudaSuccess) /* no wait answered: it ended */
+    if (word == BK_IPC_FAULT_END && e == cudaSuccess) /* no wait answered: it ended */
         return BK_FAIL(err, BK_ERR_TIMEOUT, "rank %d: the GPU's work ended only after %.1f s, "
                        "at the arm's end (" BK_ARM_END_SAID ")", c->rank, waited_s);
-    return fault_status(c, code, where, waited_s, err);
+    return fault_status(c, word, waited_s, err);
 }
 
 extern "C" bk_status bk_cuda_comm_wait(bk_cuda_comm *c, void *event, double timeout_s,

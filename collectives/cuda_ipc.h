@@ -32,25 +32,26 @@ typedef struct bk_ipc_dev {
     void *data[BK_IPC_MAX_WORLD];      /* each rank's payload, NULL where unmapped */
     uint32_t *flags[BK_IPC_MAX_WORLD]; /* each rank's flag array */
     uint32_t *epochs;                  /* ours, BK_IPC_SLOTS entries */
-    volatile int *fault;               /* host-mapped: [0]=code, [1]=where (peer, slot) */
+    volatile int *fault;               /* host-mapped: [0], the fault word */
     uint64_t timeout_ns;               /* bound of every spin-wait */
     size_t bytes;                      /* payload bytes of every rank */
     int rank, world;
 } bk_ipc_dev;
 
-/* Fault codes in fault[0]. TIMEOUT: a device wait gave up after timeout_ns (fault[1]: the
- * peer and slot it waited on, BK_IPC_FAULT_WHERE). END: written by the host when its wait
- * reached the comm's end (bk_cuda_comm_set_end), asking every wait on the device to give
- * up; a wait that sees it answers ENDED, naming the peer and slot it was waiting on. Peer
- * and slot are one word, written by one store: two waits answering at once leave one's
- * pair, never one's peer with the other's slot. */
-#define BK_IPC_FAULT_WHERE(peer, slot) ((slot) * BK_IPC_MAX_WORLD + (peer))
-#define BK_IPC_FAULT_PEER(where) ((where) % BK_IPC_MAX_WORLD)
-#define BK_IPC_FAULT_SLOT(where) ((where) / BK_IPC_MAX_WORLD)
+/* The fault word, fault[0]: a code in its low two bits and, for a device wait's TIMEOUT or
+ * ENDED, the peer and slot it waited on above them (BK_IPC_FAULT_WORD). TIMEOUT: a device
+ * wait gave up after timeout_ns. END: written by the host when its wait reached the comm's
+ * end (bk_cuda_comm_set_end), asking every wait on the device to give up; a wait that sees it
+ * answers ENDED. Code, peer and slot are one word, written by one store: two waits answering
+ * at once leave one's whole answer, never one's code with the other's peer or slot. */
 #define BK_IPC_FAULT_NONE 0
 #define BK_IPC_FAULT_TIMEOUT 1
 #define BK_IPC_FAULT_END 2
 #define BK_IPC_FAULT_ENDED 3
+#define BK_IPC_FAULT_WORD(code, peer, slot) ((((slot) * BK_IPC_MAX_WORLD + (peer)) << 2) | (code))
+#define BK_IPC_FAULT_CODE(word) ((word) & 3)
+#define BK_IPC_FAULT_PEER(word) (((word) >> 2) % BK_IPC_MAX_WORLD)
+#define BK_IPC_FAULT_SLOT(word) (((word) >> 2) / BK_IPC_MAX_WORLD)
 
 /* The lane communicator (call->comm on the cuda backend). Fields are read
  * by the variants; only this module writes them. */

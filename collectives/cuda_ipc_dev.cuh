@@ -71,19 +71,14 @@ __device__ __forceinline__ void bk_ipc_block_barrier(const bk_ipc_dev &v, int sl
              * never on a barrier's fast path: the fault word is host memory. */
             const int f = v.fault[0];
             if (f != BK_IPC_FAULT_NONE) {
-                if (f == BK_IPC_FAULT_END) {
-                    v.fault[1] = BK_IPC_FAULT_WHERE(t, slot);
-                    __threadfence_system();
-                    v.fault[0] = BK_IPC_FAULT_ENDED;
-                }
+                if (f == BK_IPC_FAULT_END)
+                    v.fault[0] = BK_IPC_FAULT_WORD(BK_IPC_FAULT_ENDED, t, slot);
                 break;
             }
             if (start == 0) {
                 start = now;
             } else if (now - start > v.timeout_ns) {
-                v.fault[1] = BK_IPC_FAULT_WHERE(t, slot);
-                __threadfence_system();
-                v.fault[0] = BK_IPC_FAULT_TIMEOUT;
+                v.fault[0] = BK_IPC_FAULT_WORD(BK_IPC_FAULT_TIMEOUT, t, slot);
                 break;
             }
         }

@@ -386,6 +386,16 @@ out:
     return st;
 }
 
+/* Whether msg names the barrier of a block below `grid` (the slot half of the fault word):
+ * the variants' own barriers are their blocks', never the lane barrier's slot. */
+static int on_block(const char *msg, int grid)
+{
+    const char *at = strstr(msg, " at the barrier on block ");
+    int block = -1;
+    return at && sscanf(at, " at the barrier on block %d", &block) == 1 && block >= 0 &&
+           block < grid;
+}
+
 /* Rank 1 maps the lane and stays alive but never calls: rank 0 must fail
  * with a time-out naming rank 1, within the bound, for each fused variant. */
 static int hang_rank(int rank, int world, lane_shm *shm, void *argp)
@@ -404,10 +414,10 @@ static int hang_rank(int rank, int world, lane_shm *shm, void *argp)
         bk_status got = lt_call(&lt, v, comm, 0, 0, 0.5, err);
         const double took = (double)(bk_now_ns() - t0) / 1e9;
         if (got != BK_ERR_TIMEOUT || !strstr(err->msg, "peer rank 1 never arrived") ||
-            took > 5.0) {
+            !on_block(err->msg, comm->grid) || took > 5.0) {
             snprintf(shm->msg[0], sizeof(shm->msg[0]), "%s: expected a time-out naming rank 1 "
-                     "within 5 s, got %s after %.2f s: %s", v->name, bk_status_name(got), took,
-                     err->msg);
+                     "and a block of the kernel's %d within 5 s, got %s after %.2f s: %s",
+                     v->name, comm->grid, bk_status_name(got), took, err->msg);
             st = BK_ERR_INTERNAL;
         }
         bk_err_clear(err);
@@ -454,11 +464,12 @@ static int end_rank(int rank, int world, lane_shm *shm, void *argp)
             const cudaError_t se = cudaStreamSynchronize(lt.stream);
             const double drained = (double)(bk_now_ns() - t1) / 1e9;
             if (got != BK_ERR_TIMEOUT || !strstr(err->msg, "peer rank 1 did not arrive") ||
+                !on_block(err->msg, comm->grid) ||
                 !strstr(err->msg, "the arm's time ran out") || took > 4.0 ||
                 se != cudaSuccess || drained > 2.0) {
                 snprintf(shm->msg[0], sizeof(shm->msg[0]), "%s: expected a failure naming "
-                         "rank 1 and the arm's end within 4 s, then the stream drained "
-                         "within 2 s; got %s after %.2f s (%s), drained after %.2f s (%s)",
+                         "rank 1, a block of the kernel's and the arm's end within 4 s, then "
+                         "the stream drained within 2 s; got %s after %.2f s (%s), drained after %.2f s (%s)",
                          v->name, bk_status_name(got), took, err->msg, drained,
                          cudaGetErrorString(se));
                 st = BK_ERR_INTERNAL;
