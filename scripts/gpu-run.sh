@@ -47,8 +47,9 @@
 # default where the rule's waves switch, and at hidden sizes only the device's counts
 # reach), ab (the default rule of the tree in BK_AB_OLD against this tree's, old/new/new/old on
 # the same card), ipc (nccl_then_rmsnorm
-# against the two IPC variants across GPUs at worlds 2, 4, 8 as far as the machine's GPUs go,
-# then the goal's rows up to 32 tokens without programmatic dependent launch; on a one-GPU
+# against the two IPC variants across GPUs at worlds 2, 4, 8 as far as the machine's GPUs go:
+# first the goals' rows, up to 32 tokens x 6144, with and without programmatic dependent
+# launch, at every world; then the whole tables at hidden 6144, 4096, 8192; on a one-GPU
 # machine a smoke run of the program, two ranks sharing the GPU), sanitize (GPU test programs under compute-sanitizer: memcheck
 # with leak check, racecheck, synccheck, initcheck, forked children followed; a line per run
 # with the exit status and the tool's error summary, logs in $OUT/sanitize-TEST-TOOL.log),
@@ -293,14 +294,21 @@ for s in $steps; do
       # one GPU: the program itself, two ranks sharing it (its checks, not its times)
       ipc_bench --world 2 --hidden 4096 --max-tokens 64 --shared-gpu
     fi
+    # the goals' rows first (up to 32 tokens x 6144: the 3x and the TP 8 6 us), at every
+    # world, so that a call cut short by its time limit still has them; then the whole
+    # tables (the crossovers), each run's table in $out as it ends
     for w in 2 4 8; do
       [ "$w" -le "$ngpu" ] || { echo "ipc: world $w needs $w GPUs, have $ngpu: skipped"; continue; }
-      for h in 4096 6144 8192; do # 6144: the TP 8 goal's shape (8 x 6144)
+      ipc_bench --world "$w" --hidden 6144 --max-tokens 32
+      # again without programmatic dependent launch: in a model the kernel before the
+      # allreduce does not release early, as a chain of these calls does
+      BK_CUDA_PDL=0 ipc_bench --world "$w" --hidden 6144 --max-tokens 32
+    done
+    for w in 2 4 8; do
+      [ "$w" -le "$ngpu" ] || continue
+      for h in 6144 4096 8192; do
         ipc_bench --world "$w" --hidden "$h" --max-tokens 8192
       done
-      # the goal's small rows again without programmatic dependent launch: in a model the
-      # kernel before the allreduce does not release early, as a chain of these calls does
-      BK_CUDA_PDL=0 ipc_bench --world "$w" --hidden 6144 --max-tokens 32
     done
     ;;
   sanitize)
