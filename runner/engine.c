@@ -340,6 +340,20 @@ static uint64_t waits_end(const engine *e)
     return e->t_start_ns + (uint64_t)((arm_s - keep) * 1e9);
 }
 
+/* The set-up's waits on peers (the rendezvous, then the backend's connect: the peers'
+ * memory, NCCL's init) end at waits_end too, as the timed work's do, each cut there by
+ * bk_wait_bound: with arm_s under about 2 x rendezvous_s plus the time kept to report, a
+ * peer lost in set-up would otherwise outlast the agent's time-out, and the engine be
+ * killed saying nothing. A wait so cut that timed out says so. */
+static bk_status said_cut(bk_status st, int cut, bk_err *err)
+{
+    if (st == BK_ERR_TIMEOUT && cut && err) {
+        const size_t n = strlen(err->msg);
+        snprintf(err->msg + n, sizeof err->msg - n, " (" BK_ARM_END_SAID ")");
+    }
+    return st;
+}
+
 static bk_status run_engine(engine *e, bk_err *err)
 {
     bk_status st = BK_OK;
@@ -380,10 +394,15 @@ static bk_status run_engine(engine *e, bk_err *err)
         st = BK_FAIL(err, BK_ERR_SYSTEM, "engine: out of memory");
         goto out;
     }
-    BK_TRY(bk_rendezvous_secure(e->zctx, e->a.rendezvous, e->a.keys_file ? &e->keys : NULL,
-                                e->a.run_id, e->a.arm, e->a.rank, e->a.world, blob, blob_len,
-                                blobs, lens, p->timeouts.rendezvous_s, err));
-    BK_TRY(e->be->comm_connect(e->ctx, blobs, lens, p->timeouts.rendezvous_s, err));
+    int cut;
+    double wait_s = bk_wait_bound(waits_end(e), p->timeouts.rendezvous_s, &cut);
+    BK_TRY(said_cut(bk_rendezvous_secure(e->zctx, e->a.rendezvous,
+                                         e->a.keys_file ? &e->keys : NULL, e->a.run_id,
+                                         e->a.arm, e->a.rank, e->a.world, blob, blob_len,
+                                         blobs, lens, wait_s, err),
+                    cut, err));
+    wait_s = bk_wait_bound(waits_end(e), p->timeouts.rendezvous_s, &cut);
+    BK_TRY(said_cut(e->be->comm_connect(e->ctx, blobs, lens, wait_s, err), cut, err));
 
     for (int i = 0; i < p->workload.nshapes; i++) {
         const bk_shape *s = &p->workload.shapes[i];
