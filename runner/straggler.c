@@ -51,6 +51,8 @@ static double rank_median(const uint64_t *ns, size_t n, uint64_t *tmp)
 
 void bk_straggler_note(const bk_run *run, bk_arm_run *a)
 {
+    if (run->lane_gpu_shared) /* time slices, not a slow rank (bk_run.lane_gpu_shared) */
+        return;
     const bk_plan *p = &run->plan;
     size_t iters = (size_t)p->workload.iters;
     double *cost = calloc((size_t)a->world, sizeof *cost);

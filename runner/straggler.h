@@ -15,7 +15,8 @@ int bk_stragglers(const double *cost, int n, double factor, int *out, double *re
 /* For a finished, ok, timed arm: each rank's cost (workload-weighted sum of its per-shape
  * lower medians); stragglers are appended to a->reason as "straggler: lane rank R (host H,
  * MPI rank M) ..." and printed on stderr. The arm stays ok: its critical path already
- * carries the slow rank, so the verdict follows from the samples. */
+ * carries the slow rank, so the verdict follows from the samples. None where ranks of a
+ * lane share a GPU (run->lane_gpu_shared): their own times are their turns on it. */
 void bk_straggler_note(const bk_run *run, bk_arm_run *a);
 
 #endif

@@ -241,6 +241,39 @@ static void test_same_name_two_hosts(void **state)
     free(r);
 }
 
+/* Shared lanes (a rehearsal) of TP 2 on one host: where both ranks are bound to GPU 0 they
+ * share it, and the note says no straggler is named (their own times are their turns on
+ * it); on two GPUs, or on the cpu backend (whose engines use no GPU), they do not. */
+static void test_shared_gpu_lane(void **state)
+{
+    fixture *f = *state;
+    if (!have_cuda_variants())
+        return;
+    static const char *const sets[] = { "arena.tp=2", "lanes.policy=shared", "backend=cpu",
+                                        "incumbent.variant=shm_twopass",
+                                        "candidate.variant=shm_twopass" };
+    ranks *r = calloc(1, sizeof *r);
+    assert_non_null(r);
+    for (int gpus = 1; gpus <= 2; gpus++)
+        for (int cpu = 0; cpu <= 1; cpu++) {
+            bk_err err = { 0 };
+            int remote = -1;
+            make_run(f, r, sets, cpu ? 5 : 2, 1, 2); /* cuda: the first two alone */
+            if (gpus == 1)
+                r->pl[1] = r->pl[0];
+            if (bk__pick_lanes(&r->run, f->topo, r->pl, &remote, &err) != BK_OK)
+                fail_msg("%d GPU(s), %s: refused: %s", gpus, cpu ? "cpu" : "cuda", err.msg);
+            const int want = gpus == 1 && !cpu;
+            const char *said = strstr(r->run.lane_note, "ranks of a lane share a GPU");
+            if (r->run.lane_gpu_shared != want || !said != !want)
+                fail_msg("%d GPU(s), %s: lane_gpu_shared %d, note '%s'", gpus, cpu ? "cpu" : "cuda",
+                         r->run.lane_gpu_shared, r->run.lane_note);
+            assert_true(r->run.shared_lanes);
+            bk_plan_free(&r->run.plan);
+        }
+    free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -249,6 +282,7 @@ int main(void)
         cmocka_unit_test(test_cpu_lane_stays_on_one_host),
         cmocka_unit_test(test_same_name_two_hosts),
         cmocka_unit_test(test_one_host_is_local),
+        cmocka_unit_test(test_shared_gpu_lane),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -469,7 +469,8 @@ static int end_rank(int rank, int world, lane_shm *shm, void *argp)
                 se != cudaSuccess || drained > 2.0) {
                 snprintf(shm->msg[0], sizeof(shm->msg[0]), "%s: expected a failure naming "
                          "rank 1, a block of the kernel's and the arm's end within 4 s, then "
-                         "the stream drained within 2 s; got %s after %.2f s (%s), drained after %.2f s (%s)",
+                         "the stream drained within 2 s; got %s after %.2f s (%s), drained "
+                         "after %.2f s (%s)",
                          v->name, bk_status_name(got), took, err->msg, drained,
                          cudaGetErrorString(se));
                 st = BK_ERR_INTERNAL;
