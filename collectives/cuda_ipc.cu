@@ -176,6 +176,7 @@ extern "C" bk_status bk_cuda_comm_connect(bk_cuda_comm *c, const void *const *bl
 {
     bk_status st = BK_OK;
     bk__ipc_owner *o = (bk__ipc_owner *)c->owner;
+    const uint64_t t0 = bk_now_ns();
     int unmapped = -1, ipc = 0;
     char cuda_why[160] = "";
     bk_lane_where_t where;
@@ -244,7 +245,11 @@ extern "C" bk_status bk_cuda_comm_connect(bk_cuda_comm *c, const void *const *bl
          * barrier while the others run the IPC one, and the lane would wait out its
          * time-out. The lane's NCCL agrees on it (no NCCL: the ranks share GPUs). */
         int all = c->have_p2p;
-        if (c->world > 1 && (st = bk__nccl_min_i32(c->nccl, &all, timeout_s, err)) != BK_OK) {
+        /* within what is left of timeout_s (the caller's bound may be the arm's end), at
+         * least 1 s, so a slow init does not leave the agreement no time at all */
+        double left = timeout_s - (double)(bk_now_ns() - t0) / 1e9;
+        left = left < 1.0 ? (timeout_s < 1.0 ? timeout_s : 1.0) : left;
+        if (c->world > 1 && (st = bk__nccl_min_i32(c->nccl, &all, left, err)) != BK_OK) {
             bk__nccl_abort(c->nccl);
             c->nccl = NULL;
             goto out;
@@ -305,11 +310,10 @@ static bk_status fault_status(const bk_cuda_comm *c, int word, double waited_s, 
 extern "C" bk_status bk_cuda_comm_check(bk_cuda_comm *c, bk_err *err)
 {
     bk__ipc_owner *o = (bk__ipc_owner *)c->owner;
-    volatile int *f = o->fault_host;
-    const int word = f[0];
+    /* read and cleared at once: a fault written between a read and a clear is not lost */
+    const int word = __atomic_exchange_n(o->fault_host, BK_IPC_FAULT_NONE, __ATOMIC_SEQ_CST);
     if (word == BK_IPC_FAULT_NONE)
         return BK_OK;
-    f[0] = BK_IPC_FAULT_NONE;
     return fault_status(c, word, 0.0, err);
 }
 

@@ -82,7 +82,8 @@ bk_status bk_cuda_comm_create(int rank, int world, int device, size_t peer_bytes
 /* Map every peer from its blob (blobs[r] is rank r's, lens[r] its length) and
  * bring up NCCL unless ranks share a GPU (NCCL refuses that; comm->nccl stays
  * NULL and nccl_why says so). NCCL's init (a blocking communicator, initialised on a
- * thread of its own) is bounded by timeout_s. A peer whose memory cannot be mapped leaves
+ * thread of its own) and the lane's agreement after it are bounded by timeout_s together
+ * (the agreement given at least 1 s). A peer whose memory cannot be mapped leaves
  * have_p2p = 0 on every rank of the lane (agreed through NCCL), and so does a lane over
  * several hosts (no handle from another host is opened; NCCL still runs there). */
 bk_status bk_cuda_comm_connect(bk_cuda_comm *comm, const void *const *blobs,
