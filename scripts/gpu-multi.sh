@@ -20,8 +20,9 @@
 # Environment:
 #   BK_MULTI_TPS       the TPs to run (default: 1, 2, 4 ... up to all the GPUs)
 #   BK_MULTI_BUDGET_S  seconds from the start after which no bracket starts that would not end
-#                      in time, judged by the longest one so far (default 540: a device
-#                      call's 600 s, less a margin); those left are named at the end
+#                      in time, judged by the longest one so far, and none runs past (default
+#                      540: a device call's 600 s, less a margin); those left are named at the
+#                      end, and the exit status is then 1
 #   BK_MULTI_PLAN      the plan (default plans/demo-cuda.json)
 #   BK_MULTI_DRY=1     print the brackets in their order and exit (BK_MULTI_NGPU: the GPU
 #                      count to plan for, instead of nvidia-smi's)
@@ -62,6 +63,11 @@ for (( tp = 2; 2 * tp <= ngpu; tp *= 2 )); do
   for n in aa-graph one-eager aa-eager; do add "$tp" disjoint "$n"; done
 done
 for n in $all_names; do add 1 disjoint "$n"; done
+if (( ${#queue[@]} == 0 )); then
+  echo "gpu-multi: no bracket to run: BK_MULTI_TPS '${BK_MULTI_TPS:-}' (blank-separated, from" \
+    "1, 2, 4 ... up to $ngpu) and the names '$names' leave none" >&2
+  exit 2
+fi
 if [ "${BK_MULTI_DRY:-}" = 1 ]; then
   printf '%s\n' "${queue[@]}"
   exit 0
@@ -109,7 +115,7 @@ PY
 
 # one TP POLICY NAME: a bracket of the demo plan at that TP and lane policy, as NAME says
 one() {
-  local tp=$1 policy=$2 name=$3 np=$(( 2 * $1 )) set=() dir
+  local tp=$1 policy=$2 name=$3 limit=$4 np=$(( 2 * $1 )) set=() dir
   [ "$policy" = shared ] && np=$tp
   case $name in
     aa-*) set+=(--set candidate.variant=nccl_then_rmsnorm) ;;
@@ -119,11 +125,15 @@ one() {
   dir=$runs/tp$tp-$policy-$name
   echo "=== tp $tp $policy $name ($(date -u +%H:%M:%S))"
   rm -rf "$dir" && mkdir -p "$dir"
-  (cd "$src" && timeout -k 10 300 mpirun "${flags[@]}" -np "$np" "$b" run "$plan" \
+  (cd "$src" && timeout -k 10 "$limit" mpirun "${flags[@]}" -np "$np" "$b" run "$plan" \
      --set arena.tp="$tp" --set lanes.policy="$policy" ${set[@]+"${set[@]}"} \
      --out "$dir" --quiet) >"$out/multi-tp$tp-$policy-$name.log" 2>&1
   local r=$?
-  case $r in 0|3|4) ;; *) rc=1; echo "tp $tp $name: exit $r"; tail -5 "$out/multi-tp$tp-$policy-$name.log" ;; esac
+  case $r in
+    0|3|4) ;;
+    124|137) rc=1; echo "tp $tp $name: cut after $limit s (300, or what was left of the budget)" ;;
+    *) rc=1; echo "tp $tp $name: exit $r"; tail -5 "$out/multi-tp$tp-$policy-$name.log" ;;
+  esac
   summary "$dir" | tee -a "$out/multi-summary.txt"
 }
 
@@ -136,7 +146,11 @@ for q in "${queue[@]}"; do
     continue
   fi
   s0=$SECONDS
-  one $q
+  # each bracket bounded by 300 s and by what is left of the budget, so that the summary and
+  # the list of those left come back even when one bracket takes far longer than the others
+  limit=$(( budget - (SECONDS - t0) ))
+  (( limit > 300 )) && limit=300
+  one $q "$limit"
   (( SECONDS - s0 > longest || !ended )) && longest=$(( SECONDS - s0 ))
   ended=1
 done
@@ -145,5 +159,6 @@ if (( ${#left[@]} )); then
   echo "gpu-multi: left for lack of time (BK_MULTI_BUDGET_S $budget, $took):" \
     | tee -a "$out/multi-summary.txt"
   printf '  %s\n' "${left[@]}" | tee -a "$out/multi-summary.txt"
+  rc=1 # not all of them ran
 fi
 exit $rc
