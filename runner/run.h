@@ -39,8 +39,8 @@ typedef struct bk_run {
     int baseline[BK_MAX_LANE];
     int candidate[BK_MAX_LANE];
     int shared_lanes;           /* lane policy shared: both lanes are the same ranks */
-    int lane_gpu_shared;        /* two ranks of a lane share one GPU (shared lanes on fewer
-                                 * GPUs than the lane has ranks): their kernels take turns,
+    int lane_gpu_shared;        /* two ranks of a lane on one GPU (cuda backend; only
+                                 * lanes.policy shared allows it): their kernels take turns,
                                  * so no straggler is named (bk_straggler_note); not recorded */
     char lane_signature[256];
     char topo_digest[48];

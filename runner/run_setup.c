@@ -228,19 +228,6 @@ bk_status bk__pick_lanes(bk_run *run, const bk_topo *topo, const bk_rank_place *
                    ? "shared lanes: B and C ran on the same ranks (a rehearsal, not a bracket)"
                    : pick->why, sizeof run->lane_note);
     free(pick);
-    run->lane_gpu_shared = 0;
-    for (int i = 0; i < L && places && run->backend == BK_BACKEND_CUDA; i++)
-        for (int j = 0; j < i; j++) {
-            const bk_rank_place *a = &places[run->baseline[i]], *b = &places[run->baseline[j]];
-            if (a->gpu >= 0 && a->host == b->host && a->gpu == b->gpu)
-                run->lane_gpu_shared = 1;
-        }
-    if (run->lane_gpu_shared) {
-        size_t n = strlen(run->lane_note);
-        snprintf(run->lane_note + n, sizeof run->lane_note - n, "; ranks of a lane share a GPU, "
-                 "whose kernels take turns: a rank's own times are its turns, and no "
-                 "straggler is named");
-    }
     int span = 0;
     if ((st = lanes_hosts(run, places, remote, &span, err)) != BK_OK)
         return st;
@@ -251,6 +238,24 @@ bk_status bk__pick_lanes(bk_run *run, const bk_topo *topo, const bk_rank_place *
     } else if (*remote) {
         bk_strlcpy(run->lane_note, "disjoint lanes on two hosts (tcp with CURVE)",
                    sizeof run->lane_note);
+    }
+    /* two ranks of a lane on one GPU (only lanes.policy shared allows it): cuda engines'
+     * kernels there take turns */
+    run->lane_gpu_shared = 0;
+    for (int k = 0; k < 2 && places && run->backend == BK_BACKEND_CUDA; k++) {
+        const int *lane = k ? run->candidate : run->baseline;
+        for (int i = 0; i < L; i++)
+            for (int j = 0; j < i; j++) {
+                const bk_rank_place *a = &places[lane[i]], *b = &places[lane[j]];
+                if (a->gpu >= 0 && a->host == b->host && a->gpu == b->gpu)
+                    run->lane_gpu_shared = 1;
+            }
+    }
+    if (run->lane_gpu_shared) {
+        size_t n = strlen(run->lane_note);
+        snprintf(run->lane_note + n, sizeof run->lane_note - n, "; ranks of a lane share a GPU, "
+                 "whose kernels take turns: a rank's own times are its turns, and no "
+                 "straggler is named");
     }
     return check_lane_p2p(run, topo, places, err);
 }
