@@ -8,9 +8,9 @@
 # behind. Before, the peer's GPU barrier spun on to its own bound and the agent killed both
 # engines at arm_s ("engine timed out"), naming no one.
 # The stop comes 10 s into C, past the engines' set-up (CUDA, the rendezvous, the peer
-# memory and NCCL's init where the lane has one: a few seconds; the arm's end does not cut
-# them), and C must still run then: in its warm-up, settle or timed batches, which the
-# arm's end cuts.
+# memory and NCCL's init where the lane has one: a few seconds; the arm's end cuts them
+# too, but a peer stopped there is named by no one), and C must still run then: in its
+# warm-up, settle or timed batches, which the arm's end cuts, naming the peer.
 # C is `slowed` over ipc_oneshot_fused: its barriers are the lane's own (not NCCL's, which
 # spins until aborted and names no peer). Lanes shared (a rehearsal):
 # - 2 GPUs or more: a lane of every GPU, 200000 iterations a shape;

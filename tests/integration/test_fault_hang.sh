@@ -19,8 +19,9 @@ hang() { # NAME ARM_S
         --set workload.iters=1000 --set candidate.variant=slowed \
         --set 'candidate.params={"base":"shm_twopass","fraction":10}'
     wait_engines C 2
-    # past the rendezvous (which the arm's end does not cut): a stop before it, under the
-    # sanitizers' slow start, left the peer waiting there, and the agent timed both out
+    # past the rendezvous: a stop before it, under the sanitizers' slow start, leaves the
+    # peer waiting there for the coordinator's answer, which names no peer (the arm's end
+    # cuts that wait too, "rendezvous: no answer ...", but not with the rank this test wants)
     wait_met $EPIDS
 }
 
