@@ -270,7 +270,10 @@ int bk_cmd_plan(int argc, char **argv)
     char needs[32], haves[32], big[1536];
     char from[256];
     const int known = bk_mem_available(&have, from, sizeof from), too_big = known && need > have;
-    const int refused = too_big || share <= 0;
+    char audit[512];
+    const int audit_big = bk_audit_msg_too_big(&plan, plan.arena.tp * plan.arena.ep, audit,
+                                               sizeof audit) >= 0;
+    const int refused = too_big || share <= 0 || audit_big;
     char served[48];
     bk_share_text(share, served, sizeof served);
     printf("%s: %s (%s, %s vs %s, %d shape(s)%s, backend %s, candidate serves %s of the "
@@ -320,6 +323,8 @@ int bk_cmd_plan(int argc, char **argv)
         bk_plan_none_served_text(argv[optind], &plan, b, msg, sizeof msg);
         fprintf(stderr, "%s\n", msg);
     }
+    if (audit_big)
+        fprintf(stderr, "bracket plan check: %s: %s\n", argv[optind], audit);
     bk_plan_free(&plan);
     return refused ? BK_EXIT_USAGE : 0;
 }

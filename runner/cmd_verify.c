@@ -707,6 +707,14 @@ int bk_cmd_verify(int argc, char **argv)
         rc = BK_EXIT_USAGE;
         goto out;
     }
+    /* and so is a shape whose output is too big for one message: its audit would find it
+     * missing only after the engines ran */
+    char audit_why[512];
+    if (bk_audit_msg_too_big(&p, world, audit_why, sizeof audit_why) >= 0) {
+        fprintf(stderr, "bracket verify: %s: %s\n", label, audit_why);
+        rc = BK_EXIT_USAGE;
+        goto out;
+    }
     text = bk_plan_dump(&p);
     if (!text || bk_self_exe(exe, sizeof exe, &err) != BK_OK) {
         fprintf(stderr, "bracket verify: %s\n", err.msg[0] ? err.msg : "out of memory");

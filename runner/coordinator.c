@@ -98,7 +98,7 @@ bk_status bk_coord_open_ex(bk_coord **out, const char *run_id, int nshapes, int 
     c->router = zmq_socket(c->zctx, ZMQ_ROUTER);
     c->pull = zmq_socket(c->zctx, ZMQ_PULL);
     int zero = 0, hwm = 100000;
-    int64_t maxmsg = 1ll << 30; /* the largest tensor message we accept */
+    int64_t maxmsg = (int64_t)BK_WIRE_MSG_MAX; /* the largest tensor message we accept */
     if (!c->router || !c->pull ||
         zmq_setsockopt(c->router, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
         zmq_setsockopt(c->pull, ZMQ_LINGER, &zero, sizeof zero) != 0 ||

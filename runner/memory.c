@@ -6,6 +6,7 @@
 
 #include "kernels/catalog.h"
 #include "runner/memory.h"
+#include "runner/wire.h"
 
 /* bytes as a double, held in a uint64_t (UINT64_MAX past it) */
 static uint64_t sat(double b) { return b >= 1.8e19 ? UINT64_MAX : (uint64_t)b; }
@@ -42,6 +43,31 @@ void bk_rank0_peak_split(const bk_plan *p, bk_rank0_peak *out)
     out->outputs = sat(outputs);
     out->top_outputs = sat(top);
     out->total = sat(samples + outputs);
+}
+
+int bk_audit_msg_too_big(const bk_plan *p, int world, char *why, size_t len)
+{
+    const bk_target *tg = bk_catalog_target(p->target);
+    for (int s = 0; tg && s < p->workload.nshapes; s++) {
+        const bk_shape *sh = &p->workload.shapes[s];
+        for (int t = 0; t < tg->ntensors; t++) {
+            if (!tg->tensor_is_output[t])
+                continue;
+            const double bytes = (double)tg->tensor_elems(sh, world, t) *
+                                 (double)tg->tensor_elem_bytes(t);
+            if (bytes <= (double)BK_WIRE_TENSOR_MAX)
+                continue;
+            char b[32];
+            snprintf(why, len, "workload.shapes[%d] (tokens %lld, hidden %lld): audits A and T "
+                     "send each rank's output '%s' whole, %s here, and one message carries "
+                     "at most %llu bytes (1 GiB, less 4 KiB for its other fields): give this "
+                     "shape fewer tokens", s, (long long)sh->tokens, (long long)sh->hidden,
+                     tg->tensor_names[t], bk_mem_text(sat(bytes), b, sizeof b),
+                     (unsigned long long)BK_WIRE_TENSOR_MAX);
+            return s;
+        }
+    }
+    return -1;
 }
 
 uint64_t bk_rank0_peak_bytes(const bk_plan *p)

@@ -61,6 +61,12 @@ void bk_verify_peak_split(const bk_plan *p, int world, int cuda, bk_verify_peak 
  * by bk_verify_peak_split at that lane), summed without wrapping. */
 uint64_t bk_arm_host_bytes(const bk_plan *p, int cuda, bk_verify_peak *vp);
 
+/* The first shape of plan p (its target's tensors at a lane of `world` ranks) whose output
+ * tensor, one rank's, is more than one tensor message carries (BK_WIRE_TENSOR_MAX): the
+ * audits send each whole, so such a plan cannot be audited. Its index, with the refusal
+ * ("workload.shapes[S] (tokens T, hidden H): ...") in why; -1 when every one fits. */
+int bk_audit_msg_too_big(const bk_plan *p, int world, char *why, size_t len);
+
 /* "1.5 GiB" from 1 GiB, "12.5 MiB" from 1 MiB, else "40.0 KiB"; returns buf. */
 const char *bk_mem_text(uint64_t bytes, char *buf, size_t len);
 

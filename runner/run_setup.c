@@ -292,6 +292,12 @@ int bk__setup_plan(const bk__run_opts *o, bk_run *run, char **plan_text, bk_err 
         BK_FAIL(err, BK_ERR_INPUT, "%s: %s", run->plan.path, big);
         return BK_EXIT_USAGE;
     }
+    char audit[512]; /* refused here, not found missing after the timed arms have run */
+    if (bk_audit_msg_too_big(&run->plan, run->plan.arena.tp * run->plan.arena.ep, audit,
+                             sizeof audit) >= 0) {
+        BK_FAIL(err, BK_ERR_INPUT, "%s: %s", run->plan.path, audit);
+        return BK_EXIT_USAGE;
+    }
     if (run->routing_share <= 0) { /* C would time the incumbent again: a verdict on nothing */
         char msg[1536];
         bk_plan_none_served_text(o->plan, &run->plan, run->backend, msg, sizeof msg);

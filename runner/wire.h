@@ -12,6 +12,12 @@
 #define BK_RUN_ID_LEN 96
 #define BK_ARM_LEN 8
 #define BK_WIRE_MAX_PEERS 1024
+/* The largest message the coordinator takes (ZMQ_MAXMSGSIZE: ZeroMQ drops a longer one, and
+ * the connection, saying nothing), and so the most tensor data one tensor message carries:
+ * an audit sends each rank's output tensor of a shape whole (bk_wire_tensor refuses more;
+ * a plan that would need more is refused before any engine starts, bk_audit_msg_too_big). */
+#define BK_WIRE_MSG_MAX (1ull << 30)
+#define BK_WIRE_TENSOR_MAX (BK_WIRE_MSG_MAX - 4096)
 
 /* Every message is a msgpack map with at least:
  *   "schema": "bracket.wire/1", "type": str, "run": str, "arm": str, "rank": uint

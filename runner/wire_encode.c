@@ -210,9 +210,13 @@ bk_status bk_wire_tensor(bk_wire_buf *b, const bk_wire_hdr *h, uint32_t shape,
     msgpack_packer pk;
     BK_TRY(check_str("tensor name", name, sizeof ((bk_msg *)0)->name, err));
     BK_TRY(check_str("tensor dtype", dtype, sizeof ((bk_msg *)0)->dtype, err));
-    if (len > UINT32_MAX || (len && !data))
+    if (len && !data)
         return BK_FAIL(err, BK_ERR_INPUT, "wire: tensor '%s' of %zu bytes is invalid", name,
                        len);
+    if (len > BK_WIRE_TENSOR_MAX)
+        return BK_FAIL(err, BK_ERR_INPUT, "wire: tensor '%s' of %zu bytes is more than one "
+                       "message carries (%llu bytes: the coordinator takes messages of up to "
+                       "1 GiB)", name, len, (unsigned long long)BK_WIRE_TENSOR_MAX);
     BK_TRY(begin(b, &pk, h, "tensor", 4, len, err));
     st = packed(pack_kuint(&pk, "shape", shape) || pack_kstr(&pk, "name", name) ||
                     pack_kstr(&pk, "dtype", dtype) || pack_kbin(&pk, "data", data, len),

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "runner/memory.h"
+#include "runner/wire.h"
 
 static uint64_t peak(const char *const *sets, int nsets)
 {
@@ -57,6 +58,37 @@ static bk_plan load(const char *const *sets, int nsets)
     bk_err err = { 0 };
     assert_int_equal(bk_plan_load(path, sets, nsets, &p, &err), BK_OK);
     return p;
+}
+
+/* An audit sends each rank's output tensor of a shape in one message, of at most
+ * BK_WIRE_TENSOR_MAX bytes of data: 16384 x 16384 bf16 (512 MiB) goes, 32768 x 16384 (1 GiB
+ * exactly: the message's other fields push it over) does not, and the first such shape is
+ * named with its output; a lane's size does not change the allreduce's [tokens, hidden]
+ * outputs. Before, such a plan ran its timed arms and then found audit A's outputs missing
+ * (ZeroMQ drops a message over the coordinator's limit, saying nothing). */
+static void test_audit_msg_too_big(void **state)
+{
+    (void)state;
+    char why[512] = "";
+    const char *fits[] = { "workload.shapes=[{\"tokens\":16384,\"hidden\":16384,\"weight\":1}]" };
+    bk_plan p = load(fits, 1);
+    assert_int_equal(bk_audit_msg_too_big(&p, 2, why, sizeof why), -1);
+    bk_plan_free(&p);
+    const char *over[] = { "workload.shapes=[{\"tokens\":8,\"hidden\":4096,\"weight\":1},"
+                           "{\"tokens\":32768,\"hidden\":16384,\"weight\":1},"
+                           "{\"tokens\":65536,\"hidden\":16384,\"weight\":1}]" };
+    p = load(over, 1);
+    for (int world = 1; world <= 8; world *= 2) {
+        assert_int_equal(bk_audit_msg_too_big(&p, world, why, sizeof why), 1);
+        assert_string_equal(why, "workload.shapes[1] (tokens 32768, hidden 16384): audits A and "
+                                 "T send each rank's output 'out' whole, 1.0 GiB here, and one "
+                                 "message carries at most 1073737728 bytes (1 GiB, less 4 KiB "
+                                 "for its other fields): give this shape fewer tokens");
+    }
+    bk_plan_free(&p);
+    /* the limit itself: the coordinator's message limit less room for the other fields */
+    assert_true(BK_WIRE_TENSOR_MAX < BK_WIRE_MSG_MAX);
+    assert_true(BK_WIRE_MSG_MAX - BK_WIRE_TENSOR_MAX >= 1024);
 }
 
 /* The refusal names what holds the memory and advises on the larger part: one huge shape's
@@ -444,6 +476,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_peak_by_hand),
         cmocka_unit_test(test_too_big_says_what_holds_it),
+        cmocka_unit_test(test_audit_msg_too_big),
         cmocka_unit_test(test_available),
         cmocka_unit_test(test_too_big_tie_names_the_first),
         cmocka_unit_test(test_mem_text_edges),

@@ -468,6 +468,13 @@ static void test_encoder_input_errors(void **state)
                                     "x", 1, &f->err), BK_ERR_INPUT);
     assert_non_null(strstr(f->err.msg, "name"));
     bk_err_clear(&f->err);
+    /* more data than one message carries: refused, naming the tensor, before anything is read
+     * (a message over the coordinator's limit would be dropped by ZeroMQ, saying nothing) */
+    assert_int_equal(bk_wire_tensor(&f->buf, &HDR, 0, "out", "bf16", "x",
+                                    (size_t)BK_WIRE_TENSOR_MAX + 1, &f->err), BK_ERR_INPUT);
+    assert_non_null(strstr(f->err.msg, "wire: tensor 'out' of 1073737729 bytes is more than one "
+                                       "message carries"));
+    bk_err_clear(&f->err);
     bk_wire_hdr longarm = { "run-7f3a", "B-prime!", 0 };
     assert_int_equal(bk_wire_status(&f->buf, &longarm, 1, 0, "", 0, 0, "", 0, &f->err), BK_ERR_INPUT);
     assert_non_null(strstr(f->err.msg, "arm"));

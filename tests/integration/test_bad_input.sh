@@ -45,20 +45,20 @@ grep -q "GiB at its peak .*too much, .bracket run. refuses it" "$IT_TMP/big.log"
     fail "plan check does not warn of the too big plan"
 grep -q "rank 0 would hold about .*lower workload.iters" "$IT_TMP/big.log" ||
     fail "plan check does not say why it refuses the too big plan"
-# shapes whose engines do not fit beside rank 0 on this host (2 engines of 12.5 GiB, rank 0's
-# 10 GiB): plan check warns, and run refuses before any engine starts; on a host with the
-# room (35 GiB available) nothing is run
-huge=(--set 'workload.shapes=[{"tokens":40960,"hidden":16384,"weight":1}]' --set candidate.variant=shm_twopass)
+# shapes whose engines do not fit beside rank 0 on this host (2 engines of 9.8 GiB, rank 0's
+# 7.8 GiB; each output under the 1 GiB one audit message carries): plan check warns, and run
+# refuses before any engine starts; on a host with the room (27.3 GiB available) nothing is run
+huge=(--set 'workload.shapes=[{"tokens":32000,"hidden":16384,"weight":1}]' --set candidate.variant=shm_twopass)
 "$BK_BRACKET" plan check "$IT_PLAN" "${huge[@]}" >"$IT_TMP/huge-pc.log" 2>&1 ||
     fail "plan check of the engine-heavy plan: exit $?"
 cat "$IT_TMP/huge-pc.log"
-if grep -q "warning: an arm's 2 engine(s) hold about 12.5 GiB each" "$IT_TMP/huge-pc.log"; then
+if grep -q "warning: an arm's 2 engine(s) hold about 9.8 GiB each" "$IT_TMP/huge-pc.log"; then
     check engines-too-big "while an arm runs (rank 0's" 4 "$IT_PLAN" "${huge[@]}"
-    grep -q "the arm's 2 engine(s) of about 12.5 GiB each) but .* available; lower tokens x hidden of the largest shape (workload.shapes\[0\], tokens 40960 x hidden 16384)" "$OUT" ||
+    grep -q "the arm's 2 engine(s) of about 9.8 GiB each) but .* available; lower tokens x hidden of the largest shape (workload.shapes\[0\], tokens 32000 x hidden 16384)" "$OUT" ||
         fail "engines-too-big: the message does not name the engines and the shape"
     [ ! -e "$IT_TMP/out-engines-too-big" ] || fail "engines-too-big: an output folder was left"
 else
-    echo "NOTE: engines-too-big left out: this host has room for 35 GiB"
+    echo "NOTE: engines-too-big left out: this host has room for 27.3 GiB"
 fi
 # check_cmd NAME WANT CMD...: a bracket command (no mpirun) exits 2 saying WANT
 check_cmd() {
@@ -198,6 +198,24 @@ cat "$IT_TMP/vmoe.log"
 grep -q "experts *topk" "$IT_TMP/vmoe.log" || fail "verify does not show the MoE fields"
 grep -Eq "^3 +0 +4 +128 +4 +2 +32 " "$IT_TMP/vmoe.log" || fail "verify lacks MoE shape 0"
 grep -Eq "^3 +1 +4 +128 +8 +4 +64 " "$IT_TMP/vmoe.log" || fail "verify skipped MoE shape 1"
+# a shape whose output tensor is more than one audit message carries (1 GiB less 4 KiB;
+# 32768 x 16384 bf16 is 1 GiB): refused by plan check, by run before anything starts (no
+# output folder made; before, the timed arms ran and audit A's outputs were then found
+# missing) and by verify (at a lane of 1, whose about 12 GiB this suite's hosts have: its
+# memory refusal comes first)
+big='workload.shapes=[{"tokens":8,"hidden":4096,"weight":1},{"tokens":32768,"hidden":16384,"weight":1}]'
+want="workload.shapes[1] (tokens 32768, hidden 16384): audits A and T send each rank's output 'out' whole, 1.0 GiB here"
+check_cmd pc-audit-big "$want" plan check "$IT_PLAN" --set "$big"
+grep -q "refused by \`bracket run\`" "$IT_TMP/pc-audit-big.log" || fail "plan check did not say run refuses it"
+check_cmd vf-audit-big "$want" verify "$IT_PLAN" --set "$big" --world 1
+set +e
+mpirun "${MPIRUN_FLAGS[@]}" -np 4 "$BK_BRACKET" run "$IT_PLAN" --set "$big" --out "$IT_TMP/out-big" \
+    >"$IT_TMP/run-big.log" 2>&1
+rc=$?
+set -e
+cat "$IT_TMP/run-big.log"
+[ "$rc" = 2 ] && grep -qF "$want" "$IT_TMP/run-big.log" || fail "run of a too-big audit: exit $rc or its message"
+[ ! -e "$IT_TMP/out-big" ] || fail "run of a too-big audit made its output folder"
 # the output folder cannot be created: clear error, nothing runs
 touch "$IT_TMP/file"
 set +e
