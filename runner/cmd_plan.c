@@ -26,8 +26,10 @@ static void usage(FILE *f)
         "many rounds each timed arm runs and about how much memory rank 0 will hold for\n"
         "the samples and the audit outputs, against what this host (or its memory cgroup)\n"
         "has available, naming which holds it (the cgroup by its folder): `bracket run`\n"
-        "refuses a plan that needs more there, and check then exits 2. The lines after it\n"
-        "name the shapes the incumbent serves in arm C (outside the candidate's domain).\n"
+        "refuses a plan that needs more there, and check then exits 2; it does so too\n"
+        "for a shape whose output, one rank's, passes the 1 GiB an audit message carries.\n"
+        "The lines after it name the shapes the incumbent serves in arm C (outside the\n"
+        "candidate's domain).\n"
         "The incumbent must serve the lane and every shape; a DIAGNOSTIC candidate serves\n"
         "its base's domain (see variants).\n"
         "\n"
@@ -45,8 +47,9 @@ static void usage(FILE *f)
         "  -t, --target T       variants: this target's only\n"
         "  -h, --help           this text\n"
         "\n"
-        "Exit status: 0 valid (or listed), 2 invalid, too big for this host's memory, a\n"
-        "candidate that serves none of the shapes, or bad usage; 1 internal failure.\n",
+        "Exit status: 0 valid (or listed), 2 invalid, too big for this host's memory or\n"
+        "for an audit's message, a candidate serving none of the shapes, or bad usage;\n"
+        "1 internal failure.\n",
         auto_is);
 }
 
