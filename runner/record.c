@@ -94,11 +94,12 @@ json_t *bk_record_arm_json(const bk_run *run, const bk_score *sc, int idx)
         const int r = i % a->world;
         char desc[96];
         bk_proc_describe(&d->proc, desc, sizeof desc);
-        json_t *p = json_pack("{s:i, s:i, s:i, s:s, s:I, s:b, s:i, s:i, s:b, s:b, s:s, s:b, s:b, "
-                              "s:s, s:b, s:I, s:I, s:f, s:f, s:f, s:s}",
+        json_t *p = json_pack("{s:i, s:i, s:i, s:s, s:I, s:b, s:b, s:i, s:i, s:b, s:b, s:s, s:b, "
+                              "s:b, s:s, s:b, s:I, s:I, s:f, s:f, s:f, s:s}",
                               "round", i / a->world + 1,
                               "lane_rank", r, "mpi_rank", d->mpi_rank, "host", d->host,
-                              "pid", (json_int_t)d->pid, "reported", d->reported,
+                              "pid", (json_int_t)d->pid, "hello", d->hello,
+                              "reported", d->reported,
                               "exit_code", d->proc.exit_code, "signal", d->proc.signal,
                               "timed_out", d->proc.timed_out, "killed", d->proc.killed,
                               "ended", desc, "status_seen", d->status_seen,

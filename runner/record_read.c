@@ -264,19 +264,20 @@ static bk_status read_arm(const char *path, json_t *ja, bk_run *run, int idx, bk
         bk_rank_data *d = &a->r[r];
         const char *host = "", *smsg = "";
         int exit_code = 0, sig = 0, to = 0, killed = 0, rep = 0, lrank = -1;
+        int hello = 1; /* absent in records before 2026-12-07: taken as said (no line for it) */
         int round = r / a->world + 1; /* absent in records before protocol.repeats */
         json_int_t sent = 0, got = 0, pid = 0;
         /* what the run judged the arm by (bk_run_judge_arm): `bracket score` judges again;
          * the pid, as the report picks the round it shows by it */
         if (json_unpack_ex(json_array_get(procs, (size_t)r), &je, 0,
                            "{s:i, s:s, s:i, s:i, s:b, s:b, s:b, s:b, s:b, s:s, s:I, s:I, s?b, "
-                           "s?I, s:i, s?i}",
+                           "s?I, s:i, s?i, s?b}",
                            "mpi_rank", &d->mpi_rank, "host", &host, "exit_code", &exit_code,
                            "signal", &sig, "timed_out", &to, "killed", &killed, "reported", &rep,
                            "status_seen", &d->status_seen, "status_ok", &d->status_ok,
                            "status_message", &smsg, "samples_sent", &sent, "samples_received",
                            &got, "broke_contract", &d->broke_contract, "pid", &pid,
-                           "lane_rank", &lrank, "round", &round) != 0 ||
+                           "lane_rank", &lrank, "round", &round, "hello", &hello) != 0 ||
             sent < 0 ||
             got < 0 || (d->broke_contract && d->status_ok))
             return BK_FAIL(err, BK_ERR_INPUT, "%s: arms[%d].processes[%d]: %s", path, idx, r,
@@ -286,7 +287,7 @@ static bk_status read_arm(const char *path, json_t *ja, bk_run *run, int idx, bk
                                                    "status_seen:b status_ok:b status_message:s "
                                                    "samples_sent:I samples_received:I "
                                                    "broke_contract:?b pid:?I lane_rank:i "
-                                                   "round:?i", &je, why,
+                                                   "round:?i hello:?b", &je, why,
                                                    sizeof why)
                                       : "sample counts must be >= 0, and an engine that broke "
                                         "its contract cannot have status_ok");
@@ -325,6 +326,7 @@ static bk_status read_arm(const char *path, json_t *ja, bk_run *run, int idx, bk
             d->routed_known = 1;
         }
         d->pid = pid;
+        d->hello = hello;
         bk_strlcpy(d->host, host, sizeof d->host);
         bk_strlcpy(d->status_msg, smsg, sizeof d->status_msg);
         d->samples_claimed = (uint64_t)sent;

@@ -57,11 +57,52 @@ void bk_routed_text(uint64_t m, char *buf, size_t len) /* BK_ROUTED_TEXT holds a
         }
 }
 
+/* Append `line` to a's reason at *len ("; " between lines); a reason that fills up ends
+ * after a whole word, and nothing comes after it. */
+static void add_line(bk_arm_run *a, size_t *len, const char *line)
+{
+    if (*len >= sizeof a->reason - 2)
+        return;
+    if (bk_strlcpy_words(a->reason + *len, line, sizeof a->reason - *len) != 0)
+        *len = sizeof a->reason; /* full, ending in "...": nothing after it */
+    else
+        *len += strlen(a->reason + *len);
+}
+
+/* The rendezvous answers once every lane rank said hello, so the ranks that said it wait
+ * there for the others, and fail at the arm's end with "rendezvous: no answer from the
+ * coordinator"; the rank they waited for (hung before its hello: its backend's start, say)
+ * is then killed after their failure, and a killed rank gets no line of its own. Where
+ * some lane ranks said hello, each that did not and is not named yet is named, unless a
+ * signal to the run cut it short. */
+static void name_no_hello(bk_arm_run *a, const unsigned char *named, size_t *len)
+{
+    int said = 0;
+    for (int r = 0; r < a->world; r++)
+        said += a->r[r].hello != 0;
+    if (a->terminated || said == 0 || said == a->world)
+        return;
+    for (int r = 0; r < a->world; r++) {
+        const bk_rank_data *d = &a->r[r];
+        if (d->hello || named[r])
+            continue;
+        char pd[96], line[256 + 2 * BK_HOST_LEN];
+        bk_proc_describe(&d->proc, pd, sizeof pd);
+        snprintf(line, sizeof line, "%sarm %s lane rank %d (%s, MPI rank %d): never said hello "
+                 "to the rendezvous, where the lane's other ranks waited for it (its engine: "
+                 "%s)", *len ? "; " : "", a->name, r, d->host, d->mpi_rank,
+                 d->reported ? pd : "not reported");
+        add_line(a, len, line);
+    }
+}
+
 void bk_run_judge_arm(const bk_run *run, bk_arm_run *a)
 {
     const uint64_t want_routed = bk_arm_want_routed(run, a);
     a->ok = 1;
     size_t len = 0;
+    /* the lane ranks named in the reason (name_no_hello's; out of memory: it is left out) */
+    unsigned char *named = calloc((size_t)(a->world > 0 ? a->world : 1), 1);
     uint64_t want = a->audit ? 0
                              : (uint64_t)run->plan.workload.iters * (uint64_t)run->plan.workload.nshapes;
     for (int r = 0; r < a->world; r++) {
@@ -114,13 +155,15 @@ void bk_run_judge_arm(const bk_run *run, bk_arm_run *a)
             char line[sizeof why + 2 * BK_HOST_LEN];
             snprintf(line, sizeof line, "%sarm %s lane rank %d (%s, MPI rank %d): %s",
                      len ? "; " : "", a->name, r, d->host, d->mpi_rank, why);
-            if (bk_strlcpy_words(a->reason + len, line, sizeof a->reason - len) != 0)
-                len = sizeof a->reason; /* full, ending in "...": nothing after it */
-            else
-                len += strlen(a->reason + len);
+            add_line(a, &len, line);
+            if (named)
+                named[r] = 1;
         }
         a->ok = 0;
     }
+    if (!a->ok && named)
+        name_no_hello(a, named, &len);
+    free(named);
 }
 
 /* NAME out of "terminated by NAME during ..." / "... before ..." (at most len - 1 bytes) */

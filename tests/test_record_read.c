@@ -573,6 +573,50 @@ static void test_routed_shapes(void **state)
     bk_run_free(&run);
 }
 
+static void hello_string(json_t *r) { json_object_set_new(proc(r, 1, 1), "hello", json_string("yes")); }
+/* C's rank 1 never said hello (and was killed after rank 0 failed at the rendezvous) */
+static void c_rank1_no_hello(json_t *r)
+{
+    json_t *p0 = proc(r, 1, 0), *p1 = proc(r, 1, 1);
+    json_object_set_new(p0, "hello", json_true());
+    json_object_set_new(p0, "exit_code", json_integer(1));
+    json_object_set_new(p0, "status_ok", json_false());
+    json_object_set_new(p0, "status_message", json_string("rendezvous: no answer"));
+    json_object_set_new(p1, "hello", json_false());
+    json_object_set_new(p1, "killed", json_true());
+    json_object_set_new(p1, "signal", json_integer(15));
+    json_object_set_new(p1, "exit_code", json_integer(143));
+}
+
+/* hello: absent (the fixture: from before it) reads as said; else true or false, read into
+ * the process and judged again with the arm: a rank that never said hello, killed after its
+ * peer failed at the rendezvous, is named */
+static void test_hello(void **state)
+{
+    (void)state;
+    expect_bad(hello_string, NULL, "record.json: arms[1].processes[1]: hello: must be true or "
+                                   "false, got a string");
+    bk_run run;
+    bk_err err = { 0 };
+    if (read_edited(NULL, NULL, &run, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(run.arms[1].r[i].hello, 1);
+    bk_run_free(&run);
+    if (read_edited(c_rank1_no_hello, NULL, &run, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(run.arms[1].r[0].hello, 1);
+    assert_int_equal(run.arms[1].r[1].hello, 0);
+    bk_arm_run again = run.arms[1];
+    again.ok = 1;
+    bk_run_judge_arm(&run, &again);
+    assert_int_equal(again.ok, 0);
+    if (!strstr(again.reason, "arm C lane rank 1 (") ||
+        !strstr(again.reason, "never said hello to the rendezvous"))
+        fail_msg("reason: %s", again.reason);
+    bk_run_free(&run);
+}
+
 /* Each arm is read by its place, each process by its place in the arm, and the lane names
  * the MPI ranks the processes sat on: a record that says otherwise was reordered or edited. */
 static void test_places(void **state)
@@ -871,6 +915,7 @@ int main(void)
         cmocka_unit_test(test_bad_fields),
         cmocka_unit_test(test_places),
         cmocka_unit_test(test_routed_shapes),
+        cmocka_unit_test(test_hello),
         cmocka_unit_test(test_foreign_blocks),
         cmocka_unit_test_teardown(test_samples_header, plain_samples),
         cmocka_unit_test(test_bad_forms),

@@ -190,6 +190,67 @@ static void test_each_failure_named(void **state)
     free(run);
 }
 
+/* A lane of 4 whose rank 2 hung before its hello: ranks 0, 1 and 3 said hello and waited at
+ * the rendezvous; 0 failed there at the arm's end, and the runner killed the rest. Rank 0's
+ * line says only "no answer from the coordinator", so rank 2 is named as the one never at
+ * the rendezvous; 1 and 3, killed after it, are not. A rank already named by a line of its
+ * own is not named again; nor is any where no rank said hello, or where a signal to the
+ * run cut the arm. */
+static void test_no_hello_named(void **state)
+{
+    (void)state;
+    bk_arm_run a;
+    bk_rank_data r[4];
+    bk_run *run = make_run(&a, r, 4);
+    for (int i = 0; i < 4; i++) {
+        r[i].hello = i != 2;
+        r[i].proc.killed = i != 0;
+        r[i].proc.signal = i ? SIGTERM : 0;
+    }
+    r[0].proc.exit_code = 1;
+    r[0].status_seen = 1;
+    bk_strlcpy(r[0].status_msg, "rendezvous: no answer from the coordinator at ipc://x within "
+               "4.8 s", sizeof r[0].status_msg);
+    bk_run_judge_arm(run, &a);
+    assert_int_equal(a.ok, 0);
+    assert_string_equal(a.reason,
+                        "arm C lane rank 0 (node-00, MPI rank 2): engine failed (exit 1): "
+                        "rendezvous: no answer from the coordinator at ipc://x within 4.8 s; "
+                        "arm C lane rank 2 (node-02, MPI rank 4): never said hello to the "
+                        "rendezvous, where the lane's other ranks waited for it (its engine: "
+                        "killed by the runner (signal 15))");
+    /* an agent that never reported (nothing known of its engine): its own line names it */
+    r[2].reported = 0;
+    r[2].proc.killed = 0;
+    r[2].proc.signal = 0;
+    expect_failed(run, &a, "arm C lane rank 2 (node-02, MPI rank 4): no report from the agent");
+    assert_null(strstr(a.reason, "never said hello"));
+    r[2].reported = 1;
+    /* rank 2 failed of itself (its start failed): its own line names it, once */
+    r[2].proc.exit_code = 1;
+    expect_failed(run, &a, "arm C lane rank 2 (node-02, MPI rank 4): engine failed (exit 1)");
+    assert_null(strstr(a.reason, "never said hello"));
+    r[2].proc.killed = 1;
+    r[2].proc.signal = SIGTERM;
+    r[2].proc.exit_code = 0;
+    /* a signal to the run: its own reason (bk_run_arm), no hello line */
+    a.terminated = 1;
+    expect_failed(run, &a, "engine failed (exit 1)");
+    assert_null(strstr(a.reason, "never said hello"));
+    a.terminated = 0;
+    /* no rank said hello: no rank waited for another there */
+    for (int i = 0; i < 4; i++)
+        r[i].hello = 0;
+    expect_failed(run, &a, "engine failed (exit 1)");
+    assert_null(strstr(a.reason, "never said hello"));
+    /* every rank said hello: the rendezvous met */
+    for (int i = 0; i < 4; i++)
+        r[i].hello = 1;
+    expect_failed(run, &a, "engine failed (exit 1)");
+    assert_null(strstr(a.reason, "never said hello"));
+    free(run);
+}
+
 /* The shapes an engine's status says it served with the incumbent must be those the run's
  * routing gives the candidate's arms (bk_plan_routed at set-up: shm_oneshot_fused serves
  * 1 x 4096, not 600 x 4096, past its 512 tokens, nor hidden 12); the incumbent's arms route
@@ -340,6 +401,7 @@ int main(void)
         cmocka_unit_test(test_reason_cut_by_words),
         cmocka_unit_test(test_unfinished_stopped_and_mark),
         cmocka_unit_test(test_each_failure_named),
+        cmocka_unit_test(test_no_hello_named),
         cmocka_unit_test(test_routing_judged),
         cmocka_unit_test(test_terminated_name),
         cmocka_unit_test(test_v7_look_ignores_final_quality),

@@ -35,7 +35,11 @@ assert d["reported"] and d["exit_code"] != 0 and d["ended"].startswith("exit "),
 assert d["pid"] > 0, d
 assert d["pid"] not in [p["pid"] for p in c["processes"] if p is not d], c["processes"]
 assert d["samples_received"] == 0, d
+assert d["hello"] is False, d
+assert all(p["hello"] is True for p in r["arms"][0]["processes"]), r["arms"][0]["processes"]
 assert "File exists" in c["reason"] and seg in c["reason"], c["reason"]
+# its own line names it: not named again as the rank the rendezvous waited for
+assert "never said hello" not in c["reason"], c["reason"]
 assert not r["arms"][2]["ran"], "B' ran after a failed C"
 print("arm C:", c["reason"][:300])
 PY
