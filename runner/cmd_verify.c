@@ -282,6 +282,16 @@ static bk_status audit(const bk_plan *p, bk_coord *c, bk_arm_run *a, int idx, co
         snprintf(a->reason, sizeof a->reason, "engine rank %d (%s): %s", named, pd,
                  d->status_msg[0] ? d->status_msg : "no status");
         a->ok = 0;
+        /* one that said hello waited at the rendezvous for one that never did (hung in its
+         * start, then killed here): that one is named too (bk_run_judge_arm's rule) */
+        for (int r = 0; r < world && d->hello; r++) {
+            if (a->r[r].hello)
+                continue;
+            const size_t n = strlen(a->reason);
+            bk_proc_describe(&a->r[r].proc, pd, sizeof pd);
+            snprintf(a->reason + n, sizeof a->reason - n, "; engine rank %d never said hello "
+                     "to the rendezvous, where the others waited for it (%s)", r, pd);
+        }
     }
     /* the "served by" column is what each engine says it served: the shapes it routed to
      * the incumbent must be those the variant's domain routes */

@@ -5,7 +5,8 @@
 # the rendezvous until the arm's end, then fails saying the coordinator never answered; the
 # runner then kills the lane, the held engine with it, and a killed engine gets no line of
 # its own in the arm's reason. The reason must still name the held rank as the one that
-# never said hello, and the record must say which engines' hellos came.
+# never said hello, and the record must say which engines' hellos came. `bracket verify`'s
+# audit, where the same happens, names it too.
 . "$(dirname "$0")/fault_lib.sh"
 set -e
 if ! command -v cc >/dev/null 2>&1; then
@@ -14,9 +15,11 @@ if ! command -v cc >/dev/null 2>&1; then
 fi
 cat >"$IT_TMP/hold.c" <<'C'
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-/* hold `bracket engine ... --arm C ... --rank 1 ...` before main, for at most 120 s */
+/* hold `bracket engine ... --arm ARM ... --rank 1 ...` before main, for at most 120 s;
+ * ARM: $HOLD_ARM */
 __attribute__((constructor)) static void hold(void)
 {
     static char b[8192];
@@ -26,11 +29,12 @@ __attribute__((constructor)) static void hold(void)
     size_t n = fread(b, 1, sizeof b - 1, f);
     fclose(f);
     b[n] = '\0';
+    const char *arm = getenv("HOLD_ARM");
     int engine = 0, arm_c = 0, rank_1 = 0;
     for (size_t i = 0; i < n; i += strlen(b + i) + 1) {
         const char *a = b + i, *next = i + strlen(a) + 1 < n ? a + strlen(a) + 1 : "";
         engine |= !strcmp(a, "engine");
-        arm_c |= !strcmp(a, "--arm") && !strcmp(next, "C");
+        arm_c |= arm && !strcmp(a, "--arm") && !strcmp(next, arm);
         rank_1 |= !strcmp(a, "--rank") && !strcmp(next, "1");
     }
     if (engine && arm_c && rank_1)
@@ -42,7 +46,7 @@ cc -shared -fPIC -o "$IT_TMP/hold.so" "$IT_TMP/hold.c" || fail "cc could not bui
 # a sanitizer build's runtime wants to come first: this test's library comes before it
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 # arm_s 10: the waiting engine gives up at 8 s (a fifth kept to report)
-LD_PRELOAD=$IT_TMP/hold.so it_start no-hello 4 "$IT_PLAN" --set timeouts.arm_s=10
+HOLD_ARM=C LD_PRELOAD=$IT_TMP/hold.so it_start no-hello 4 "$IT_PLAN" --set timeouts.arm_s=10
 it_wait
 expect_verdict NO_DECISION 4
 python3 - "$RECORD" <<'PY' || fail "the record does not name the engine that never said hello"
@@ -65,4 +69,17 @@ PY
 grep -q "never said hello to the rendezvous" "$OUT" || fail "the run's output does not name it"
 expect_no_ranks
 expect_no_leftovers
-echo "PASS: an engine held before its hello is named in the arm's reason"
+echo "---- bracket verify, its audit's rank 1 held before its hello"
+set +e
+HOLD_ARM=A LD_PRELOAD=$IT_TMP/hold.so timeout 120 "$BK_BRACKET" verify "$IT_PLAN" \
+    --set timeouts.arm_s=10 >"$IT_TMP/verify.log" 2>&1
+VRC=$?
+set -e
+cat "$IT_TMP/verify.log"
+[ "$VRC" != 0 ] && [ "$VRC" != 124 ] || fail "verify exited $VRC"
+grep -q "engine rank 0 (.*): rendezvous: no answer from the coordinator" "$IT_TMP/verify.log" ||
+    fail "verify did not say rank 0 waited at the rendezvous"
+grep -q "engine rank 1 never said hello to the rendezvous, where the others waited for it" \
+    "$IT_TMP/verify.log" || fail "verify did not name the rank that never said hello"
+[ -z "$(pgrep -f "bracket engine --plan $IT_TMP/")" ] || fail "engines left behind"
+echo "PASS: an engine held before its hello is named in the arm's reason, and by verify"
