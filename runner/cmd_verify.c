@@ -282,15 +282,19 @@ static bk_status audit(const bk_plan *p, bk_coord *c, bk_arm_run *a, int idx, co
         snprintf(a->reason, sizeof a->reason, "engine rank %d (%s): %s", named, pd,
                  d->status_msg[0] ? d->status_msg : "no status");
         a->ok = 0;
-        /* one that said hello waited at the rendezvous for one that never did (hung in its
-         * start, then killed here): that one is named too (bk_run_judge_arm's rule) */
+        /* the named one said hello and so waited at the rendezvous for any that never did
+         * (hung in its start, then killed here): those are named too, as a run names them
+         * (bk_run_judge_arm) */
         for (int r = 0; r < world && d->hello; r++) {
             if (a->r[r].hello)
                 continue;
             const size_t n = strlen(a->reason);
+            char line[256];
             bk_proc_describe(&a->r[r].proc, pd, sizeof pd);
-            snprintf(a->reason + n, sizeof a->reason - n, "; engine rank %d never said hello "
-                     "to the rendezvous, where the others waited for it (%s)", r, pd);
+            snprintf(line, sizeof line, "; engine rank %d never said hello to the rendezvous, "
+                     "where the ranks that did waited for it (%s)", r, pd);
+            if (bk_strlcpy_words(a->reason + n, line, sizeof a->reason - n) != 0)
+                break; /* full, ending in "..." */
         }
     }
     /* the "served by" column is what each engine says it served: the shapes it routed to

@@ -73,25 +73,28 @@ static void add_line(bk_arm_run *a, size_t *len, const char *line)
  * there for the others, and fail at the arm's end with "rendezvous: no answer from the
  * coordinator"; the rank they waited for (hung before its hello: its backend's start, say)
  * is then killed after their failure, and a killed rank gets no line of its own. Where
- * some lane ranks said hello, each that did not and is not named yet is named, unless a
- * signal to the run cut it short. */
+ * every rank named so far said hello and some rank did not, each that did not is named,
+ * unless a signal to the run cut it short. Where a named rank failed before its hello
+ * itself, that is the cause: the others without one may only have been slower to start. */
 static void name_no_hello(bk_arm_run *a, const unsigned char *named, size_t *len)
 {
     int said = 0;
-    for (int r = 0; r < a->world; r++)
+    for (int r = 0; r < a->world; r++) {
         said += a->r[r].hello != 0;
+        if (named[r] && !a->r[r].hello)
+            return;
+    }
     if (a->terminated || said == 0 || said == a->world)
         return;
     for (int r = 0; r < a->world; r++) {
         const bk_rank_data *d = &a->r[r];
-        if (d->hello || named[r])
+        if (d->hello)
             continue;
         char pd[96], line[256 + 2 * BK_HOST_LEN];
         bk_proc_describe(&d->proc, pd, sizeof pd);
         snprintf(line, sizeof line, "%sarm %s lane rank %d (%s, MPI rank %d): never said hello "
-                 "to the rendezvous, where the lane's other ranks waited for it (its engine: "
-                 "%s)", *len ? "; " : "", a->name, r, d->host, d->mpi_rank,
-                 d->reported ? pd : "not reported");
+                 "to the rendezvous, where the lane's ranks that did waited for it (its engine: "
+                 "%s)", *len ? "; " : "", a->name, r, d->host, d->mpi_rank, pd);
         add_line(a, len, line);
     }
 }

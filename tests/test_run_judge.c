@@ -194,8 +194,9 @@ static void test_each_failure_named(void **state)
  * the rendezvous; 0 failed there at the arm's end, and the runner killed the rest. Rank 0's
  * line says only "no answer from the coordinator", so rank 2 is named as the one never at
  * the rendezvous; 1 and 3, killed after it, are not. A rank already named by a line of its
- * own is not named again; nor is any where no rank said hello, or where a signal to the
- * run cut the arm. */
+ * own is not named again, and where it failed before its hello, others without one are not
+ * named either (they may only have been slower to start); nor is any where no rank said
+ * hello, or where a signal to the run cut the arm. */
 static void test_no_hello_named(void **state)
 {
     (void)state;
@@ -217,7 +218,7 @@ static void test_no_hello_named(void **state)
                         "arm C lane rank 0 (node-00, MPI rank 2): engine failed (exit 1): "
                         "rendezvous: no answer from the coordinator at ipc://x within 4.8 s; "
                         "arm C lane rank 2 (node-02, MPI rank 4): never said hello to the "
-                        "rendezvous, where the lane's other ranks waited for it (its engine: "
+                        "rendezvous, where the lane's ranks that did waited for it (its engine: "
                         "killed by the runner (signal 15))");
     /* an agent that never reported (nothing known of its engine): its own line names it */
     r[2].reported = 0;
@@ -230,6 +231,12 @@ static void test_no_hello_named(void **state)
     r[2].proc.exit_code = 1;
     expect_failed(run, &a, "arm C lane rank 2 (node-02, MPI rank 4): engine failed (exit 1)");
     assert_null(strstr(a.reason, "never said hello"));
+    /* ... and then ranks 1 and 3, killed before their hellos, were only slower to start:
+     * not named as the ones waited for */
+    r[1].hello = r[3].hello = 0;
+    expect_failed(run, &a, "arm C lane rank 2 (node-02, MPI rank 4): engine failed (exit 1)");
+    assert_null(strstr(a.reason, "never said hello"));
+    r[1].hello = r[3].hello = 1;
     r[2].proc.killed = 1;
     r[2].proc.signal = SIGTERM;
     r[2].proc.exit_code = 0;
