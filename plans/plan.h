@@ -118,6 +118,12 @@ const char *bk_plan_value_text(const json_t *v, char *dst, size_t n);
  * outputs, normalised or smaller); 0 (buf "") otherwise. */
 int bk_plan_loose_quality_text(const bk_plan *p, char *buf, size_t len);
 
+/* 1 with a note in buf when decode is timed eagerly on the cuda backend (b, the backend the
+ * plan runs on): serving stacks replay decode steps as CUDA graphs, so a speed-up measured
+ * without them speaks for the debugging mode, not the arena (the arena's guide), unless the
+ * arena publishes eager decode; 0 (buf "") otherwise. */
+int bk_plan_eager_decode_text(const bk_plan *p, bk_backend b, char *buf, size_t len);
+
 const char *bk_phase_name(bk_phase p);
 const char *bk_backend_name(bk_backend b);
 const char *bk_drift_policy_name(bk_drift_policy p);

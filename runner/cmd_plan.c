@@ -292,6 +292,9 @@ int bk_cmd_plan(int argc, char **argv)
     if (b == BK_BACKEND_CPU && !strcmp(plan.arena.graph_mode, "graph"))
         printf("  note: arena.graph_mode \"graph\" is the cuda backend's (a CUDA graph of the "
                "timed step); the cpu engines call every step eagerly\n");
+    char eager[512];
+    if (bk_plan_eager_decode_text(&plan, b, eager, sizeof eager))
+        printf("  note: %s\n", eager);
     if (share > 0)
         note_routed(&plan, b);
     note_fallbacks(&plan, b);

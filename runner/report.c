@@ -82,6 +82,8 @@ void bk_report_header(FILE *f, const bk_run *run)
     char loose[512];
     if (bk_plan_loose_quality_text(p, loose, sizeof loose))
         fprintf(f, "  warning    %s\n", loose);
+    if (bk_plan_eager_decode_text(p, run->backend, loose, sizeof loose))
+        fprintf(f, "  note       %s\n", loose);
     fprintf(f, "  backend    %s%s\n", bk_backend_name(run->backend),
             run->backend == BK_BACKEND_CPU ? "  (cpu backend: a rehearsal, never a GPU result)" : "");
     fprintf(f, "  lanes      baseline [");

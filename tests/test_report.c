@@ -249,6 +249,43 @@ static void test_few_iters_warned(void **state)
     free(t);
 }
 
+/* Decode timed eagerly on the cuda backend is noted in the header (the arena's guide: a
+ * graph-off gain is evidence about a debugging mode); not on the cpu backend, not with graph
+ * mode, not for prefill. */
+static void test_eager_decode_noted(void **state)
+{
+    scored *s = *state;
+    const bk_backend b = s->run.backend;
+    const bk_phase ph = s->run.plan.workload.phase;
+    char mode[sizeof s->run.plan.arena.graph_mode];
+    bk_strlcpy(mode, s->run.plan.arena.graph_mode, sizeof mode);
+    const char *note = "  note       decode is timed eagerly (arena.graph_mode \"eager\"; a plan "
+                       "without it gets eager): serving stacks replay decode steps as CUDA "
+                       "graphs";
+    s->run.plan.workload.phase = BK_PHASE_DECODE;
+    bk_strlcpy(s->run.plan.arena.graph_mode, "eager", sizeof s->run.plan.arena.graph_mode);
+    s->run.backend = BK_BACKEND_CPU;
+    char *t = text(s, 1);
+    LACKS(t, "timed eagerly");
+    free(t);
+    s->run.backend = BK_BACKEND_CUDA;
+    t = text(s, 1);
+    HAS(t, note);
+    free(t);
+    s->run.plan.workload.phase = BK_PHASE_PREFILL;
+    t = text(s, 1);
+    LACKS(t, "timed eagerly");
+    free(t);
+    s->run.plan.workload.phase = BK_PHASE_DECODE;
+    bk_strlcpy(s->run.plan.arena.graph_mode, "graph", sizeof s->run.plan.arena.graph_mode);
+    t = text(s, 1);
+    LACKS(t, "timed eagerly");
+    free(t);
+    s->run.backend = b;
+    s->run.plan.workload.phase = ph;
+    bk_strlcpy(s->run.plan.arena.graph_mode, mode, sizeof s->run.plan.arena.graph_mode);
+}
+
 /* A shape outside the candidate's domain ran the incumbent in C, and C alone says so. */
 static void test_routed_shape_named_in_c_only(void **state)
 {
@@ -332,6 +369,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fixture_as_recorded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_came_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bf16_note_under_failed_quality, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eager_decode_noted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_few_iters_warned, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_ranks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_version, setup, teardown),

@@ -128,6 +128,19 @@ has routed-none "candidate serves 100.0% of the workload)"
 pc graph-cpu 0 "$CPU" --set arena.graph_mode=graph
 has graph-cpu "  note: arena.graph_mode \"graph\" is the cuda backend's (a CUDA graph of the timed step); the cpu engines call every step eagerly"
 lacks routed-none "arena.graph_mode"
+lacks graph-cpu "timed eagerly"
+# decode timed eagerly on the cuda backend is noted (the arena's guide: a graph-off gain is
+# evidence about a debugging mode); a build without cuda refuses a cuda plan
+if "$BK_BRACKET" --version | grep -q "backends in this build: cpu cuda"; then
+    pc eager-cuda 0 "$BK_SOURCE_DIR/plans/demo-cuda.json" --set arena.graph_mode=eager
+    has eager-cuda "  note: decode is timed eagerly (arena.graph_mode \"eager\"; a plan without it gets eager): serving stacks replay decode steps as CUDA graphs"
+    pc graph-cuda 0 "$BK_SOURCE_DIR/plans/demo-cuda.json"
+    lacks graph-cuda "timed eagerly"
+    pc prefill-cuda 0 "$BK_SOURCE_DIR/plans/moe-prefill.json"
+    lacks prefill-cuda "timed eagerly"
+else
+    echo "not checked here: the eager-decode note of a cuda plan (this build has no cuda backend)"
+fi
 # 9. --backend is checked before the plan is read, and a backend this build lacks is the
 # flag's, not the plan's field
 pc backend-bad 2 "$IT_TMP/no-such-plan.json" --backend bogus
