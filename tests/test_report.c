@@ -250,8 +250,8 @@ static void test_few_iters_warned(void **state)
 }
 
 /* Decode timed eagerly on the cuda backend is noted in the header (the arena's guide: a
- * graph-off gain is evidence about a debugging mode); not on the cpu backend, not with graph
- * mode, not for prefill. */
+ * graph-off gain is evidence about a debugging mode), and in short under the verdict (which
+ * -q keeps); not on the cpu backend, not with graph mode, not for prefill. */
 static void test_eager_decode_noted(void **state)
 {
     scored *s = *state;
@@ -271,6 +271,11 @@ static void test_eager_decode_noted(void **state)
     s->run.backend = BK_BACKEND_CUDA;
     t = text(s, 1);
     HAS(t, note);
+    free(t);
+    t = text(s, 0); /* without the header (-q), under the verdict in short */
+    LACKS(t, note);
+    HAS(t, "  (decode timed eagerly: evidence about a debugging mode, not the arena, unless it "
+           "publishes eager decode)\n");
     free(t);
     s->run.plan.workload.phase = BK_PHASE_PREFILL;
     t = text(s, 1);
