@@ -68,7 +68,8 @@ bk_status bk_rendezvous_secure(void *zmq_ctx, const char *endpoint,
         if (now >= deadline) {
             st = BK_FAIL(err, BK_ERR_TIMEOUT,
                          "rendezvous: no answer from the coordinator at %s within %.1f s "
-                         "(run %s, arm %s, lane rank %d of %d)",
+                         "(run %s, arm %s, lane rank %d of %d; it answers once every lane rank "
+                         "said hello: a peer lost before its hello, or the coordinator gone)",
                          endpoint, timeout_s, run_id, arm, rank, world);
             goto out;
         }

@@ -57,14 +57,14 @@ void bk_routed_text(uint64_t m, char *buf, size_t len) /* BK_ROUTED_TEXT holds a
         }
 }
 
-/* Append `line` to a's reason at *len ("; " between lines); a reason that fills up ends
- * after a whole word, and nothing comes after it. */
-static void add_line(bk_arm_run *a, size_t *len, const char *line)
+/* Append `line` to a's reason at *len, within its first `cap` bytes ("; " between lines);
+ * a reason that fills up to cap ends after a whole word, and no line comes after it. */
+static void add_line(bk_arm_run *a, size_t *len, size_t cap, const char *line)
 {
-    if (*len >= sizeof a->reason - 2)
+    if (*len + 2 >= cap)
         return;
-    if (bk_strlcpy_words(a->reason + *len, line, sizeof a->reason - *len) != 0)
-        *len = sizeof a->reason; /* full, ending in "...": nothing after it */
+    if (bk_strlcpy_words(a->reason + *len, line, cap - *len) != 0)
+        *len = cap; /* full, ending in "...": nothing after it */
     else
         *len += strlen(a->reason + *len);
 }
@@ -72,31 +72,35 @@ static void add_line(bk_arm_run *a, size_t *len, const char *line)
 /* The rendezvous answers once every lane rank said hello, so the ranks that said it wait
  * there for the others, and fail at the arm's end with "rendezvous: no answer from the
  * coordinator"; the rank they waited for (hung before its hello: its backend's start, say)
- * is then killed after their failure, and a killed rank gets no line of its own. Where
- * every rank named so far said hello and some rank did not, each that did not is named,
- * unless a signal to the run cut it short. Where a named rank failed before its hello
- * itself, that is the cause: the others without one may only have been slower to start. */
-static void name_no_hello(bk_arm_run *a, const unsigned char *named, size_t *len)
+ * is then killed after their failure, and a killed rank gets no line of its own. Where some
+ * lane ranks said hello and some did not, and no signal to the run cut it short, the lines
+ * naming those that did not go into `out` (at most half the reason, cut after a word); the
+ * judge reserves room for them and adds them only where every rank it named for its own
+ * failure said hello: a named rank that failed before its hello is the cause itself, and
+ * the others without one may only have been slower to start. Returns out's length. */
+static size_t no_hello_lines(const bk_arm_run *a, char *out, size_t cap)
 {
     int said = 0;
-    for (int r = 0; r < a->world; r++) {
+    out[0] = '\0';
+    for (int r = 0; r < a->world; r++)
         said += a->r[r].hello != 0;
-        if (named[r] && !a->r[r].hello)
-            return;
-    }
     if (a->terminated || said == 0 || said == a->world)
-        return;
-    for (int r = 0; r < a->world; r++) {
+        return 0;
+    size_t n = 0;
+    for (int r = 0; r < a->world && n + 2 < cap; r++) {
         const bk_rank_data *d = &a->r[r];
         if (d->hello)
             continue;
         char pd[96], line[256 + 2 * BK_HOST_LEN];
         bk_proc_describe(&d->proc, pd, sizeof pd);
-        snprintf(line, sizeof line, "%sarm %s lane rank %d (%s, MPI rank %d): never said hello "
+        snprintf(line, sizeof line, "; arm %s lane rank %d (%s, MPI rank %d): never said hello "
                  "to the rendezvous, where the lane's ranks that did waited for it (its engine: "
-                 "%s)", *len ? "; " : "", a->name, r, d->host, d->mpi_rank, pd);
-        add_line(a, len, line);
+                 "%s)", a->name, r, d->host, d->mpi_rank, pd);
+        if (bk_strlcpy_words(out + n, line, cap - n) != 0)
+            return strlen(out); /* full, ending in "..." */
+        n += strlen(out + n);
     }
+    return n;
 }
 
 void bk_run_judge_arm(const bk_run *run, bk_arm_run *a)
@@ -104,8 +108,11 @@ void bk_run_judge_arm(const bk_run *run, bk_arm_run *a)
     const uint64_t want_routed = bk_arm_want_routed(run, a);
     a->ok = 1;
     size_t len = 0;
-    /* the lane ranks named in the reason (name_no_hello's; out of memory: it is left out) */
-    unsigned char *named = calloc((size_t)(a->world > 0 ? a->world : 1), 1);
+    /* the lines naming ranks that never said hello, with room kept for them at the end */
+    char tail[sizeof a->reason / 2];
+    const size_t ntail = no_hello_lines(a, tail, sizeof tail);
+    const size_t cap = sizeof a->reason - ntail;
+    int named_no_hello = 0; /* a rank named for its own failure never said hello */
     uint64_t want = a->audit ? 0
                              : (uint64_t)run->plan.workload.iters * (uint64_t)run->plan.workload.nshapes;
     for (int r = 0; r < a->world; r++) {
@@ -154,19 +161,20 @@ void bk_run_judge_arm(const bk_run *run, bk_arm_run *a)
         }
         if (!why[0])
             continue;
-        if (a->ok || ((!d->proc.killed || d->agent_signal) && len < sizeof a->reason - 2)) {
+        if (a->ok || !d->proc.killed || d->agent_signal) { /* its line, where room is left */
             char line[sizeof why + 2 * BK_HOST_LEN];
             snprintf(line, sizeof line, "%sarm %s lane rank %d (%s, MPI rank %d): %s",
                      len ? "; " : "", a->name, r, d->host, d->mpi_rank, why);
-            add_line(a, &len, line);
-            if (named)
-                named[r] = 1;
+            add_line(a, &len, cap, line);
+            named_no_hello |= !d->hello;
         }
         a->ok = 0;
     }
-    if (!a->ok && named)
-        name_no_hello(a, named, &len);
-    free(named);
+    if (!a->ok && ntail && !named_no_hello) {
+        /* after the lines (a failed arm has one, so the tail's leading "; " separates) */
+        const size_t at = strlen(a->reason);
+        memcpy(a->reason + at, tail, ntail + 1);
+    }
 }
 
 /* NAME out of "terminated by NAME during ..." / "... before ..." (at most len - 1 bytes) */

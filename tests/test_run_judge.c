@@ -258,6 +258,40 @@ static void test_no_hello_named(void **state)
     free(run);
 }
 
+/* Seven ranks of a lane of 8 said hello and each failed at the rendezvous with a long
+ * message, more than the reason holds; rank 7 never said hello. Its line is kept, at the end,
+ * after the others' cut after a word. */
+static void test_no_hello_kept_when_full(void **state)
+{
+    (void)state;
+    bk_arm_run a;
+    bk_rank_data r[8];
+    bk_run *run = make_run(&a, r, 8);
+    for (int i = 0; i < 7; i++) {
+        r[i].hello = 1;
+        r[i].proc.exit_code = 1;
+        r[i].status_seen = 1;
+        snprintf(r[i].status_msg, sizeof r[i].status_msg, "rendezvous: no answer from the "
+                 "coordinator at ipc:///tmp/a-long-private-folder-name-%d/rv within 8.0 s (run "
+                 "20261207T162534Z-it-cpu-911e6e, arm C, lane rank %d of 8; it answers once "
+                 "every lane rank said hello)", i, i);
+    }
+    r[7].proc.killed = 1;
+    r[7].proc.signal = SIGTERM;
+    bk_run_judge_arm(run, &a);
+    assert_int_equal(a.ok, 0);
+    const char *want = "; arm C lane rank 7 (node-07, MPI rank 9): never said hello to the "
+                       "rendezvous, where the lane's ranks that did waited for it (its engine: "
+                       "killed by the runner (signal 15))";
+    const size_t n = strlen(a.reason), w = strlen(want);
+    assert_true(n < sizeof a.reason && n > w);
+    if (strcmp(a.reason + n - w, want) != 0)
+        fail_msg("reason does not end with rank 7's line: %s", a.reason);
+    assert_non_null(strstr(a.reason, "arm C lane rank 0 (node-00, MPI rank 2): engine failed"));
+    assert_non_null(strstr(a.reason, "...; arm C lane rank 7")); /* the lines before, cut */
+    free(run);
+}
+
 /* The shapes an engine's status says it served with the incumbent must be those the run's
  * routing gives the candidate's arms (bk_plan_routed at set-up: shm_oneshot_fused serves
  * 1 x 4096, not 600 x 4096, past its 512 tokens, nor hidden 12); the incumbent's arms route
@@ -409,6 +443,7 @@ int main(void)
         cmocka_unit_test(test_unfinished_stopped_and_mark),
         cmocka_unit_test(test_each_failure_named),
         cmocka_unit_test(test_no_hello_named),
+        cmocka_unit_test(test_no_hello_kept_when_full),
         cmocka_unit_test(test_routing_judged),
         cmocka_unit_test(test_terminated_name),
         cmocka_unit_test(test_v7_look_ignores_final_quality),
