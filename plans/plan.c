@@ -219,10 +219,10 @@ int bk_plan_eager_decode_text(const bk_plan *p, bk_backend b, char *buf, size_t 
     if (b != BK_BACKEND_CUDA || p->workload.phase != BK_PHASE_DECODE ||
         strcmp(p->arena.graph_mode, "eager") != 0)
         return 0;
-    snprintf(buf, len, "decode is timed eagerly (arena.graph_mode \"eager\"; a plan without it gets eager): "
-             "serving stacks replay decode steps as CUDA graphs, so a speed-up measured without "
-             "them is evidence about a debugging mode, not the arena, unless the arena "
-             "publishes eager decode (\"graph\" times the step as a graph replay)");
+    snprintf(buf, len, "decode is timed eagerly (arena.graph_mode \"eager\"; a plan without "
+             "it gets eager): serving stacks replay decode steps as CUDA graphs, so a speed-up "
+             "measured without them is evidence about a debugging mode, not the arena, unless "
+             "the arena publishes eager decode (\"graph\" times the step as a graph replay)");
     return 1;
 }
 
