@@ -58,16 +58,22 @@ void bk_routed_text(uint64_t m, char *buf, size_t len) /* BK_ROUTED_TEXT holds a
 }
 
 /* Append `line` to a's reason at *len, within its first `cap` bytes ("; " between lines);
- * a reason that fills up to cap ends after a whole word, and no line comes after it. */
-static void add_line(bk_arm_run *a, size_t *len, size_t cap, const char *line)
+ * a reason that fills up to cap ends after a whole word, and no line comes after it.
+ * Returns 1 when some of the line went in. */
+static int add_line(bk_arm_run *a, size_t *len, size_t cap, const char *line)
 {
     if (*len + 2 >= cap)
-        return;
+        return 0;
     if (bk_strlcpy_words(a->reason + *len, line, cap - *len) != 0)
         *len = cap; /* full, ending in "...": nothing after it */
     else
         *len += strlen(a->reason + *len);
+    return 1;
 }
+
+/* What a round's reason gets before it in an arm of several rounds (run.c: "round 16 of
+ * 16: "): kept free where the never-said-hello lines end the reason, so they stay whole */
+#define ROUND_PREFIX_ROOM 32
 
 /* The rendezvous answers once every lane rank said hello, so the ranks that said it wait
  * there for the others, and fail at the arm's end with "rendezvous: no answer from the
@@ -103,16 +109,15 @@ static size_t no_hello_lines(const bk_arm_run *a, char *out, size_t cap)
     return n;
 }
 
-void bk_run_judge_arm(const bk_run *run, bk_arm_run *a)
+/* Each failed lane rank's line in a's reason, from its start (left as it was where none
+ * failed), within its first `cap` bytes; a->ok 0 where one failed. Returns 1 when a rank
+ * whose line went in never said hello. */
+static int rank_lines(const bk_run *run, bk_arm_run *a, size_t cap)
 {
     const uint64_t want_routed = bk_arm_want_routed(run, a);
     a->ok = 1;
     size_t len = 0;
-    /* the lines naming ranks that never said hello, with room kept for them at the end */
-    char tail[sizeof a->reason / 2];
-    const size_t ntail = no_hello_lines(a, tail, sizeof tail);
-    const size_t cap = sizeof a->reason - ntail;
-    int named_no_hello = 0; /* a rank named for its own failure never said hello */
+    int named_no_hello = 0;
     uint64_t want = a->audit ? 0
                              : (uint64_t)run->plan.workload.iters * (uint64_t)run->plan.workload.nshapes;
     for (int r = 0; r < a->world; r++) {
@@ -165,16 +170,32 @@ void bk_run_judge_arm(const bk_run *run, bk_arm_run *a)
             char line[sizeof why + 2 * BK_HOST_LEN];
             snprintf(line, sizeof line, "%sarm %s lane rank %d (%s, MPI rank %d): %s",
                      len ? "; " : "", a->name, r, d->host, d->mpi_rank, why);
-            add_line(a, &len, cap, line);
-            named_no_hello |= !d->hello;
+            if (add_line(a, &len, cap, line))
+                named_no_hello |= !d->hello;
         }
         a->ok = 0;
     }
-    if (!a->ok && ntail && !named_no_hello) {
-        /* after the lines (a failed arm has one, so the tail's leading "; " separates) */
-        const size_t at = strlen(a->reason);
-        memcpy(a->reason + at, tail, ntail + 1);
+    return named_no_hello;
+}
+
+void bk_run_judge_arm(const bk_run *run, bk_arm_run *a)
+{
+    /* the lines naming ranks that never said hello, with room kept for them at the end (and
+     * for a round's prefix before the reason); where they are not wanted after all, the
+     * ranks' lines are written again with the whole reason theirs */
+    char tail[sizeof a->reason / 2];
+    const size_t ntail = no_hello_lines(a, tail, sizeof tail);
+    const size_t cap = sizeof a->reason - (ntail ? ntail + ROUND_PREFIX_ROOM : 0);
+    const int named_no_hello = rank_lines(run, a, cap);
+    if (a->ok || !ntail)
+        return;
+    if (named_no_hello) { /* the room kept is not used: the lines again, with all of it */
+        rank_lines(run, a, sizeof a->reason);
+        return;
     }
+    /* after the lines (a failed arm has one, so the tail's leading "; " separates) */
+    const size_t at = strlen(a->reason);
+    memcpy(a->reason + at, tail, ntail + 1);
 }
 
 /* NAME out of "terminated by NAME during ..." / "... before ..." (at most len - 1 bytes) */

@@ -260,7 +260,7 @@ static void test_no_hello_named(void **state)
 
 /* Seven ranks of a lane of 8 said hello and each failed at the rendezvous with a long
  * message, more than the reason holds; rank 7 never said hello. Its line is kept, at the end,
- * after the others' cut after a word. */
+ * whole even under a round's prefix, and the others' lines give way. */
 static void test_no_hello_kept_when_full(void **state)
 {
     (void)state;
@@ -283,12 +283,38 @@ static void test_no_hello_kept_when_full(void **state)
     const char *want = "; arm C lane rank 7 (node-07, MPI rank 9): never said hello to the "
                        "rendezvous, where the lane's ranks that did waited for it (its engine: "
                        "killed by the runner (signal 15))";
-    const size_t n = strlen(a.reason), w = strlen(want);
+    size_t n = strlen(a.reason);
+    const size_t w = strlen(want);
     assert_true(n < sizeof a.reason && n > w);
     if (strcmp(a.reason + n - w, want) != 0)
         fail_msg("reason does not end with rank 7's line: %s", a.reason);
     assert_non_null(strstr(a.reason, "arm C lane rank 0 (node-00, MPI rank 2): engine failed"));
-    assert_non_null(strstr(a.reason, "...; arm C lane rank 7")); /* the lines before, cut */
+    int lines = 0; /* the lines before: some left out for the room kept */
+    for (const char *p = a.reason; (p = strstr(p, "engine failed (exit 1)")) != NULL; p++)
+        lines++;
+    assert_true(lines >= 1 && lines < 7);
+    /* the same arm in round 16 of 16 (run.c puts "round 16 of 16: " before the round's
+     * reason and cuts it to the reason's size): the room kept for that keeps rank 7 whole */
+    char line[sizeof a.reason + 64], whole[sizeof a.reason];
+    snprintf(line, sizeof line, "round 16 of 16: %s", a.reason);
+    assert_int_equal(bk_strlcpy_words(whole, line, sizeof whole), 0);
+    /* rank 6 failed before its hello, and its line found no room: the hello lines name it
+     * (its engine: exit 1), and rank 7 */
+    r[6].hello = 0;
+    bk_run_judge_arm(run, &a);
+    assert_non_null(strstr(a.reason, "; arm C lane rank 6 (node-06, MPI rank 8): never said "
+                                     "hello to the rendezvous, where the lane's ranks that did "
+                                     "waited for it (its engine: exit 1)"));
+    n = strlen(a.reason);
+    assert_true(n > w && strcmp(a.reason + n - w, want) == 0);
+    r[6].hello = 1;
+    /* rank 0, whose line is written first, failed before its hello: the cause, named by its
+     * own line; no hello lines, and the lines are not cut for the room they would have had
+     * (written again with the whole reason) */
+    r[0].hello = 0;
+    bk_run_judge_arm(run, &a);
+    assert_null(strstr(a.reason, "never said hello"));
+    assert_true(strlen(a.reason) > sizeof a.reason - 100);
     free(run);
 }
 
