@@ -128,7 +128,7 @@ has routed-none "candidate serves 100.0% of the workload)"
 pc graph-cpu 0 "$CPU" --set arena.graph_mode=graph
 has graph-cpu "  note: arena.graph_mode \"graph\" is the cuda backend's (a CUDA graph of the timed step); the cpu engines call every step eagerly"
 lacks routed-none "arena.graph_mode"
-lacks graph-cpu "timed eagerly"
+lacks routed-none "timed eagerly" # a cpu plan of decode, eager: not noted
 # decode timed eagerly on the cuda backend is noted (the arena's guide: a graph-off gain is
 # evidence about a debugging mode); a build without cuda refuses a cuda plan
 if "$BK_BRACKET" --version | grep -q "backends in this build: cpu cuda"; then
