@@ -121,7 +121,8 @@ int bk_plan_loose_quality_text(const bk_plan *p, char *buf, size_t len);
 /* 1 with a note in buf when decode is timed eagerly on the cuda backend (b, the backend the
  * plan runs on): serving stacks replay decode steps as CUDA graphs, so a speed-up measured
  * without them speaks for the debugging mode, not the arena (the arena's guide), unless the
- * arena publishes eager decode; 0 (buf "") otherwise. */
+ * arena publishes eager decode; 0 (buf "") otherwise. buf may be NULL with len 0 (whether
+ * it applies, alone). */
 int bk_plan_eager_decode_text(const bk_plan *p, bk_backend b, char *buf, size_t len);
 
 const char *bk_phase_name(bk_phase p);

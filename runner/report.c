@@ -281,8 +281,8 @@ void bk_report_print(FILE *f, const bk_run *run, const bk_score *sc)
         fprintf(f, "  (cpu backend: rehearsal of the process, not a GPU measurement)\n");
     if (run->shared_lanes)
         fprintf(f, "  (shared lanes: B and C ran on the same ranks; a rehearsal, not a bracket)\n");
-    char eager[512]; /* the header's note, which -q drops, in short */
-    if (bk_plan_eager_decode_text(&run->plan, run->backend, eager, sizeof eager))
+    /* the header's note, which -q drops, in short */
+    if (bk_plan_eager_decode_text(&run->plan, run->backend, NULL, 0))
         fprintf(f, "  (decode timed eagerly: evidence about a debugging mode, not the arena, "
                    "unless it publishes eager decode)\n");
     const char *const role[2] = { "incumbent", "candidate" };
