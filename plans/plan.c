@@ -8,6 +8,7 @@
 
 #include "plans/plan.h"
 #include "plans/plan_internal.h"
+#include "runner/record_io.h"
 
 /* "LABEL:LINE:COLUMN: syntax error: TEXT" from jansson's error. */
 static bk_status syntax_error(const char *label, const json_error_t *je, bk_err *err)
@@ -64,6 +65,14 @@ static bk_status finish(json_t *root, const char *label, const char *const *sets
     }
     for (int i = 0; i < nsets && st == BK_OK; i++)
         st = bk__plan_apply_set(root, sets[i], made[i], sizeof made[i], err);
+    /* plans' text is printed and recorded as it is: a control character anywhere (a value,
+     * a key, params, one a --set put in) is refused here (records hold none) */
+    char where[256] = "";
+    long at = -1;
+    unsigned char byte = 0;
+    if (st == BK_OK && bk_json_control_in(root, where, sizeof where, &at, &byte))
+        st = BK_FAIL(err, BK_ERR_INPUT, "%s: %s: must not contain control characters (byte "
+                     "0x%02x at offset %ld)", label, where, byte, at);
     if (st == BK_OK && (st = bk__plan_check(root, label, out, err)) == BK_ERR_INPUT)
         for (int i = nsets - 1; i >= 0; i--) {
             char said[sizeof err->msg];

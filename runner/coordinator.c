@@ -417,10 +417,15 @@ static void on_pull(bk_coord *c)
         d->status_seen = 1;
         d->status_ok = m.ok;
         d->broke_contract = !m.ok && m.code == BK_ERR_CONTRACT;
+        /* free text from inside the engine (a library's error, a path): judged, printed and
+         * recorded, so made printable UTF-8 first (a newline, an escape sequence or a byte
+         * that is not UTF-8 would reach the terminal, or leave jansson unable to record it) */
         bk_strlcpy(d->status_msg, m.message, sizeof d->status_msg);
+        bk_text_clean(d->status_msg);
         d->samples_claimed = m.samples;
         d->t_first_ns = m.t_first_ns;
         bk_strlcpy(d->settings, m.settings, sizeof d->settings);
+        bk_text_clean(d->settings);
         d->routed = m.routed;
         d->routed_known = 1;
         break;

@@ -22,6 +22,25 @@
 #define BK_RECORD_SCHEMA "bracket.record/1"
 #define BK_SAMPLES_SCHEMA "bracket.samples/1"
 
+/* Free text as a JSON string: jansson makes none of text that is not UTF-8 (and the key or
+ * the whole entry would then be missing from the record, which no reader takes), and a
+ * record's text holds no control character (bk_control_at; `bracket score` refuses one).
+ * Text from outside is made printable where it comes in (bk_text_clean); what still is not
+ * is made so here, rather than lost. */
+static json_t *json_text(const char *s)
+{
+    json_t *j = bk_control_at(s) < 0 ? json_string(s) : NULL;
+    if (j)
+        return j;
+    char *c = strdup(s);
+    if (!c)
+        return NULL;
+    bk_text_clean(c);
+    j = json_string(c);
+    free(c);
+    return j;
+}
+
 static json_t *versions(void)
 {
     json_t *v = json_object();
@@ -34,7 +53,7 @@ static json_t *versions(void)
     char *comma = strchr(mpi, ',');
     if (comma)
         *comma = '\0';
-    json_object_set_new(v, "mpi", json_string(mpi));
+    json_object_set_new(v, "mpi", json_text(mpi));
     unsigned hv = hwloc_get_api_version();
     char buf[64];
     snprintf(buf, sizeof buf, "%u.%u.%u", hv >> 16, (hv >> 8) & 0xff, hv & 0xff);
@@ -82,7 +101,7 @@ json_t *bk_record_arm_json(const bk_run *run, const bk_score *sc, int idx)
     json_object_set_new(o, "variant", json_string(a->variant));
     json_object_set_new(o, "audit", json_boolean(a->audit));
     json_object_set_new(o, "ok", json_boolean(a->ok));
-    json_object_set_new(o, "reason", json_string(a->reason));
+    json_object_set_new(o, "reason", json_text(a->reason));
     json_object_set_new(o, "wall_s", json_real((double)(a->t_end_ns - a->t_start_ns) / 1e9));
     json_object_set_new(o, "lane", int_array(a->lane, a->world));
     /* rounds (protocol.repeats): every round's processes, round by round */
@@ -94,22 +113,22 @@ json_t *bk_record_arm_json(const bk_run *run, const bk_score *sc, int idx)
         const int r = i % a->world;
         char desc[96];
         bk_proc_describe(&d->proc, desc, sizeof desc);
-        json_t *p = json_pack("{s:i, s:i, s:i, s:s, s:I, s:b, s:b, s:i, s:i, s:b, s:b, s:s, s:b, "
-                              "s:b, s:s, s:b, s:I, s:I, s:f, s:f, s:f, s:s}",
+        json_t *p = json_pack("{s:i, s:i, s:i, s:o, s:I, s:b, s:b, s:i, s:i, s:b, s:b, s:s, s:b, "
+                              "s:b, s:o, s:b, s:I, s:I, s:f, s:f, s:f, s:o}",
                               "round", i / a->world + 1,
-                              "lane_rank", r, "mpi_rank", d->mpi_rank, "host", d->host,
+                              "lane_rank", r, "mpi_rank", d->mpi_rank, "host", json_text(d->host),
                               "pid", (json_int_t)d->pid, "hello", d->hello,
                               "reported", d->reported,
                               "exit_code", d->proc.exit_code, "signal", d->proc.signal,
                               "timed_out", d->proc.timed_out, "killed", d->proc.killed,
                               "ended", desc, "status_seen", d->status_seen,
-                              "status_ok", d->status_ok, "status_message", d->status_msg,
+                              "status_ok", d->status_ok, "status_message", json_text(d->status_msg),
                               "broke_contract", d->broke_contract,
                               "samples_sent", (json_int_t)d->samples_claimed,
                               "samples_received", (json_int_t)d->samples_got,
                               "engine_start_to_first_iter_s", (double)d->t_first_ns / 1e9,
                               "arm_start_to_first_sample_s", (double)d->t_first_sample_ns / 1e9,
-                              "spawn_to_exit_s", d->spawn_s, "engine_settings", d->settings);
+                              "spawn_to_exit_s", d->spawn_s, "engine_settings", json_text(d->settings));
         if (d->routed_known) { /* its status's: the shapes it served with the incumbent */
             json_t *routed = json_array();
             for (int s = 0; s < 64; s++)
@@ -148,8 +167,8 @@ json_t *bk_record_arm_json(const bk_run *run, const bk_score *sc, int idx)
 static json_t *quality_json(const bk_run *run)
 {
     const bk_quality *q = &run->quality;
-    json_t *o = json_pack("{s:s, s:s, s:f, s:f}", "state", bk_quality_name(q->state), "reason",
-                          q->reason, "rtol", run->plan.quality.rtol, "atol", run->plan.quality.atol);
+    json_t *o = json_pack("{s:s, s:o, s:f, s:f}", "state", bk_quality_name(q->state), "reason",
+                          json_text(q->reason), "rtol", run->plan.quality.rtol, "atol", run->plan.quality.atol);
     json_t *per = json_array();
     for (int s = 0; q->per && s < q->nshapes; s++)
         for (int k = 0; k < q->noutputs; k++) {
@@ -249,7 +268,7 @@ bk_status bk_record_write(const bk_run *run, const bk_score *sc, bk_err *err)
     strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
     json_t *hosts = json_array();
     for (int i = 0; i < run->world_size; i++)
-        json_array_append_new(hosts, json_string(run->hosts[i]));
+        json_array_append_new(hosts, json_text(run->hosts[i]));
     json_t *wire = json_object(), *rej = json_object();
     for (int i = 0; i < BK_REJ_COUNT; i++)
         json_object_set_new(rej, bk_wire_reject_name((bk_wire_reject)i),
@@ -268,9 +287,10 @@ bk_status bk_record_write(const bk_run *run, const bk_score *sc, bk_err *err)
         char why[160] = "";
         int in = cv && bk_domain_contains(&cv->domain, sh, run->lane_size, p->arena.dtype,
                                           run->backend, 1, why, sizeof why);
-        json_array_append_new(rshapes, json_pack("{s:i, s:I, s:I, s:f, s:s, s:s}", "shape", i,
+        json_array_append_new(rshapes, json_pack("{s:i, s:I, s:I, s:f, s:s, s:o}", "shape", i,
             "tokens", (json_int_t)sh->tokens, "hidden", (json_int_t)sh->hidden, "weight",
-            sh->weight, "served_by", in ? p->candidate.name : p->incumbent.name, "why", why));
+            sh->weight, "served_by", in ? p->candidate.name : p->incumbent.name, "why",
+            json_text(why)));
     }
     json_t *routing = json_pack("{s:f, s:o}", "candidate_share", run->routing_share, "shapes",
                                 rshapes);
@@ -293,24 +313,24 @@ bk_status bk_record_write(const bk_run *run, const bk_score *sc, bk_err *err)
                   versions(), "hosts", hosts));
     if (p->source_digest_note[0])
         json_object_set_new(json_object_get(rec, "identity"), "source_digest_note",
-                            json_string(p->source_digest_note));
+                            json_text(p->source_digest_note));
     json_object_set_new(rec, "backend", json_string(bk_backend_name(run->backend)));
     json_object_set_new(rec, "rehearsal", json_boolean(run->backend == BK_BACKEND_CPU ||
                                                        run->shared_lanes));
     json_object_set_new(rec, "lanes",
-        json_pack("{s:s, s:i, s:o, s:o, s:s, s:s}", "policy", bk_lane_policy_name(p->lane_policy),
+        json_pack("{s:s, s:i, s:o, s:o, s:o, s:o}", "policy", bk_lane_policy_name(p->lane_policy),
                   "size", run->lane_size, "baseline", int_array(run->baseline, run->lane_size),
                   "candidate", int_array(run->candidate, run->lane_size), "signature",
-                  run->lane_signature, "note", run->lane_note));
+                  json_text(run->lane_signature), "note", json_text(run->lane_note)));
     json_object_set_new(rec, "routing", routing);
     json_object_set_new(rec, "arms", arms);
-    json_object_set_new(rec, "stopped", json_string(run->stopped));
+    json_object_set_new(rec, "stopped", json_text(run->stopped));
     json_object_set_new(rec, "unfinished", json_boolean(run->unfinished));
     json_object_set_new(rec, "quality", quality_json(run));
     json_object_set_new(rec, "score", bk_record_score_json(sc));
     json_object_set_new(rec, "verdict", json_string(bk_verdict_name(sc->verdict)));
-    json_object_set_new(rec, "status", json_string(sc->status));
-    json_object_set_new(rec, "reasons", json_string(sc->reasons));
+    json_object_set_new(rec, "status", json_text(sc->status));
+    json_object_set_new(rec, "reasons", json_text(sc->reasons));
     json_object_set_new(rec, "wire", wire);
     json_object_set_new(rec, "samples", json_pack("{s:s, s:s}", "file", "samples.msgpack",
                                                   "digest", samples_digest));

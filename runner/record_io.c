@@ -1,6 +1,7 @@
 /* record_io.c - atomic file writes: a temporary file beside the target, flushed, synced and
  * renamed, so a crash leaves the old file or the new one, never half of one. */
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdint.h>
@@ -158,4 +159,39 @@ bk_status bk_read_json_file(const char *path, size_t max, const char *what, char
         *len = 0;
     }
     return st;
+}
+
+int bk_json_control_in(const json_t *v, char *where, size_t len, long *at, unsigned char *byte)
+{
+    const size_t used = strlen(where);
+    if (json_is_string(v)) {
+        *at = bk_control_at(json_string_value(v));
+        if (*at >= 0)
+            *byte = (unsigned char)json_string_value(v)[*at];
+        return *at >= 0;
+    }
+    if (json_is_array(v)) {
+        size_t i;
+        const json_t *e;
+        json_array_foreach(v, i, e) {
+            snprintf(where + used, len - used, "[%zu]", i);
+            if (bk_json_control_in(e, where, len, at, byte))
+                return 1;
+        }
+    } else if (json_is_object(v)) {
+        const char *k;
+        const json_t *e;
+        json_object_foreach((json_t *)v, k, e) {
+            if ((*at = bk_control_at(k)) >= 0) {
+                *byte = (unsigned char)k[*at];
+                snprintf(where + used, len - used, "%s", used ? " (a key)" : "a top-level key");
+                return 1;
+            }
+            snprintf(where + used, len - used, "%s%.64s", used ? "." : "", k);
+            if (bk_json_control_in(e, where, len, at, byte))
+                return 1;
+        }
+    }
+    where[used] = '\0';
+    return 0;
 }

@@ -26,4 +26,13 @@ bk_status bk_read_file_max(const char *path, size_t max, const char *what, char 
 bk_status bk_read_json_file(const char *path, size_t max, const char *what, char **data,
                             size_t *len, bk_err *err);
 
+/* The first string or key in v (at any depth) holding a control character (bk_control_at):
+ * 1, with its path written into where ("arms[1].processes[0].status_message"; for a key,
+ * " (a key)" after its object's path, or "a top-level key"), the offset into *at and the byte into *byte; 0 if
+ * none. where must hold "" (or the path of v) on entry. Plans and records hold none: their
+ * text is printed as it is, where an escape sequence or a newline would reach the terminal. */
+struct json_t;
+int bk_json_control_in(const struct json_t *v, char *where, size_t len, long *at,
+                       unsigned char *byte);
+
 #endif

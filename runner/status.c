@@ -161,6 +161,76 @@ int bk_env_words(const char *prefix, char *buf, size_t len)
     return left;
 }
 
+long bk_control_at(const char *s)
+{
+    for (long i = 0; s[i]; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f ||
+            ((unsigned char)s[i] == 0xc2 && (unsigned char)s[i + 1] >= 0x80 &&
+             (unsigned char)s[i + 1] <= 0x9f))
+            return i;
+    return -1;
+}
+
+/* The length of the UTF-8 character at p (2 to 4), or 0 where none starts there */
+static int utf8_at(const unsigned char *p)
+{
+    const unsigned c = p[0];
+    int n;
+    unsigned lo = 0x80, hi = 0xbf; /* the second byte's range */
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        if (c == 0xe0)
+            lo = 0xa0; /* overlong */
+        else if (c == 0xed)
+            hi = 0x9f; /* surrogates */
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        if (c == 0xf0)
+            lo = 0x90; /* overlong */
+        else if (c == 0xf4)
+            hi = 0x8f; /* past U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (p[1] < lo || p[1] > hi)
+        return 0;
+    for (int i = 2; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    return n;
+}
+
+size_t bk_text_clean(char *s)
+{
+    unsigned char *p = (unsigned char *)s;
+    size_t changed = 0;
+    while (*p) {
+        if (*p < 0x80) {
+            if (*p == '\t' || *p == '\n' || *p == '\r') {
+                *p = ' ';
+                changed++;
+            } else if (*p < 0x20 || *p == 0x7f) {
+                *p = '?';
+                changed++;
+            }
+            p++;
+            continue;
+        }
+        const int n = utf8_at(p);
+        if (n == 0 || (n == 2 && p[0] == 0xc2 && p[1] <= 0x9f)) { /* not UTF-8, or C1 */
+            const int k = n ? n : 1;
+            memset(p, '?', (size_t)k);
+            changed += (size_t)k;
+            p += k;
+        } else {
+            p += n;
+        }
+    }
+    return changed;
+}
+
 int bk_strlcpy(char *dst, const char *src, size_t dst_size)
 {
     size_t n = strlen(src);

@@ -64,6 +64,18 @@ double bk_wait_bound(uint64_t end_ns, double timeout_s, int *cut);
 /* Sleep for `ns` nanoseconds (restarts on EINTR unless `interruptible`). */
 void bk_sleep_ns(uint64_t ns);
 
+/* The offset of the first control character in s (below 0x20, 0x7f, or a C1 control U+0080
+ * to U+009F, UTF-8 0xc2 0x80-0x9f, which terminals may take as CSI and the like), or -1.
+ * Text bracket prints and records holds none: an escape sequence or a newline in it would
+ * reach the terminal of whoever reads it. */
+long bk_control_at(const char *s);
+/* Make s printable UTF-8 in place, byte for byte (its length never changes): a tab, newline
+ * or carriage return becomes a blank; any other control character (bk_control_at's) and
+ * every byte of what is not UTF-8 (as jansson reads it: no overlong form, surrogate or code
+ * point past U+10FFFF) becomes '?'. For text from outside (an engine's status, a library's
+ * message, a host name) before it is judged, printed or recorded. Returns the bytes changed. */
+size_t bk_text_clean(char *s);
+
 /* Copy at most dst_size-1 bytes and NUL-terminate; returns 0 when it fitted. */
 int bk_strlcpy(char *dst, const char *src, size_t dst_size);
 /* bk_strlcpy for text a reader sees (reasons): what does not fit is cut after the last

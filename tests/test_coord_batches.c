@@ -480,6 +480,32 @@ static void test_status(void **state)
     close_coord(&f);
 }
 
+/* A status's free text (a library's error relayed, a path) is kept printable UTF-8, byte for
+ * byte: it is judged into the arm's reason, printed and recorded (where a byte that is not
+ * UTF-8 left jansson unable to write the process's entry, and an escape sequence or a
+ * newline reached the terminal of whoever reads the record) */
+static void test_status_text(void **state)
+{
+    (void)state;
+    fixture f;
+    open_coord(&f, 1, 0);
+    void *s = socket_to(&f, ZMQ_PUSH, bk_coord_samples_ep(f.c));
+    bk_wire_buf b = { 0 };
+    bk_wire_hdr h = { RUN, "B", 0 };
+    bk_err err = { 0 };
+    assert_int_equal(bk_wire_status(&b, &h, 0, BK_ERR_SYSTEM, "NCCL failure\nLast error:\x1b[31m "
+                                     "caf\xe9 \xc3\xa9", 0, 0, "NCCL_X=\"a\x07\"", 0, &err),
+                     BK_OK);
+    send_buf(s, &b);
+    poll_seen(&f, 1);
+    const bk_rank_data *d0 = &f.arm.r[0];
+    assert_int_equal(d0->status_seen, 1);
+    assert_string_equal(d0->status_msg, "NCCL failure Last error:?[31m caf? \xc3\xa9");
+    assert_string_equal(d0->settings, "NCCL_X=\"a?\"");
+    zmq_close(s);
+    close_coord(&f);
+}
+
 /* A status that says a shape past the plan's was routed is not the run's: rejected as a bad
  * field, the rank's status still unseen; one within the plan's shapes is taken. */
 static void test_status_routed_past_shapes(void **state)
@@ -617,6 +643,7 @@ int main(void)
         cmocka_unit_test(test_outputs_count),
         cmocka_unit_test(test_tensor_slots),
         cmocka_unit_test(test_status),
+        cmocka_unit_test(test_status_text),
         cmocka_unit_test(test_status_routed_past_shapes),
         cmocka_unit_test(test_all_in),
         cmocka_unit_test(test_first_sample_time),

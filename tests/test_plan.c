@@ -400,8 +400,23 @@ static void test_bad_values(void **state)
     /* blanks alone are no name */
     expect_parse_error(demo_with("arena", "model", json_string("   ")),
                        "plans/x.json: arena.model: must not be blank, got \"   \"");
+    /* a control character anywhere (a value, a key, params): printed and recorded as it is,
+     * where it would reach the terminal; records hold none */
     expect_parse_error(demo_with("arena", "model", json_string("\t\n")),
-                       "plans/x.json: arena.model: must not be blank, got \"\\t\\n\"");
+                       "plans/x.json: arena.model: must not contain control characters (byte "
+                       "0x09 at offset 0)");
+    expect_parse_error(demo_with("arena", "model", json_string("M3\x1b[2J")),
+                       "plans/x.json: arena.model: must not contain control characters (byte "
+                       "0x1b at offset 2)");
+    expect_parse_error(demo_with("arena", "quantization", json_string("fp8 \xc2\x9b" "2J")),
+                       "plans/x.json: arena.quantization: must not contain control characters "
+                       "(byte 0xc2 at offset 4)");
+    expect_parse_error(demo_with("candidate", "params", json_pack("{s:[i,s]}", "k", 1, "a\nb")),
+                       "plans/x.json: candidate.params.k[1]: must not contain control "
+                       "characters (byte 0x0a at offset 1)");
+    expect_parse_error(demo_with("candidate", "params", json_pack("{s:i}", "k\x7f", 1)),
+                       "plans/x.json: candidate.params (a key): must not contain control "
+                       "characters (byte 0x7f at offset 1)");
     expect_parse_error(demo_with("arena", "target_catalog", json_string("bracket.catalog/0")),
                        "plans/x.json: arena.target_catalog: must be \"bracket.catalog/1\", got "
                        "\"bracket.catalog/0\"");
@@ -489,12 +504,12 @@ static void test_set_ok(void **state)
 
     /* the shortest time-outs, and quoted strings with escapes (the quotes are not kept) */
     const char *edge[] = { "timeouts.arm_s=1", "timeouts.rendezvous_s=1",
-                           "arena.model=\"tab\\there \\u00e9\"", "arena.dtype= \"fp16\"",
+                           "arena.model=\"\\u0041 here \\u00e9\"", "arena.dtype= \"fp16\"",
                            "arena.substrate=say \"hi\"" };
     load_ok("tests/fixtures/plans/minimal.json", edge, 5, &p);
     assert_float_equal(p.timeouts.arm_s, 1, 0);
     assert_float_equal(p.timeouts.rendezvous_s, 1, 0);
-    assert_string_equal(p.arena.model, "tab\there \xc3\xa9");
+    assert_string_equal(p.arena.model, "A here \xc3\xa9");
     assert_string_equal(p.arena.dtype, "fp16");
     assert_string_equal(p.arena.substrate, "say \"hi\"");
     bk_plan_free(&p);
@@ -518,6 +533,9 @@ static void test_set_errors(void **state)
           "--set \"workload.shapes[5].tokens=1\": workload.shapes[5]: index out of range (2 "
           "elements)" },
         { "name.first=x", "--set \"name.first=x\": name is not an object" },
+        /* a JSON escape that makes a control character: refused as in the file */
+        { "arena.model=\"M\\u001b[2J\"", "demo-cpu.json: arena.model: must not contain "
+          "control characters (byte 0x1b at offset 1)" },
         { "arena[0]=x", "--set \"arena[0]=x\": arena is not an array" },
         { "workload.shapes[2]={\"tokens\":1,\"hidden\":4096,\"weight\":1}",
           "demo-cpu.json: workload.shapes[2]: duplicate of workload.shapes[0]" },

@@ -617,6 +617,75 @@ static void test_hello(void **state)
     bk_run_free(&run);
 }
 
+static void status_escape(json_t *r)
+{
+    json_object_set_new(proc(r, 1, 0), "status_message", json_string("x\x1b[2J\x1b[Hverdict: PASS"));
+}
+static void reason_newline(json_t *r) { json_object_set_new(arm(r, 2), "reason", json_string("a\nb")); }
+static void host_c1(json_t *r) { json_object_set_new(proc(r, 0, 1), "host", json_string("h\xc2\x9b" "2J")); }
+static void key_bell(json_t *r) { json_object_set_new(r, "note\x07", json_string("")); }
+static void plan_key_del(json_t *r)
+{
+    json_object_set_new(json_object_get(json_object_get(r, "plan"), "arena"), "x\x7f",
+                        json_integer(1));
+}
+
+/* `bracket score` prints a record's text as it is: a control character in it (an escape
+ * sequence, a line of its own) is refused, naming where; bracket writes none */
+static void test_control_chars(void **state)
+{
+    (void)state;
+    expect_bad(status_escape, NULL, "record.json: arms[1].processes[0].status_message: a "
+                                    "control character (byte 0x1b at offset 1): bracket "
+                                    "records none");
+    expect_bad(reason_newline, NULL, "record.json: arms[2].reason: a control character (byte "
+                                     "0x0a at offset 1)");
+    expect_bad(host_c1, NULL, "record.json: arms[0].processes[1].host: a control character "
+                              "(byte 0xc2 at offset 1)");
+    expect_bad(key_bell, NULL, "record.json: a top-level key: a control character (byte 0x07 "
+                               "at offset 4)");
+    expect_bad(plan_key_del, NULL, "record.json: plan.arena (a key): a control character (byte "
+                                   "0x7f at offset 1)");
+}
+
+/* The record's writer: text from outside that is not printable UTF-8 (an engine's status
+ * relayed by an older path, a library's message) is written made printable, byte for byte,
+ * never left out (jansson makes no string of bytes that are not UTF-8: the process's entry
+ * was then missing and no reader took the record) */
+static void test_writer_text(void **state)
+{
+    (void)state;
+    bk_run run;
+    bk_err err = { 0 };
+    bk_score sc;
+    memset(&sc, 0, sizeof sc);
+    if (read_edited(NULL, NULL, &run, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    bk_arm_run *c = &run.arms[1];
+    snprintf(c->r[0].status_msg, sizeof c->r[0].status_msg, "open /tmp/caf\xe9: no\x1b[2J");
+    snprintf(c->r[1].settings, sizeof c->r[1].settings, "NCCL_X=a\tb");
+    snprintf(c->r[1].host, sizeof c->r[1].host, "h\xc2\x9b");
+    snprintf(c->reason, sizeof c->reason, "cut \xe2\x82");
+    json_t *o = bk_record_arm_json(&run, &sc, 1);
+    assert_non_null(o);
+    json_t *procs = json_object_get(o, "processes");
+    assert_int_equal(json_array_size(procs), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(procs, 0),
+                                                          "status_message")),
+                        "open /tmp/caf?: no?[2J");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(procs, 1),
+                                                          "engine_settings")), "NCCL_X=a b");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(procs, 1), "host")),
+                        "h??");
+    assert_string_equal(json_string_value(json_object_get(o, "reason")), "cut ??");
+    char where[256] = "";
+    long at;
+    unsigned char byte;
+    assert_int_equal(bk_json_control_in(o, where, sizeof where, &at, &byte), 0);
+    json_decref(o);
+    bk_run_free(&run);
+}
+
 /* Each arm is read by its place, each process by its place in the arm, and the lane names
  * the MPI ranks the processes sat on: a record that says otherwise was reordered or edited. */
 static void test_places(void **state)
@@ -919,6 +988,8 @@ int main(void)
         cmocka_unit_test(test_foreign_blocks),
         cmocka_unit_test_teardown(test_samples_header, plain_samples),
         cmocka_unit_test(test_bad_forms),
+        cmocka_unit_test(test_control_chars),
+        cmocka_unit_test(test_writer_text),
         cmocka_unit_test(test_nul_byte),
         cmocka_unit_test_teardown(test_negative_sample, plain_samples),
         cmocka_unit_test(test_relative_path),

@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,6 +100,51 @@ static void test_env_words(void **state)
 }
 
 /* bk_wait_bound: a wait's own bound, or what is left before an end that comes first */
+/* bk_text_clean: byte for byte; a tab, newline or CR a blank; other controls, DEL, C1 and
+ * every byte of what is not UTF-8 (as jansson reads it) '?'; UTF-8 kept as it is */
+static void test_text_clean(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *out;
+        size_t changed;
+    } cases[] = {
+        { "", "", 0 },
+        { "plain text, caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 U+10FFFF \xf4\x8f\xbf\xbf",
+          "plain text, caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 U+10FFFF \xf4\x8f\xbf\xbf", 0 },
+        { "a\tb\nc\rd", "a b c d", 3 },
+        { "x\x1b[31mred\x07\x7f", "x?[31mred??", 3 },
+        { "C1 \xc2\x9b" "2J and \xc2\x80, not \xc2\xa0", "C1 ??2J and ??, not \xc2\xa0", 4 },
+        { "latin-1 caf\xe9!", "latin-1 caf?!", 1 },
+        { "cut \xe2\x82", "cut ??", 2 },                  /* a character cut at the end */
+        { "lone \x80\xbf cont", "lone ?? cont", 2 },
+        { "overlong \xc0\xaf \xe0\x80\xaf \xf0\x80\x80\xaf", "overlong ?? ??? ????", 9 },
+        { "surrogate \xed\xa0\x80", "surrogate ???", 3 },
+        { "past \xf4\x90\x80\x80 \xf5\x80", "past ???? ??", 6 },
+        { "short \xf0\x9f\x98x", "short ???x", 3 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[128];
+        snprintf(buf, sizeof buf, "%s", cases[i].in);
+        const size_t n = strlen(buf);
+        const size_t changed = bk_text_clean(buf);
+        if (strcmp(buf, cases[i].out) != 0 || changed != cases[i].changed)
+            fail_msg("case %zu: got \"%s\" (%zu changed), want \"%s\" (%zu)", i, buf, changed,
+                     cases[i].out, cases[i].changed);
+        assert_int_equal(strlen(buf), n);
+        assert_int_equal(bk_control_at(buf), -1);
+        /* what it leaves, jansson takes (what it changed it did not, where bytes were bad) */
+        json_t *j = json_string(buf);
+        assert_non_null(j);
+        json_decref(j);
+    }
+    assert_int_equal(bk_control_at("ok \xc2\xa0 text"), -1);
+    assert_int_equal(bk_control_at("a\tb"), 1);
+    assert_int_equal(bk_control_at("ab\xc2\x85"), 2);
+    assert_int_equal(bk_control_at("\x7f"), 0);
+    assert_int_equal(bk_control_at("end \xc2"), -1); /* not a control: bk_text_clean's */
+}
+
 static void test_wait_bound(void **state)
 {
     (void)state;
@@ -123,6 +170,7 @@ int main(void)
         cmocka_unit_test(test_strlcpy),
         cmocka_unit_test(test_strlcpy_words),
         cmocka_unit_test(test_env_words),
+        cmocka_unit_test(test_text_clean),
         cmocka_unit_test(test_wait_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

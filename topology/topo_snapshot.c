@@ -52,20 +52,6 @@ static bk_status rd_int(rd *r, json_t *o, const char *key, int lo, int hi, int r
     return BK_OK;
 }
 
-/* The offset of the first control character (below 0x20, 0x7f, or a C1 control U+0080 to
- * U+009F, UTF-8 0xc2 0x80-0x9f, which terminals may take as CSI and the like) in s, or -1:
- * names and notes are printed as they are, and an escape sequence or a newline would
- * reach the terminal. */
-static long control_at(const char *s)
-{
-    for (long i = 0; s[i]; i++)
-        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f ||
-            ((unsigned char)s[i] == 0xc2 && (unsigned char)s[i + 1] >= 0x80 &&
-             (unsigned char)s[i + 1] <= 0x9f))
-            return i;
-    return -1;
-}
-
 static bk_status rd_str(rd *r, json_t *o, const char *key, int required, char *out, size_t n)
 {
     json_t *v = json_object_get(o, key);
@@ -76,7 +62,7 @@ static bk_status rd_str(rd *r, json_t *o, const char *key, int required, char *o
         return RD_FAIL(r, "%s: must be a string", key);
     if (bk_strlcpy(out, json_string_value(v), n) != 0)
         return RD_FAIL(r, "%s: longer than %zu bytes", key, n - 1);
-    const long at = control_at(out);
+    const long at = bk_control_at(out);
     if (at >= 0)
         return RD_FAIL(r, "%s: a control character (byte 0x%02x at offset %ld)", key,
                        (unsigned char)out[at], at);
@@ -375,9 +361,9 @@ static bk_status rd_host(rd *r, json_t *o, bk_topo_host *h)
         if (strlen(s) >= BK_TOPO_NOTE_LEN)
             return RD_FAIL(r, "notes[%zu]: %zu bytes; a note holds at most %d", i, strlen(s),
                            BK_TOPO_NOTE_LEN - 1);
-        if (control_at(s) >= 0)
+        if (bk_control_at(s) >= 0)
             return RD_FAIL(r, "notes[%zu]: a control character (byte 0x%02x at offset %ld)", i,
-                           (unsigned char)s[control_at(s)], control_at(s));
+                           (unsigned char)s[bk_control_at(s)], bk_control_at(s));
         bk_topo_note(h, "%s", s);
     }
     bk_topo_host_nearest_nics(h);
