@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "runner/cli.h"
@@ -59,7 +60,7 @@ static void usage(FILE *f)
         "                       --set candidate.variant=shm_twopass (repeatable; the\n"
         "                       record keeps the plan as run)\n"
         "  -t, --topology FILE  plan lanes on this bracket.topology/1 snapshot instead of\n"
-        "                       probing (see `bracket topo --save`)\n"
+        "                       probing (see `bracket topo --save`; read by rank 0 alone)\n"
         "  -i, --iface IFACE    rendezvous and samples over tcp:// with CURVE on this\n"
         "                       interface even when every rank is on one host (default:\n"
         "                       ipc:// on one host; across hosts rank 0's Ethernet NIC\n"
@@ -343,6 +344,7 @@ int bk_cmd_run(int argc, char **argv)
     run->hosts = calloc((size_t)size, sizeof *run->hosts);
     char host[BK_HOST_LEN] = "";
     gethostname(host, sizeof host - 1);
+    bk_text_clean(host); /* printed and recorded with every rank's line */
     MPI_Allgather(host, BK_HOST_LEN, MPI_CHAR, run->hosts, BK_HOST_LEN, MPI_CHAR, MPI_COMM_WORLD);
 
     plan_msg pm;
@@ -408,12 +410,30 @@ int bk_cmd_run(int argc, char **argv)
             fprintf(stderr, "bracket [%s rank %d]: GPU %d (%s): %s\n", host, rank, bind.device,
                     bus_id, bind.why);
     }
-    if (!bad && o.topology && bk_topo_load(o.topology, &snapshot, &err) != BK_OK)
+    /* read where the run starts (rank 0), as the plan is: a snapshot need not be on every
+     * node (bk_topo_gather: rank 0's stands for every host) */
+    if (!bad && o.topology && rank == 0 && bk_topo_load(o.topology, &snapshot, &err) != BK_OK)
         bad = 1;
+    /* this rank's private folder (the plan as run; the tcp keys later), made before rank 0
+     * makes the run's folder: a $TMPDIR that cannot hold it is refused here, every rank's
+     * reason said once, with nothing made yet (bk_write_private_plan) */
+    static const char *const with_keys[] = { "keys", NULL };
+    if (!bad && bk_write_private_plan("agent", plan_text, with_keys, agent_dir,
+                                      sizeof agent_dir, plan_path, sizeof plan_path) != 0) {
+        const int e = errno;
+        char parent[600];
+        BK_FAIL(&err, BK_ERR_INPUT, "cannot write the plan to a private folder in %s: %s (set "
+                "TMPDIR to a writable folder of a short path, or unset it for /tmp)",
+                bk_private_parent(parent, sizeof parent), strerror(e));
+        bad = 1;
+    }
+    char exe[1024];
+    if (!bad && bk_self_exe(exe, sizeof exe, &err) != BK_OK)
+        bad = 2; /* not the user's input: an internal failure */
     print_rank_errors(run, rank, bad, err.msg);
     MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (any_bad) {
-        rc = BK_EXIT_USAGE;
+        rc = any_bad == 2 ? BK_EXIT_INTERNAL : BK_EXIT_USAGE;
         goto out;
     }
     if (bk_topo_gather(&world, snapshot, bus_id, &topo, &places, &err) != BK_OK) {
@@ -449,17 +469,6 @@ int bk_cmd_run(int argc, char **argv)
         rc = sm.status;
         goto out;
     }
-    /* the plan copy, the key file (tcp) and their folder go to this rank's janitor before
-     * either file is written (bk_write_private_plan) */
-    static const char *const with_keys[] = { "keys", NULL };
-    if (bk_write_private_plan("agent", plan_text, sm.tcp ? with_keys : NULL, agent_dir,
-                              sizeof agent_dir, plan_path, sizeof plan_path) != 0) {
-        const int e = errno;
-        char parent[600];
-        fprintf(stderr, "bracket [%s rank %d]: cannot write the plan to a private folder in "
-                "%s: %s\n", host, rank, bk_private_parent(parent, sizeof parent), strerror(e));
-        MPI_Abort(MPI_COMM_WORLD, BK_EXIT_INTERNAL);
-    }
     if (sm.tcp) {
         /* the engines' keys: a 0600 file in this agent's private folder */
         bk_curve_keys k;
@@ -484,11 +493,6 @@ int bk_cmd_run(int argc, char **argv)
         fprintf(stderr, "bracket run [%s rank %d]: warning: no janitor for its private files "
                 "(%s): a rank killed outright leaves them in $TMPDIR\n", host, rank,
                 strerror(janitor_errno));
-    char exe[1024];
-    if (bk_self_exe(exe, sizeof exe, &err) != BK_OK) {
-        fprintf(stderr, "bracket [%s rank %d]: %s\n", host, rank, err.msg);
-        MPI_Abort(MPI_COMM_WORLD, BK_EXIT_INTERNAL);
-    }
     bk_agent_env env = {
         .exe = exe, .plan_path = plan_path, .run_id = sm.run_id, .ep_rv = sm.ep_rv,
         .ep_samples = sm.ep_samples, .backend = (bk_backend)pm.backend, .device = bind.device,
@@ -528,8 +532,11 @@ int bk_cmd_run(int argc, char **argv)
         fprintf(stderr, "bracket run: the record was not written: %s\n", rerr.msg);
     bk_report_print(stdout, run, &score);
     if (rst != BK_OK) {
-        char left[96] = "";
-        if (unfinished_at >= 0)
+        char left[96] = "", upath[sizeof run->run_dir + 16];
+        struct stat ust;
+        snprintf(upath, sizeof upath, "%s/record.json", run->run_dir);
+        /* only where it is still there (the folder may be what went: removed, unmounted) */
+        if (unfinished_at >= 0 && stat(upath, &ust) == 0 && S_ISREG(ust.st_mode))
             snprintf(left, sizeof left, "; the unfinished record written before arm %s remains",
                      bk_arm_names[unfinished_at]);
         printf("record: NOT WRITTEN (%s): the verdict above has no record%s\n", rerr.msg, left);

@@ -738,8 +738,10 @@ int bk_cmd_verify(int argc, char **argv)
                               sizeof plan_path) != 0) {
         const int e = errno;
         char parent[600];
-        fprintf(stderr, "bracket verify: cannot write the plan to a private folder in %s: %s\n",
+        fprintf(stderr, "bracket verify: cannot write the plan to a private folder in %s: %s "
+                "(set TMPDIR to a writable folder of a short path, or unset it for /tmp)\n",
                 bk_private_parent(parent, sizeof parent), strerror(e));
+        rc = BK_EXIT_USAGE; /* this environment's, as a bad flag is */
         goto out;
     }
     for (int t = 0; t < tg->ntensors; t++)

@@ -604,8 +604,14 @@ int bk_write_private_plan(const char *what, const char *text, const char *const 
                           char *dir, size_t dlen, char *path, size_t plen)
 {
     const char *tmp = getenv("TMPDIR");
-    snprintf(dir, dlen, "%s/bracket-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", what);
     path[0] = '\0';
+    const int n = snprintf(dir, dlen, "%s/bracket-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp",
+                           what);
+    if (n < 0 || (size_t)n >= dlen || (size_t)n + sizeof "/plan.json" > plen) {
+        dir[0] = '\0'; /* a cut template would name another folder, or none */
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     const char *files[10] = { "plan.json" };
     for (int i = 0; also && also[i] && i < 8; i++)
         files[i + 1] = also[i];

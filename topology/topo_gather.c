@@ -196,6 +196,10 @@ bk_status bk_topo_gather(const void *comm_ptr, const bk_topo *snapshot, const ch
     memset(&me, 0, sizeof me);
     MPI_TRY(MPI_Comm_rank(comm, &rank));
     MPI_TRY(MPI_Comm_size(comm, &size));
+    /* rank 0's snapshot, if it has one, stands for every host: then no host probes (the
+     * file is read where the run is started, not needed on every node) */
+    int use_snapshot = rank == 0 && snapshot;
+    MPI_TRY(MPI_Bcast(&use_snapshot, 1, MPI_INT, 0, comm));
     bk_host_identity(me.hostname, sizeof me.hostname, me.boot_id, sizeof me.boot_id);
     /* One prober per host, a host being a (hostname, boot id): not MPI's shared-memory
      * node, which can hold several hosts' worth of ranks (containers, UTS namespaces). */
@@ -215,7 +219,7 @@ bk_status bk_topo_gather(const void *comm_ptr, const bk_topo *snapshot, const ch
     bk_strlcpy(me.bus_id, bus_id ? bus_id : "", sizeof me.bus_id);
     me.cpu = sched_getcpu();
     me.local = lrank == 0;
-    if (lrank == 0 && !snapshot) {
+    if (lrank == 0 && !use_snapshot) {
         local = bk_topo_probe(&probe, err);
         if (local == BK_OK) {
             text = bk_topo_host_dump(&probe->hosts[0]);

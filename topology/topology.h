@@ -322,7 +322,7 @@ void bk_bind_group(const char *keys, size_t stride, int nlocal, int me, int *gro
  * apart by hostname + boot id. On rank 0, *out is the cluster topology and
  * *places (malloc'ed, one per rank of comm) where each rank sits; other ranks
  * get NULLs. Errors on any rank are reported on every rank. Only rank 0's
- * `snapshot` is used; pass it on every rank so that no node probes needlessly. */
+ * `snapshot` is read (the others may pass NULL): with one there, no node probes. */
 bk_status bk_topo_gather(const void *comm, const bk_topo *snapshot, const char *bus_id,
                          bk_topo **out, bk_rank_place **places, bk_err *err);
 

@@ -276,10 +276,44 @@ check run-sets65 "bracket run: too many --set (at most 64)" 1 "$IT_PLAN" "${sets
 # a --topology snapshot that cannot be read is bad input, named, before any probe or arm (4
 # ranks: with 1 its error could be printed by the rank check after a probe)
 check run-topo-missing "$IT_TMP/nope.json: cannot read" 4 "$IT_PLAN" --topology "$IT_TMP/nope.json"
-# ... said once, by rank 0, for the four ranks that found it so (was: four lines)
-grep -qF "rank 0 and 3 other rank(s)]: $IT_TMP/nope.json: cannot read" "$OUT" ||
-    fail "run-topo-missing: not said once for the 4 ranks"
+# ... said once, by rank 0, which alone reads it (as the plan), where the run is started
+grep -qF "rank 0]: $IT_TMP/nope.json: cannot read" "$OUT" ||
+    fail "run-topo-missing: not said by rank 0"
 [ "$(grep -c "nope.json: cannot read" "$OUT")" = 1 ] || fail "run-topo-missing: said more than once"
+# so a snapshot beside rank 0 alone is enough: the other ranks run from a folder without it
+# (another node's), and the run uses it (was: refused, "cannot read" from ranks 1-3)
+mkdir -p "$IT_TMP/wd0" "$IT_TMP/wd1"
+"$BK_BRACKET" topo --save "$IT_TMP/wd0/probed.json" --quiet >/dev/null ||
+    fail "run-topo-rank0: cannot save this machine's snapshot"
+# marked, so that the run's topology.json shows it came from this file, not a probe
+python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); t["hosts"][0]["notes"]=["bk-it: from the snapshot"]; json.dump(t,open(sys.argv[2],"w"))' \
+    "$IT_TMP/wd0/probed.json" "$IT_TMP/wd0/snap.json"
+run_apps run-topo-rank0 -np 1 --wdir "$IT_TMP/wd0" "$BK_BRACKET" run "$IT_PLAN" \
+    --topology snap.json --out "$IT_TMP/out-run-topo-rank0" --quiet \
+    : -np 3 --wdir "$IT_TMP/wd1" "$BK_BRACKET" run "$IT_PLAN" --topology snap.json \
+    --out "$IT_TMP/out-run-topo-rank0" --quiet
+case $RC in 0 | 3 | 4) ;; *) fail "run-topo-rank0: exit $RC, expected a verdict" ;; esac
+[ -n "$RECORD" ] || fail "run-topo-rank0: no record"
+grep -q "cannot read" "$OUT" && fail "run-topo-rank0: a rank looked for the snapshot"
+grep -q "bk-it: from the snapshot" "$(dirname "$RECORD")/topology.json" ||
+    fail "run-topo-rank0: the run's topology is not the snapshot's"
+# a $TMPDIR where no private folder can be made (the plan as run goes there): refused on
+# every rank before anything is made, said once, exit 2, no run folder (was: MPI_Abort,
+# exit 1, a folder holding topology.json alone)
+run_apps run-tmpdir -np 4 -x TMPDIR=/nonexistent-bk-tmp "$BK_BRACKET" run "$IT_PLAN" \
+    --out "$IT_TMP/out-run-tmpdir" --quiet
+[ "$RC" = 2 ] || fail "run-tmpdir: exit $RC, expected 2"
+grep -qF "rank 0 and 3 other rank(s)]: cannot write the plan to a private folder in /nonexistent-bk-tmp (\$TMPDIR): No such file or directory" "$OUT" ||
+    fail "run-tmpdir: not said once for the 4 ranks"
+[ -z "$(ls -A "$IT_TMP/out-run-tmpdir" 2>/dev/null)" ] || fail "run-tmpdir: a run folder was left"
+grep -q "MPI_ABORT" "$OUT" && fail "run-tmpdir: aborted"
+set +e
+TMPDIR=/nonexistent-bk-tmp "$BK_BRACKET" verify "$IT_PLAN" >"$IT_TMP/vt.log" 2>&1
+rc=$?
+set -e
+cat "$IT_TMP/vt.log"
+[ "$rc" = 2 ] && grep -qF "bracket verify: cannot write the plan to a private folder in /nonexistent-bk-tmp" \
+    "$IT_TMP/vt.log" || fail "verify-tmpdir: exit $rc, expected 2 with the reason"
 # run --help: the usage on stdout (not stderr), status 0
 set +e
 mpirun "${MPIRUN_FLAGS[@]}" -np 1 "$BK_BRACKET" run --help >"$IT_TMP/rh.out" 2>"$IT_TMP/rh.err"

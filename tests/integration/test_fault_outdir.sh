@@ -100,6 +100,27 @@ ls "$MNT"/out/*/*.tmp.* 2>/dev/null && fail "full at the end: temporary files le
 [ "$(sha256sum "$RECORD" "$(dirname "$RECORD")/samples.msgpack")" = "$SUM" ] ||
     fail "full at the end: the previous record changed"
 rm -f "$MNT/filler"
+
+# the run's own folder removed while arm B runs: no unfinished record remains either, so
+# the line says only that the verdict has none (it once said the unfinished one remained)
+OUT=$IT_TMP/gone.log
+timeout 600 mpirun "${MPIRUN_FLAGS[@]}" -np 4 "$BK_BRACKET" run "$IT_PLAN" --out "$MNT/out" \
+    --set workload.iters=3000 --quiet >"$OUT" 2>&1 &
+PID=$!
+wait_engines B 2
+GONE=""
+for d in "$MNT"/out/*/; do
+    d=${d%/}
+    [ "$d" = "$(dirname "$RECORD")" ] || [ "$d" = "$(dirname "$LEFT")" ] || GONE=$d
+done
+[ -n "$GONE" ] && [ -f "$GONE/record.json" ] || fail "gone: no unfinished record before arm B"
+rm -rf "$GONE"
+it_wait
+[ "$RC" = 1 ] || fail "run folder removed: expected exit 1, got $RC"
+grep -A20 "^verdict:" "$OUT" | grep -q "^record: NOT WRITTEN (.*): the verdict above has no record$" ||
+    fail "run folder removed: the line that the verdict has no record is missing or says more"
+grep -q "remains" "$OUT" && fail "run folder removed: says an unfinished record remains"
+[ ! -e "$GONE" ] || fail "run folder removed: it was made again"
 expect_no_ranks
 expect_no_leftovers
 expect_no_private_dirs
