@@ -463,8 +463,10 @@ static bk_status read_samples(const char *path, bk_run *run, bk_err *err)
             shape->type != MSGPACK_OBJECT_POSITIVE_INTEGER || !v || v->type != MSGPACK_OBJECT_ARRAY ||
             rank->via.u64 >= (uint64_t)run->arms[idx].world || shape->via.u64 >= (uint64_t)ns ||
             v->via.array.size > (uint32_t)iters) {
-            st = BK_FAIL(err, BK_ERR_INPUT, "%s: the sample block at byte %zu (arm '%s') does "
-                         "not fit the record", path, at, an);
+            bk_text_clean(an); /* the file's bytes, printed */
+            st = BK_FAIL(err, BK_ERR_INPUT, "%s: the sample block at byte %zu (%s%s%s) does "
+                         "not fit the record", path, at, an[0] ? "arm '" : "no arm name",
+                         an, an[0] ? "'" : "");
             goto out;
         }
         const uint64_t rd = round ? round->via.u64 : 1;

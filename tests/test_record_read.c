@@ -846,6 +846,22 @@ static void test_foreign_blocks(void **state)
     expect_bad(NULL, &sb, "samples.msgpack: the sample block at byte 5201 (arm 'B') does not "
                           "fit the record");
     msgpack_sbuffer_destroy(&sb);
+    /* the arm's name as the file has it, made printable (an escape sequence would reach the
+     * terminal), or said to be missing (was "arm ''") */
+    block(&sb, "\x1b[2J", 1);
+    expect_bad(NULL, &sb, "samples.msgpack: the sample block at byte 5201 (arm '?[2J') does "
+                          "not fit the record");
+    msgpack_sbuffer_destroy(&sb);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 1);
+    msgpack_pack_str(&pk, 5);
+    msgpack_pack_str_body(&pk, "shape", 5);
+    msgpack_pack_uint64(&pk, 0);
+    expect_bad(NULL, &sb, "samples.msgpack: the sample block at byte 5201 (no arm name) does "
+                          "not fit the record");
+    msgpack_sbuffer_destroy(&sb);
 }
 
 /* B rank 0 shape 0's block replaced by one of the same 100 samples, one of them negative: the

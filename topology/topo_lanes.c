@@ -196,7 +196,7 @@ static bk_status choose(finder *f, const int *idx, bk_lane_policy policy, bk_lan
                         bk_err *err)
 {
     int L = f->c.size, n = f->nlanes, ba = -1, bb = -1;
-    const char *unit = f->c.gpu ? "GPUs" : "CPU slots";
+    const char *unit = f->c.gpu ? (L == 1 ? "GPU" : "GPUs") : (L == 1 ? "CPU slot" : "CPU slots");
     char ra[512], rb[512];
     if (policy == BK_LANES_SHARED) {
         ba = bb = idx[0];
@@ -320,7 +320,8 @@ bk_status bk_lanes_choose(const bk_topo *t, int lane_size, int nranks,
         return BK_FAIL(err, BK_ERR_INPUT, "lanes: no ranks to place");
     f.c.gpu = places[0].gpu >= 0;
     out->gpu = f.c.gpu;
-    const char *unit = f.c.gpu ? "GPUs" : "CPU slots";
+    const char *unit = f.c.gpu ? (lane_size == 1 ? "GPU" : "GPUs")
+                               : (lane_size == 1 ? "CPU slot" : "CPU slots");
     for (int r = 0; r < nranks; r++) {
         const bk_rank_place *p = &places[r];
         if ((p->gpu >= 0) != f.c.gpu)
@@ -361,7 +362,7 @@ bk_status bk_lanes_choose(const bk_topo *t, int lane_size, int nranks,
                  "two disjoint lanes of %d need %d %s; only %d are available (a rehearsal on "
                  "one lane: lanes.policy \"shared\" in a plan, --policy shared to bracket "
                  "lanes)",
-                 lane_size, 2 * lane_size, unit, nranks);
+                 lane_size, 2 * lane_size, f.c.gpu ? "GPUs" : "CPU slots", nranks);
         return BK_FAIL(err, BK_ERR_INPUT, "%s", out->why);
     }
     /* enumerate() adds at most 2(n/L + 1) windows plus, per host of s ranks,
