@@ -92,7 +92,8 @@ int bk_quality_missing(const bk_run *run, bk_quality *q)
         if (r >= 0) {
             q->state = BK_QUALITY_FAIL;
             snprintf(q->reason, sizeof q->reason, "the candidate broke its contract in arm %s "
-                     "(lane rank %d): %.400s", a->name, r % a->world, a->r[r].status_msg);
+                     "(lane rank %d): %.*s", a->name, r % a->world,
+                     bk_utf8_cut(a->r[r].status_msg, 400), a->r[r].status_msg);
             return 1;
         }
     }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 #ifdef BK_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -29,6 +30,8 @@
  * is made so here, rather than lost. */
 static json_t *json_text(const char *s)
 {
+    if (!s)
+        return json_string("");
     json_t *j = bk_control_at(s) < 0 ? json_string(s) : NULL;
     if (j)
         return j;
@@ -207,7 +210,8 @@ json_t *bk_record_score_json(const bk_score *sc)
 }
 
 /* samples.msgpack: a header map, then one map per (timed arm, round, lane rank, shape). */
-static bk_status write_samples(const bk_run *run, char *digest, bk_err *err)
+static bk_status write_samples(const bk_run *run, char *digest, char *tmp, size_t tmplen,
+                               bk_err *err)
 {
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
@@ -244,7 +248,7 @@ static bk_status write_samples(const bk_run *run, char *digest, bk_err *err)
     char path[800];
     snprintf(path, sizeof path, "%s/samples.msgpack", run->run_dir);
     bk_sha256_hex(sb.data, sb.size, digest);
-    bk_status st = bk_write_atomic(path, sb.data, sb.size, err);
+    bk_status st = bk_write_temp(path, sb.data, sb.size, tmp, tmplen, err);
     msgpack_sbuffer_destroy(&sb);
     return st;
 }
@@ -253,9 +257,14 @@ bk_status bk_record_write(const bk_run *run, const bk_score *sc, bk_err *err)
 {
     bk_status st = BK_OK;
     char samples_digest[BK_SHA256_HEX_LEN] = "";
-    char *text = NULL;
+    char *text = NULL, samples_tmp[1024] = "", record_tmp[1024] = "", samples_path[800];
     json_t *rec = NULL;
-    BK_TRY(write_samples(run, samples_digest, err));
+    /* both files are written whole to temporary files first, then renamed, samples first:
+     * a failure before the renames (a full disk, most likely in the larger samples) leaves
+     * the pair that was there (the unfinished record before the last arm, and its samples)
+     * as it was, so it still rescores */
+    snprintf(samples_path, sizeof samples_path, "%s/samples.msgpack", run->run_dir);
+    BK_TRY(write_samples(run, samples_digest, samples_tmp, sizeof samples_tmp, err));
     const bk_plan *p = &run->plan;
     json_error_t jerr;
     char *plan_text = bk_plan_dump(p);
@@ -267,7 +276,7 @@ bk_status bk_record_write(const bk_run *run, const bk_score *sc, bk_err *err)
     char created[32];
     strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
     json_t *hosts = json_array();
-    for (int i = 0; i < run->world_size; i++)
+    for (int i = 0; run->hosts && i < run->world_size; i++)
         json_array_append_new(hosts, json_text(run->hosts[i]));
     json_t *wire = json_object(), *rej = json_object();
     for (int i = 0; i < BK_REJ_COUNT; i++)
@@ -305,10 +314,10 @@ bk_status bk_record_write(const bk_run *run, const bk_score *sc, bk_err *err)
     json_object_set_new(rec, "plan", plan ? plan : json_null());
     json_object_set_new(rec, "plan_digest", json_string(run->plan_digest));
     json_object_set_new(rec, "identity",
-        json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:o, s:o}", "stack_digest", p->arena.stack_digest,
+        json_pack("{s:s, s:I, s:s, s:s, s:o, s:s, s:o, s:o}", "stack_digest", p->arena.stack_digest,
                   "incumbent_generation", (json_int_t)p->arena.incumbent_generation,
                   "candidate_source_digest", p->candidate.source_digest, "binary_digest",
-                  run->binary_digest, "topology_signature", run->lane_signature,
+                  run->binary_digest, "topology_signature", json_text(run->lane_signature),
                   "topology_digest", run->topo_digest, "versions",
                   versions(), "hosts", hosts));
     if (p->source_digest_note[0])
@@ -342,8 +351,14 @@ bk_status bk_record_write(const bk_run *run, const bk_score *sc, bk_err *err)
     char path[800];
     snprintf(path, sizeof path, "%s/record.json", run->run_dir);
     size_t len = strlen(text);
-    BK_TRY(bk_write_atomic(path, text, len, err));
+    BK_TRY(bk_write_temp(path, text, len, record_tmp, sizeof record_tmp, err));
+    BK_TRY(bk_commit_temp(samples_tmp, samples_path, err));
+    BK_TRY(bk_commit_temp(record_tmp, path, err));
 out:
+    if (samples_tmp[0])
+        unlink(samples_tmp);
+    if (record_tmp[0])
+        unlink(record_tmp);
     free(text);
     json_decref(rec);
     return st;

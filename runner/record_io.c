@@ -33,13 +33,15 @@ static int create_temp(const char *path, char *tmp, size_t len)
     return -1;
 }
 
-bk_status bk_write_atomic(const char *path, const void *data, size_t len, bk_err *err)
+bk_status bk_write_temp(const char *path, const void *data, size_t len, char *tmp,
+                        size_t tmplen, bk_err *err)
 {
-    char tmp[1024];
-    int fd = create_temp(path, tmp, sizeof tmp);
+    tmp[0] = '\0';
+    int fd = create_temp(path, tmp, tmplen);
     if (fd < 0) { /* a folder that is missing, read-only or not ours, a name too long: the
                    * user's to fix */
         const int e = errno;
+        tmp[0] = '\0';
         return BK_FAIL(err, e == ENOENT || e == ENOTDIR || e == EACCES || e == EPERM ||
                                     e == EROFS || e == ENAMETOOLONG || e == EISDIR
                                 ? BK_ERR_INPUT : BK_ERR_SYSTEM,
@@ -47,35 +49,47 @@ bk_status bk_write_atomic(const char *path, const void *data, size_t len, bk_err
     }
     const char *p = data;
     size_t left = len;
+    const char *what = NULL;
+    int e = 0;
     while (left) {
         ssize_t w = write(fd, p, left);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
-            int e = w < 0 ? errno : ENOSPC;
-            close(fd);
-            unlink(tmp);
-            return BK_FAIL(err, BK_ERR_SYSTEM, "cannot write %s: %s", path, strerror(e));
+            e = w < 0 ? errno : ENOSPC;
+            what = "write";
+            break;
         }
         p += w;
         left -= (size_t)w;
     }
-    if (fsync(fd) != 0) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        return BK_FAIL(err, BK_ERR_SYSTEM, "cannot flush %s: %s", path, strerror(e));
+    if (!what && fsync(fd) != 0) {
+        e = errno;
+        what = "flush";
     }
-    if (close(fd) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return BK_FAIL(err, BK_ERR_SYSTEM, "cannot close %s: %s", path, strerror(e));
+    if (close(fd) != 0 && !what) {
+        e = errno;
+        what = "close";
     }
+    if (what) {
+        unlink(tmp);
+        tmp[0] = '\0';
+        return BK_FAIL(err, BK_ERR_SYSTEM, "cannot %s %s: %s", what, path, strerror(e));
+    }
+    return BK_OK;
+}
+
+bk_status bk_commit_temp(char *tmp, const char *path, bk_err *err)
+{
     if (rename(tmp, path) != 0) {
         int e = errno;
         unlink(tmp);
-        return BK_FAIL(err, BK_ERR_SYSTEM, "cannot rename %s to %s: %s", tmp, path, strerror(e));
+        bk_status st = BK_FAIL(err, BK_ERR_SYSTEM, "cannot rename %s to %s: %s", tmp, path,
+                               strerror(e));
+        tmp[0] = '\0';
+        return st;
     }
+    tmp[0] = '\0';
     char dir[1024];
     bk_strlcpy(dir, path, sizeof dir);
     int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -84,6 +98,13 @@ bk_status bk_write_atomic(const char *path, const void *data, size_t len, bk_err
         close(dfd);
     }
     return BK_OK;
+}
+
+bk_status bk_write_atomic(const char *path, const void *data, size_t len, bk_err *err)
+{
+    char tmp[1024];
+    bk_status st = bk_write_temp(path, data, len, tmp, sizeof tmp, err);
+    return st != BK_OK ? st : bk_commit_temp(tmp, path, err);
 }
 
 bk_status bk_read_file(const char *path, char **data, size_t *len, bk_err *err)
@@ -165,7 +186,7 @@ int bk_json_control_in(const json_t *v, char *where, size_t len, long *at, unsig
 {
     const size_t used = strlen(where);
     if (json_is_string(v)) {
-        *at = bk_control_at(json_string_value(v));
+        *at = bk_control_at_tab_ok(json_string_value(v));
         if (*at >= 0)
             *byte = (unsigned char)json_string_value(v)[*at];
         return *at >= 0;
@@ -182,12 +203,12 @@ int bk_json_control_in(const json_t *v, char *where, size_t len, long *at, unsig
         const char *k;
         const json_t *e;
         json_object_foreach((json_t *)v, k, e) {
-            if ((*at = bk_control_at(k)) >= 0) {
+            if ((*at = bk_control_at_tab_ok(k)) >= 0) {
                 *byte = (unsigned char)k[*at];
                 snprintf(where + used, len - used, "%s", used ? " (a key)" : "a top-level key");
                 return 1;
             }
-            snprintf(where + used, len - used, "%s%.64s", used ? "." : "", k);
+            snprintf(where + used, len - used, "%s%.*s", used ? "." : "", bk_utf8_cut(k, 64), k);
             if (bk_json_control_in(e, where, len, at, byte))
                 return 1;
         }

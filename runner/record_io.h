@@ -11,6 +11,14 @@
  * On failure the temporary file is removed and `path` is untouched. A folder that is
  * missing, read-only or not writable, or a name too long, is BK_ERR_INPUT. */
 bk_status bk_write_atomic(const char *path, const void *data, size_t len, bk_err *err);
+/* bk_write_atomic in two steps, so that two files can replace theirs together: the data
+ * written, flushed and closed in a new temporary file beside `path` (its name into tmp, of
+ * tmplen bytes; "" on failure, when nothing is left); then renamed over `path` and the folder
+ * flushed (tmp emptied; on failure the temporary file is removed). A temporary file not
+ * committed is the caller's to unlink. */
+bk_status bk_write_temp(const char *path, const void *data, size_t len, char *tmp,
+                        size_t tmplen, bk_err *err);
+bk_status bk_commit_temp(char *tmp, const char *path, bk_err *err);
 
 /* Read a whole regular file (NUL-terminated for convenience); caller frees *data. A
  * directory, device or pipe is BK_ERR_INPUT. */
@@ -26,7 +34,8 @@ bk_status bk_read_file_max(const char *path, size_t max, const char *what, char 
 bk_status bk_read_json_file(const char *path, size_t max, const char *what, char **data,
                             size_t *len, bk_err *err);
 
-/* The first string or key in v (at any depth) holding a control character (bk_control_at):
+/* The first string or key in v (at any depth) holding a control character other than a tab
+ * (bk_control_at_tab_ok):
  * 1, with its path written into where ("arms[1].processes[0].status_message"; for a key,
  * " (a key)" after its object's path, or "a top-level key"), the offset into *at and the byte into *byte; 0 if
  * none. where must hold "" (or the path of v) on entry. Plans and records hold none: their

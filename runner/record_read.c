@@ -452,7 +452,8 @@ static bk_status read_samples(const char *path, bk_run *run, bk_err *err)
                              *shape = map_get(o, "shape"), *v = map_get(o, "ns"),
                              *round = map_get(o, "round"); /* absent: round 1 */
         char an[8] = "";
-        if (arm && arm->type == MSGPACK_OBJECT_STR && arm->via.str.size < sizeof an)
+        const int named = arm && arm->type == MSGPACK_OBJECT_STR;
+        if (named && arm->via.str.size < sizeof an)
             memcpy(an, arm->via.str.ptr, arm->via.str.size);
         int idx = arm_index(an);
         const int rounds = idx >= 0 ? bk_arm_rounds(&run->arms[idx]) : 1;
@@ -463,10 +464,20 @@ static bk_status read_samples(const char *path, bk_run *run, bk_err *err)
             shape->type != MSGPACK_OBJECT_POSITIVE_INTEGER || !v || v->type != MSGPACK_OBJECT_ARRAY ||
             rank->via.u64 >= (uint64_t)run->arms[idx].world || shape->via.u64 >= (uint64_t)ns ||
             v->via.array.size > (uint32_t)iters) {
-            bk_text_clean(an); /* the file's bytes, printed */
+            /* its name as the file has it (at most 16 bytes, then "..."), made printable */
+            char shown[24] = "";
+            if (named) {
+                const size_t k = arm->via.str.size < 16 ? arm->via.str.size : 16;
+                memcpy(shown, arm->via.str.ptr, k);
+                for (size_t i = 0; i < k; i++)
+                    shown[i] = shown[i] ? shown[i] : '?'; /* a NUL inside */
+                bk_text_clean(shown);
+                if (arm->via.str.size > k)
+                    memcpy(shown + k, "...", 4);
+            }
             st = BK_FAIL(err, BK_ERR_INPUT, "%s: the sample block at byte %zu (%s%s%s) does "
-                         "not fit the record", path, at, an[0] ? "arm '" : "no arm name",
-                         an, an[0] ? "'" : "");
+                         "not fit the record", path, at, named ? "arm '" : "no arm name",
+                         shown, named ? "'" : "");
             goto out;
         }
         const uint64_t rd = round ? round->via.u64 : 1;

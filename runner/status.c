@@ -161,14 +161,24 @@ int bk_env_words(const char *prefix, char *buf, size_t len)
     return left;
 }
 
-long bk_control_at(const char *s)
+static long control_at(const char *s, int tab_ok)
 {
     for (long i = 0; s[i]; i++)
-        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f ||
+        if (((unsigned char)s[i] < 0x20 && !(tab_ok && s[i] == '\t')) || s[i] == 0x7f ||
             ((unsigned char)s[i] == 0xc2 && (unsigned char)s[i + 1] >= 0x80 &&
              (unsigned char)s[i + 1] <= 0x9f))
             return i;
     return -1;
+}
+
+long bk_control_at(const char *s)
+{
+    return control_at(s, 0);
+}
+
+long bk_control_at_tab_ok(const char *s)
+{
+    return control_at(s, 1);
 }
 
 /* The length of the UTF-8 character at p (2 to 4), or 0 where none starts there */
@@ -229,6 +239,18 @@ size_t bk_text_clean(char *s)
         }
     }
     return changed;
+}
+
+int bk_utf8_cut(const char *s, int max)
+{
+    int n = 0;
+    while (n < max && s[n])
+        n++;
+    if (n < max || !s[n])
+        return n;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+        n--;
+    return n;
 }
 
 int bk_strlcpy(char *dst, const char *src, size_t dst_size)

@@ -69,12 +69,19 @@ void bk_sleep_ns(uint64_t ns);
  * Text bracket prints and records holds none: an escape sequence or a newline in it would
  * reach the terminal of whoever reads it. */
 long bk_control_at(const char *s);
+/* The same, a tab taken as text (plans and records, which took tabs before 2026-12-07: it
+ * moves the cursor, nothing more) */
+long bk_control_at_tab_ok(const char *s);
 /* Make s printable UTF-8 in place, byte for byte (its length never changes): a tab, newline
  * or carriage return becomes a blank; any other control character (bk_control_at's) and
  * every byte of what is not UTF-8 (as jansson reads it: no overlong form, surrogate or code
  * point past U+10FFFF) becomes '?'. For text from outside (an engine's status, a library's
  * message, a host name) before it is judged, printed or recorded. Returns the bytes changed. */
 size_t bk_text_clean(char *s);
+
+/* The bytes of s's first max bytes that end between UTF-8 characters (for "%.*s"): all of s
+ * when it is no longer, else max moved back to the start of the character it would cut. */
+int bk_utf8_cut(const char *s, int max);
 
 /* Copy at most dst_size-1 bytes and NUL-terminate; returns 0 when it fitted. */
 int bk_strlcpy(char *dst, const char *src, size_t dst_size);

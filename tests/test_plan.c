@@ -401,10 +401,13 @@ static void test_bad_values(void **state)
     expect_parse_error(demo_with("arena", "model", json_string("   ")),
                        "plans/x.json: arena.model: must not be blank, got \"   \"");
     /* a control character anywhere (a value, a key, params): printed and recorded as it is,
-     * where it would reach the terminal; records hold none */
+     * where it would reach the terminal; records hold none. A tab is text (it was taken
+     * before, and moves the cursor, nothing more), blanks alone are still no name */
+    expect_parse_error(demo_with("arena", "model", json_string("\t ")),
+                       "plans/x.json: arena.model: must not be blank, got \"\\t \"");
     expect_parse_error(demo_with("arena", "model", json_string("\t\n")),
                        "plans/x.json: arena.model: must not contain control characters (byte "
-                       "0x09 at offset 0)");
+                       "0x0a at offset 1)");
     expect_parse_error(demo_with("arena", "model", json_string("M3\x1b[2J")),
                        "plans/x.json: arena.model: must not contain control characters (byte "
                        "0x1b at offset 2)");
@@ -504,12 +507,12 @@ static void test_set_ok(void **state)
 
     /* the shortest time-outs, and quoted strings with escapes (the quotes are not kept) */
     const char *edge[] = { "timeouts.arm_s=1", "timeouts.rendezvous_s=1",
-                           "arena.model=\"\\u0041 here \\u00e9\"", "arena.dtype= \"fp16\"",
+                           "arena.model=\"tab\\there \\u00e9\"", "arena.dtype= \"fp16\"",
                            "arena.substrate=say \"hi\"" };
     load_ok("tests/fixtures/plans/minimal.json", edge, 5, &p);
     assert_float_equal(p.timeouts.arm_s, 1, 0);
     assert_float_equal(p.timeouts.rendezvous_s, 1, 0);
-    assert_string_equal(p.arena.model, "A here \xc3\xa9");
+    assert_string_equal(p.arena.model, "tab\there \xc3\xa9");
     assert_string_equal(p.arena.dtype, "fp16");
     assert_string_equal(p.arena.substrate, "say \"hi\"");
     bk_plan_free(&p);

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,6 +135,26 @@ static void test_decided_first(void **state)
         assert_null(f->run->quality.per);
         drop(f);
     }
+    /* the engine's text is kept to 400 bytes, cut between UTF-8 characters: the reason is
+     * recorded as JSON text (a cut character left jansson making no string: no quality) */
+    fixture *g = make(v, v, 1, 0.0, 0.0);
+    g->rd[BK_ARM_IDX_C].broke_contract = 1;
+    char *m = g->rd[BK_ARM_IDX_C].status_msg;
+    size_t n = 0;
+    m[n++] = 'x'; /* 1 + 2 x 250 bytes: byte 400 is the first of an \u00e9 */
+    for (int i = 0; i < 250; i++) {
+        m[n++] = (char)0xc3;
+        m[n++] = (char)0xa9;
+    }
+    m[n] = '\0';
+    bk_run_quality(g->run);
+    const char *r = g->run->quality.reason, *tail = strstr(r, "(lane rank 0): ");
+    assert_non_null(tail);
+    assert_int_equal(strlen(tail + strlen("(lane rank 0): ")), 399);
+    json_t *j = json_string(r);
+    assert_non_null(j);
+    json_decref(j);
+    drop(g);
     fixture *f = make(v, v, 1, 0.0, 0.0);
     f->run->arms[BK_ARM_IDX_A].ok = 0;
     bk_run_quality(f->run);

@@ -99,7 +99,6 @@ static void test_env_words(void **state)
     unsetenv("XBKTEST_C");
 }
 
-/* bk_wait_bound: a wait's own bound, or what is left before an end that comes first */
 /* bk_text_clean: byte for byte; a tab, newline or CR a blank; other controls, DEL, C1 and
  * every byte of what is not UTF-8 (as jansson reads it) '?'; UTF-8 kept as it is */
 static void test_text_clean(void **state)
@@ -143,8 +142,18 @@ static void test_text_clean(void **state)
     assert_int_equal(bk_control_at("ab\xc2\x85"), 2);
     assert_int_equal(bk_control_at("\x7f"), 0);
     assert_int_equal(bk_control_at("end \xc2"), -1); /* not a control: bk_text_clean's */
+    assert_int_equal(bk_control_at_tab_ok("a\tb\x1b"), 3);
+    /* bk_utf8_cut: where "%.*s" may cut between characters */
+    assert_int_equal(bk_utf8_cut("abc", 5), 3);
+    assert_int_equal(bk_utf8_cut("abcdef", 5), 5);
+    assert_int_equal(bk_utf8_cut("abcd\xc3\xa9", 5), 4);   /* é would be cut: before it */
+    assert_int_equal(bk_utf8_cut("abcd\xc3\xa9", 6), 6);   /* whole */
+    assert_int_equal(bk_utf8_cut("ab\xe2\x82\xacx", 4), 2); /* € cut after 2 of 3 */
+    assert_int_equal(bk_utf8_cut("ab\xe2\x82\xacx", 5), 5);
+    assert_int_equal(bk_utf8_cut("", 3), 0);
 }
 
+/* bk_wait_bound: a wait's own bound, or what is left before an end that comes first */
 static void test_wait_bound(void **state)
 {
     (void)state;

@@ -228,11 +228,12 @@ bk_status bk__lane_sig(const lctx *c, lane *ln, bk_err *err)
             const bk_rank_place *p = &c->pl[ln->ranks[i]];
             mixed |= c->model[p->host][p->gpu] != c->model[p0->host][p0->gpu];
         }
-        off += (size_t)snprintf(s + off, n - off, " [%.40s]",
-                                mixed ? "mixed GPU models"
-                                      : c->t->hosts[p0->host].gpus[p0->gpu].name[0]
-                                      ? c->t->hosts[p0->host].gpus[p0->gpu].name
-                                      : "unnamed GPU");
+        const char *name = mixed ? "mixed GPU models"
+                                 : c->t->hosts[p0->host].gpus[p0->gpu].name[0]
+                                 ? c->t->hosts[p0->host].gpus[p0->gpu].name
+                                 : "unnamed GPU";
+        /* 40 bytes, cut between UTF-8 characters: the signature is recorded as JSON text */
+        off += (size_t)snprintf(s + off, n - off, " [%.*s]", bk_utf8_cut(name, 40), name);
     }
     if (off < n)
         snprintf(s + off, n - off, " #%016" PRIx64 "%s", hash, exact ? "" : "~");

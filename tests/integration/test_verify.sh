@@ -260,12 +260,13 @@ v "$IT_PLAN" --variant slowed --set 'candidate.params={"rank":1}' --world 1 --ch
 [ "$RC" = 2 ] && has "candidate.params.rank: must be a rank of the lane, an integer in 0..0 \(the lane has 1 rank\) \(with --world 1\)$" ||
     fail "a diagnostic's rank past --world's lane: exit $RC, or the message"
 ! has "^seed " || fail "a diagnostic's rank past --world's lane: the table was started"
-# a $TMPDIR that cannot hold verify's private folder is named
+# a $TMPDIR that cannot hold verify's private folder is named, as bad input (this
+# environment's: exit 2, as a bad flag; was 1, an internal failure)
 set +e
 TMPDIR=$IT_TMP/no-such-dir "$BK_BRACKET" verify "$IT_PLAN" --checks 1 --no-domain-shapes >"$IT_TMP/v.log" 2>&1
 RC=$?
 set -e
-[ "$RC" = 1 ] && has "^bracket verify: cannot write the plan to a private folder in $IT_TMP/no-such-dir \(\\\$TMPDIR\): No such file or directory$" ||
+[ "$RC" = 2 ] && has "^bracket verify: cannot write the plan to a private folder in $IT_TMP/no-such-dir \(\\\$TMPDIR\): No such file or directory \(set TMPDIR to a writable folder" ||
     fail "an unusable TMPDIR: exit $RC, or the folder not named"
 # a flag's error is its line and a pointer to --help, not the whole usage after it
 v "$IT_PLAN" --variant ""
