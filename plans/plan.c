@@ -44,6 +44,32 @@ static void note_source_digest(const json_t *root, const char *variant, const ch
              variant, p->candidate.name, p->candidate.name);
 }
 
+/* A refusal "LABEL: PATH: ..." of a value a --set gave (PATH its path, or inside it: a
+ * shape of the shapes it set) says so at its end, ' (from --set "PATH=VALUE")', the last such
+ * --set being the one that stands: the file itself may be fine. */
+static void name_the_set(const char *label, const char *const *sets, int nsets, bk_err *err)
+{
+    const size_t ll = strlen(label);
+    if (strncmp(err->msg, label, ll) != 0 || strncmp(err->msg + ll, ": ", 2) != 0)
+        return;
+    const char *path = err->msg + ll + 2, *end = strstr(path, ": ");
+    if (!end)
+        return;
+    for (int i = nsets - 1; i >= 0; i--) {
+        const char *eq = strchr(sets[i], '=');
+        if (!eq)
+            continue;
+        const char *a = sets[i];
+        const size_t n = (size_t)(eq - a);
+        if (n == 0 || n > (size_t)(end - path) || strncmp(path, a, n) != 0 ||
+            (path + n != end && path[n] != '.' && path[n] != '['))
+            continue;
+        const size_t used = strlen(err->msg);
+        snprintf(err->msg + used, sizeof err->msg - used, " (from --set \"%s\")", sets[i]);
+        return;
+    }
+}
+
 /* Takes `root` (NULL-safe). Applies the sets, validates, and on success moves
  * the document into `out`; on failure frees everything and zeroes `out`. */
 static bk_status finish(json_t *root, const char *label, const char *const *sets, int nsets,
@@ -84,6 +110,8 @@ static bk_status finish(json_t *root, const char *label, const char *const *sets
             }
         }
     free(made);
+    if (st == BK_ERR_INPUT)
+        name_the_set(label, sets, nsets, err);
     if (st != BK_OK)
         goto out;
     if (nsets)

@@ -529,7 +529,12 @@ static void test_set_errors(void **state)
         { "arena..tp=2", "--set \"arena..tp=2\": bad path" },
         { "workload.shapes[x].tokens=2", "--set \"workload.shapes[x].tokens=2\": bad path" },
         { "arena.colour=red", "--set \"arena.colour=red\": arena.colour: unknown key" },
-        { "arena.tp=0", "demo-cpu.json: arena.tp: must be an integer >= 1, got 0" },
+        /* a value a --set gave says so: the file may be fine */
+        { "arena.tp=0", "demo-cpu.json: arena.tp: must be an integer >= 1, got 0 (from --set "
+          "\"arena.tp=0\")" },
+        { "workload.shapes=[{\"tokens\":0,\"hidden\":64,\"weight\":1}]",
+          "workload.shapes[0].tokens: must be an integer >= 1, got 0 (from --set "
+          "\"workload.shapes=[" },
         { "arena.tp=two", "demo-cpu.json: arena.tp: must be an integer in 1..1024, got \"two\"" },
         { "colour.red=1", "--set \"colour.red=1\": colour: unknown key" },
         { "workload.shapes[5].tokens=1",
@@ -583,6 +588,15 @@ static void test_set_errors(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         expect_load_error("plans/demo-cpu.json", &cases[i].set, 1, cases[i].want);
+    /* the --set that stands (the last of a path) is named; one of another path is not */
+    const char *two[] = { "arena.tp=0", "arena.tp=-1", "arena.ep=1" };
+    expect_load_error("plans/demo-cpu.json", two, 3, "arena.tp: must be an integer >= 1, got -1 "
+                      "(from --set \"arena.tp=-1\")");
+    const char *other[] = { "arena.ep=1", "workload.shapes[0].hidden=5" };
+    bk_plan p;
+    bk_err err = { 0 };
+    assert_int_equal(bk_plan_load(src_path("plans/demo-cpu.json"), other, 2, &p, &err), BK_OK);
+    bk_plan_free(&p);
 }
 
 int main(void)

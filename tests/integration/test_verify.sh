@@ -131,7 +131,7 @@ v --target $AR --variant nope
 [ "$RC" = 2 ] && has "^bracket verify: --variant: no variant 'nope' for target '$AR' \(known: shm_twopass," ||
     fail "--target with an unknown variant: exit $RC, or the message"
 v --target $AR --variant shm_oneshot_fused --set quality.rtol=-1
-[ "$RC" = 2 ] && has "^bracket verify: --target $AR: quality.rtol: must be a number >= 0, got -1$" ||
+[ "$RC" = 2 ] && has "^bracket verify: --target $AR: quality.rtol: must be a number >= 0, got -1 \(from --set \"quality.rtol=-1\"\)$" ||
     fail "--target with a bad --set: exit $RC, or the message"
 # a candidate of cuda alone where no GPU is visible: refused, without the --set backend=cpu
 # hint that cannot help it (a build without cuda does not know the variant at all); where a
