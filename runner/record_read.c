@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "kernels/catalog.h"
 #include "runner/digest.h"
@@ -729,13 +730,21 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
         }
     }
     char dir[sizeof run->run_dir];
-    const char *last = strrchr(record_path, '/');
-    if (last && (size_t)(last - record_path) >= sizeof dir) {
+    /* a link to a record (a "latest" beside the runs): its samples and topology are the
+     * ones beside the record it names, not beside the link */
+    struct stat lst;
+    char *real = lstat(record_path, &lst) == 0 && S_ISLNK(lst.st_mode)
+                     ? realpath(record_path, NULL) : NULL;
+    const char *rpath = real ? real : record_path;
+    const char *last = strrchr(rpath, '/');
+    if (last && (size_t)(last - rpath) >= sizeof dir) {
         st = BK_FAIL(err, BK_ERR_INPUT, "%s: its folder's path is too long (%zu bytes at most)",
-                     record_path, sizeof dir - 1);
+                     rpath, sizeof dir - 1);
+        free(real);
         goto out;
     }
-    bk_strlcpy(dir, record_path, sizeof dir);
+    bk_strlcpy(dir, rpath, sizeof dir);
+    free(real);
     char *slash = strrchr(dir, '/');
     if (slash)
         *slash = '\0';

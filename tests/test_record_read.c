@@ -998,6 +998,24 @@ static void test_relative_path(void **state)
         fail_msg("%s", err.msg);
     assert_string_equal(run.run_dir, ".");
     bk_run_free(&run);
+    /* a link to the record elsewhere: the samples read are the ones beside the record it
+     * names (here the only ones), not beside the link */
+    char other[512], link[600], rec[600];
+    snprintf(other, sizeof other, "%s/elsewhere", g_dir);
+    assert_int_equal(mkdir(other, 0700), 0);
+    snprintf(link, sizeof link, "%s/record.json", other);
+    snprintf(rec, sizeof rec, "%s/record.json", g_dir);
+    assert_int_equal(symlink(rec, link), 0);
+    memset(&run, 0, sizeof run);
+    st = bk_record_read(link, &run, &err);
+    unlink(link);
+    rmdir(other);
+    if (st != BK_OK)
+        fail_msg("%s", err.msg);
+    char real[1024];
+    assert_non_null(realpath(g_dir, real));
+    assert_string_equal(run.run_dir, real);
+    bk_run_free(&run);
 }
 
 /* The samples header {schema, run, nshapes, iters} must match the record's plan. */
