@@ -198,6 +198,12 @@ static void test_init_fails_and_missing_library(void **state)
     setenv("BK_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
     assert_int_equal(bk_topo_probe_nvml(h, &err), BK_OK);
     assert_non_null(strstr(h->notes[0], "/nonexistent/libnvidia-ml.so.1 not found"));
+    /* there, but no library: dlopen's reason, not "not found" */
+    pcie_host(h);
+    setenv("BK_NVML_LIBRARY", src, 1); /* the fake's C source */
+    assert_int_equal(bk_topo_probe_nvml(h, &err), BK_OK);
+    if (!strstr(h->notes[0], "cannot be loaded (") || strstr(h->notes[0], "not found"))
+        fail_msg("%s", h->notes[0]);
     setenv("BK_NVML_LIBRARY", libpath, 1);
     free(h);
 }

@@ -63,7 +63,18 @@ static int load_api(nvml_api *a, bk_topo_host *h)
         path = "libnvidia-ml.so.1";
     a->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!a->lib) {
-        bk_topo_note(h, "NVML: %s not found (no NVIDIA driver?): no NVLink data", path);
+        /* not there (no driver: the usual case, said so), or there and not loadable (a wrong
+         * BK_NVML_LIBRARY, a broken install: dlopen's reason, printable) */
+        const char *why = dlerror();
+        char said[160] = "";
+        if (why && !strstr(why, "No such file or directory")) {
+            snprintf(said, sizeof said, "%s", why);
+            bk_text_clean(said);
+        }
+        if (said[0])
+            bk_topo_note(h, "NVML: %s cannot be loaded (%s): no NVLink data", path, said);
+        else
+            bk_topo_note(h, "NVML: %s not found (no NVIDIA driver?): no NVLink data", path);
         return -1;
     }
     SYM(init, "nvmlInit_v2", 1);
