@@ -25,14 +25,14 @@
 
 /* Free text as a JSON string: jansson makes none of text that is not UTF-8 (and the key or
  * the whole entry would then be missing from the record, which no reader takes), and a
- * record's text holds no control character (bk_control_at; `bracket score` refuses one).
- * Text from outside is made printable where it comes in (bk_text_clean); what still is not
- * is made so here, rather than lost. */
+ * record's text holds no control character but a tab (bk_control_at_tab_ok; `bracket score`
+ * refuses one). Text from outside is made printable where it comes in (bk_text_clean); what
+ * still is not is made so here, rather than lost. */
 static json_t *json_text(const char *s)
 {
     if (!s)
         return json_string("");
-    json_t *j = bk_control_at(s) < 0 ? json_string(s) : NULL;
+    json_t *j = bk_control_at_tab_ok(s) < 0 ? json_string(s) : NULL;
     if (j)
         return j;
     char *c = strdup(s);

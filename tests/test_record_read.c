@@ -674,9 +674,10 @@ static void test_writer_text(void **state)
         fail_msg("%s", err.msg);
     bk_arm_run *c = &run.arms[1];
     snprintf(c->r[0].status_msg, sizeof c->r[0].status_msg, "open /tmp/caf\xe9: no\x1b[2J");
-    snprintf(c->r[1].settings, sizeof c->r[1].settings, "NCCL_X=a\tb");
+    snprintf(c->r[1].settings, sizeof c->r[1].settings, "NCCL_X=a\tb\nc");
     snprintf(c->r[1].host, sizeof c->r[1].host, "h\xc2\x9b");
     snprintf(c->reason, sizeof c->reason, "cut \xe2\x82");
+    snprintf(c->r[0].host, sizeof c->r[0].host, "tab\there"); /* a tab alone is text: kept */
     json_t *o = bk_record_arm_json(&run, &sc, 1);
     assert_non_null(o);
     json_t *procs = json_object_get(o, "processes");
@@ -685,10 +686,12 @@ static void test_writer_text(void **state)
                                                           "status_message")),
                         "open /tmp/caf?: no?[2J");
     assert_string_equal(json_string_value(json_object_get(json_array_get(procs, 1),
-                                                          "engine_settings")), "NCCL_X=a b");
+                                                          "engine_settings")), "NCCL_X=a b c");
     assert_string_equal(json_string_value(json_object_get(json_array_get(procs, 1), "host")),
                         "h??");
     assert_string_equal(json_string_value(json_object_get(o, "reason")), "cut ??");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(procs, 0), "host")),
+                        "tab\there");
     char where[256] = "";
     long at;
     unsigned char byte;
