@@ -563,8 +563,9 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
     unsigned char byte = 0;
     if (bk_json_control_in(rec, where, sizeof where, &at, &byte)) {
         st = BK_FAIL(err, BK_ERR_INPUT, "%s: %s: a control character (byte 0x%02x at offset "
-                     "%ld): bracket records none, and it would reach the terminal as it is "
-                     "(an escape sequence, a line of its own); was the record edited?",
+                     "%ld): bracket records none (a tab aside), and it would reach the "
+                     "terminal as it is (an escape sequence, a line of its own); was the "
+                     "record edited?",
                      record_path, where[0] ? where : "(top)", byte, at);
         goto out;
     }

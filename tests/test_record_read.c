@@ -642,7 +642,7 @@ static void test_control_chars(void **state)
     (void)state;
     expect_bad(status_escape, NULL, "record.json: arms[1].processes[0].status_message: a "
                                     "control character (byte 0x1b at offset 1): bracket "
-                                    "records none");
+                                    "records none (a tab aside)");
     expect_bad(reason_newline, NULL, "record.json: arms[2].reason: a control character (byte "
                                      "0x0a at offset 1)");
     expect_bad(host_c1, NULL, "record.json: arms[0].processes[1].host: a control character "
