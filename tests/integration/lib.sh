@@ -85,13 +85,20 @@ it_run() {
 # candidate's speed. When no attempt settles, the test is skipped (exit 77) with the
 # reason: the machine could not measure it, which is not a pass.
 it_run_settled() {
-    local name=$1 np=$2 try
+    local name=$1 np=$2 try rc
     shift 2
     for try in 1 2 3 4 5; do
         it_run "$name-$try" "$np" "$@"
         [ -n "$RECORD" ] || return 0
-        python3 -c "import json,sys; sys.exit(1 if json.load(open(sys.argv[1]))['score'].get('drift_exceeded') else 0)" \
-            "$RECORD" && return 0
+        # 0 settled (or no drift to judge: B' not run), 3 drifted; anything else (a record
+        # that cannot be read, no score) is the test's failure, never a drift nor a skip
+        set +e
+        python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['score'].get('drift_exceeded', False); assert isinstance(d, bool); sys.exit(3 if d else 0)" \
+            "$RECORD"
+        rc=$?
+        set -e
+        [ "$rc" = 0 ] && return 0
+        [ "$rc" = 3 ] || fail "$name: attempt $try: its record $RECORD cannot be read for its score"
         echo "---- $name: attempt $try drifted past the limit; repeating in fresh processes"
     done
     echo "SKIP: $name: B and B' disagreed past the drift limit in 5 brackets: this machine's"
