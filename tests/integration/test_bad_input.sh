@@ -58,7 +58,7 @@ if grep -q "warning: an arm's 2 engine(s) hold about 9.8 GiB each" "$IT_TMP/huge
         fail "engines-too-big: the message does not name the engines and the shape"
     [ ! -e "$IT_TMP/out-engines-too-big" ] || fail "engines-too-big: an output folder was left"
 else
-    echo "SKIPPED: test_bad_input's engines-too-big case: this host has room for 27.3 GiB"
+    echo "SKIPPED: test_bad_input: its engines-too-big case: this host has room for 27.3 GiB"
 fi
 # check_cmd NAME WANT CMD...: a bracket command (no mpirun) exits 2 saying WANT
 check_cmd() {

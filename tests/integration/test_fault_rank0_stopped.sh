@@ -51,7 +51,7 @@ fi
 # not assumed (an engine still running once idle is waiting for its queue's delivery)
 left=$(engine_pids C | grep -c . || true)
 echo "---- arm C's engines idle with rank 0 stopped; $left of 2 still running"
-[ "$left" -gt 0 ] || echo "SKIPPED: test_fault_rank0_stopped's wait for delivery: every queue fit in the socket buffers (the engines ended); this run checks C whole"
+[ "$left" -gt 0 ] || echo "SKIPPED: test_fault_rank0_stopped: its wait for delivery: every queue fit in the socket buffers (the engines ended); this run checks C whole"
 sleep "$stop_s" # beyond the 60 s an engine's send may wait, and the 10 s it waited for delivery
 kill -CONT "$RANK0"
 it_wait

@@ -139,7 +139,7 @@ if "$BK_BRACKET" --version | grep -q "backends in this build: cpu cuda"; then
     pc prefill-cuda 0 "$BK_SOURCE_DIR/plans/moe-prefill.json"
     lacks prefill-cuda "timed eagerly"
 else
-    echo "SKIPPED: test_plan_domains's eager-decode note of a cuda plan: this build has no cuda backend"
+    echo "SKIPPED: test_plan_domains' eager-decode note of a cuda plan: this build has no cuda backend"
 fi
 # 9. --backend is checked before the plan is read, and a backend this build lacks is the
 # flag's, not the plan's field
