@@ -421,10 +421,8 @@ int bk_cmd_run(int argc, char **argv)
     if (!bad && bk_write_private_plan("agent", plan_text, with_keys, agent_dir,
                                       sizeof agent_dir, plan_path, sizeof plan_path) != 0) {
         const int e = errno;
-        char parent[600];
-        BK_FAIL(&err, BK_ERR_INPUT, "cannot write the plan to a private folder in %s: %s (set "
-                "TMPDIR to a writable folder of a short path, or unset it for /tmp)",
-                bk_private_parent(parent, sizeof parent), strerror(e));
+        char why[sizeof err.msg];
+        BK_FAIL(&err, BK_ERR_INPUT, "%s", bk_private_plan_failed(e, why, sizeof why));
         bad = 1;
     }
     char exe[1024];

@@ -737,10 +737,8 @@ int bk_cmd_verify(int argc, char **argv)
     if (bk_write_private_plan("verify", text, NULL, dir, sizeof dir, plan_path,
                               sizeof plan_path) != 0) {
         const int e = errno;
-        char parent[600];
-        fprintf(stderr, "bracket verify: cannot write the plan to a private folder in %s: %s "
-                "(set TMPDIR to a writable folder of a short path, or unset it for /tmp)\n",
-                bk_private_parent(parent, sizeof parent), strerror(e));
+        char why[1024];
+        fprintf(stderr, "bracket verify: %s\n", bk_private_plan_failed(e, why, sizeof why));
         rc = BK_EXIT_USAGE; /* this environment's, as a bad flag is */
         goto out;
     }

@@ -43,9 +43,9 @@ void bk_run_cleanup_all(const bk_run *run, const bk_agent_env *env);
 /* auto -> cuda when this build has it and a GPU is visible, else cpu. */
 bk_backend bk_resolve_backend(bk_backend want);
 
-/* Where bk_write_private_plan makes its folders, for a message, into buf: "$TMPDIR's value
- * ($TMPDIR)", else "/tmp". */
-const char *bk_private_parent(char *buf, size_t len);
+/* Why bk_write_private_plan failed with errno e, into buf: "cannot write the plan to a
+ * private folder in $TMPDIR's value ($TMPDIR)" (else "/tmp"), the error, and what to do. */
+const char *bk_private_plan_failed(int e, char *buf, size_t len);
 
 /* Write the plan as run to DIR/plan.json in a fresh 0700 folder
  * $TMPDIR/bracket-<what>-XXXXXX (bk_janitor_mkdtemp). Before the folder exists, this

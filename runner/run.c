@@ -593,10 +593,12 @@ bk_backend bk_resolve_backend(bk_backend want)
     return BK_BACKEND_CPU;
 }
 
-const char *bk_private_parent(char *buf, size_t len)
+const char *bk_private_plan_failed(int e, char *buf, size_t len)
 {
     const char *tmp = getenv("TMPDIR");
-    snprintf(buf, len, "%s%s", tmp && *tmp ? tmp : "/tmp", tmp && *tmp ? " ($TMPDIR)" : "");
+    snprintf(buf, len, "cannot write the plan to a private folder in %s%s: %s (set TMPDIR to a "
+             "writable folder of a short path, or unset it for /tmp)", tmp && *tmp ? tmp : "/tmp",
+             tmp && *tmp ? " ($TMPDIR)" : "", strerror(e));
     return buf;
 }
 
