@@ -907,23 +907,27 @@ static void block_of(msgpack_sbuffer *sb, uint64_t shape, uint32_t n, int64_t la
     msgpack_pack_int64(&pk, last);
 }
 
+/* A block of arm `armname` and `round` appended to the fixture's samples is refused, saying
+ * `want` */
+static void expect_bad_block(const char *armname, int round, const char *want)
+{
+    msgpack_sbuffer sb;
+    block(&sb, armname, round);
+    expect_bad(NULL, &sb, want);
+    msgpack_sbuffer_destroy(&sb);
+}
+
 static void test_foreign_blocks(void **state)
 {
     (void)state;
     msgpack_sbuffer sb;
     /* an audit arm keeps no samples; a round past the arm's rounds is not the record's */
-    block(&sb, "A", 0);
-    expect_bad(NULL, &sb, "samples.msgpack: the sample block at byte 5201 (arm 'A') does not "
-                          "fit the record");
-    msgpack_sbuffer_destroy(&sb);
-    block(&sb, "B", 2);
-    expect_bad(NULL, &sb, "samples.msgpack: the sample block at byte 5201 (arm 'B') does not "
-                          "fit the record");
-    msgpack_sbuffer_destroy(&sb);
-    block(&sb, "B", 1);
-    expect_bad(NULL, &sb, "samples.msgpack: a second sample block for arm B round 1 rank 0 "
-                          "shape 0 (at byte 5201)");
-    msgpack_sbuffer_destroy(&sb);
+    expect_bad_block("A", 0, "samples.msgpack: the sample block at byte 5201 (arm 'A') does "
+                             "not fit the record");
+    expect_bad_block("B", 2, "samples.msgpack: the sample block at byte 5201 (arm 'B') does "
+                             "not fit the record");
+    expect_bad_block("B", 1, "samples.msgpack: a second sample block for arm B round 1 rank 0 "
+                             "shape 0 (at byte 5201)");
     /* a shape past the plan's two, a block of more samples than iters (100): refused before
      * they are taken for a second block */
     block_of(&sb, 2, 1, 5);
@@ -936,18 +940,13 @@ static void test_foreign_blocks(void **state)
     msgpack_sbuffer_destroy(&sb);
     /* the arm's name as the file has it, made printable (an escape sequence would reach the
      * terminal), or said to be missing (was "arm ''") */
-    block(&sb, "\x1b[2J", 1);
-    expect_bad(NULL, &sb, "samples.msgpack: the sample block at byte 5201 (arm '?[2J') does "
-                          "not fit the record");
-    msgpack_sbuffer_destroy(&sb);
-    block(&sb, "ABCDEFGHIJ", 1);
-    expect_bad(NULL, &sb, "samples.msgpack: the sample block at byte 5201 (arm 'ABCDEFGHIJ') "
-                          "does not fit the record");
-    msgpack_sbuffer_destroy(&sb);
-    block(&sb, "0123456789abcdefXYZ", 1);
-    expect_bad(NULL, &sb, "samples.msgpack: the sample block at byte 5201 (arm "
-                          "'0123456789abcdef...') does not fit the record");
-    msgpack_sbuffer_destroy(&sb);
+    expect_bad_block("\x1b[2J", 1, "samples.msgpack: the sample block at byte 5201 (arm "
+                                   "'?[2J') does not fit the record");
+    expect_bad_block("ABCDEFGHIJ", 1, "samples.msgpack: the sample block at byte 5201 (arm "
+                                      "'ABCDEFGHIJ') does not fit the record");
+    expect_bad_block("0123456789abcdefXYZ", 1, "samples.msgpack: the sample block at byte 5201 "
+                                               "(arm '0123456789abcdef...') does not fit the "
+                                               "record");
     msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
