@@ -137,7 +137,14 @@ int bk_cmd_worth(int argc, char **argv)
     printf("fraction %.6g, slot speed-up %.6g\n", f, k);
     /* fixed decimals up to a million; past it (k 1e300) significant digits, not 300 of them,
      * and the factor alone where its percentage passes what a double holds (k 1e308) */
-    if (bound < 1e6)
+    if (bound != 1.0 && fabs(100.0 * (bound - 1.0)) < 0.005) {
+        /* a gain (or loss) that four decimals show as 1.0000 (+0.00%): digits enough for
+         * two of the difference from 1 (17 at most, all a double has) */
+        char text[40];
+        int digits = 2 + (int)ceil(-log10(fabs(bound - 1.0)));
+        snprintf(text, sizeof text, "%.*g", digits < 17 ? digits : 17, bound);
+        printf("end-to-end bound   %s  (%+.3g%%)\n", text, 100.0 * (bound - 1.0));
+    } else if (bound < 1e6)
         printf("end-to-end bound   %.4f  (%+.2f%%)\n", bound, 100.0 * (bound - 1.0));
     else if (isfinite(100.0 * (bound - 1.0)))
         printf("end-to-end bound   %.6g  (%+.6g%%)\n", bound, 100.0 * (bound - 1.0));

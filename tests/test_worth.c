@@ -127,6 +127,17 @@ static void test_command(void **state)
     assert_int_equal(run_worth(out, sizeof out, tiny), 0);
     assert_non_null(strstr(out, "-> does not clear the arena's resolvable noise"));
     assert_null(strstr(out, "no gain"));
+    /* a real gain too small for four decimals is not shown as +0.00%, nor its bound as 1 */
+    const char *gain[] = { "-f", "1e-6", "-k", "2", "-n", "0", NULL };
+    assert_int_equal(run_worth(out, sizeof out, gain), 0);
+    assert_non_null(strstr(out, "end-to-end bound   1.0000005  (+5e-05%)\n"));
+    assert_non_null(strstr(out, "-> worth an experiment"));
+    const char *smaller[] = { "-f", "1e-15", "-k", "2", NULL };
+    assert_int_equal(run_worth(out, sizeof out, smaller), 0);
+    assert_non_null(strstr(out, "end-to-end bound   1.0000000000000004  (+4.44e-14%)\n"));
+    const char *lower[] = { "-f", "1e-6", "-k", "0.5", NULL };
+    assert_int_equal(run_worth(out, sizeof out, lower), 0);
+    assert_non_null(strstr(out, "end-to-end bound   0.999999  (-0.0001%)\n"));
     /* -0 is printed as 0; a noise just below 1 is not rounded to 100% */
     const char *negzero[] = { "-f", "0.1", "-k", "2", "-n", "-0", NULL };
     assert_int_equal(run_worth(out, sizeof out, negzero), 0);
