@@ -44,28 +44,53 @@ static void note_source_digest(const json_t *root, const char *variant, const ch
              variant, p->candidate.name, p->candidate.name);
 }
 
-/* A refusal "LABEL: PATH: ..." of a value a --set gave (PATH its path, or inside it: a
- * shape of the shapes it set) says so at its end, ' (from --set "PATH=VALUE")', the last such
- * --set being the one that stands: the file itself may be fine. */
-static void name_the_set(const char *label, const char *const *sets, int nsets, bk_err *err)
+/* Where the --set path a..a+n stands to the refusal's path p..p+m: 2 the refusal's field
+ * is the set's or inside it, 1 the set's lies inside the refusal's field, 0 neither. */
+static int set_relation(const char *a, size_t n, const char *p, size_t m)
+{
+    const size_t k = n < m ? n : m;
+    if (k == 0 || strncmp(a, p, k) != 0)
+        return 0;
+    if (n <= m)
+        return n == m || p[n] == '.' || p[n] == '[' ? 2 : 0;
+    return a[m] == '.' || a[m] == '[' ? 1 : 0;
+}
+
+void bk_plan_name_set(const char *label, const char *const *sets, int nsets, char *msg,
+                      size_t len)
 {
     const size_t ll = strlen(label);
-    if (strncmp(err->msg, label, ll) != 0 || strncmp(err->msg + ll, ": ", 2) != 0)
+    if (!msg || strncmp(msg, label, ll) != 0 || strncmp(msg + ll, ": ", 2) != 0)
         return;
-    const char *path = err->msg + ll + 2, *end = strstr(path, ": ");
+    const char *path = msg + ll + 2, *end = strstr(path, ": ");
     if (!end)
         return;
+    /* the refusal's field, or its fields "A x B" (the lane size is arena.tp x arena.ep) */
     for (int i = nsets - 1; i >= 0; i--) {
         const char *eq = strchr(sets[i], '=');
         if (!eq)
             continue;
-        const char *a = sets[i];
-        const size_t n = (size_t)(eq - a);
-        if (n == 0 || n > (size_t)(end - path) || strncmp(path, a, n) != 0 ||
-            (path + n != end && path[n] != '.' && path[n] != '['))
+        int rel = 0;
+        for (const char *p = path; p < end && !rel;) {
+            const char *x = strstr(p, " x ");
+            const char *pe = x && x < end ? x : end;
+            rel = set_relation(sets[i], (size_t)(eq - sets[i]), p, (size_t)(pe - p));
+            p = pe == end ? end : pe + 3;
+        }
+        if (!rel)
             continue;
-        const size_t used = strlen(err->msg);
-        snprintf(err->msg + used, sizeof err->msg - used, " (from --set \"%s\")", sets[i]);
+        /* a long --set (a list of shapes) by its path: "workload.shapes=..." */
+        char tail[300], set[260];
+        if (strlen(sets[i]) < 200)
+            snprintf(set, sizeof set, "%s", sets[i]);
+        else
+            snprintf(set, sizeof set, "%.*s=...", (int)(eq - sets[i] < 200 ? eq - sets[i] : 200),
+                     sets[i]);
+        const size_t used = strlen(msg);
+        int k = snprintf(tail, sizeof tail, rel == 2 ? " (from --set \"%s\")"
+                                                     : " (--set \"%s\" changed it)", set);
+        if (k > 0 && used + (size_t)k < len) /* whole, or not at all */
+            memcpy(msg + used, tail, (size_t)k + 1);
         return;
     }
 }
@@ -111,7 +136,7 @@ static bk_status finish(json_t *root, const char *label, const char *const *sets
         }
     free(made);
     if (st == BK_ERR_INPUT)
-        name_the_set(label, sets, nsets, err);
+        bk_plan_name_set(label, sets, nsets, err->msg, sizeof err->msg);
     if (st != BK_OK)
         goto out;
     if (nsets)

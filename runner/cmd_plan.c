@@ -253,6 +253,7 @@ int bk_cmd_plan(int argc, char **argv)
         b = bk_resolve_backend(plan.backend); /* as `bracket run` resolves it */
     st = bk_catalog_check_plan(&plan, b, &err);
     if (st != BK_OK) {
+        bk_plan_name_set(plan.path, sets, nsets, err.msg, sizeof err.msg);
         /* a backend the build lacks, given by the flag: the flag's, not the plan's field */
         const char *lack = strstr(err.msg, ": backend: cuda, but ");
         if (backend && lack)
@@ -327,6 +328,7 @@ int bk_cmd_plan(int argc, char **argv)
     if (share <= 0) {
         char msg[1536];
         bk_plan_none_served_text(argv[optind], &plan, b, msg, sizeof msg);
+        bk_plan_name_set(argv[optind], sets, nsets, msg, sizeof msg);
         fprintf(stderr, "%s\n", msg);
     }
     if (audit_big)

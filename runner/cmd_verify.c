@@ -577,6 +577,7 @@ int bk_cmd_verify(int argc, char **argv)
     char setv[BK_NAME_LEN + 32], run_id[64];
     snprintf(run_id, sizeof run_id, "verify-%d-%llx", (int)getpid(),
              (unsigned long long)(bk_now_ns() & 0xffffffffull));
+    const int user_sets = o.nsets; /* the --set flags; verify's own follow them */
     if (o.variant) {
         snprintf(setv, sizeof setv, "candidate.variant=%s", o.variant);
         o.sets[o.nsets++] = setv;
@@ -604,7 +605,8 @@ int bk_cmd_verify(int argc, char **argv)
         free(ptext);
         return BK_EXIT_USAGE;
     }
-    st = bk_catalog_check_plan(&base, backend, &err);
+    if ((st = bk_catalog_check_plan(&base, backend, &err)) != BK_OK)
+        bk_plan_name_set(base.path, o.sets, user_sets, err.msg, sizeof err.msg);
     if (st != BK_OK || !v) {
         /* a candidate given with --variant is named by the flag, not by the plan's path */
         const char *cand = strstr(err.msg, "candidate.variant: ");
@@ -695,6 +697,7 @@ int bk_cmd_verify(int argc, char **argv)
     /* the plan's variants checked again at the lane verify runs: a parameter that holds at
      * the plan's tp x ep may not at --world's (a diagnostic's rank) */
     if (o.world && (st = bk_catalog_check_plan(&p, backend, &err)) != BK_OK) {
+        bk_plan_name_set(p.path, o.sets, user_sets, err.msg, sizeof err.msg);
         fprintf(stderr, "bracket verify: %s (with --world %d)\n", err.msg, world);
         rc = st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
         goto out;

@@ -269,8 +269,10 @@ int bk__setup_plan(const bk__run_opts *o, bk_run *run, char **plan_text, bk_err 
     if ((st = bk_plan_load(o->plan, o->sets, o->nsets, &run->plan, err)) != BK_OK)
         return st == BK_ERR_INPUT ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
     run->backend = bk_resolve_backend(run->plan.backend);
-    if ((st = bk_catalog_check_plan(&run->plan, run->backend, err)) != BK_OK)
+    if ((st = bk_catalog_check_plan(&run->plan, run->backend, err)) != BK_OK) {
+        bk_plan_name_set(run->plan.path, o->sets, o->nsets, err->msg, sizeof err->msg);
         return st == BK_ERR_INPUT || st == BK_ERR_UNSUPPORTED ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
+    }
     *plan_text = bk_plan_dump(&run->plan);
     if (!*plan_text) {
         BK_FAIL(err, BK_ERR_INTERNAL, "cannot serialise the plan");
@@ -301,6 +303,7 @@ int bk__setup_plan(const bk__run_opts *o, bk_run *run, char **plan_text, bk_err 
     if (run->routing_share <= 0) { /* C would time the incumbent again: a verdict on nothing */
         char msg[1536];
         bk_plan_none_served_text(o->plan, &run->plan, run->backend, msg, sizeof msg);
+        bk_plan_name_set(o->plan, o->sets, o->nsets, msg, sizeof msg);
         BK_FAIL(err, BK_ERR_INPUT, "%s", msg);
         return BK_EXIT_USAGE;
     }

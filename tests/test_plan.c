@@ -518,6 +518,56 @@ static void test_set_ok(void **state)
     bk_plan_free(&p);
 }
 
+/* bk_plan_name_set: which --set a later check's refusal names, and how */
+static void test_name_set(void **state)
+{
+    (void)state;
+    const char *sets[] = { "arena.tp=2", "workload.shapes[0].hidden=4097", "arena.tp=64",
+                           "candidate.params={\"rank\":5}", "noequals" };
+    static const struct {
+        const char *msg, *want;
+    } cases[] = {
+        /* the field is the set's (the last of its path), or inside it */
+        { "p.json: arena.tp: bad", "p.json: arena.tp: bad (from --set \"arena.tp=64\")" },
+        { "p.json: candidate.params.rank: bad",
+          "p.json: candidate.params.rank: bad (from --set \"candidate.params={\"rank\":5}\")" },
+        /* one of the fields "A x B" */
+        { "p.json: arena.tp x arena.ep: lane",
+          "p.json: arena.tp x arena.ep: lane (from --set \"arena.tp=64\")" },
+        /* the set lies inside the refused field */
+        { "p.json: workload.shapes[0]: hidden",
+          "p.json: workload.shapes[0]: hidden (--set \"workload.shapes[0].hidden=4097\" "
+          "changed it)" },
+        { "p.json: workload.shapes: none",
+          "p.json: workload.shapes: none (--set \"workload.shapes[0].hidden=4097\" changed "
+          "it)" },
+        /* a field no --set touched, a path that only begins alike, another label, no path */
+        { "p.json: arena.ep: bad", "p.json: arena.ep: bad" },
+        { "p.json: arena.tpx: bad", "p.json: arena.tpx: bad" },
+        { "p.json: workload.shapes[1]: hidden", "p.json: workload.shapes[1]: hidden" },
+        { "q.json: arena.tp: bad", "q.json: arena.tp: bad" },
+        { "p.json: arena.tp", "p.json: arena.tp" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", cases[i].msg);
+        bk_plan_name_set("p.json", sets, 5, msg, sizeof msg);
+        assert_string_equal(msg, cases[i].want);
+    }
+    /* a long --set (a list of shapes) is named by its path */
+    char longset[400] = "workload.shapes=[", msg[512] = "p.json: workload.shapes[3].tokens: bad";
+    while (strlen(longset) < 300)
+        strcat(longset, "{\"tokens\":1,\"hidden\":8,\"weight\":1},");
+    const char *one[] = { longset };
+    bk_plan_name_set("p.json", one, 1, msg, sizeof msg);
+    assert_string_equal(msg, "p.json: workload.shapes[3].tokens: bad (from --set "
+                             "\"workload.shapes=...\")");
+    /* a suffix the buffer cannot hold whole is left out, never cut */
+    char small[24] = "p.json: arena.tp: bad";
+    bk_plan_name_set("p.json", sets, 5, small, sizeof small);
+    assert_string_equal(small, "p.json: arena.tp: bad");
+}
+
 static void test_set_errors(void **state)
 {
     (void)state;
@@ -608,6 +658,7 @@ int main(void)
         cmocka_unit_test(test_round_trip),  cmocka_unit_test(test_free_zeroed),
         cmocka_unit_test(test_bad_fixtures), cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_set_ok),      cmocka_unit_test(test_set_errors),
+        cmocka_unit_test(test_name_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

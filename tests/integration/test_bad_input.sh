@@ -13,6 +13,8 @@ check() { # name expected-substring args...
 }
 check bad-tp "arena.tp: must be an integer >= 1, got 0" 2 "$IT_PLAN" --set arena.tp=0
 check bad-variant "candidate.variant: no variant 'nope'" 2 "$IT_PLAN" --set candidate.variant=nope
+# the catalog's refusals, like the schema's, name the --set the value came from
+grep -qF "(from --set \"candidate.variant=nope\")" "$OUT" || fail "bad-variant: the --set not named"
 check few-ranks "needs 4 ranks, mpirun started 2" 2 "$IT_PLAN"
 check bad-syntax "bad-syntax.json:" 2 "$BK_SOURCE_DIR/tests/fixtures/plans/bad-syntax.json"
 check bad-flag "unknown option '--bogus'" 2 "$IT_PLAN" --bogus
@@ -361,6 +363,13 @@ check diag-rank "$(basename "$IT_PLAN"): candidate.params.rank: must be a rank o
 check_cmd diag-crash "candidate.params.at_iter: 300 is past the last timed iteration (workload.iters is 300: 0..299)" \
     plan check "$IT_PLAN" --set workload.iters=300 --set candidate.variant=crash \
     --set 'candidate.params={"at_iter":300}'
+grep -qF "(from --set \"candidate.params={\"at_iter\":300}\")" "$IT_TMP/diag-crash.log" ||
+    fail "diag-crash: the --set not named"
+# a lane no candidate serves, from a --set: the refusal of a plan served nowhere names it
+check_cmd none-served "arena.tp x arena.ep: the lane size is outside the domain of the candidate" \
+    plan check "$IT_PLAN" --set arena.tp=64
+grep -qF "refuses the plan (from --set \"arena.tp=64\")" "$IT_TMP/none-served.log" ||
+    fail "none-served: the --set not named"
 check_cmd diag-key "params.every: unknown parameter (slowed takes base, fraction, rank)" \
     plan check "$IT_PLAN" --set candidate.variant=slowed --set 'candidate.params={"every":2}'
 # backend cuda where no GPU is: said plainly, exit 2 (where GPUs are, the GPU tests run it)

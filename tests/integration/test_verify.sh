@@ -257,7 +257,7 @@ if pgrep -f "bracket engine --plan $IT_TMP/" >/dev/null; then fail "engines left
 # engine starts (exit 2, naming --world), as the same lane given by arena.tp is
 v "$IT_PLAN" --variant slowed --set 'candidate.params={"rank":1}' --world 1 --checks 1 --seed 1 \
     --no-domain-shapes
-[ "$RC" = 2 ] && has "candidate.params.rank: must be a rank of the lane, an integer in 0..0 \(the lane has 1 rank\) \(with --world 1\)$" ||
+[ "$RC" = 2 ] && has "candidate.params.rank: must be a rank of the lane, an integer in 0..0 \(the lane has 1 rank\) \(from --set \"candidate.params=\{\"rank\":1\}\"\) \(with --world 1\)$" ||
     fail "a diagnostic's rank past --world's lane: exit $RC, or the message"
 ! has "^seed " || fail "a diagnostic's rank past --world's lane: the table was started"
 # a $TMPDIR that cannot hold verify's private folder is named, as bad input (this
