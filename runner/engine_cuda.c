@@ -227,6 +227,7 @@ static bk_status cuda_comm_connect(bk_backend_ctx *ctx, unsigned char (*blobs)[B
 typedef struct shape_sets {
     void *pool;
     int n;
+    int planned; /* n before the halvings for room: the same on every rank of the lane */
     shape_set *s;
 } shape_sets;
 
@@ -280,6 +281,7 @@ static bk_status sets_init(bk_backend_ctx *ctx, const bk_shape_job *job, int wan
     int n = want < 1 ? 1 : want;
     if (n > BK_DATA_SETS && (size_t)n * stride > BK_POOL_MAX)
         n = BK_POOL_MAX / stride > BK_DATA_SETS ? (int)(BK_POOL_MAX / stride) : BK_DATA_SETS;
+    ss->planned = n;
     for (;;) {
         cudaError_t e = cudaMalloc(&ss->pool, (size_t)n * stride);
         if (e == cudaSuccess)
@@ -465,10 +467,14 @@ static bk_status cuda_time_shape(bk_backend_ctx *ctx, const bk_shape_job *job, b
         BK_TRY(bk_cuda_comm_wait(ctx->comm, ev1[0], wait_s, err));
     }
     if (job->graph) {
-        for (int r = 0; r < nsets; r++) {
-            BK_TRY(set_capture(ctx, job, &sets.s[r], err));
+        /* as many barriers and steps on every rank of the lane: a rank whose GPU had room
+         * for fewer sets (a co-tenant's memory) replays its graphs again, up to the count
+         * every rank planned, rather than leave its peers waiting at a barrier */
+        for (int r = 0; r < sets.planned; r++) {
+            if (r < nsets)
+                BK_TRY(set_capture(ctx, job, &sets.s[r], err));
             BK_TRY(bk_cuda_comm_barrier(ctx->comm, ctx->stream, job->timeout_s, err));
-            BK_TRY(step(ctx, job, &sets.s[r], err));
+            BK_TRY(step(ctx, job, &sets.s[r % nsets], err));
         }
         CUDA_TRY(cudaEventRecord(ev1[0], ctx->stream));
         BK_TRY(bk_cuda_comm_wait(ctx->comm, ev1[0], wait_s, err));

@@ -19,10 +19,12 @@
 #   scripts/gpu-multi.sh [NAME...]   (default: all the names above)
 # Environment:
 #   BK_MULTI_TPS       the TPs to run (default: 1, 2, 4 ... up to all the GPUs)
-#   BK_MULTI_BUDGET_S  seconds from the start after which no bracket starts that would not end
-#                      in time, judged by the longest one so far, and none runs past (default
-#                      540: a device call's 600 s, less a margin); those left are named at the
-#                      end, and the exit status is then 1
+#   BK_MULTI_BUDGET_S  seconds from the script's start after which no bracket starts that
+#                      would not end in time, judged by the longest one so far, and none runs
+#                      past (default 540: a device call's 600 s, less a margin); those left are
+#                      named at the end, and the exit status is then 1. Build in a call of its
+#                      own: after `gpu-run.sh build` (2-3 minutes) in the same call, give the
+#                      time that is left (BK_MULTI_BUDGET_S=380)
 #   BK_MULTI_PLAN      the plan (default plans/demo-cuda.json)
 #   BK_MULTI_DRY=1     print the brackets in their order and exit (BK_MULTI_NGPU: the GPU
 #                      count to plan for, instead of nvidia-smi's)
