@@ -1,6 +1,7 @@
 /* plan.c - loading a bracket.plan/1 file: read and parse (jansson), apply --set overrides,
  * validate (plan_check.c), and hand out the plan as run. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +96,24 @@ void bk_plan_name_set(const char *label, const char *const *sets, int nsets, cha
     }
 }
 
+/* A whole number written with a fraction part of zero (2.0, 1e3) among a params object's
+ * values becomes the integer, as the schema's integer fields do: the variants' checks take
+ * integers, and the plan is recorded with the integer. Exact doubles only (|v| <= 2^53). */
+static void params_whole_numbers(json_t *root)
+{
+    static const char *const arms[] = { "incumbent", "candidate" };
+    for (size_t a = 0; a < sizeof arms / sizeof arms[0]; a++) {
+        json_t *params = json_object_get(json_object_get(root, arms[a]), "params");
+        const char *key;
+        json_t *v;
+        json_object_foreach(params, key, v) {
+            const double d = json_is_real(v) ? json_real_value(v) : 0.5;
+            if (d == floor(d) && fabs(d) <= 9007199254740992.0)
+                json_object_set_new(params, key, json_integer((json_int_t)d));
+        }
+    }
+}
+
 /* Takes `root` (NULL-safe). Applies the sets, validates, and on success moves
  * the document into `out`; on failure frees everything and zeroes `out`. */
 static bk_status finish(json_t *root, const char *label, const char *const *sets, int nsets,
@@ -118,6 +137,8 @@ static bk_status finish(json_t *root, const char *label, const char *const *sets
         st = bk__plan_apply_set(root, sets[i], made[i], sizeof made[i], err);
     /* plans' text is printed and recorded as it is: a control character anywhere (a value,
      * a key, params, one a --set put in; a tab is text) is refused here, as records hold none */
+    if (st == BK_OK)
+        params_whole_numbers(root);
     char where[256] = "";
     long at = -1;
     unsigned char byte = 0;

@@ -483,6 +483,26 @@ static void test_set_ok(void **state)
     free(dump);
     bk_plan_free(&p);
 
+    /* a params value written as a whole number with a zero fraction (2.0, 1e3) is the
+     * integer (a variant's integer parameter takes it, the plan records it); others stay */
+    const char *whole[] = { "candidate.params={\"at_iter\":2.0,\"element\":1e3,\"f\":0.5,"
+                            "\"huge\":1e300,\"neg\":-4.0,\"s\":\"2.0\"}",
+                            "incumbent.params.rank=1.0" };
+    load_ok("plans/demo-cpu.json", whole, 2, &p);
+    const json_t *cp = p.candidate.params;
+    assert_true(json_is_integer(json_object_get(cp, "at_iter")));
+    assert_int_equal(json_integer_value(json_object_get(cp, "at_iter")), 2);
+    assert_int_equal(json_integer_value(json_object_get(cp, "element")), 1000);
+    assert_int_equal(json_integer_value(json_object_get(cp, "neg")), -4);
+    assert_true(json_is_real(json_object_get(cp, "f")));
+    assert_true(json_is_real(json_object_get(cp, "huge"))); /* past 2^53: no exact integer */
+    assert_true(json_is_string(json_object_get(cp, "s")));
+    assert_true(json_is_integer(json_object_get(p.incumbent.params, "rank")));
+    dump = bk_plan_dump(&p);
+    assert_non_null(strstr(dump, "\"at_iter\":2,"));
+    free(dump);
+    bk_plan_free(&p);
+
     /* text that only starts like a number stays text */
     const char *texts[] = { "arena.model=405B", "arena.substrate=1.5.3", "arena.quantization=1e" };
     load_ok("plans/demo-cpu.json", texts, 3, &p);
