@@ -222,11 +222,20 @@ void bk_report_print(FILE *f, const bk_run *run, const bk_score *sc)
     /* a B' far off B under exclude_later: the verdict stands on B vs C alone, but the
      * machine moved during the bracket by much more than the plan allows */
     if (sc->have_drift && sc->bp_excluded && sc->drift_limit > 0 &&
-        fabs(sc->drift) > 2 * sc->drift_limit)
+        fabs(sc->drift) > 2 * sc->drift_limit) {
+        const int r = run->plan.protocol.repeats;
         fprintf(f, "  note: B' moved %.1f times the drift limit from B: the machine's speed "
-                   "changed during the bracket;\n        B vs C alone decides it. "
-                   "protocol.drift_policy \"strict\" or protocol.repeats 3 guards against "
-                   "that\n", fabs(sc->drift) / sc->drift_limit);
+                   "changed during the bracket;\n        B vs C alone decides it. ",
+                fabs(sc->drift) / sc->drift_limit);
+        /* what would guard against it, from where this run stands */
+        if (r < 3)
+            fprintf(f, "protocol.drift_policy \"strict\" (no verdict on such a drift) or "
+                       "protocol.repeats 3 (this run: %d) guards against that\n", r);
+        else
+            fprintf(f, "%d rounds an arm did not steady the machine: protocol.drift_policy "
+                       "\"strict\" gives no verdict on such a drift; a quieter machine is the "
+                       "cure\n", r);
+    }
     if (sc->have_speedup)
         fprintf(f, "speed-up: %.4f  [%.4f, %.4f] at %.0f%% vs baseline %s (cost %.2f us); PASS "
                    "needs lower bound > %.4f\n", sc->speedup, sc->speedup_lo, sc->speedup_hi,

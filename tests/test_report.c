@@ -349,7 +349,22 @@ static void test_drift_notes(void **state)
     t = text(s, 0);
     HAS(t, "  note: B' moved 2.5 times the drift limit from B: the machine's speed changed "
            "during the bracket;\n");
+    /* what guards against it, from the run's own settings: repeats 3 only where it ran fewer */
+    const int repeats = s->run.plan.protocol.repeats;
+    s->run.plan.protocol.repeats = 1;
     free(t);
+    t = text(s, 0);
+    HAS(t, "B vs C alone decides it. protocol.drift_policy \"strict\" (no verdict on such a "
+           "drift) or protocol.repeats 3 (this run: 1) guards against that\n");
+    s->run.plan.protocol.repeats = 4;
+    free(t);
+    t = text(s, 0);
+    HAS(t, "B vs C alone decides it. 4 rounds an arm did not steady the machine: "
+           "protocol.drift_policy \"strict\" gives no verdict on such a drift; a quieter "
+           "machine is the cure\n");
+    LACKS(t, "protocol.repeats 3");
+    free(t);
+    s->run.plan.protocol.repeats = repeats;
     s->sc = keep;
 }
 
