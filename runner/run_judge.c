@@ -8,6 +8,7 @@
 
 #include "kernels/catalog.h"
 #include "runner/orchestrate.h"
+#include "runner/terminate.h"
 
 static int all_tensors(const bk_run *run, const bk_rank_data *d)
 {
@@ -130,11 +131,11 @@ static int rank_lines(const bk_run *run, bk_arm_run *a, size_t cap)
         else if (d->proc.timed_out)
             snprintf(why, sizeof why, "engine timed out after %.0f s", run->plan.timeouts.arm_s);
         else if (d->agent_signal && (d->proc.killed || d->proc.signal == SIGTERM ||
-                                     d->proc.signal == SIGINT))
+                                     d->proc.signal == SIGINT || d->proc.signal == SIGHUP))
             snprintf(why, sizeof why, "its agent (MPI rank %d) got %s and stopped the engine "
-                     "(%s)", d->mpi_rank, d->agent_signal == SIGINT ? "SIGINT" : d->agent_signal
-                     == SIGTERM ? "SIGTERM" : "a signal", pd);
-        else if (a->terminated && (d->proc.signal == SIGTERM || d->proc.signal == SIGINT))
+                     "(%s)", d->mpi_rank, bk_terminate_signame(d->agent_signal), pd);
+        else if (a->terminated && (d->proc.signal == SIGTERM || d->proc.signal == SIGINT ||
+                                   d->proc.signal == SIGHUP))
             snprintf(why, sizeof why, "engine %s%s as the run was terminated",
                      d->proc.killed ? "" : "ended by ", pd); /* "killed by the runner (...)" */
         else if (d->proc.signal && !d->proc.killed)

@@ -1,4 +1,5 @@
-/* terminate.c - note SIGTERM / SIGINT for the polling loops of rank 0 and the agents. */
+/* terminate.c - note SIGTERM / SIGINT / SIGHUP for the polling loops of rank 0 and the
+ * agents (SIGHUP: the terminal that started the job closed). */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,7 +38,8 @@ int bk_terminate_install(void)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0)
+    if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0 ||
+        sigaction(SIGHUP, &sa, NULL) != 0)
         return -1;
     return 0;
 }
@@ -55,6 +57,8 @@ const char *bk_terminate_signame(int s)
         return "SIGTERM";
     if (s == SIGINT)
         return "SIGINT";
+    if (s == SIGHUP)
+        return "SIGHUP";
     snprintf(buf, sizeof buf, "signal %d", s);
     return buf;
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# SIGINT delivered to every rank while arm C runs (what srun does with a Ctrl-C): a partial
+# SIGINT delivered to every rank while arm C runs (what srun does with a Ctrl-C), and SIGHUP
+# (a closed terminal): a partial
 # record with verdict NO_DECISION and reason `terminated` (by SIGINT), a nonzero exit, no
 # engine, rank or shared-memory segment left behind.
 . "$(dirname "$0")/fault_lib.sh"
@@ -43,6 +44,28 @@ assert "lane rank 0 " in b["reason"] and "as the run was terminated" in b["reaso
 assert "after a peer failed" not in b["reason"], b["reason"]
 PY
 expect_no_ranks
+
+# SIGHUP to every rank (the terminal that started the job closed: its shell hangs up the
+# job's process group) is a termination too, not a death that leaves the unfinished record
+it_start sighup 4 "$IT_PLAN" --set candidate.variant=slowed \
+    --set 'candidate.params={"base":"shm_twopass","fraction":10}' --set workload.iters=6000
+wait_engines C 2
+for p in $(rank_pids); do kill -HUP "$p"; done
+it_wait
+[ "$RC" != 0 ] || fail "sighup: a hung-up run exited 0"
+[ -n "$RECORD" ] || fail "sighup: no partial record written"
+python3 - "$RECORD" <<'PY' || fail "sighup: the partial record is not NO_DECISION / terminated by SIGHUP"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["verdict"] == "NO_DECISION", r["verdict"]
+assert r["reasons"].startswith("terminated by SIGHUP"), r["reasons"]
+assert not r["unfinished"], "the unfinished record was left"
+assert r["arms"][0]["ok"], r["arms"][0]
+c = r["arms"][1]
+assert c["ran"] and not c["ok"] and "terminated by SIGHUP during arm C" in c["reason"], c
+PY
+expect_terminated_clean
+expect_no_ranks
 expect_no_leftovers
 expect_no_private_dirs
-echo "PASS: SIGINT in arm C, then in arm B -> partial records, NO_DECISION (terminated), nothing left behind"
+echo "PASS: SIGINT in arm C, then in arm B, SIGHUP in arm C -> partial records, NO_DECISION (terminated), nothing left behind"
