@@ -38,8 +38,12 @@ int bk_terminate_install(void)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
+    struct sigaction hup;
     if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0 ||
-        sigaction(SIGHUP, &sa, NULL) != 0)
+        sigaction(SIGHUP, NULL, &hup) != 0)
+        return -1;
+    /* a SIGHUP ignored from the start (nohup) stays ignored: the run outlives its terminal */
+    if (hup.sa_handler != SIG_IGN && sigaction(SIGHUP, &sa, NULL) != 0)
         return -1;
     return 0;
 }

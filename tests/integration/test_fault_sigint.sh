@@ -68,4 +68,30 @@ expect_terminated_clean
 expect_no_ranks
 expect_no_leftovers
 expect_no_private_dirs
+# ... unless SIGHUP was ignored from the start (nohup bracket run, no mpirun: mpirun gives its
+# ranks the default): then the run outlives the hang-up, and a SIGTERM still ends it
+OUT=$IT_TMP/nohup.log
+OUTDIR=$IT_TMP/out-nohup
+(trap '' HUP; exec "$BK_BRACKET" run "$IT_PLAN" --set arena.tp=1 \
+    --set lanes.policy=shared --set candidate.variant=slowed \
+    --set 'candidate.params={"base":"shm_twopass","fraction":10}' --set workload.iters=6000 \
+    --out "$OUTDIR" --quiet >"$OUT" 2>&1) &
+PID=$!  # bracket itself (timeout would give it SIGHUP's default again); killed below
+BK=$PID
+wait_engines C 1
+grep -q "^SigIgn:.*[13579bdf]$" /proc/$BK/status || fail "nohup: SIGHUP not ignored in the run"
+kill -HUP "$BK"
+sleep 1
+kill -0 "$BK" 2>/dev/null || fail "nohup: an ignored SIGHUP ended the run"
+kill -TERM "$BK"
+it_wait
+[ "$RC" != 0 ] || fail "nohup: a terminated run exited 0"
+python3 - "$RECORD" <<'PY' || fail "nohup: not terminated by SIGTERM (the ignored SIGHUP counted)"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["reasons"].startswith("terminated by SIGTERM"), r["reasons"]
+PY
+expect_no_ranks
+expect_no_leftovers
+expect_no_private_dirs
 echo "PASS: SIGINT in arm C, then in arm B, SIGHUP in arm C -> partial records, NO_DECISION (terminated), nothing left behind"
