@@ -314,12 +314,14 @@ int bk_cmd_plan(int argc, char **argv)
     const int world = plan.arena.tp * plan.arena.ep;
     const uint64_t both = bk_arm_host_bytes(&plan, b == BK_BACKEND_CUDA, &vp);
     if (known && !too_big && vp.top_shape >= 0 && both > have) {
-        char eng[32], all[32];
+        char eng[32], all[32], where[48], lower[256];
+        snprintf(where, sizeof where, "workload.shapes[%d], ", vp.top_shape);
+        bk_lower_shape_text(&plan.workload.shapes[vp.top_shape], where, lower, sizeof lower);
         printf("  warning: an arm's %d engine(s) hold about %s each (tensors of workload."
                "shapes[%d]); with rank 0 on their host, %s: more than the %s available here, "
-               "so `bracket run` refuses it where the lanes share rank 0's host\n", world,
+               "so `bracket run` refuses it where the lanes share rank 0's host; %s\n", world,
                bk_mem_text(vp.engine, eng, sizeof eng), vp.top_shape,
-               bk_mem_text(both, all, sizeof all), haves);
+               bk_mem_text(both, all, sizeof all), haves, lower);
     }
     if (too_big) {
         bk_rank0_too_big_text(&plan, have, from, big, sizeof big);

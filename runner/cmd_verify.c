@@ -709,18 +709,17 @@ int bk_cmd_verify(int argc, char **argv)
     uint64_t have = 0;
     char from[256];
     if (vp.top_shape >= 0 && bk_mem_available(&have, from, sizeof from) && vp.total > have) {
-        char tot[32], eng[32], outs[32], ref[32], hv[32];
-        const bk_shape *big = &p.workload.shapes[vp.top_shape];
+        char tot[32], eng[32], outs[32], ref[32], hv[32], where[48], lower[256];
+        snprintf(where, sizeof where, "shape %d of the table: ", vp.top_shape);
+        bk_lower_shape_text(&p.workload.shapes[vp.top_shape], where, lower, sizeof lower);
         fprintf(stderr, "bracket verify: %s: this host would hold about %s at the peak (the "
                 "outputs verify gathers, %s, with %d engine(s) of about %s each while they run "
-                "or a float64 reference of %s after) but %s has %s available; lower tokens x "
-                "hidden of the largest shape (shape %d of the table: tokens %lld x hidden "
-                "%lld)\n", label, bk_mem_text(vp.total, tot, sizeof tot),
+                "or a float64 reference of %s after) but %s has %s available; %s\n", label,
+                bk_mem_text(vp.total, tot, sizeof tot),
                 bk_mem_text(vp.outputs, outs, sizeof outs), world,
                 bk_mem_text(vp.engine, eng, sizeof eng),
                 bk_mem_text(vp.reference, ref, sizeof ref), from[0] ? from : "this host",
-                bk_mem_text(have, hv, sizeof hv), vp.top_shape, (long long)big->tokens,
-                (long long)big->hidden);
+                bk_mem_text(have, hv, sizeof hv), lower);
         rc = BK_EXIT_USAGE;
         goto out;
     }

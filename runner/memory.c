@@ -139,6 +139,18 @@ const char *bk_mem_text(uint64_t bytes, char *buf, size_t len)
     return buf;
 }
 
+void bk_lower_shape_text(const bk_shape *s, const char *where, char *buf, size_t len)
+{
+    if (s->experts > 0)
+        snprintf(buf, len, "lower experts x intermediate x hidden, the experts' weights, or "
+                 "tokens x hidden of the largest shape (%sexperts %lld x intermediate %lld x "
+                 "hidden %lld, tokens %lld)", where, (long long)s->experts,
+                 (long long)s->intermediate, (long long)s->hidden, (long long)s->tokens);
+    else
+        snprintf(buf, len, "lower tokens x hidden of the largest shape (%stokens %lld x hidden "
+                 "%lld)", where, (long long)s->tokens, (long long)s->hidden);
+}
+
 void bk_rank0_too_big_text(const bk_plan *p, uint64_t have, const char *from, char *buf,
                            size_t len)
 {

@@ -27,6 +27,12 @@ typedef struct bk_rank0_peak {
 } bk_rank0_peak;
 void bk_rank0_peak_split(const bk_plan *p, bk_rank0_peak *out);
 
+/* The advice of a refusal whose largest shape s (named by `where`, its separator with it:
+ * "workload.shapes[0], ") holds too much in an engine or a reference: "lower tokens x hidden
+ * of the largest shape (WHERE tokens T x hidden H)", and for an MoE shape, whose experts'
+ * weights its tensors hold too, experts x intermediate x hidden first. */
+void bk_lower_shape_text(const bk_shape *s, const char *where, char *buf, size_t len);
+
 /* The refusal of a plan that needs more than `have` bytes on rank 0, into buf: "rank 0
  * would hold about X for this plan (S for the samples ...; O for the audit outputs ...) but
  * FROM has H available; " (from: what bk_mem_available names, NULL or "" this host) then the advice that lowers the larger part:

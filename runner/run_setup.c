@@ -355,16 +355,15 @@ static bk_status check_host_memory(const bk_run *run, bk_err *err)
     char from[256];
     if (vp.top_shape < 0 || !bk_mem_available(&have, from, sizeof from) || need <= have)
         return BK_OK;
-    char n[32], r[32], e[32], h[32];
-    const bk_shape *big = &run->plan.workload.shapes[vp.top_shape];
+    char n[32], r[32], e[32], h[32], where[48], lower[256];
+    snprintf(where, sizeof where, "workload.shapes[%d], ", vp.top_shape);
+    bk_lower_shape_text(&run->plan.workload.shapes[vp.top_shape], where, lower, sizeof lower);
     return BK_FAIL(err, BK_ERR_INPUT, "%s: this host would hold about %s while an arm runs "
                    "(rank 0's %s for the samples and audit outputs, and the arm's %d engine(s) "
-                   "of about %s each) but %s has %s available; lower tokens x hidden of the "
-                   "largest shape (workload.shapes[%d], tokens %lld x hidden %lld)",
-                   run->plan.path, bk_mem_text(need, n, sizeof n), bk_mem_text(r0, r, sizeof r),
+                   "of about %s each) but %s has %s available; %s", run->plan.path,
+                   bk_mem_text(need, n, sizeof n), bk_mem_text(r0, r, sizeof r),
                    run->lane_size, bk_mem_text(vp.engine, e, sizeof e),
-                   from[0] ? from : "this host", bk_mem_text(have, h, sizeof h), vp.top_shape,
-                   (long long)big->tokens, (long long)big->hidden);
+                   from[0] ? from : "this host", bk_mem_text(have, h, sizeof h), lower);
 }
 
 /* Rank 0's second step: lanes, run id, output folder, endpoints. */

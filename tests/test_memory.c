@@ -471,12 +471,31 @@ static void test_available_hybrid_and_binds(void **state)
     assert_int_equal(left_in(&known), 600000000ull);
 }
 
+/* The advice of a too-large shape names what makes it large: tokens x hidden, and for an
+ * MoE shape the experts' weights first */
+static void test_lower_shape_text(void **state)
+{
+    (void)state;
+    char buf[256];
+    const bk_shape dense = { .tokens = 32000, .hidden = 16384, .weight = 1 };
+    bk_lower_shape_text(&dense, "workload.shapes[0], ", buf, sizeof buf);
+    assert_string_equal(buf, "lower tokens x hidden of the largest shape (workload.shapes[0], "
+                             "tokens 32000 x hidden 16384)");
+    const bk_shape moe = { .tokens = 1, .hidden = 16384, .experts = 8, .topk = 2,
+                           .intermediate = 262144, .weight = 1 };
+    bk_lower_shape_text(&moe, "shape 2 of the table: ", buf, sizeof buf);
+    assert_string_equal(buf, "lower experts x intermediate x hidden, the experts' weights, or "
+                             "tokens x hidden of the largest shape (shape 2 of the table: "
+                             "experts 8 x intermediate 262144 x hidden 16384, tokens 1)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_peak_by_hand),
         cmocka_unit_test(test_too_big_says_what_holds_it),
         cmocka_unit_test(test_audit_msg_too_big),
+        cmocka_unit_test(test_lower_shape_text),
         cmocka_unit_test(test_available),
         cmocka_unit_test(test_too_big_tie_names_the_first),
         cmocka_unit_test(test_mem_text_edges),

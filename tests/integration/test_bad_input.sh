@@ -62,6 +62,18 @@ if grep -q "warning: an arm's 2 engine(s) hold about 9.8 GiB each" "$IT_TMP/huge
 else
     echo "SKIPPED: test_bad_input: its engines-too-big case: this host has room for 27.3 GiB"
 fi
+# an MoE shape whose experts' weights fill the engines: the warning says to lower those, not
+# tokens x hidden alone (1 token here)
+moe=(--set 'workload.shapes=[{"tokens":1,"hidden":16384,"experts":8,"topk":2,"intermediate":262144,"weight":1}]')
+"$BK_BRACKET" plan check "$BK_SOURCE_DIR/plans/moe-cpu.json" "${moe[@]}" >"$IT_TMP/moe-pc.log" 2>&1 ||
+    fail "plan check of the MoE plan with large experts: exit $?"
+cat "$IT_TMP/moe-pc.log"
+if grep -q "warning: an arm's 2 engine(s) hold about 96.0 GiB each" "$IT_TMP/moe-pc.log"; then
+    grep -qF "lower experts x intermediate x hidden, the experts' weights, or tokens x hidden of the largest shape (workload.shapes[0], experts 8 x intermediate 262144 x hidden 16384, tokens 1)" \
+        "$IT_TMP/moe-pc.log" || fail "moe-pc: the advice does not name the experts' weights"
+else
+    echo "SKIPPED: test_bad_input: its MoE engines-too-big case: this host has room for 192 GiB"
+fi
 # check_cmd NAME WANT CMD...: a bracket command (no mpirun) exits 2 saying WANT
 check_cmd() {
     local name=$1 want=$2
