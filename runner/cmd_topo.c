@@ -340,7 +340,7 @@ int bk_cmd_lanes(int argc, char **argv)
         st = BK_FAIL(&err, BK_ERR_SYSTEM, "out of memory");
     if (st == BK_OK) {
         printf("topology %s (%s): %d host(s), %d %s\n", t->source, t->digest, t->nhosts, nranks,
-               cpu ? "CPU slots" : "GPUs");
+               cpu ? (nranks == 1 ? "CPU slot" : "CPU slots") : (nranks == 1 ? "GPU" : "GPUs"));
         printf("lane size %d (TP %d x EP %d), policy %s\n\n", tp * ep, tp, ep,
                policy == BK_LANES_SHARED ? "shared" : "disjoint");
         st = bk_lanes_choose(t, tp * ep, nranks, pl, policy, pick, &err);

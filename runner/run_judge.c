@@ -149,7 +149,8 @@ static int rank_lines(const bk_run *run, bk_arm_run *a, size_t cap)
         else if (!d->status_seen)
             snprintf(why, sizeof why, "no final status received");
         else if (!d->status_ok)
-            snprintf(why, sizeof why, "engine reported failure: %s", d->status_msg);
+            snprintf(why, sizeof why, "engine reported failure: %s",
+                     d->status_msg[0] ? d->status_msg : "(no reason given)");
         else if (!a->audit && (d->samples_got != want || d->samples_claimed != want))
             snprintf(why, sizeof why, "samples missing: got %llu, sent %llu, expected %llu",
                      (unsigned long long)d->samples_got, (unsigned long long)d->samples_claimed,

@@ -206,9 +206,9 @@ bk_status bk__pick_lanes(bk_run *run, const bk_topo *topo, const bk_rank_place *
     int need = shared ? L : 2 * L;
     if (run->world_size < need)
         return BK_FAIL(err, BK_ERR_INPUT,
-                       "%s: lanes.policy %s with tp %d x ep %d needs %d ranks, mpirun started %d "
-                       "(use -np %d%s)", p->path, shared ? "shared" : "disjoint", p->arena.tp,
-                       p->arena.ep, need, run->world_size, need,
+                       "%s: lanes.policy %s with tp %d x ep %d needs %d ranks, the job has %d "
+                       "(mpirun -np %d or srun -n %d%s)", p->path, shared ? "shared" : "disjoint",
+                       p->arena.tp, p->arena.ep, need, run->world_size, need, need,
                        shared ? "" : ", or lanes.policy=shared for a one-GPU rehearsal");
     bk_lane_pick *pick = calloc(1, sizeof *pick);
     if (!pick)

@@ -160,6 +160,8 @@ static void test_each_failure_named(void **state)
     r[0].status_ok = 0;
     bk_strlcpy(r[0].status_msg, "out of memory", sizeof r[0].status_msg);
     expect_failed(run, &a, "engine reported failure: out of memory");
+    r[0].status_msg[0] = '\0'; /* a failure without a word of why: said so, not left blank */
+    expect_failed(run, &a, "engine reported failure: (no reason given)");
     r[0].status_ok = 1;
     r[0].samples_claimed = 9; /* all arrived, but the engine says it sent fewer */
     expect_failed(run, &a, "samples missing: got 10, sent 9, expected 10");

@@ -353,16 +353,17 @@ bk_status bk_lanes_choose(const bk_topo *t, int lane_size, int nranks,
             }
         }
     if (nranks < lane_size) {
-        snprintf(out->why, sizeof out->why, "a lane of %d needs %d %s; only %d are available",
-                 lane_size, lane_size, unit, nranks);
+        snprintf(out->why, sizeof out->why, "a lane of %d needs %d %s; only %d %s available",
+                 lane_size, lane_size, unit, nranks, nranks == 1 ? "is" : "are");
         return BK_FAIL(err, BK_ERR_INPUT, "%s", out->why);
     }
     if (policy != BK_LANES_SHARED && nranks < 2 * lane_size) {
         snprintf(out->why, sizeof out->why,
-                 "two disjoint lanes of %d need %d %s; only %d are available (a rehearsal on "
+                 "two disjoint lanes of %d need %d %s; only %d %s available (a rehearsal on "
                  "one lane: lanes.policy \"shared\" in a plan, --policy shared to bracket "
                  "lanes)",
-                 lane_size, 2 * lane_size, f.c.gpu ? "GPUs" : "CPU slots", nranks);
+                 lane_size, 2 * lane_size, f.c.gpu ? "GPUs" : "CPU slots", nranks,
+                 nranks == 1 ? "is" : "are");
         return BK_FAIL(err, BK_ERR_INPUT, "%s", out->why);
     }
     /* enumerate() adds at most 2(n/L + 1) windows plus, per host of s ranks,

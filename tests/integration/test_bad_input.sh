@@ -15,7 +15,7 @@ check bad-tp "arena.tp: must be an integer >= 1, got 0" 2 "$IT_PLAN" --set arena
 check bad-variant "candidate.variant: no variant 'nope'" 2 "$IT_PLAN" --set candidate.variant=nope
 # the catalog's refusals, like the schema's, name the --set the value came from
 grep -qF "(from --set \"candidate.variant=nope\")" "$OUT" || fail "bad-variant: the --set not named"
-check few-ranks "needs 4 ranks, mpirun started 2" 2 "$IT_PLAN"
+check few-ranks "needs 4 ranks, the job has 2 (mpirun -np 4 or srun -n 4" 2 "$IT_PLAN"
 check bad-syntax "bad-syntax.json:" 2 "$BK_SOURCE_DIR/tests/fixtures/plans/bad-syntax.json"
 check bad-flag "unknown option '--bogus'" 2 "$IT_PLAN" --bogus
 # the bad option named as written, not the word before it
@@ -116,6 +116,10 @@ check_cmd ln-wrap "--cpu-slots: '4294967300' is out of range" \
 check_cmd ln-tp "--tp: '99999999999' is out of range (an integer in 1..256)" \
     lanes --topology "$topo" --tp 99999999999
 check_cmd ln-prod "--tp: '46341' is out of range" lanes --topology "$topo" --tp 46341 --ep 46341
+# one CPU slot: "1 CPU slot", "only 1 is available"
+check_cmd ln-one "refused: two disjoint lanes of 1 need 2 CPU slots; only 1 is available" \
+    lanes --hwloc-xml "$BK_SOURCE_DIR/tests/fixtures/topo/pcie_one.xml" --tp 1 --cpu-slots 1
+grep -q "1 host(s), 1 CPU slot$" "$IT_TMP/ln-one.log" || fail "ln-one: '1 CPU slot' not said so"
 check_cmd ln-lane "--tp 200 x --ep 2 = 400 exceeds 256 ranks a lane" \
     lanes --topology "$topo" --tp 200 --ep 2
 # bracket verify: seeds checked whole and in range, options named as written
@@ -279,12 +283,12 @@ check port-junk "bracket run: --port: '12x' is not an integer in 1..65534" 1 "$I
 # a leading space is refused as the other integer flags refuse it (strtol took ' 80')
 check port-space "bracket run: --port: ' 80' is not an integer in 1..65534" 1 "$IT_PLAN" \
     --port " 80"
-check port-edge "needs 4 ranks, mpirun started 1" 1 "$IT_PLAN" --port 65534
+check port-edge "needs 4 ranks, the job has 1 (mpirun -np 4" 1 "$IT_PLAN" --port 65534
 check run-two "bracket run: one PLAN expected, got 2" 1 "$IT_PLAN" "$IT_PLAN"
 check run-none "bracket run: missing PLAN" 1
 sets=()
 for i in $(seq 64); do sets+=(--set "workload.seed=$i"); done
-check run-sets64 "needs 4 ranks, mpirun started 1" 1 "$IT_PLAN" "${sets[@]}"
+check run-sets64 "needs 4 ranks, the job has 1 (mpirun -np 4" 1 "$IT_PLAN" "${sets[@]}"
 check run-sets65 "bracket run: too many --set (at most 64)" 1 "$IT_PLAN" "${sets[@]}" \
     --set workload.seed=65
 # a --topology snapshot that cannot be read is bad input, named, before any probe or arm (4
