@@ -46,7 +46,8 @@ static void usage(FILE *f)
         "                it claims cannot be checked: its topology.json missing\n"
         "                (identity.topology_digest), identity.binary_digest \"unknown\", or\n"
         "                a --set that changed the candidate's variant but not its source\n"
-        "                digest (identity.source_digest_note). Each is named; exit 2\n"
+        "                digest (identity.source_digest_note). Each is named on stderr;\n"
+        "                nothing is printed on stdout (no report, no verdict line); exit 2\n"
         "  -h, --help    this text\n"
         "\n"
         "Exit status (the record identical to its recomputation): 0 PASS, 3 FAIL,\n"
@@ -689,6 +690,16 @@ int bk_cmd_score(int argc, char **argv)
                  "where the bytes ran out, as records written before 2026-12-04 cut them",
                  note[0] ? "; " : "");
     }
+    /* decided before anything is printed: a refused record gets no report and no verdict
+     * line (a script could take them for an accepted one's), as a record that differs */
+    if (strict) {
+        strict_gaps(run, topo_missing, why, sizeof why);
+        if (why[0]) {
+            fprintf(stderr, "bracket score: --strict: %s is refused: %s\n", path, why);
+            rc = BK_EXIT_USAGE;
+            goto out;
+        }
+    }
     if (!quiet) {
         bk_report_header(stdout, run);
         bk_report_print(stdout, run, &sc);
@@ -702,15 +713,6 @@ int bk_cmd_score(int argc, char **argv)
                  bk_arm_names[bk_run_unfinished_arm(run->stopped)]);
     if (note[0])
         printf("note: %s\n", note);
-    if (strict) {
-        strict_gaps(run, topo_missing, why, sizeof why);
-        if (why[0]) {
-            fflush(stdout);
-            fprintf(stderr, "bracket score: --strict: %s is refused: %s\n", path, why);
-            rc = BK_EXIT_USAGE;
-            goto out;
-        }
-    }
     printf("recomputed from %s: identical to the record\n", path);
     rc = sc.verdict == BK_VERDICT_PASS ? BK_EXIT_PASS
        : sc.verdict == BK_VERDICT_FAIL ? BK_EXIT_FAIL : BK_EXIT_NO_DECISION;

@@ -62,9 +62,10 @@ expect() {
     if { [ "$2" = 1 ] || [ "$2" = 2 ]; } && grep -q "identical to the record" "$LOG"; then
         fail "$1: a changed record was called identical"
     fi
-    # nor does it print a verdict line a script could take for the record's
-    if [ "$2" = 1 ] && grep -q "^verdict: " "$LOG"; then
-        fail "$1: a record that differs printed a verdict line"
+    # nor does it print a verdict line a script could take for the record's (nor does a
+    # record --strict refuses)
+    if { [ "$2" = 1 ] || [ "$2" = 2 ]; } && grep -q "^verdict: " "$LOG"; then
+        fail "$1: a record that differs or is refused printed a verdict line"
     fi
 }
 
@@ -214,6 +215,23 @@ edit_record '
 r["identity"]["binary_digest"] = "unknown"
 r["identity"]["source_digest_note"] = "x"'
 expect strict-all 2 "topology.json is missing: .*; identity.binary_digest is .*; identity.source_digest_note is present"
+# a refusal prints nothing on stdout, report or verdict line, with or without --quiet: the
+# refusal alone, on stderr (as a record that differs)
+copy strict-silent
+edit_record 'r["identity"]["binary_digest"] = "unknown"'
+for q in --quiet ""; do
+    set +e
+    # shellcheck disable=SC2086
+    "$BK_BRACKET" score --strict $q "$D/record.json" >"$D/out.log" 2>"$D/err.log"
+    SRC=$?
+    set -e
+    echo "---- strict-silent ${q:-(report)}: exit $SRC"
+    cat "$D/out.log" "$D/err.log"
+    [ "$SRC" = 2 ] || fail "strict-silent ${q:-(report)}: exit $SRC, expected 2"
+    [ ! -s "$D/out.log" ] || fail "strict-silent ${q:-(report)}: a refused record printed on stdout"
+    grep -q "^bracket score: --strict: .*record.json is refused: identity.binary_digest" \
+        "$D/err.log" || fail "strict-silent ${q:-(report)}: no refusal on stderr"
+done
 copy strict-tampered  # a record that differs from its evidence is still exit 1, not 2
 rm "$D/topology.json"
 edit_record 'r["samples"]["digest"] = "sha256:junk"'
