@@ -27,9 +27,10 @@ static void usage(FILE *f)
         "thresholds and seed the record holds, and checks that they equal what the record\n"
         "says, bit for bit. First the record is checked against its own evidence: the\n"
         "plan's and the samples' digests (plan_digest, samples.digest), the topology\n"
-        "snapshot's (topology_digest, against topology.json), each arm's ok against its\n"
-        "processes' exit codes, signals and time-outs, the quality state against\n"
-        "quality.tensors' counts. Then the verdict, the score, each timed arm's summary,\n"
+        "snapshot's (topology_digest, against topology.json), each timed arm's rounds\n"
+        "against the plan's protocol.repeats, each arm's ok against its processes' exit\n"
+        "codes, signals and time-outs, the quality state against quality.tensors'\n"
+        "counts. Then the verdict, the score, each timed arm's summary,\n"
         "the status and the reasons are compared; the first difference is named by its\n"
         "JSON path. identity.binary_digest is checked for its form only (records are\n"
         "scored on other machines). An unfinished record (the one a run writes before\n"
@@ -176,6 +177,25 @@ static int check_topology(const char *path, const json_t *rec, const bk_run *run
              "(the snapshot or the digest was changed)", path, want ? want : "(missing)", tpath,
              got);
     return -1;
+}
+
+/* The rounds of each timed arm that ran against the plan's protocol.repeats: the run gives
+ * every timed arm protocol.repeats rounds, failed or cut short ones too (their later rounds
+ * zero-filled), and audits one, which the reader holds them to (bk_run_arm). A record from
+ * before repeats has neither: both read as 1. 0 when they agree. */
+static int check_rounds(const char *path, const bk_run *run, char *why, size_t len)
+{
+    const int want = run->plan.protocol.repeats;
+    for (int idx = BK_ARM_IDX_B; idx <= BK_ARM_IDX_BP; idx++) {
+        const bk_arm_run *a = &run->arms[idx];
+        if (a->ran && bk_arm_rounds(a) != want) {
+            snprintf(why, len, "%s: arms[%d] (%s).rounds: the record says %d, its plan's "
+                     "protocol.repeats says %d (a timed arm runs protocol.repeats rounds)",
+                     path, idx, a->name, bk_arm_rounds(a), want);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* Each arm's ok judged again from its processes, round by round, as the run judged it
@@ -655,7 +675,8 @@ int bk_cmd_score(int argc, char **argv)
         (topo_rc = check_topology(path, rec, run, why, sizeof why, note, sizeof note,
                                   &topo_missing)) != 0 ||
         check_backend(path, rec, run, why, sizeof why) ||
-        check_arms(path, run, why, sizeof why) || check_unfinished(path, run, why, sizeof why) ||
+        check_rounds(path, run, why, sizeof why) || check_arms(path, run, why, sizeof why) ||
+        check_unfinished(path, run, why, sizeof why) ||
         check_lanes(path, rec, run, why, sizeof why) ||
         check_run_facts(path, rec, run, why, sizeof why) ||
         check_quality(path, rec, run, why, sizeof why)) {

@@ -29,11 +29,32 @@ copy() {
     rm -rf "$D"
     cp -r "$RUN" "$D"
 }
-# edit_record PY: run PY on the copy's record (r: the record, as a dict), write it back
+# edit_record PY: run PY on the copy's record (r: the record, as a dict), write it back; PY
+# may call redigest() to make plan_digest that of its edited plan, and fnv1a64(obj) for a
+# topology digest (docs/record.md, "The digests")
 edit_record() {
     python3 - "$D/record.json" "$1" <<'PY'
-import json, sys
+import hashlib, json, re, sys
 r = json.load(open(sys.argv[1]))
+def real(x):  # jansson's %.17g
+    s = "%.17g" % x
+    if "." not in s and "e" not in s:
+        s += ".0"
+    return re.sub(r"e\+?(-?)0*(\d)", r"e\1\2", s)
+def compact(v):  # json_dumps(v, JSON_SORT_KEYS | JSON_COMPACT)
+    if isinstance(v, dict):
+        return "{" + ",".join(compact(k) + ":" + compact(v[k]) for k in sorted(v)) + "}"
+    if isinstance(v, list):
+        return "[" + ",".join(compact(x) for x in v) + "]"
+    if isinstance(v, float):
+        return real(v)
+    return json.dumps(v, ensure_ascii=False)  # ints, plain strings, true, false, null
+def redigest():
+    r["plan_digest"] = "sha256:" + hashlib.sha256(compact(r["plan"]).encode()).hexdigest()
+def fnv1a64(v, h=0xcbf29ce484222325):
+    for c in compact(v).encode():
+        h = ((h ^ c) * 0x100000001b3) % 2**64
+    return "fnv1a64:%016x" % h
 exec(sys.argv[2])
 json.dump(r, open(sys.argv[1], "w"), indent=2)
 PY
@@ -147,6 +168,14 @@ expect source-digest 1 "record.json: plan_digest: the record says 'sha256:[0-9a-
 copy model
 edit_record 'r["plan"]["arena"]["model"] = "Other-Model"'
 expect model 1 "plan_digest: the record says"
+copy redigested  # the helper's digest is the run's: an edit that changes nothing passes
+edit_record 'd = r["plan_digest"]; redigest(); assert r["plan_digest"] == d, (d, r["plan_digest"])'
+expect redigested "$want" "identical to the record"
+# the plan's protocol.repeats changed and its digest made again: the timed arms ran
+# protocol.repeats rounds each (docs/record.md), so they no longer fit the plan
+copy repeats
+edit_record 'assert r["arms"][0]["rounds"] == 1; r["plan"]["protocol"]["repeats"] = 3; redigest()'
+expect repeats 1 "arms\[0\] \(B\)\.rounds: the record says 1, its plan.s protocol\.repeats says 3"
 copy plan-digest
 edit_record 'r["plan_digest"] = "junk"'
 expect plan-digest 1 "plan_digest: the record says 'junk'"
