@@ -27,18 +27,18 @@ static void usage(FILE *f)
         "thresholds and seed the record holds, and checks that they equal what the record\n"
         "says, bit for bit. First the record is checked against its own evidence: the\n"
         "plan's and the samples' digests (plan_digest, samples.digest), the topology\n"
-        "snapshot's (topology_digest, against topology.json), each timed arm's rounds\n"
-        "against the plan's protocol.repeats, each arm's ok against its processes' exit\n"
-        "codes, signals and time-outs, the quality state against quality.tensors'\n"
-        "counts. Then the verdict, the score, each timed arm's summary,\n"
-        "the status and the reasons are compared; the first difference is named by its\n"
-        "JSON path. identity.binary_digest is checked for its form only (records are\n"
-        "scored on other machines). An unfinished record (the one a run writes before\n"
-        "each arm, left when it ended abruptly) is rescored as such: NO_DECISION, with a\n"
-        "note that says so. A record that differs from its evidence or its recomputation\n"
-        "prints nothing on stdout (no report, no verdict line): its first difference goes\n"
-        "to stderr. Otherwise it prints the run's header and report as the run did, from\n"
-        "the record.\n"
+        "snapshot's (topology_digest, against topology.json, which must load as a\n"
+        "bracket.topology/1 snapshot), each timed arm's rounds against the plan's\n"
+        "protocol.repeats, each arm's ok against its processes' exit codes, signals and\n"
+        "time-outs, the quality state against quality.tensors' counts. Then the verdict,\n"
+        "the score, each timed arm's summary, the status and the reasons are compared;\n"
+        "the first difference is named by its JSON path. identity.binary_digest is\n"
+        "checked for its form only (records are scored on other machines). An unfinished\n"
+        "record (the one a run writes before each arm, left when it ended abruptly) is\n"
+        "rescored as such: NO_DECISION, with a note that says so. A record that differs\n"
+        "from its evidence or its recomputation prints nothing on stdout (no report, no\n"
+        "verdict line): its first difference goes to stderr. Otherwise it prints the\n"
+        "run's header and report as the run did, from the record.\n"
         "\n"
         "  -q, --quiet   no report: the verdict line, then the check's outcome (any note\n"
         "                on the evidence, and \"recomputed from RECORD: identical to the\n"
@@ -126,11 +126,38 @@ static int check_digests(const char *path, json_t *rec, const bk_run *run, char 
     return -1;
 }
 
+/* topology.json read as the topology loader reads a snapshot (bk_topo_parse, what
+ * `bracket topo --topology FILE` takes): a run writes a bracket.topology/1 snapshot, so JSON
+ * that is none (an empty object, an array, no hosts) is evidence that differs, whatever its
+ * digest. 0 when it is one; -1 with the loader's reason in why; -3 when this machine failed
+ * (out of memory). */
+static int check_snapshot(const char *tpath, const char *text, char *why, size_t len)
+{
+    bk_topo *t = NULL;
+    bk_err e = { 0 };
+    const bk_status st = bk_topo_parse(text, tpath, &t, &e);
+    bk_topo_free(t);
+    if (st == BK_OK)
+        return 0;
+    /* the loader's message starts with the file's name, which why names first */
+    const size_t n = strlen(tpath);
+    const char *msg = !strncmp(e.msg, tpath, n) && !strncmp(e.msg + n, ": ", 2) ? e.msg + n + 2
+                                                                                : e.msg;
+    if (st != BK_ERR_INPUT) {
+        snprintf(why, len, "%s: %s", tpath, msg);
+        return -3;
+    }
+    snprintf(why, len, "%s: not a bracket.topology/1 snapshot (the topology loader says: %s)",
+             tpath, msg);
+    return -1;
+}
+
 /* identity.topology_digest against the topology.json beside the record: FNV-1a 64 of its
- * canonical compact form (docs/record.md). Records from before 2026-12-03 were hashed from
- * a wrong offset basis (BK_FNV1A64_OLD_BASIS); such a digest is accepted, and said so in
- * `note`. A record whose topology.json was never written (the run reports that) is scored
- * with a note too. 0 when they agree. */
+ * canonical compact form (docs/record.md), then the file read as a snapshot (check_snapshot).
+ * Records from before 2026-12-03 were hashed from a wrong offset basis (BK_FNV1A64_OLD_BASIS);
+ * such a digest is accepted, and said so in `note`. A record whose topology.json was never
+ * written (the run reports that) is scored with a note too. 0 when they agree; -1 when they
+ * differ; -2 when topology.json cannot be read (bad input); -3 when this machine failed. */
 static int check_topology(const char *path, const json_t *rec, const bk_run *run, char *why,
                           size_t len, char *note, size_t note_len, int *missing)
 {
@@ -148,6 +175,7 @@ static int check_topology(const char *path, const json_t *rec, const bk_run *run
     char *text = NULL;
     size_t tlen = 0;
     bk_err rerr = { 0 };
+    int rc = -1;
     if (bk_read_file_max(tpath, BK_TOPO_MAX_FILE, "a topology snapshot", &text, &tlen, &rerr) !=
         BK_OK) {
         snprintf(why, len, "%s", rerr.msg);
@@ -155,28 +183,30 @@ static int check_topology(const char *path, const json_t *rec, const bk_run *run
     }
     json_error_t je;
     json_t *t = json_loadb(text, tlen, JSON_REJECT_DUPLICATES, &je);
-    free(text);
     char *compact = t ? json_dumps(t, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
     json_decref(t);
     if (!compact) {
         snprintf(why, len, "%s: not readable JSON (%s)", tpath, t ? "cannot serialise" : je.text);
-        return -1;
+        goto out;
     }
     snprintf(got, sizeof got, "fnv1a64:%016" PRIx64, bk_fnv1a64(compact, strlen(compact)));
     snprintf(old, sizeof old, "fnv1a64:%016" PRIx64,
              bk_fnv1a64_from(BK_FNV1A64_OLD_BASIS, compact, strlen(compact)));
-    free(compact);
-    if (want && !strcmp(want, got))
-        return 0;
-    if (want && !strcmp(want, old)) {
+    if (want && !strcmp(want, got)) {
+        rc = check_snapshot(tpath, text, why, len);
+    } else if (want && !strcmp(want, old)) {
         snprintf(note, note_len, "identity.topology_digest was made with the offset basis of "
                  "records before 2026-12-03; it matches %s", tpath);
-        return 0;
+        rc = check_snapshot(tpath, text, why, len);
+    } else {
+        snprintf(why, len, "%s: identity.topology_digest: the record says '%s', %s hashes to %s "
+                 "(the snapshot or the digest was changed)", path, want ? want : "(missing)",
+                 tpath, got);
     }
-    snprintf(why, len, "%s: identity.topology_digest: the record says '%s', %s hashes to %s "
-             "(the snapshot or the digest was changed)", path, want ? want : "(missing)", tpath,
-             got);
-    return -1;
+out:
+    free(compact);
+    free(text);
+    return rc;
 }
 
 /* The rounds of each timed arm that ran against the plan's protocol.repeats: the run gives
@@ -680,9 +710,10 @@ int bk_cmd_score(int argc, char **argv)
         check_lanes(path, rec, run, why, sizeof why) ||
         check_run_facts(path, rec, run, why, sizeof why) ||
         check_quality(path, rec, run, why, sizeof why)) {
-        if (topo_rc == -2) { /* topology.json cannot be read: bad input, as a record's */
+        if (topo_rc == -2 || topo_rc == -3) { /* topology.json cannot be read: bad input,
+                                                * as a record's; or this machine failed */
             fprintf(stderr, "bracket score: %s\n", why);
-            rc = BK_EXIT_USAGE;
+            rc = topo_rc == -2 ? BK_EXIT_USAGE : BK_EXIT_INTERNAL;
             goto out;
         }
         fprintf(stderr, "bracket score: the record differs from its evidence: %s\n", why);

@@ -216,13 +216,28 @@ rm "$D/topology.json"
 expect topology-missing "$want" "topology.json is missing: identity.topology_digest not checked"
 
 copy topology-old-basis  # a digest made with the offset basis of records before 2026-12-03
-echo '{"hosts": []}' >"$D/topology.json"
 edit_record '
-h = 1469598103934665603  # BK_FNV1A64_OLD_BASIS, over the canonical compact form
-for c in b"{\"hosts\":[]}":
-    h = ((h ^ c) * 0x100000001b3) % 2**64
-r["identity"]["topology_digest"] = "fnv1a64:%016x" % h'
+t = json.load(open(sys.argv[1].replace("record.json", "topology.json")))
+r["identity"]["topology_digest"] = fnv1a64(t, h=1469598103934665603)  # BK_FNV1A64_OLD_BASIS'
 expect topology-old-basis "$want" "^note: identity.topology_digest was made with the offset basis of records before 2026-12-03"
+# topology.json must be a bracket.topology/1 snapshot, as the run wrote it, whose digest
+# matching identity.topology_digest is not enough: another snapshot of the same form, its
+# digest made again, is read; JSON that is no snapshot (an empty object, an array, no hosts),
+# its digest made to match, is refused naming the loader's reason
+copy topology-redigested
+edit_record '
+f = sys.argv[1].replace("record.json", "topology.json")
+t = json.load(open(f)); t["hosts"][0]["notes"].append("bk-it: edited")
+json.dump(t, open(f, "w")); r["identity"]["topology_digest"] = fnv1a64(t)'
+expect topology-redigested "$want" "identical to the record"
+for c in 'object|{}|schema: must be "bracket.topology/1"' 'array|[]|the snapshot must be a JSON object' \
+    'nohosts|{"schema": "bracket.topology/1", "hosts": []}|hosts: at least one host is needed'; do
+    name=${c%%|*} rest=${c#*|}
+    copy "topology-$name"
+    printf '%s\n' "${rest%%|*}" >"$D/topology.json"
+    edit_record 'r["identity"]["topology_digest"] = fnv1a64(json.load(open(sys.argv[1].replace("record.json", "topology.json"))))'
+    expect "topology-$name" 1 "the record differs from its evidence: .*/topology.json: not a bracket.topology/1 snapshot \(the topology loader says: ${rest#*|}\)$"
+done
 
 # --strict: an identity the record claims and no check can confirm refuses it (exit 2, each
 # named); without --strict the same record scores with its verdict's status
@@ -261,6 +276,10 @@ for q in --quiet ""; do
     grep -q "^bracket score: --strict: .*record.json is refused: identity.binary_digest" \
         "$D/err.log" || fail "strict-silent ${q:-(report)}: no refusal on stderr"
 done
+copy strict-topology-object  # under --strict too: a snapshot that is none is a difference
+echo '{}' >"$D/topology.json"
+edit_record 'r["identity"]["topology_digest"] = fnv1a64({})'
+expect strict-topology-object 1 "topology.json: not a bracket.topology/1 snapshot \(the topology loader says: schema: must be"
 copy strict-tampered  # a record that differs from its evidence is still exit 1, not 2
 rm "$D/topology.json"
 edit_record 'r["samples"]["digest"] = "sha256:junk"'
