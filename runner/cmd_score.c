@@ -335,10 +335,60 @@ static int check_run_facts(const char *path, const json_t *rec, const bk_run *ru
     return 0;
 }
 
+/* The lanes against their policy (bk_lanes_choose): lanes.policy is the plan's lanes.policy;
+ * no lane names an MPI rank twice (each lane rank is its own rank's engine); under disjoint
+ * no rank is in both lanes (shared: the same lanes, check_lanes). Which GPU a rank had is
+ * not in the record: two ranks of the two lanes on one GPU cannot be seen here. 0 when they
+ * agree. */
+static int check_lane_policy(const char *path, const json_t *lanes, const json_t *const lane[2],
+                             const bk_run *run, char *why, size_t len)
+{
+    static const char *const names[2] = { "baseline", "candidate" };
+    const char *policy = json_string_value(json_object_get(lanes, "policy"));
+    const char *want = bk_lane_policy_name(run->plan.lane_policy);
+    if (!policy || strcmp(policy, want) != 0) {
+        snprintf(why, len, "%s: lanes.policy: the record says '%s', its plan's lanes.policy "
+                 "says %s", path, policy ? policy : "(missing)", want);
+        return -1;
+    }
+    const int size = run->lane_size;
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < size; i++) {
+            const json_t *v = json_array_get(lane[k], (size_t)i);
+            if (!json_is_integer(v) || json_integer_value(v) < 0) {
+                snprintf(why, len, "%s: lanes.%s[%d]: must be an MPI rank (an integer >= 0)",
+                         path, names[k], i);
+                return -1;
+            }
+            for (int j = 0; j < i; j++)
+                if (json_integer_value(json_array_get(lane[k], (size_t)j)) ==
+                    json_integer_value(v)) {
+                    snprintf(why, len, "%s: lanes.%s: MPI rank %lld at lane ranks %d and %d (a "
+                             "lane rank is an MPI rank of its own)", path, names[k],
+                             (long long)json_integer_value(v), j, i);
+                    return -1;
+                }
+        }
+    if (run->plan.lane_policy != BK_LANES_DISJOINT)
+        return 0;
+    for (int i = 0; i < size; i++)
+        for (int j = 0; j < size; j++) {
+            const json_int_t b = json_integer_value(json_array_get(lane[0], (size_t)i));
+            if (b == json_integer_value(json_array_get(lane[1], (size_t)j))) {
+                snprintf(why, len, "%s: lanes: policy disjoint, but MPI rank %lld is in both "
+                         "lanes.baseline[%d] and lanes.candidate[%d] (disjoint lanes share no "
+                         "rank)", path, (long long)b, i, j);
+                return -1;
+            }
+        }
+    return 0;
+}
+
 /* `lanes` against the processes: every process of an arm that ran sat on the MPI rank its
  * lane names (B, B' and T the baseline lane, C and A the candidate's), the lanes hold
- * lanes.size ranks each, and policy shared names one lane twice. The report's "shared
- * lanes" note and the rehearsal rule read `lanes`: an edit of it is a difference. */
+ * lanes.size ranks each, and policy shared names one lane twice; then against the policy
+ * (check_lane_policy). The report's "shared lanes" note and the rehearsal rule read
+ * `lanes`: an edit of it is a difference. */
 static int check_lanes(const char *path, const json_t *rec, const bk_run *run, char *why,
                        size_t len)
 {
@@ -379,7 +429,7 @@ static int check_lanes(const char *path, const json_t *rec, const bk_run *run, c
             }
         }
     }
-    return 0;
+    return check_lane_policy(path, lanes, lane, run, why, len);
 }
 
 /* An unfinished record (`unfinished` true: the provisional one the run writes before arm X

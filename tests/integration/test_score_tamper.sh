@@ -523,6 +523,7 @@ RUN=$(dirname "$RECORD")
 copy auto-shared-cuda
 edit_record '
 r["backend"] = "cuda"; r["rehearsal"] = False; r["lanes"]["policy"] = "shared"
+r["plan"]["lanes"]["policy"] = "shared"; redigest()  # as its plan says
 # the candidate arms moved onto the baseline ranks with it, so the lanes agree with them (the
 # routing is judged by routing.shapes of the record, which the edit leaves as the run made it)
 base = r["lanes"]["baseline"]
@@ -541,6 +542,40 @@ expect lanes-moved 1 "arms\[1\] \(C\)\.processes\[0\]: lane rank 0 ran on MPI ra
 copy lanes-policy
 edit_record 'r["lanes"]["policy"] = "shared"'
 expect lanes-policy 1 "lanes: policy shared, but the baseline and candidate lanes differ"
+# the lanes against the policy (docs/record.md): lanes.policy is the plan's lanes.policy;
+# under disjoint no MPI rank is in both lanes (with the arms moved to match, whole or one
+# rank); no lane names a rank twice
+copy lanes-plan-policy
+edit_record 'r["plan"]["lanes"]["policy"] = "shared"; redigest()'
+expect lanes-plan-policy 1 "lanes\.policy: the record says .disjoint., its plan.s lanes\.policy says shared$"
+copy lanes-policy-unknown
+edit_record 'r["lanes"]["policy"] = "both"'
+expect lanes-policy-unknown 1 "lanes\.policy: the record says .both., its plan.s lanes\.policy says disjoint$"
+# move PY: the arms of `names` (a string of arm names) onto lane `to` (a list of MPI ranks),
+# processes too, and lanes.KEY with them
+MOVE='
+def move(key, names, to):
+    r["lanes"][key] = list(to)
+    for a in r["arms"]:
+        if a["name"] in names and a["ran"]:
+            a["lane"] = list(to)
+            for p in a["processes"]:
+                p["mpi_rank"] = to[p["lane_rank"]]
+'
+copy lanes-overlap-whole
+edit_record "$MOVE"'
+move("candidate", ("C", "A"), r["lanes"]["baseline"])'
+expect lanes-overlap-whole 1 "lanes: policy disjoint, but MPI rank [0-9]+ is in both lanes\.baseline\[0\] and lanes\.candidate\[0\]"
+copy lanes-overlap-one
+edit_record "$MOVE"'
+b, c = r["lanes"]["baseline"], r["lanes"]["candidate"]
+move("candidate", ("C", "A"), [c[0], b[0]])'
+expect lanes-overlap-one 1 "lanes: policy disjoint, but MPI rank [0-9]+ is in both lanes\.baseline\[0\] and lanes\.candidate\[1\]"
+copy lanes-twice
+edit_record "$MOVE"'
+b = r["lanes"]["baseline"]
+move("baseline", ("B", "B\x27", "T"), [b[0], b[0]])'
+expect lanes-twice 1 "lanes\.baseline: MPI rank [0-9]+ at lane ranks 0 and 1"
 copy auto-backend-unknown  # neither cpu nor cuda: no backend of bracket's ran it
 edit_record 'r["backend"] = "rocm"'
 expect auto-backend-unknown 1 "backend: the record says .rocm., its plan says auto"
