@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/catalog.h"
 #include "runner/digest.h"
 #include "runner/record_io.h"
 #include "runner/run.h"
@@ -439,6 +440,41 @@ static int check_unfinished(const char *path, const bk_run *run, char *why, size
 /* The quality state from the record's evidence, decided as the run decided it: A and T's
  * outcomes (bk_quality_missing), then the per-tensor counts (bk_quality_decide), with the
  * tolerances of the plan. 0 when the record's state and reason are what that gives. */
+/* Each comparison's element count against its shape: every lane rank's output tensor, the
+ * target's size of it at the lane's world (bf16 elements), less the ranks whose output was
+ * missing, each of which counts a mismatch. A count of 0 or past the whole, or not whole
+ * ranks, is no comparison a run made (a PASS over 0 elements read "A equals T bit for
+ * bit"). */
+static int check_elements(const char *path, const bk_run *run, const bk_quality *q, char *why,
+                          size_t len)
+{
+    const bk_target *tg = bk_catalog_target(run->plan.target);
+    const int world = run->arms[BK_ARM_IDX_A].world;
+    if (!tg || world < 1)
+        return 0; /* the reader refuses an unknown target or an empty lane first */
+    for (int i = 0; i < q->nshapes * q->noutputs; i++) {
+        const bk_shape *sh = &run->plan.workload.shapes[i / q->noutputs];
+        int t = -1;
+        for (int j = 0, k = -1; j < tg->ntensors && k < i % q->noutputs; j++)
+            if (tg->tensor_is_output[j] && ++k == i % q->noutputs)
+                t = j;
+        if (t < 0)
+            return 0;
+        const uint64_t one = (uint64_t)tg->tensor_elems(sh, world, t) * tg->tensor_elem_bytes(t) / 2;
+        const uint64_t all = one * (uint64_t)world, got = q->per[i].elems;
+        const uint64_t missing = one && got <= all && (all - got) % one == 0 ? (all - got) / one
+                                                                            : UINT64_MAX;
+        if (missing == UINT64_MAX || (missing > 0 && q->per[i].mismatches < missing)) {
+            snprintf(why, len, "%s: quality.tensors[%d]: %" PRIu64 " element(s) compared, but "
+                     "shape %d's %s holds %" PRIu64 " a rank x %d rank(s) = %" PRIu64 " (a rank "
+                     "whose output was missing leaves its share out and counts a mismatch)",
+                     path, i, got, i / q->noutputs, tg->tensor_names[t], one, world, all);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int check_quality(const char *path, const json_t *rec, const bk_run *run, char *why,
                          size_t len)
 {
@@ -479,6 +515,8 @@ static int check_quality(const char *path, const json_t *rec, const bk_run *run,
                 return -1;
             }
         }
+        if (check_elements(path, run, &q, why, len))
+            return -1;
         /* the first bad element is not in the record's numbers: its text is taken as written */
         const char *first = strstr(rq->reason, "; first: ");
         bk_quality_decide(&q, first ? first + 9 : "(not in the record)");

@@ -154,6 +154,20 @@ edit_record '
 r["quality"]["tensors"][0]["mismatches"] = 3
 r["quality"]["state"] = "fail"; r["quality"]["reason"] = "A differs from T in 2 element(s); first: x"'
 expect quality-reason 1 "quality.reason: the record says 'A differs from T in 2 element\(s\); first: x', its evidence gives 'A differs from T in 3 element"
+# element counts no comparison could have made: none, more than the lane's outputs hold, a
+# part of a rank's; one rank's share left out is a missing output only with its mismatch
+copy quality-none
+edit_record 'r["quality"]["tensors"][0]["elements"] = 0'
+expect quality-none 1 "quality.tensors\[0\]: 0 element\(s\) compared, but shape 0's out holds [0-9]+ a rank x 2 rank\(s\) = "
+copy quality-more
+edit_record 'r["quality"]["tensors"][1]["elements"] = 10**15'
+expect quality-more 1 "quality.tensors\[1\]: 1000000000000000 element\(s\) compared"
+copy quality-part
+edit_record 'r["quality"]["tensors"][0]["elements"] -= 1'
+expect quality-part 1 "quality.tensors\[0\]: [0-9]+ element\(s\) compared"
+copy quality-half
+edit_record 't = r["quality"]["tensors"][0]; t["elements"] //= 2'
+expect quality-half 1 "quality.tensors\[0\]: [0-9]+ element\(s\) compared"
 copy quality-tol
 edit_record 'r["quality"]["atol"] = 1.0'
 expect quality-tol 1 "quality.rtol / quality.atol: not the plan"
