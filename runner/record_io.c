@@ -171,10 +171,17 @@ bk_status bk_read_json_file(const char *path, size_t max, const char *what, char
                             size_t *len, bk_err *err)
 {
     bk_status st = bk_read_file_max(path, max, what, data, len, err);
-    const char *nul = st == BK_OK ? memchr(*data, '\0', *len) : NULL;
-    if (nul) {
+    if (st != BK_OK)
+        return st;
+    const char *nul = memchr(*data, '\0', *len);
+    if (*len >= 3 && !memcmp(*data, "\xEF\xBB\xBF", 3)) /* jansson quotes it as invisible */
+        st = BK_FAIL(err, BK_ERR_INPUT, "%s:1:1: starts with a UTF-8 byte order mark (bytes "
+                     "EF BB BF), which JSON does not allow (%s is JSON text); was it saved by "
+                     "an editor?", path, what);
+    else if (nul)
         st = BK_FAIL(err, BK_ERR_INPUT, "%s: a NUL byte at offset %zu (%s is JSON text, which "
                      "has none)", path, (size_t)(nul - *data), what);
+    if (st != BK_OK) {
         free(*data);
         *data = NULL;
         *len = 0;

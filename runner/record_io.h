@@ -30,7 +30,8 @@ bk_status bk_read_file_max(const char *path, size_t max, const char *what, char 
                            size_t *len, bk_err *err);
 /* bk_read_file_max for JSON text: a NUL byte in it is refused (BK_ERR_INPUT), "PATH: a NUL
  * byte at offset N (WHAT is JSON text, which has none)", where jansson would stop as at the
- * file's end and say "near end of file". */
+ * file's end and say "near end of file"; so is a UTF-8 byte order mark at its start ("PATH:1:1:
+ * starts with a UTF-8 byte order mark ..."), which jansson quotes as an invisible character. */
 bk_status bk_read_json_file(const char *path, size_t max, const char *what, char **data,
                             size_t *len, bk_err *err);
 

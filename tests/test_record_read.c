@@ -1069,6 +1069,22 @@ static void test_nul_byte(void **state)
         if (!strstr(err.msg, want))
             fail_msg("expected \"%s\" in \"%s\"", want, err.msg);
     }
+    /* an editor's byte order mark before the record: named, not quoted as an invisible
+     * character jansson did not expect */
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite("\xEF\xBB\xBF", 1, 3, f), 3);
+    assert_int_equal(fwrite(text, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+    bk_run run;
+    memset(&run, 0, sizeof run);
+    bk_err_clear(&err);
+    assert_int_equal(bk_record_read(path, &run, &err), BK_ERR_INPUT);
+    char want[800];
+    snprintf(want, sizeof want, "%s:1:1: starts with a UTF-8 byte order mark (bytes EF BB BF), "
+             "which JSON does not allow (a record is JSON text)", path);
+    if (!strstr(err.msg, want))
+        fail_msg("expected \"%s\" in \"%s\"", want, err.msg);
     free(text);
 }
 
