@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "plans/plan_internal.h"
+#include "runner/record_io.h"
 #include "topology/topology.h" /* BK_LANE_MAX */
 
 #define BK__CATALOG_SCHEMA "bracket.catalog/1" /* kernels/catalog.h BK_CATALOG_SCHEMA */
@@ -93,8 +94,11 @@ static bk_status check_exact(const bk__chk *c, json_t *obj, const char *base, co
     bk__join(path, sizeof path, base, key);
     if (!v)
         return bk__bad(c, path, NULL, "missing (\"%s\")", want);
-    if (!json_is_string(v) || strcmp(json_string_value(v), want) != 0)
-        return bk__bad(c, path, v, "must be \"%s\"", want);
+    if (!json_is_string(v) || strcmp(json_string_value(v), want) != 0) {
+        const char *kind = bk_schema_kind(json_string_value(v));
+        return kind ? bk__bad(c, path, v, "must be \"%s\" (this is %s, not a plan)", want, kind)
+                    : bk__bad(c, path, v, "must be \"%s\"", want);
+    }
     return BK_OK;
 }
 
@@ -306,8 +310,9 @@ bk_status bk__plan_check(json_t *root, const char *label, bk_plan *p, bk_err *er
     const bk__chk c = { label, err };
     if (!json_is_object(root))
         return bk__bad(&c, "", root, "the plan must be a JSON object");
-    CK(bk__check_keys(&c, root, "", top_keys));
+    /* the schema first: a record or a snapshot given as a plan is said to be one */
     CK(check_exact(&c, root, "", "schema", BK_PLAN_SCHEMA));
+    CK(bk__check_keys(&c, root, "", top_keys));
     CK(check_name(&c, root, p));
     CK(check_arena(&c, root, &p->arena));
     CK(bk__get_str(&c, root, "", "target", NULL, p->target, sizeof p->target));

@@ -167,6 +167,17 @@ bk_status bk_read_file_max(const char *path, size_t max, const char *what, char 
     return BK_OK;
 }
 
+const char *bk_schema_kind(const char *schema)
+{
+    static const char *const kinds[][2] = { { "bracket.plan/1", "a plan" },
+                                            { "bracket.record/1", "a run's record" },
+                                            { "bracket.topology/1", "a topology snapshot" } };
+    for (size_t i = 0; schema && i < sizeof kinds / sizeof kinds[0]; i++)
+        if (!strcmp(schema, kinds[i][0]))
+            return kinds[i][1];
+    return NULL;
+}
+
 bk_status bk_read_json_file(const char *path, size_t max, const char *what, char **data,
                             size_t *len, bk_err *err)
 {

@@ -28,6 +28,11 @@ bk_status bk_read_file(const char *path, char **data, size_t *len, bk_err *err);
  * snapshot". */
 bk_status bk_read_file_max(const char *path, size_t max, const char *what, char **data,
                            size_t *len, bk_err *err);
+/* What a document whose "schema" is `schema` is, for a refusal that found it where another
+ * kind was expected: "a plan", "a run's record", "a topology snapshot"; NULL for any other
+ * (or NULL). */
+const char *bk_schema_kind(const char *schema);
+
 /* bk_read_file_max for JSON text: a NUL byte in it is refused (BK_ERR_INPUT), "PATH: a NUL
  * byte at offset N (WHAT is JSON text, which has none)", where jansson would stop as at the
  * file's end and say "near end of file"; so is a UTF-8 byte order mark at its start ("PATH:1:1:

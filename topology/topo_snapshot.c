@@ -410,13 +410,17 @@ bk_status bk_topo_parse(const char *text, const char *label, bk_topo **out, bk_e
         st = RD_FAIL(&r, "the snapshot must be a JSON object");
         goto out;
     }
-    if ((st = rd_keys(&r, root, "", top_keys)) != BK_OK)
-        goto out;
+    /* the schema first: a record or a plan given as a snapshot is said to be one */
     const char *schema = json_string_value(json_object_get(root, "schema"));
     if (!schema || strcmp(schema, BK_TOPO_SCHEMA)) {
-        st = RD_FAIL(&r, "schema: must be \"%s\"", BK_TOPO_SCHEMA);
+        const char *kind = bk_schema_kind(schema);
+        st = kind ? RD_FAIL(&r, "schema: must be \"%s\" (this is %s, not a topology snapshot)",
+                            BK_TOPO_SCHEMA, kind)
+                  : RD_FAIL(&r, "schema: must be \"%s\"", BK_TOPO_SCHEMA);
         goto out;
     }
+    if ((st = rd_keys(&r, root, "", top_keys)) != BK_OK)
+        goto out;
     json_t *hosts;
     if ((st = rd_array(&r, root, "hosts", 100000, &hosts)) != BK_OK)
         goto out;

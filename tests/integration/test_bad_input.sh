@@ -87,6 +87,14 @@ check_cmd() {
     [ "$RC" = 2 ] || fail "$name: exit $RC, expected 2"
     grep -qF -- "$want" "$IT_TMP/$name.log" || fail "$name: message lacks '$want'"
 }
+# a document of another kind, given where one kind is read, is said to be that kind (the
+# schema first, not the first key the reader does not know)
+check_cmd kind-plan-as-record "schema: 'bracket.plan/1' is not bracket.record/1 (this is a plan, not a run's record)" \
+    score "$IT_PLAN"
+check_cmd kind-topo-as-plan "schema: must be \"bracket.plan/1\" (this is a topology snapshot, not a plan)" \
+    plan check "$BK_SOURCE_DIR/tests/fixtures/topo/hgx8_nvswitch.json"
+check_cmd kind-record-as-topo "schema: must be \"bracket.topology/1\" (this is a run's record, not a topology snapshot)" \
+    topo --topology "$BK_SOURCE_DIR/tests/fixtures/records/byte-cut-reasons/record.json"
 check_cmd pc-arm "timeouts.arm_s: must be a number in [1, 604800], got 1e308" \
     plan check "$IT_PLAN" --set timeouts.arm_s=1e308
 check_cmd pc-rv "timeouts.rendezvous_s: must be a number in [1, 3600]" \
