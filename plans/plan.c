@@ -135,10 +135,10 @@ static bk_status finish(json_t *root, const char *label, const char *const *sets
     }
     for (int i = 0; i < nsets && st == BK_OK; i++)
         st = bk__plan_apply_set(root, sets[i], made[i], sizeof made[i], err);
-    /* plans' text is printed and recorded as it is: a control character anywhere (a value,
-     * a key, params, one a --set put in; a tab is text) is refused here, as records hold none */
     if (st == BK_OK)
         params_whole_numbers(root);
+    /* plans' text is printed and recorded as it is: a control character anywhere (a value,
+     * a key, params, one a --set put in; a tab is text) is refused here, as records hold none */
     char where[256] = "";
     long at = -1;
     unsigned char byte = 0;
