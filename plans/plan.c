@@ -80,12 +80,14 @@ void bk_plan_name_set(const char *label, const char *const *sets, int nsets, cha
         }
         if (!rel)
             continue;
-        /* a long --set (a list of shapes) by its path: "workload.shapes=..." */
+        /* a --set longer than 200 bytes (a list of shapes) by its path, "workload.shapes=...",
+         * cut between characters where the path itself is longer */
         char tail[300], set[260];
-        if (strlen(sets[i]) < 200)
+        if (strlen(sets[i]) <= 200)
             snprintf(set, sizeof set, "%s", sets[i]);
         else
-            snprintf(set, sizeof set, "%.*s=...", (int)(eq - sets[i] < 200 ? eq - sets[i] : 200),
+            snprintf(set, sizeof set, "%.*s=...",
+                     bk_utf8_cut(sets[i], (int)(eq - sets[i] < 200 ? eq - sets[i] : 200)),
                      sets[i]);
         const size_t used = strlen(msg);
         int k = snprintf(tail, sizeof tail, rel == 2 ? " (from --set \"%s\")"

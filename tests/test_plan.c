@@ -582,6 +582,20 @@ static void test_name_set(void **state)
     bk_plan_name_set("p.json", one, 1, msg, sizeof msg);
     assert_string_equal(msg, "p.json: workload.shapes[3].tokens: bad (from --set "
                              "\"workload.shapes=...\")");
+    /* ... and a path longer than that is cut between characters, never inside one */
+    char key[400] = "candidate.params.", umsg[1024];
+    while (strlen(key) < 317)
+        strcat(key, "\xc3\xa9"); /* é: 17 + 2 x 150 bytes */
+    char uset[410];
+    snprintf(uset, sizeof uset, "%s=1", key);
+    snprintf(umsg, sizeof umsg, "p.json: %s: bad", key);
+    const char *uone[] = { uset };
+    bk_plan_name_set("p.json", uone, 1, umsg, sizeof umsg);
+    const char *from = strstr(umsg, " (from --set \"");
+    assert_non_null(from);
+    /* 200 bytes would end inside the 92nd é: 199 of the path, then "=..." */
+    assert_int_equal(strlen(from), strlen(" (from --set \"") + 199 + strlen("=...\")"));
+    assert_int_equal(strncmp(from + strlen(" (from --set \"") + 197, "\xc3\xa9=...\")", 7), 0);
     /* a suffix the buffer cannot hold whole is left out, never cut */
     char small[24] = "p.json: arena.tp: bad";
     bk_plan_name_set("p.json", sets, 5, small, sizeof small);
