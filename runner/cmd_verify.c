@@ -606,7 +606,10 @@ int bk_cmd_verify(int argc, char **argv)
         free(ptext);
         return BK_EXIT_USAGE;
     }
-    if ((st = bk_catalog_check_plan(&base, backend, &err)) != BK_OK)
+    /* a refusal of the candidate's variant is --variant's when it was given (applied last,
+     * over any --set of candidate.variant or candidate) */
+    if ((st = bk_catalog_check_plan(&base, backend, &err)) != BK_OK &&
+        !(o.variant && strstr(err.msg, "candidate.variant: ")))
         bk_plan_name_set(base.path, o.sets, user_sets, err.msg, sizeof err.msg);
     if (st != BK_OK || !v) {
         /* a candidate given with --variant is named by the flag, not by the plan's path */

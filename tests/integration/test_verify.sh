@@ -90,6 +90,11 @@ v "$IT_PLAN" --variant nope
 grep -q "^bracket verify: --variant: no variant 'nope' for target" "$IT_TMP/v.log" ||
     fail "unknown variant message does not name --variant"
 ! grep -q "candidate.variant" "$IT_TMP/v.log" || fail "unknown --variant named as candidate.variant"
+# ... even beside a --set of the same field, which --variant overrides: not "from --set"
+v "$IT_PLAN" --set candidate.variant=lazy --variant nope
+[ "$RC" = 2 ] && grep -q "^bracket verify: --variant: no variant 'nope' for target" "$IT_TMP/v.log" ||
+    fail "unknown --variant beside a --set: exit $RC, or not named by --variant"
+! grep -q "from --set" "$IT_TMP/v.log" || fail "unknown --variant blamed on the --set it overrode"
 # --target T --variant V, no plan: the target's cpu incumbent, its typical shape (8 x 4096),
 # the probes, a lane of 2, tolerance 1e-2 (the shipped plans')
 AR=collective.allreduce_residual_rmsnorm
