@@ -573,14 +573,22 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
                *plan_digest = "";
     json_t *plan, *arms, *lanes, *quality;
     /* the schema first: a plan or a snapshot given as a record is said to be one */
-    const char *sch = json_string_value(json_object_get(rec, "schema"));
+    const json_t *jsch = json_object_get(rec, "schema");
+    const char *sch = json_string_value(jsch);
+    if (!json_is_object(rec)) {
+        st = BK_FAIL(err, BK_ERR_INPUT, "%s: a record is a JSON object, this is %s", record_path,
+                     json_is_array(rec) ? "an array" : "not one");
+        goto out;
+    }
     if (!sch || strcmp(sch, "bracket.record/1") != 0) {
         const char *kind = bk_schema_kind(sch);
-        st = sch ? BK_FAIL(err, BK_ERR_INPUT, "%s: schema: '%s' is not bracket.record/1%s%s%s",
-                           record_path, sch, kind ? " (this is " : "", kind ? kind : "",
-                           kind ? ", not a run's record)" : "")
-                 : BK_FAIL(err, BK_ERR_INPUT, "%s: schema: missing (a string, bracket.record/1)",
-                           record_path);
+        if (sch)
+            st = BK_FAIL(err, BK_ERR_INPUT, "%s: schema: '%s' is not bracket.record/1%s%s%s",
+                         record_path, sch, kind ? " (this is " : "", kind ? kind : "",
+                         kind ? ", not a run's record)" : "");
+        else
+            st = BK_FAIL(err, BK_ERR_INPUT, "%s: schema: %s (bracket.record/1)", record_path,
+                         jsch ? "must be a string" : "missing");
         goto out;
     }
     if (json_unpack_ex(rec, &je, 0, "{s:s, s:s, s:o, s:s, s:s, s:o, s:o, s:o}", "schema",

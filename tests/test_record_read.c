@@ -201,6 +201,12 @@ static void record_schema_2(json_t *r)
 {
     json_object_set_new(r, "schema", json_string("bracket.record/2"));
 }
+static void schema_number(json_t *r) { json_object_set_new(r, "schema", json_integer(1)); }
+static void schema_gone(json_t *r) { json_object_del(r, "schema"); }
+static void schema_plan(json_t *r)
+{
+    json_object_set_new(r, "schema", json_string("bracket.plan/1"));
+}
 static void long_binary_digest(json_t *r)
 {
     char d[80];
@@ -819,6 +825,11 @@ static void test_bad_forms(void **state)
     (void)state;
     expect_bad(record_schema_2, NULL, "record.json: schema: 'bracket.record/2' is not "
                                       "bracket.record/1");
+    /* the schema first, each way it can be wrong said as it is */
+    expect_bad(schema_number, NULL, "record.json: schema: must be a string (bracket.record/1)");
+    expect_bad(schema_gone, NULL, "record.json: schema: missing (bracket.record/1)");
+    expect_bad(schema_plan, NULL, "record.json: schema: 'bracket.plan/1' is not bracket.record/1 "
+                                  "(this is a plan, not a run's record)");
     expect_bad(long_binary_digest, NULL, "record.json: identity.binary_digest: 'sha256:0000");
     expect_bad(nonhex_binary_digest, NULL, "record.json: identity.binary_digest: 'sha256:gggg");
     expect_bad(tensor_renamed, NULL, "record.json: quality.tensors[0]: shape 0 tensor 'out' "
