@@ -461,6 +461,8 @@ static int check_elements(const char *path, const bk_run *run, const bk_quality 
         if (t < 0)
             return 0;
         const uint64_t one = (uint64_t)tg->tensor_elems(sh, world, t) * tg->tensor_elem_bytes(t) / 2;
+        if (one > UINT64_MAX / (uint64_t)world)
+            return 0; /* a shape no run held (the reader's limits are far below) */
         const uint64_t all = one * (uint64_t)world, got = q->per[i].elems;
         const uint64_t missing = one && got <= all && (all - got) % one == 0 ? (all - got) / one
                                                                             : UINT64_MAX;
