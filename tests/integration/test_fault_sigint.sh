@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SIGINT delivered to every rank while arm C runs (what srun does with a Ctrl-C), and SIGHUP
-# (a closed terminal): a partial
+# (a rank signalled, a run without mpirun whose terminal closed): a partial
 # record with verdict NO_DECISION and reason `terminated` (by SIGINT), a nonzero exit, no
 # engine, rank or shared-memory segment left behind.
 . "$(dirname "$0")/fault_lib.sh"
@@ -45,8 +45,9 @@ assert "after a peer failed" not in b["reason"], b["reason"]
 PY
 expect_no_ranks
 
-# SIGHUP to every rank (the terminal that started the job closed: its shell hangs up the
-# job's process group) is a termination too, not a death that leaves the unfinished record
+# SIGHUP to every rank (what reaches a rank a user or a launcher signals, or a run without
+# mpirun whose terminal closed; under mpirun a hang-up reaches mpirun alone, which relays
+# SIGTERM) is a termination too, not a death that leaves the unfinished record
 it_start sighup 4 "$IT_PLAN" --set candidate.variant=slowed \
     --set 'candidate.params={"base":"shm_twopass","fraction":10}' --set workload.iters=6000
 wait_engines C 2
