@@ -504,6 +504,17 @@ static bk_status read_samples(const char *path, bk_run *run, bk_err *err)
                 goto out;
             }
             dst[i] = v->via.array.ptr[i].via.u64;
+            /* the coordinator's mark of a sample that never arrived: in an arm that ended
+             * well every sample arrived, and the mark would be scored as a time */
+            if (dst[i] == UINT64_MAX && run->arms[idx].ok) {
+                free(dst);
+                st = BK_FAIL(err, BK_ERR_INPUT, "%s: arm %s round %llu rank %llu shape %llu: "
+                             "sample %u is 2^64 - 1, the mark of one that never arrived, in an "
+                             "arm that ended well", path, an, (unsigned long long)rd,
+                             (unsigned long long)rank->via.u64,
+                             (unsigned long long)shape->via.u64, i);
+                goto out;
+            }
         }
         d->ns[shape->via.u64] = dst;
         d->ns_seen[shape->via.u64] = v->via.array.size;

@@ -899,7 +899,15 @@ static void block(msgpack_sbuffer *sb, const char *armname, int round)
 }
 
 /* A block {arm B, rank 0, shape, ns: n samples of 5, the last one `last`} after the fixture's. */
+static void block_of_u(msgpack_sbuffer *sb, uint64_t shape, uint32_t n, uint64_t last,
+                       int last_unsigned);
 static void block_of(msgpack_sbuffer *sb, uint64_t shape, uint32_t n, int64_t last)
+{
+    block_of_u(sb, shape, n, (uint64_t)last, 0);
+}
+/* ... its last sample packed as an unsigned integer when last_unsigned */
+static void block_of_u(msgpack_sbuffer *sb, uint64_t shape, uint32_t n, uint64_t last,
+                       int last_unsigned)
 {
     msgpack_packer pk;
     msgpack_sbuffer_init(sb);
@@ -915,7 +923,10 @@ static void block_of(msgpack_sbuffer *sb, uint64_t shape, uint32_t n, int64_t la
     msgpack_pack_array(&pk, n);
     for (uint32_t i = 0; i + 1 < n; i++)
         msgpack_pack_uint64(&pk, 5);
-    msgpack_pack_int64(&pk, last);
+    if (last_unsigned)
+        msgpack_pack_uint64(&pk, last);
+    else
+        msgpack_pack_int64(&pk, (int64_t)last);
 }
 
 /* A block of arm `armname` and `round` appended to the fixture's samples is refused, saying
@@ -988,6 +999,12 @@ static void test_negative_sample(void **state)
     bk_run_free(&run);
     block_of(&sb, 0, 100, -1);
     expect_bad(NULL, &sb, "samples.msgpack: arm B: a sample is not an unsigned integer");
+    msgpack_sbuffer_destroy(&sb);
+    /* the mark of a sample that never arrived, in an arm that ended well: not a time */
+    block_of_u(&sb, 0, 100, UINT64_MAX, 1);
+    g_drop_first = 1;
+    expect_bad(NULL, &sb, "samples.msgpack: arm B round 1 rank 0 shape 0: sample 99 is 2^64 - 1, "
+                          "the mark of one that never arrived, in an arm that ended well");
     msgpack_sbuffer_destroy(&sb);
 }
 
