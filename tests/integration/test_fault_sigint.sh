@@ -1,29 +1,37 @@
 #!/usr/bin/env bash
 # SIGINT delivered to every rank while arm C runs (what srun does with a Ctrl-C), and SIGHUP
 # (a rank signalled, a run without mpirun whose terminal closed): a partial
-# record with verdict NO_DECISION and reason `terminated` (by SIGINT), a nonzero exit, no
+# record with verdict NO_DECISION and reason `terminated` (by the signal), a nonzero exit, no
 # engine, rank or shared-memory segment left behind.
 . "$(dirname "$0")/fault_lib.sh"
 set -e
-it_start sigint 4 "$IT_PLAN" --set candidate.variant=slowed \
-    --set 'candidate.params={"base":"shm_twopass","fraction":10}' --set workload.iters=6000
-wait_engines C 2
-RANKS=$(rank_pids)
-[ "$(echo "$RANKS" | grep -c .)" = 4 ] || fail "expected 4 ranks, found: $RANKS"
-for p in $RANKS; do kill -INT "$p"; done
-it_wait
-[ "$RC" != 0 ] || fail "an interrupted run exited 0"
-[ -n "$RECORD" ] || fail "no partial record written"
-python3 - "$RECORD" <<'PY' || fail "the partial record is not NO_DECISION / terminated by SIGINT"
+# signal_in_c NAME SIG: a run whose arm C is slowed, every rank sent SIG while C runs: a
+# partial record, NO_DECISION, terminated by SIG, B whole, C failed saying so (not that a
+# peer failed: the engines were stopped by the termination)
+signal_in_c() {
+    local name=$1 sig=$2
+    it_start "$name" 4 "$IT_PLAN" --set candidate.variant=slowed \
+        --set 'candidate.params={"base":"shm_twopass","fraction":10}' --set workload.iters=6000
+    wait_engines C 2
+    RANKS=$(rank_pids)
+    [ "$(echo "$RANKS" | grep -c .)" = 4 ] || fail "$name: expected 4 ranks, found: $RANKS"
+    for p in $RANKS; do kill -"$sig" "$p"; done
+    it_wait
+    [ "$RC" != 0 ] || fail "$name: a terminated run exited 0"
+    [ -n "$RECORD" ] || fail "$name: no partial record written"
+    python3 - "$RECORD" "SIG$sig" <<'PY' || fail "$name: the partial record is not NO_DECISION / terminated by SIG$sig"
 import json, sys
-r = json.load(open(sys.argv[1]))
+r, sig = json.load(open(sys.argv[1])), sys.argv[2]
 assert r["verdict"] == "NO_DECISION", r["verdict"]
-assert r["reasons"].startswith("terminated by SIGINT"), r["reasons"]
+assert r["reasons"].startswith("terminated by " + sig), r["reasons"]
+assert not r["unfinished"], "the unfinished record was left"
+assert r["arms"][0]["ok"], r["arms"][0]
 c = r["arms"][1]
-assert c["ran"] and not c["ok"] and "terminated" in c["reason"], c
-# no peer failed: the engines were stopped by the termination, and the reason says so
+assert c["ran"] and not c["ok"] and "terminated by %s during arm C" % sig in c["reason"], c
 assert "after a peer failed" not in c["reason"], c["reason"]
 PY
+}
+signal_in_c sigint INT
 expect_no_ranks
 
 # the same while arm B runs, where rank 0's own engine is in the lane (rank 0 stops it
@@ -48,23 +56,7 @@ expect_no_ranks
 # SIGHUP to every rank (what reaches a rank a user or a launcher signals, or a run without
 # mpirun whose terminal closed; under mpirun a hang-up reaches mpirun alone, which relays
 # SIGTERM) is a termination too, not a death that leaves the unfinished record
-it_start sighup 4 "$IT_PLAN" --set candidate.variant=slowed \
-    --set 'candidate.params={"base":"shm_twopass","fraction":10}' --set workload.iters=6000
-wait_engines C 2
-for p in $(rank_pids); do kill -HUP "$p"; done
-it_wait
-[ "$RC" != 0 ] || fail "sighup: a hung-up run exited 0"
-[ -n "$RECORD" ] || fail "sighup: no partial record written"
-python3 - "$RECORD" <<'PY' || fail "sighup: the partial record is not NO_DECISION / terminated by SIGHUP"
-import json, sys
-r = json.load(open(sys.argv[1]))
-assert r["verdict"] == "NO_DECISION", r["verdict"]
-assert r["reasons"].startswith("terminated by SIGHUP"), r["reasons"]
-assert not r["unfinished"], "the unfinished record was left"
-assert r["arms"][0]["ok"], r["arms"][0]
-c = r["arms"][1]
-assert c["ran"] and not c["ok"] and "terminated by SIGHUP during arm C" in c["reason"], c
-PY
+signal_in_c sighup HUP
 expect_terminated_clean
 expect_no_ranks
 expect_no_leftovers
