@@ -94,11 +94,10 @@ static bk_status check_exact(const bk__chk *c, json_t *obj, const char *base, co
     bk__join(path, sizeof path, base, key);
     if (!v)
         return bk__bad(c, path, NULL, "missing (\"%s\")", want);
-    if (!json_is_string(v) || strcmp(json_string_value(v), want) != 0) {
-        const char *kind = bk_schema_kind(json_string_value(v));
-        return kind ? bk__bad(c, path, v, "must be \"%s\" (this is %s, not a plan)", want, kind)
-                    : bk__bad(c, path, v, "must be \"%s\"", want);
-    }
+    char other[96];
+    if (!json_is_string(v) || strcmp(json_string_value(v), want) != 0)
+        return bk__bad(c, path, v, "must be \"%s\"%s", want,
+                       bk_schema_other(json_string_value(v), "a plan", other, sizeof other));
     return BK_OK;
 }
 

@@ -167,15 +167,16 @@ bk_status bk_read_file_max(const char *path, size_t max, const char *what, char 
     return BK_OK;
 }
 
-const char *bk_schema_kind(const char *schema)
+const char *bk_schema_other(const char *schema, const char *want, char *buf, size_t len)
 {
     static const char *const kinds[][2] = { { "bracket.plan/1", "a plan" },
                                             { "bracket.record/1", "a run's record" },
                                             { "bracket.topology/1", "a topology snapshot" } };
+    buf[0] = '\0';
     for (size_t i = 0; schema && i < sizeof kinds / sizeof kinds[0]; i++)
         if (!strcmp(schema, kinds[i][0]))
-            return kinds[i][1];
-    return NULL;
+            snprintf(buf, len, " (this is %s, not %s)", kinds[i][1], want);
+    return buf;
 }
 
 bk_status bk_read_json_file(const char *path, size_t max, const char *what, char **data,

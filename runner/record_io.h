@@ -28,10 +28,11 @@ bk_status bk_read_file(const char *path, char **data, size_t *len, bk_err *err);
  * snapshot". */
 bk_status bk_read_file_max(const char *path, size_t max, const char *what, char **data,
                            size_t *len, bk_err *err);
-/* What a document whose "schema" is `schema` is, for a refusal that found it where another
- * kind was expected: "a plan", "a run's record", "a topology snapshot"; NULL for any other
- * (or NULL). */
-const char *bk_schema_kind(const char *schema);
+/* For a refusal that found `schema` where a document of the kind `want` ("a plan") was
+ * expected: " (this is a run's record, not a plan)" into buf when schema names another kind
+ * bracket knows (a plan, a run's record, a topology snapshot), else "" (schema NULL too).
+ * Returns buf. */
+const char *bk_schema_other(const char *schema, const char *want, char *buf, size_t len);
 
 /* bk_read_file_max for JSON text: a NUL byte in it is refused (BK_ERR_INPUT), "PATH: a NUL
  * byte at offset N (WHAT is JSON text, which has none)", where jansson would stop as at the

@@ -580,41 +580,35 @@ bk_status bk_record_read(const char *record_path, bk_run *run, bk_err *err)
                      record_path, where[0] ? where : "(top)", byte, at);
         goto out;
     }
-    const char *schema = "", *run_id = "", *backend = "", *qstate = "", *qreason = "",
+    const char *run_id = "", *backend = "", *qstate = "", *qreason = "",
                *plan_digest = "";
     json_t *plan, *arms, *lanes, *quality;
     /* the schema first: a plan or a snapshot given as a record is said to be one */
     const json_t *jsch = json_object_get(rec, "schema");
     const char *sch = json_string_value(jsch);
-    if (!json_is_object(rec)) {
-        st = BK_FAIL(err, BK_ERR_INPUT, "%s: a record is a JSON object, this is %s", record_path,
-                     json_is_array(rec) ? "an array" : "not one");
+    if (!json_is_object(rec)) { /* jansson gives an object or an array */
+        st = BK_FAIL(err, BK_ERR_INPUT, "%s: a record is a JSON object, this is an array",
+                     record_path);
         goto out;
     }
     if (!sch || strcmp(sch, "bracket.record/1") != 0) {
-        const char *kind = bk_schema_kind(sch);
+        char other[96];
         if (sch)
-            st = BK_FAIL(err, BK_ERR_INPUT, "%s: schema: '%s' is not bracket.record/1%s%s%s",
-                         record_path, sch, kind ? " (this is " : "", kind ? kind : "",
-                         kind ? ", not a run's record)" : "");
+            st = BK_FAIL(err, BK_ERR_INPUT, "%s: schema: '%s' is not bracket.record/1%s",
+                         record_path, sch,
+                         bk_schema_other(sch, "a run's record", other, sizeof other));
         else
             st = BK_FAIL(err, BK_ERR_INPUT, "%s: schema: %s (bracket.record/1)", record_path,
                          jsch ? "must be a string" : "missing");
         goto out;
     }
-    if (json_unpack_ex(rec, &je, 0, "{s:s, s:s, s:o, s:s, s:s, s:o, s:o, s:o}", "schema",
-                       &schema, "run_id", &run_id, "plan", &plan, "plan_digest", &plan_digest,
-                       "backend", &backend, "arms", &arms, "lanes", &lanes, "quality",
-                       &quality) != 0) {
+    if (json_unpack_ex(rec, &je, 0, "{s:s, s:o, s:s, s:s, s:o, s:o, s:o}", "run_id", &run_id,
+                       "plan", &plan, "plan_digest", &plan_digest, "backend", &backend, "arms",
+                       &arms, "lanes", &lanes, "quality", &quality) != 0) {
         char why[256];
         st = BK_FAIL(err, BK_ERR_INPUT, "%s: %s", record_path,
-                     unpack_why(rec, "schema:s run_id:s plan:o plan_digest:s backend:s arms:o "
-                                "lanes:o quality:o", &je, why, sizeof why));
-        goto out;
-    }
-    if (strcmp(schema, "bracket.record/1") != 0) {
-        st = BK_FAIL(err, BK_ERR_INPUT, "%s: schema: '%s' is not bracket.record/1", record_path,
-                     schema);
+                     unpack_why(rec, "run_id:s plan:o plan_digest:s backend:s arms:o lanes:o "
+                                "quality:o", &je, why, sizeof why));
         goto out;
     }
     plan_text = json_dumps(plan, JSON_COMPACT);

@@ -413,10 +413,9 @@ bk_status bk_topo_parse(const char *text, const char *label, bk_topo **out, bk_e
     /* the schema first: a record or a plan given as a snapshot is said to be one */
     const char *schema = json_string_value(json_object_get(root, "schema"));
     if (!schema || strcmp(schema, BK_TOPO_SCHEMA)) {
-        const char *kind = bk_schema_kind(schema);
-        st = kind ? RD_FAIL(&r, "schema: must be \"%s\" (this is %s, not a topology snapshot)",
-                            BK_TOPO_SCHEMA, kind)
-                  : RD_FAIL(&r, "schema: must be \"%s\"", BK_TOPO_SCHEMA);
+        char other[96];
+        st = RD_FAIL(&r, "schema: must be \"%s\"%s", BK_TOPO_SCHEMA,
+                     bk_schema_other(schema, "a topology snapshot", other, sizeof other));
         goto out;
     }
     if ((st = rd_keys(&r, root, "", top_keys)) != BK_OK)
