@@ -231,9 +231,13 @@ static bk_status write_samples(const bk_run *run, char *digest, char *tmp, size_
         for (int i = 0; i < rounds * a->world; i++)
             for (int s = 0; s < run->plan.workload.nshapes; s++) {
                 const bk_rank_data *d = &a->r[i];
-                size_t n = d->ns_seen ? d->ns_seen[s] : 0;
-                if (n > (size_t)run->plan.workload.iters)
-                    n = (size_t)run->plan.workload.iters;
+                /* up to the last slot that arrived: in a failed arm, batches that came out
+                 * of order (sent again after a broken connection) leave marks before it */
+                const size_t iters = (size_t)run->plan.workload.iters;
+                size_t n = 0;
+                for (size_t j = 0; d->ns_seen && d->ns_seen[s] && j < iters; j++)
+                    if (d->ns[s][j] != UINT64_MAX)
+                        n = j + 1;
                 msgpack_pack_map(&pk, 5);
                 PSTR("arm"); PSTR(a->name);
                 PSTR("round"); msgpack_pack_int(&pk, i / a->world + 1);

@@ -780,6 +780,97 @@ static void test_pair_replaced_together(void **state)
     bk_run_free(&run);
 }
 
+/* A failed arm whose batches came out of order (sent again after a broken connection: slots
+ * 10-19 of B rank 0 shape 0 never arrived, 20-99 did): its block holds every sample that
+ * arrived, in its slot, and reads back so. The writer before 2026-12-08 wrote the first
+ * samples_received (90) slots, marks among them, and lost slots 90-99; such a block (the
+ * fixture's first, cut so) still reads. */
+static void test_failed_arm_gaps(void **state)
+{
+    (void)state;
+    bk_run run, back;
+    bk_err err = { 0 };
+    bk_score sc;
+    memset(&sc, 0, sizeof sc);
+    if (read_edited(NULL, NULL, &run, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    bk_arm_run *b = &run.arms[0];
+    bk_rank_data *d = &b->r[0];
+    const uint64_t last = d->ns[0][99];
+    assert_true(last != UINT64_MAX && d->ns_seen[0] == 100);
+    for (int i = 10; i < 20; i++)
+        d->ns[0][i] = UINT64_MAX;
+    d->ns_seen[0] -= 10;
+    d->samples_got -= 10;
+    d->proc.exit_code = 1;
+    b->ok = 0;
+    snprintf(b->reason, sizeof b->reason, "rank 0: samples missing");
+    snprintf(run.run_dir, sizeof run.run_dir, "%s/gaps", g_dir);
+    assert_int_equal(mkdir(run.run_dir, 0700), 0);
+    if (bk_record_write(&run, &sc, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    char rpath[1024], spath[1024];
+    snprintf(rpath, sizeof rpath, "%s/record.json", run.run_dir);
+    snprintf(spath, sizeof spath, "%s/samples.msgpack", run.run_dir);
+    memset(&back, 0, sizeof back);
+    if (bk_record_read(rpath, &back, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    const bk_rank_data *e = &back.arms[0].r[0];
+    assert_false(back.arms[0].ok);
+    assert_int_equal(e->ns_seen[0], 90);
+    assert_int_equal(e->samples_got, d->samples_got);
+    for (int i = 0; i < 100; i++)
+        if (e->ns[0][i] != d->ns[0][i])
+            fail_msg("slot %d: read %llu, written %llu", i, (unsigned long long)e->ns[0][i],
+                     (unsigned long long)d->ns[0][i]);
+    assert_int_equal(e->ns[0][99], last);
+    bk_run_free(&back);
+    /* the old writer's block: the first 90 slots, 10 of them marks */
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    size_t len;
+    char *all = slurp(spath, &len), *at = all;
+    size_t skip = 0, blk = 0, bad = 0;
+    const char *why = NULL;
+    assert_int_equal(bk_wire_scan_next(all, len, &skip, &why, &bad), 0);
+    assert_int_equal(bk_wire_scan_next(all + skip, len - skip, &blk, &why, &bad), 0);
+    msgpack_sbuffer_write(&sb, at, skip); /* the header */
+    msgpack_pack_map(&pk, 5);
+    msgpack_pack_str_with_body(&pk, "arm", 3);
+    msgpack_pack_str_with_body(&pk, "B", 1);
+    msgpack_pack_str_with_body(&pk, "round", 5);
+    msgpack_pack_uint64(&pk, 1);
+    msgpack_pack_str_with_body(&pk, "rank", 4);
+    msgpack_pack_uint64(&pk, 0);
+    msgpack_pack_str_with_body(&pk, "shape", 5);
+    msgpack_pack_uint64(&pk, 0);
+    msgpack_pack_str_with_body(&pk, "ns", 2);
+    msgpack_pack_array(&pk, 90);
+    for (int i = 0; i < 90; i++)
+        msgpack_pack_uint64(&pk, d->ns[0][i]);
+    msgpack_sbuffer_write(&sb, at + skip + blk, len - skip - blk);
+    FILE *f = fopen(spath, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(sb.data, 1, sb.size, f), sb.size);
+    fclose(f);
+    free(all);
+    msgpack_sbuffer_destroy(&sb);
+    /* read as before (bk_record_read leaves the samples' digest to `bracket score`) */
+    memset(&back, 0, sizeof back);
+    if (bk_record_read(rpath, &back, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(back.arms[0].r[0].ns_seen[0], 80);
+    assert_int_equal(back.arms[0].r[0].ns[0][89], d->ns[0][89]);
+    assert_int_equal(back.arms[0].r[0].ns[0][90], UINT64_MAX);
+    bk_run_free(&back);
+    unlink(rpath);
+    unlink(spath);
+    rmdir(run.run_dir);
+    bk_run_free(&run);
+}
+
 /* Each arm is read by its place, each process by its place in the arm, and the lane names
  * the MPI ranks the processes sat on: a record that says otherwise was reordered or edited. */
 static void test_places(void **state)
@@ -1165,6 +1256,7 @@ int main(void)
         cmocka_unit_test(test_control_chars),
         cmocka_unit_test(test_writer_text),
         cmocka_unit_test(test_pair_replaced_together),
+        cmocka_unit_test(test_failed_arm_gaps),
         cmocka_unit_test(test_nul_byte),
         cmocka_unit_test_teardown(test_negative_sample, plain_samples),
         cmocka_unit_test(test_relative_path),
