@@ -57,6 +57,39 @@ static int set_relation(const char *a, size_t n, const char *p, size_t m)
     return a[m] == '.' || a[m] == '[' ? 1 : 0;
 }
 
+/* How a --set is named: whole up to 200 bytes; longer (a list of shapes), by its path,
+ * "workload.shapes=...", cut between characters where the path itself is longer. */
+static void set_shown(const char *set, const char *eq, char *buf, size_t len)
+{
+    if (strlen(set) <= 200)
+        snprintf(buf, len, "%s", set);
+    else
+        snprintf(buf, len, "%.*s=...", bk_utf8_cut(set, (int)(eq - set < 200 ? eq - set : 200)),
+                 set);
+}
+
+/* Where --set i stands to the refusal's field or fields "A x B" (path..end): as
+ * set_relation; 0 for a set without '=' and for one a later set of the same path replaced. */
+static int set_relation_to(const char *const *sets, int nsets, int i, const char *path,
+                           const char *end)
+{
+    const char *eq = strchr(sets[i], '=');
+    if (!eq)
+        return 0;
+    const size_t n = (size_t)(eq - sets[i]);
+    for (int j = i + 1; j < nsets; j++)
+        if (strncmp(sets[j], sets[i], n + 1) == 0)
+            return 0;
+    int rel = 0;
+    for (const char *p = path; p < end && !rel;) {
+        const char *x = strstr(p, " x ");
+        const char *pe = x && x < end ? x : end;
+        rel = set_relation(sets[i], n, p, (size_t)(pe - p));
+        p = pe == end ? end : pe + 3;
+    }
+    return rel;
+}
+
 void bk_plan_name_set(const char *label, const char *const *sets, int nsets, char *msg,
                       size_t len)
 {
@@ -66,36 +99,39 @@ void bk_plan_name_set(const char *label, const char *const *sets, int nsets, cha
     const char *path = msg + ll + 2, *end = strstr(path, ": ");
     if (!end)
         return;
-    /* the refusal's field, or its fields "A x B" (the lane size is arena.tp x arena.ep) */
+    /* the --set that gave the refused field (or a field around it): that one alone; else
+     * every --set inside the field, in their order */
+    int inner[64], ninner = 0; /* the commands take 64 --set at most */
     for (int i = nsets - 1; i >= 0; i--) {
-        const char *eq = strchr(sets[i], '=');
-        if (!eq)
-            continue;
-        int rel = 0;
-        for (const char *p = path; p < end && !rel;) {
-            const char *x = strstr(p, " x ");
-            const char *pe = x && x < end ? x : end;
-            rel = set_relation(sets[i], (size_t)(eq - sets[i]), p, (size_t)(pe - p));
-            p = pe == end ? end : pe + 3;
+        const int rel = set_relation_to(sets, nsets, i, path, end);
+        if (rel == 2) {
+            inner[0] = i;
+            ninner = -1;
+            break;
         }
-        if (!rel)
-            continue;
-        /* a --set longer than 200 bytes (a list of shapes) by its path, "workload.shapes=...",
-         * cut between characters where the path itself is longer */
-        char tail[300], set[260];
-        if (strlen(sets[i]) <= 200)
-            snprintf(set, sizeof set, "%s", sets[i]);
-        else
-            snprintf(set, sizeof set, "%.*s=...",
-                     bk_utf8_cut(sets[i], (int)(eq - sets[i] < 200 ? eq - sets[i] : 200)),
-                     sets[i]);
-        const size_t used = strlen(msg);
-        int k = snprintf(tail, sizeof tail, rel == 2 ? " (from --set \"%s\")"
-                                                     : " (--set \"%s\" changed it)", set);
-        if (k > 0 && used + (size_t)k < len) /* whole, or not at all */
-            memcpy(msg + used, tail, (size_t)k + 1);
-        return;
+        if (rel == 1 && ninner < 64)
+            inner[ninner++] = i;
     }
+    if (ninner == 0)
+        return;
+    char tail[1024], set[260];
+    size_t k = 0;
+    if (ninner < 0) {
+        set_shown(sets[inner[0]], strchr(sets[inner[0]], '='), set, sizeof set);
+        k = (size_t)snprintf(tail, sizeof tail, " (from --set \"%s\")", set);
+    } else {
+        k = (size_t)snprintf(tail, sizeof tail, " (");
+        for (int q = ninner - 1; q >= 0 && k < sizeof tail; q--) {
+            set_shown(sets[inner[q]], strchr(sets[inner[q]], '='), set, sizeof set);
+            k += (size_t)snprintf(tail + k, sizeof tail - k, "%s--set \"%s\"",
+                                  q == ninner - 1 ? "" : q == 0 ? " and " : ", ", set);
+        }
+        if (k < sizeof tail)
+            k += (size_t)snprintf(tail + k, sizeof tail - k, " changed it)");
+    }
+    const size_t used = strlen(msg);
+    if (k < sizeof tail && used + k < len) /* whole, or not at all */
+        memcpy(msg + used, tail, k + 1);
 }
 
 /* A whole number written with a fraction part of zero (2.0, 1e3) among a params object's

@@ -105,10 +105,11 @@ void bk_plan_free(bk_plan *plan);
 
 /* A refusal msg "LABEL: PATH: ..." (PATH a field's dotted path, or "A x B") of a plan loaded
  * with `sets` says which --set it comes from, at its end: ' (from --set "P=V")' when the
- * field is P or lies inside it, ' (--set "P=V" changed it)' when P lies inside the field;
- * the last such --set, the one that stands. Unchanged when none is, or the message is not
- * of that form. The loader applies it to its own refusals; callers, to later checks of the
- * plan (the catalog's), with the sets the user gave. */
+ * field is P or lies inside it (the last such --set, the one that stands); else
+ * ' (--set "P=V" and --set "Q=W" changed it)', every --set inside the field (the last of
+ * each path), in order. Unchanged when none is, or the message is not of that form. The
+ * loader applies it to its own refusals; callers, to later checks of the plan (the
+ * catalog's), with the sets the user gave. */
 void bk_plan_name_set(const char *label, const char *const *sets, int nsets, char *msg,
                       size_t len);
 

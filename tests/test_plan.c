@@ -543,7 +543,9 @@ static void test_name_set(void **state)
 {
     (void)state;
     const char *sets[] = { "arena.tp=2", "workload.shapes[0].hidden=4097", "arena.tp=64",
-                           "candidate.params={\"rank\":5}", "noequals" };
+                           "candidate.params={\"rank\":5}", "noequals",
+                           "workload.shapes[1].tokens=3", "workload.shapes[1].hidden=8",
+                           "workload.shapes[1].tokens=5", "workload.shapes[2].weight=1" };
     static const struct {
         const char *msg, *want;
     } cases[] = {
@@ -558,20 +560,28 @@ static void test_name_set(void **state)
         { "p.json: workload.shapes[0]: hidden",
           "p.json: workload.shapes[0]: hidden (--set \"workload.shapes[0].hidden=4097\" "
           "changed it)" },
+        /* ... each --set inside it, the last of each path (tokens=3 gave way to tokens=5) */
+        { "p.json: workload.shapes[1]: too large",
+          "p.json: workload.shapes[1]: too large (--set \"workload.shapes[1].hidden=8\" and "
+          "--set \"workload.shapes[1].tokens=5\" changed it)" },
         { "p.json: workload.shapes: none",
-          "p.json: workload.shapes: none (--set \"workload.shapes[0].hidden=4097\" changed "
-          "it)" },
+          "p.json: workload.shapes: none (--set \"workload.shapes[0].hidden=4097\", --set "
+          "\"workload.shapes[1].hidden=8\", --set \"workload.shapes[1].tokens=5\" and --set "
+          "\"workload.shapes[2].weight=1\" changed it)" },
+        /* the field's own --set names it alone, whatever else lies inside */
+        { "p.json: workload.shapes[1].tokens: bad",
+          "p.json: workload.shapes[1].tokens: bad (from --set \"workload.shapes[1].tokens=5\")" },
         /* a field no --set touched, a path that only begins alike, another label, no path */
         { "p.json: arena.ep: bad", "p.json: arena.ep: bad" },
         { "p.json: arena.tpx: bad", "p.json: arena.tpx: bad" },
-        { "p.json: workload.shapes[1]: hidden", "p.json: workload.shapes[1]: hidden" },
+        { "p.json: workload.shapes[3]: hidden", "p.json: workload.shapes[3]: hidden" },
         { "q.json: arena.tp: bad", "q.json: arena.tp: bad" },
         { "p.json: arena.tp", "p.json: arena.tp" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char msg[256];
+        char msg[512];
         snprintf(msg, sizeof msg, "%s", cases[i].msg);
-        bk_plan_name_set("p.json", sets, 5, msg, sizeof msg);
+        bk_plan_name_set("p.json", sets, 9, msg, sizeof msg);
         assert_string_equal(msg, cases[i].want);
     }
     /* a long --set (a list of shapes) is named by its path */
