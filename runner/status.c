@@ -18,6 +18,9 @@ bk_status bk__fail_at(bk_err *err, bk_status code, const char *file, int line,
         va_start(ap, fmt);
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         va_end(ap);
+        /* printed and recorded as it is: a path or a peer's text in it with an escape
+         * sequence or a newline must not reach the terminal (nor a cut UTF-8 character) */
+        bk_text_clean(err->msg);
         err->code = code;
         snprintf(err->trail, sizeof err->trail, "%s:%d", file, line);
     }

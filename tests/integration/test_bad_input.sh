@@ -569,4 +569,13 @@ json.dump(t, open(sys.argv[2], "w"))
 PY
 check_cmd lanes-nogpu "nogpu.json: the topology has no GPU (lanes of CPU slots, as the cpu backend runs them: --cpu-slots N)" \
     lanes --tp 2 --topology "$IT_TMP/nogpu.json"
+# a path with an escape sequence and a newline in it is named with them made printable: the
+# terminal of whoever reads the error gets neither
+esc=$'a\e[2Jb\nc'
+check_cmd score-esc-path "bracket score: $IT_TMP/a?[2Jb c/record.json: cannot read" \
+    score "$IT_TMP/$esc/record.json"
+check_cmd plan-esc-path "$IT_TMP/a?[2Jb c.json: cannot read" plan check "$IT_TMP/$esc.json"
+for f in score-esc-path plan-esc-path; do
+    ! grep -q $'\e' "$IT_TMP/$f.log" || fail "$f: an escape character reached the output"
+done
 echo "PASS: bad input rejected with clear errors"
