@@ -304,7 +304,9 @@ bk_status bk_catalog_check_plan(const bk_plan *plan, bk_backend backend, bk_err 
     if (st != BK_OK && err && plan->path[0]) { /* the file first, as the loader's messages */
         char msg[sizeof err->msg];
         memcpy(msg, err->msg, sizeof msg);
-        snprintf(err->msg, sizeof err->msg, "%.200s: %.800s", plan->path, msg);
+        snprintf(err->msg, sizeof err->msg, "%.*s: %.*s", bk_utf8_cut(plan->path, 200),
+                 plan->path, bk_utf8_cut(msg, 800), msg);
+        bk_text_clean(err->msg); /* the path, as BK_FAIL's messages are */
     }
     return st;
 }

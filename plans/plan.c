@@ -68,23 +68,31 @@ static void set_shown(const char *set, const char *eq, char *buf, size_t len)
                  set);
 }
 
-/* Where --set i stands to the refusal's field or fields "A x B" (path..end): as
- * set_relation; 0 for a set without '=' and for one a later set of the same path replaced. */
+/* Where --set i stands to the refusal's field or fields "A x B" (path..end, made printable
+ * as BK_FAIL's messages are: the set's path is compared made so too): as set_relation; 0
+ * for a set without '=' and for one that a later set of its path, or of a path around it,
+ * replaced. */
 static int set_relation_to(const char *const *sets, int nsets, int i, const char *path,
                            const char *end)
 {
     const char *eq = strchr(sets[i], '=');
-    if (!eq)
+    char a[1024];
+    if (!eq || (size_t)(eq - sets[i]) >= sizeof a)
         return 0;
     const size_t n = (size_t)(eq - sets[i]);
-    for (int j = i + 1; j < nsets; j++)
-        if (strncmp(sets[j], sets[i], n + 1) == 0)
+    for (int j = i + 1; j < nsets; j++) {
+        const char *eqj = strchr(sets[j], '=');
+        if (eqj && set_relation(sets[j], (size_t)(eqj - sets[j]), sets[i], n) == 2)
             return 0;
+    }
+    memcpy(a, sets[i], n);
+    a[n] = '\0';
+    bk_text_clean(a);
     int rel = 0;
     for (const char *p = path; p < end && !rel;) {
         const char *x = strstr(p, " x ");
         const char *pe = x && x < end ? x : end;
-        rel = set_relation(sets[i], n, p, (size_t)(pe - p));
+        rel = set_relation(a, n, p, (size_t)(pe - p));
         p = pe == end ? end : pe + 3;
     }
     return rel;
@@ -93,8 +101,13 @@ static int set_relation_to(const char *const *sets, int nsets, int i, const char
 void bk_plan_name_set(const char *label, const char *const *sets, int nsets, char *msg,
                       size_t len)
 {
+    char lab[1024]; /* the label as the message has it: made printable */
     const size_t ll = strlen(label);
-    if (!msg || strncmp(msg, label, ll) != 0 || strncmp(msg + ll, ": ", 2) != 0)
+    if (!msg || ll >= sizeof lab)
+        return;
+    memcpy(lab, label, ll + 1);
+    bk_text_clean(lab);
+    if (strncmp(msg, lab, ll) != 0 || strncmp(msg + ll, ": ", 2) != 0)
         return;
     const char *path = msg + ll + 2, *end = strstr(path, ": ");
     if (!end)
@@ -116,6 +129,7 @@ void bk_plan_name_set(const char *label, const char *const *sets, int nsets, cha
         return;
     char tail[1024], set[260];
     size_t k = 0;
+    const size_t used = strlen(msg);
     if (ninner < 0) {
         set_shown(sets[inner[0]], strchr(sets[inner[0]], '='), set, sizeof set);
         k = (size_t)snprintf(tail, sizeof tail, " (from --set \"%s\")", set);
@@ -128,8 +142,13 @@ void bk_plan_name_set(const char *label, const char *const *sets, int nsets, cha
         }
         if (k < sizeof tail)
             k += (size_t)snprintf(tail + k, sizeof tail - k, " changed it)");
+        if (k >= sizeof tail || used + k >= len) { /* too many to name: the last, counted */
+            set_shown(sets[inner[0]], strchr(sets[inner[0]], '='), set, sizeof set);
+            k = (size_t)snprintf(tail, sizeof tail, " (--set \"%s\" and %d other --set "
+                                 "changed it)", set, ninner - 1);
+        }
     }
-    const size_t used = strlen(msg);
+    bk_text_clean(tail);
     if (k < sizeof tail && used + k < len) /* whole, or not at all */
         memcpy(msg + used, tail, k + 1);
 }
@@ -187,9 +206,11 @@ static bk_status finish(json_t *root, const char *label, const char *const *sets
         for (int i = nsets - 1; i >= 0; i--) {
             char said[sizeof err->msg];
             snprintf(said, sizeof said, "%s: %s: unknown key", label, made[i]);
+            bk_text_clean(said); /* as BK_FAIL made the message */
             if (made[i][0] && strcmp(err->msg, said) == 0) {
                 snprintf(err->msg, sizeof err->msg, "--set \"%s\": %s: unknown key", sets[i],
                          made[i]);
+                bk_text_clean(err->msg);
                 break;
             }
         }

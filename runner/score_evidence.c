@@ -95,9 +95,13 @@ static int check_snapshot(const char *tpath, const char *text, char *why, size_t
     bk_topo_free(t);
     if (st == BK_OK)
         return 0;
-    /* the loader's message starts with the file's name, which why names first */
-    const size_t n = strlen(tpath);
-    const char *msg = !strncmp(e.msg, tpath, n) && !strncmp(e.msg + n, ": ", 2) ? e.msg + n + 2
+    /* the loader's message starts with the file's name (made printable, as BK_FAIL's
+     * messages are), which why names first */
+    char shown[sizeof e.msg];
+    snprintf(shown, sizeof shown, "%s", tpath);
+    bk_text_clean(shown);
+    const size_t n = strlen(shown);
+    const char *msg = !strncmp(e.msg, shown, n) && !strncmp(e.msg + n, ": ", 2) ? e.msg + n + 2
                                                                                 : e.msg;
     if (st != BK_ERR_INPUT) {
         snprintf(why, len, "%s: %s", tpath, msg);

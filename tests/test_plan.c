@@ -610,6 +610,34 @@ static void test_name_set(void **state)
     char small[24] = "p.json: arena.tp: bad";
     bk_plan_name_set("p.json", sets, 5, small, sizeof small);
     assert_string_equal(small, "p.json: arena.tp: bad");
+    /* more --set inside than the message holds: the last, and how many others */
+    const char *many[] = { "workload.shapes[0].tokens=11111111111111111111",
+                           "workload.shapes[1].tokens=22222222222222222222",
+                           "workload.shapes[2].tokens=33333333333333333333" };
+    char some[160] = "p.json: workload.shapes: bad";
+    bk_plan_name_set("p.json", many, 3, some, sizeof some);
+    assert_string_equal(some, "p.json: workload.shapes: bad (--set "
+                              "\"workload.shapes[2].tokens=33333333333333333333\" and 2 other "
+                              "--set changed it)");
+    /* a --set that a later one of a path around it replaced is not named */
+    const char *around[] = { "workload.shapes[0].weight=5",
+                             "workload.shapes[0]={\"tokens\":1,\"hidden\":8,\"weight\":1}",
+                             "workload.shapes[1].weight=2" };
+    char amsg[400] = "p.json: workload.shapes: bad";
+    bk_plan_name_set("p.json", around, 3, amsg, sizeof amsg);
+    assert_string_equal(amsg, "p.json: workload.shapes: bad (--set \"workload.shapes[0]={"
+                              "\"tokens\":1,\"hidden\":8,\"weight\":1}\" and --set "
+                              "\"workload.shapes[1].weight=2\" changed it)");
+    /* the message is made printable (BK_FAIL): a label, a set's path or value with a control
+     * character in it is compared, and named, made so too */
+    const char *ctl[] = { "arena.model=a\x1b[2Jb", "candidate.params.r\tk=1" };
+    char cmsg[200] = "d?r/p.json: arena.model: bad";
+    bk_plan_name_set("d\x1br/p.json", ctl, 2, cmsg, sizeof cmsg);
+    assert_string_equal(cmsg, "d?r/p.json: arena.model: bad (from --set \"arena.model=a?[2Jb\")");
+    snprintf(cmsg, sizeof cmsg, "p.json: candidate.params.r k: bad");
+    bk_plan_name_set("p.json", ctl, 2, cmsg, sizeof cmsg);
+    assert_string_equal(cmsg, "p.json: candidate.params.r k: bad (from --set "
+                              "\"candidate.params.r k=1\")");
 }
 
 static void test_set_errors(void **state)
@@ -691,6 +719,21 @@ static void test_set_errors(void **state)
     bk_err err = { 0 };
     assert_int_equal(bk_plan_load(src_path("plans/demo-cpu.json"), other, 2, &p, &err), BK_OK);
     bk_plan_free(&p);
+    /* a plan named with a control character (made printable in the message) still has its
+     * unknown key blamed on the --set, and a refused value named with its --set */
+    FILE *f = fopen(src_path("plans/demo-cpu.json"), "rb");
+    assert_non_null(f);
+    static char text[1 << 16];
+    const size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    const char *colour[] = { "arena.colour=red" }, *tp[] = { "arena.tp=0" };
+    assert_int_equal(bk_plan_parse(text, "d\tir/p.json", colour, 1, &p, &err), BK_ERR_INPUT);
+    assert_string_equal(err.msg, "--set \"arena.colour=red\": arena.colour: unknown key");
+    bk_err_clear(&err);
+    assert_int_equal(bk_plan_parse(text, "d\x1bir/p.json", tp, 1, &p, &err), BK_ERR_INPUT);
+    assert_string_equal(err.msg, "d?ir/p.json: arena.tp: must be an integer >= 1, got 0 (from "
+                                 "--set \"arena.tp=0\")");
 }
 
 int main(void)

@@ -575,7 +575,13 @@ esc=$'a\e[2Jb\nc'
 check_cmd score-esc-path "bracket score: $IT_TMP/a?[2Jb c/record.json: cannot read" \
     score "$IT_TMP/$esc/record.json"
 check_cmd plan-esc-path "$IT_TMP/a?[2Jb c.json: cannot read" plan check "$IT_TMP/$esc.json"
-for f in score-esc-path plan-esc-path; do
+mkdir -p "$IT_TMP/$esc"
+cp "$IT_PLAN" "$IT_TMP/$esc/p.json"
+check_cmd plan-esc-catalog "$IT_TMP/a?[2Jb c/p.json: candidate.variant: no variant 'nope'" \
+    plan check "$IT_TMP/$esc/p.json" --set candidate.variant=nope
+grep -qF "(from --set \"candidate.variant=nope\")" "$IT_TMP/plan-esc-catalog.log" ||
+    fail "plan-esc-catalog: the --set not named"
+for f in score-esc-path plan-esc-path plan-esc-catalog; do
     ! grep -q $'\e' "$IT_TMP/$f.log" || fail "$f: an escape character reached the output"
 done
 echo "PASS: bad input rejected with clear errors"
