@@ -547,8 +547,9 @@ static bk_status read_samples(const char *path, bk_run *run, bk_err *err)
     }
     /* a block cut short (fewer samples than its rank received) is a damaged file, not a
      * record that differs from its evidence. A block holds the slots up to the last sample
-     * that arrived, marks between; before 2026-12-08 it held the first samples_received
-     * slots, marks among them where batches came out of order: read either way */
+     * that arrived, marks between; before 2026-12-08 it held the first N slots, N the
+     * samples of its shape that arrived (marks among them where batches came out of
+     * order): read either way (docs/record.md) */
     for (int idx = BK_ARM_IDX_B; idx <= BK_ARM_IDX_BP; idx++) {
         const bk_arm_run *a = &run->arms[idx];
         for (int i = 0; a->ran && i < bk_arm_rounds(a) * a->world; i++) {

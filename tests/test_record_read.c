@@ -782,9 +782,9 @@ static void test_pair_replaced_together(void **state)
 
 /* A failed arm whose batches came out of order (sent again after a broken connection: slots
  * 10-19 of B rank 0 shape 0 never arrived, 20-99 did): its block holds every sample that
- * arrived, in its slot, and reads back so. The writer before 2026-12-08 wrote the first
- * samples_received (90) slots, marks among them, and lost slots 90-99; such a block (the
- * fixture's first, cut so) still reads. */
+ * arrived, in its slot, and reads back so. The writer before 2026-12-08 wrote the first N
+ * slots, N the samples of the shape that arrived (90), marks among them, and lost slots
+ * 90-99; such a block (the fixture's first, cut so) still reads. */
 static void test_failed_arm_gaps(void **state)
 {
     (void)state;
