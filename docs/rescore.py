@@ -668,6 +668,16 @@ def arm_problems(rec):
     return out
 
 
+def weights(shapes):
+    """The plan's weights as the loader takes them (plans/plan_check.c): relative, each
+    divided by their sum (summed in shape order); the record keeps them as written."""
+    w = [float(s["weight"]) for s in shapes]
+    total = 0.0
+    for x in w:
+        total += x
+    return [x / total for x in w]
+
+
 def score_input(rec, blocks):
     plan = rec["plan"]
     wl, pr = plan["workload"], plan.get("protocol", {})
@@ -675,7 +685,7 @@ def score_input(rec, blocks):
     arms_rec = rec["arms"]
     inp = {
         "nshapes": ns,
-        "weights": [float(s["weight"]) for s in wl["shapes"]],
+        "weights": weights(wl["shapes"]),
         "confidence": float(pr.get("confidence", 0.95)),
         "min_gain": float(pr.get("min_gain", 0.01)),
         "drift_limit": float(pr.get("drift_limit", 0.02)),
@@ -858,7 +868,15 @@ def main(argv):
         if a in ("-q", "--quiet"):
             quiet = True
         elif a == "--rtol":
-            rtol = float(next(args, "0"))
+            v = next(args, None)
+            try:
+                rtol = float(v)
+            except (TypeError, ValueError):
+                rtol = -1.0
+            if not (0.0 <= rtol < math.inf):  # NaN too
+                print("rescore.py: --rtol: want a relative tolerance, a number >= 0, got %s"
+                      % ("nothing" if v is None else repr(v)), file=sys.stderr)
+                return 2
         elif a in ("-h", "--help"):
             print(__doc__)
             return 0

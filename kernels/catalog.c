@@ -36,6 +36,30 @@ static const bk_variant *const k_singles[] = {
     NULL,
 };
 
+/* The cuda variants by name, in every build: a build without the cuda backend says that a
+ * plan's variant is one of them rather than unknown (test_catalog holds this list to the
+ * catalog in a cuda build). */
+static const struct {
+    const char *target, *name;
+} k_cuda_names[] = {
+    { "collective.allreduce_residual_rmsnorm", "nccl_then_rmsnorm" },
+    { "collective.allreduce_residual_rmsnorm", "ipc_oneshot_fused" },
+    { "collective.allreduce_residual_rmsnorm", "ipc_twoshot_fused" },
+    { "moe.fused_experts_reduce", "moe_serial_cuda" },
+    { "moe.fused_experts_reduce", "moe_fused_combine_cuda" },
+    { "moe.fused_experts_reduce", "moe_chunked_overlap_cuda" },
+};
+
+int bk_catalog_cuda_name(const char *target, const char *name)
+{
+    for (size_t i = 0; target && name && i < sizeof k_cuda_names / sizeof k_cuda_names[0]; i++)
+        if (!strcmp(k_cuda_names[i].target, target) && !strcmp(k_cuda_names[i].name, name))
+            return 1;
+    return 0;
+}
+
+int bk_catalog_ncuda_names(void) { return (int)(sizeof k_cuda_names / sizeof k_cuda_names[0]); }
+
 #define NTARGETS ((int)(sizeof k_targets / sizeof k_targets[0]))
 #define NTABLES ((int)(sizeof k_tables / sizeof k_tables[0]))
 #define NSINGLES ((int)(sizeof k_singles / sizeof k_singles[0]) - 1)

@@ -42,14 +42,14 @@ static bk_status check_variant(const bk_plan *plan, const char *which, const bk_
                 used += n > 0 ? (size_t)n : 0;
             }
         }
-#ifdef BK_HAVE_CUDA
-        const char *note = "";
-#else
-        const char *note = "; this bracket was built without its cuda backend, whose "
-                           "variants are not in it";
+#ifndef BK_HAVE_CUDA
+        if (bk_catalog_cuda_name(plan->target, ref->name))
+            return BK_FAIL(err, BK_ERR_INPUT, "%s.variant: '%s' is a cuda variant of target "
+                           "'%s', and this bracket was built without its cuda backend (the "
+                           "variants it has: %s)", which, ref->name, plan->target, known);
 #endif
         return BK_FAIL(err, BK_ERR_INPUT, "%s.variant: no variant '%s' for target '%s' "
-                       "(known: %s)%s", which, ref->name, plan->target, known, note);
+                       "(known: %s)", which, ref->name, plan->target, known);
     }
     if (backend != BK_BACKEND_AUTO && !(v->backends & (1u << backend)))
         return BK_FAIL(err, BK_ERR_UNSUPPORTED, "%s.variant: '%s' does not support backend %s",

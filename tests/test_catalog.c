@@ -97,6 +97,34 @@ static void test_lookups_and_iteration(void **state)
     assert_int_equal(diag, 5); /* slowed, crash, corrupt, lazy, mutate */
 }
 
+/* The cuda variants' names, known in every build (a cpu build names one as a cuda variant,
+ * not as unknown): in a cuda build, exactly the catalog's variants that run on cuda alone. */
+static void test_cuda_names(void **state)
+{
+    (void)state;
+    assert_true(bk_catalog_cuda_name(AR, "nccl_then_rmsnorm"));
+    assert_true(bk_catalog_cuda_name("moe.fused_experts_reduce", "moe_fused_combine_cuda"));
+    assert_false(bk_catalog_cuda_name(AR, "shm_twopass"));
+    assert_false(bk_catalog_cuda_name(AR, "slowed"));
+    assert_false(bk_catalog_cuda_name("moe.fused_experts_reduce", "nccl_then_rmsnorm"));
+    assert_false(bk_catalog_cuda_name(NULL, "nccl_then_rmsnorm"));
+#ifdef BK_HAVE_CUDA
+    int cuda_only = 0;
+    for (int i = 0; i < bk_catalog_nvariants(); i++) {
+        const bk_variant *v = bk_catalog_variant_at(i);
+        const int only = (v->backends & BK_BK_CUDA) && !(v->backends & BK_BK_CPU) &&
+                         !v->diagnostic;
+        cuda_only += only;
+        if (only != bk_catalog_cuda_name(v->target, v->name))
+            fail_msg("%s / %s: runs on cuda alone: %d, in the cuda names: %d", v->target,
+                     v->name, only, bk_catalog_cuda_name(v->target, v->name));
+    }
+    assert_int_equal(cuda_only, bk_catalog_ncuda_names());
+#else
+    assert_null(bk_catalog_variant(AR, "nccl_then_rmsnorm"));
+#endif
+}
+
 /* ---- domains ---- */
 
 static void expect_outside(const bk_domain *d, bk_shape s, int world, const char *dtype,
@@ -226,7 +254,8 @@ static void test_check_plan_errors_name_paths(void **state)
                  "backend: cuda, but this bracket was built without its cuda backend");
     make_plan(&p, "shm_twopass", "nccl_then_rmsnorm");
     expect_error(&p, BK_BACKEND_CPU, BK_ERR_INPUT,
-                 "candidate.variant: no variant 'nccl_then_rmsnorm' for target '" AR "' (known: "
+                 "candidate.variant: 'nccl_then_rmsnorm' is a cuda variant of target '" AR "', "
+                 "and this bracket was built without its cuda backend (the variants it has: "
                  "shm_twopass, ");
 #endif
 
@@ -504,6 +533,7 @@ int main(void)
     g_params[1] = json_object();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lookups_and_iteration),
+        cmocka_unit_test(test_cuda_names),
         cmocka_unit_test(test_domains_say_which_bound),
         cmocka_unit_test(test_domain_text),
         cmocka_unit_test(test_routing_share),

@@ -375,11 +375,15 @@ if grep -q "^  nccl_then_rmsnorm$" "$IT_TMP/variants.log"; then
 else
     check no-backend "backend: cuda, but this bracket was built without its cuda backend" 4 \
         "$IT_PLAN" --set backend=cuda
-    check_cmd no-cuda-variant "no variant 'nccl_then_rmsnorm' for target 'collective.allreduce_residual_rmsnorm' (known: shm_twopass" \
+    check_cmd no-cuda-variant "candidate.variant: 'nccl_then_rmsnorm' is a cuda variant of target 'collective.allreduce_residual_rmsnorm', and this bracket was built without its cuda backend (the variants it has: shm_twopass" \
         plan check "$IT_PLAN" --set candidate.variant=nccl_then_rmsnorm
-    grep -qF "; this bracket was built without its cuda backend, whose variants are not in it" \
-        "$IT_TMP/no-cuda-variant.log" || fail "no-cuda-variant: the build's lack not named"
 fi
+# a name no build has is unknown, whatever the build (a cpu build once added that it lacked
+# the cuda backend, as if a cuda build had a 'slowed' for the MoE target)
+check_cmd no-moe-slowed "candidate.variant: no variant 'slowed' for target 'moe.fused_experts_reduce' (known: moe_serial" \
+    plan check "$BK_SOURCE_DIR/plans/moe-cpu.json" --set candidate.variant=slowed
+! grep -q "cuda backend" "$IT_TMP/no-moe-slowed.log" || fail "no-moe-slowed: the cuda backend named"
+
 # diagnostics that would test nothing: a slowed rank outside the lane (lanes of 2 here), a
 # crash past the last timed iteration; catalog errors name the plan file as loader errors do
 check diag-rank "$(basename "$IT_PLAN"): candidate.params.rank: must be a rank of the lane, an integer in 0..1" \

@@ -24,6 +24,17 @@ for text, size, want in [(b"fits whole", 16, b"fits whole"),
     assert m.cut_words(text, size) == want, (text, m.cut_words(text, size), want)
 PY
 
+# a bad --rtol is a usage error (exit 2, as an unreadable record), never a traceback (exit 1:
+# "a record differs")
+for v in abc -1 nan; do
+    set +e
+    python3 "$RESCORE" --rtol "$v" "$IT_TMP" >"$IT_TMP/rtol.log" 2>&1
+    rc=$?
+    set -e
+    [ "$rc" = 2 ] && grep -q "rescore.py: --rtol: want a relative tolerance" "$IT_TMP/rtol.log" ||
+        fail "--rtol $v: exit $rc: $(cat "$IT_TMP/rtol.log")"
+done
+
 # rescore DIR: runs docs/rescore.py on DIR; PRC its exit, PLOG its output
 rescore() {
     set +e
@@ -66,6 +77,11 @@ it_run one 4 "$IT_PLAN" --set workload.iters=50
 [ -n "$RECORD" ] || fail "no record written (exit $RC)"
 RUNS+=("$(dirname "$RECORD")")
 it_run two 4 "$IT_PLAN" --set workload.iters=50 --set protocol.repeats=2
+[ -n "$RECORD" ] || fail "no record written (exit $RC)"
+RUNS+=("$(dirname "$RECORD")")
+# relative weights (plans/README.md: normalised to sum 1), as the MoE plans have them
+it_run weights 4 "$IT_PLAN" --set workload.iters=50 --set 'workload.shapes[0].weight=1' \
+    --set 'workload.shapes[1].weight=3'
 [ -n "$RECORD" ] || fail "no record written (exit $RC)"
 RUNS+=("$(dirname "$RECORD")")
 for run in "${RUNS[@]}"; do
