@@ -131,11 +131,11 @@ typedef struct bk_variant {
 const bk_target *bk_catalog_target(const char *name);
 /* NULL when the target has no variant of that name. */
 const bk_variant *bk_catalog_variant(const char *target, const char *name);
-/* Iterate all variants (for --help and `bracket verify`). */
 /* 1 when `name` is a variant of `target` on the cuda backend, in any build (one without
  * the cuda backend has no such variant in its catalog); bk_catalog_ncuda_names: how many. */
 int bk_catalog_cuda_name(const char *target, const char *name);
 int bk_catalog_ncuda_names(void);
+/* Iterate all variants (for --help and `bracket verify`). */
 int bk_catalog_nvariants(void);
 const bk_variant *bk_catalog_variant_at(int i);
 int bk_catalog_ntargets(void);
