@@ -139,13 +139,13 @@ v --target $AR --variant shm_oneshot_fused --set quality.rtol=-1
 [ "$RC" = 2 ] && has "^bracket verify: --target $AR: quality.rtol: must be a number >= 0, got -1 \(from --set \"quality.rtol=-1\"\)$" ||
     fail "--target with a bad --set: exit $RC, or the message"
 # a candidate of cuda alone where no GPU is visible: refused, without the --set backend=cpu
-# hint that cannot help it (a build without cuda does not know the variant at all); where a
+# hint that cannot help it (a build without cuda names it a cuda variant it lacks); where a
 # GPU is, tests/gpu/test_verify_cuda.sh runs it
 if ! nvidia-smi -L >/dev/null 2>&1; then
     v --target $AR --variant ipc_twoshot_fused
     [ "$RC" = 2 ] || fail "ipc_twoshot_fused without a GPU: exit $RC, expected 2"
     has "no GPU is visible here .* \(the candidate ipc_twoshot_fused runs on cuda alone\)$" ||
-        has "^bracket verify: --variant: no variant 'ipc_twoshot_fused' for target" ||
+        has "^bracket verify: --variant: 'ipc_twoshot_fused' is a cuda variant of target '$AR', and this bracket was built without its cuda backend" ||
         fail "ipc_twoshot_fused without a GPU: not refused as a candidate of cuda alone"
     ! has "backend=cpu" || fail "ipc_twoshot_fused without a GPU: told to use --set backend=cpu"
 fi
