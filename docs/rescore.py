@@ -670,7 +670,8 @@ def arm_problems(rec):
 
 def weights(shapes):
     """The plan's weights as the loader takes them (plans/plan_check.c): relative, each
-    divided by their sum (summed in shape order); the record keeps them as written."""
+    divided by their sum (summed in shape order, one addition at a time as C does: not
+    sum(), which compensates from Python 3.12); the record keeps them as written."""
     w = [float(s["weight"]) for s in shapes]
     total = 0.0
     for x in w:

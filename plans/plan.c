@@ -59,9 +59,10 @@ static int set_relation(const char *a, size_t n, const char *p, size_t m)
 
 /* How a --set is named: whole up to 200 bytes; longer (a list of shapes), by its path,
  * "workload.shapes=...", cut between characters where the path itself is longer. */
-static void set_shown(const char *set, const char *eq, char *buf, size_t len)
+static void set_shown(const char *set, char *buf, size_t len)
 {
-    if (strlen(set) <= 200)
+    const char *eq = strchr(set, '=');
+    if (strlen(set) <= 200 || !eq)
         snprintf(buf, len, "%s", set);
     else
         snprintf(buf, len, "%.*s=...", bk_utf8_cut(set, (int)(eq - set < 200 ? eq - set : 200)),
@@ -131,19 +132,19 @@ void bk_plan_name_set(const char *label, const char *const *sets, int nsets, cha
     size_t k = 0;
     const size_t used = strlen(msg);
     if (ninner < 0) {
-        set_shown(sets[inner[0]], strchr(sets[inner[0]], '='), set, sizeof set);
+        set_shown(sets[inner[0]], set, sizeof set);
         k = (size_t)snprintf(tail, sizeof tail, " (from --set \"%s\")", set);
     } else {
         k = (size_t)snprintf(tail, sizeof tail, " (");
         for (int q = ninner - 1; q >= 0 && k < sizeof tail; q--) {
-            set_shown(sets[inner[q]], strchr(sets[inner[q]], '='), set, sizeof set);
+            set_shown(sets[inner[q]], set, sizeof set);
             k += (size_t)snprintf(tail + k, sizeof tail - k, "%s--set \"%s\"",
                                   q == ninner - 1 ? "" : q == 0 ? " and " : ", ", set);
         }
         if (k < sizeof tail)
             k += (size_t)snprintf(tail + k, sizeof tail - k, " changed it)");
         if (k >= sizeof tail || used + k >= len) { /* too many to name: the last, counted */
-            set_shown(sets[inner[0]], strchr(sets[inner[0]], '='), set, sizeof set);
+            set_shown(sets[inner[0]], set, sizeof set);
             k = (size_t)snprintf(tail, sizeof tail, " (--set \"%s\" and %d other --set "
                                  "changed it)", set, ninner - 1);
         }

@@ -538,6 +538,17 @@ static void test_set_ok(void **state)
     bk_plan_free(&p);
 }
 
+/* bk_plan_name_set on a copy of msg in a buffer of len bytes: the message becomes want */
+static void expect_named(const char *label, const char *const *sets, int nsets,
+                         const char *msg, size_t len, const char *want)
+{
+    char buf[1024];
+    assert_true(len <= sizeof buf);
+    snprintf(buf, len, "%s", msg);
+    bk_plan_name_set(label, sets, nsets, buf, len);
+    assert_string_equal(buf, want);
+}
+
 /* bk_plan_name_set: which --set a later check's refusal names, and how */
 static void test_name_set(void **state)
 {
@@ -578,12 +589,8 @@ static void test_name_set(void **state)
         { "q.json: arena.tp: bad", "q.json: arena.tp: bad" },
         { "p.json: arena.tp", "p.json: arena.tp" },
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", cases[i].msg);
-        bk_plan_name_set("p.json", sets, 9, msg, sizeof msg);
-        assert_string_equal(msg, cases[i].want);
-    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_named("p.json", sets, 9, cases[i].msg, 512, cases[i].want);
     /* a long --set (a list of shapes) is named by its path */
     char longset[400] = "workload.shapes=[", msg[512] = "p.json: workload.shapes[3].tokens: bad";
     while (strlen(longset) < 300)
@@ -607,37 +614,30 @@ static void test_name_set(void **state)
     assert_int_equal(strlen(from), strlen(" (from --set \"") + 199 + strlen("=...\")"));
     assert_int_equal(strncmp(from + strlen(" (from --set \"") + 197, "\xc3\xa9=...\")", 7), 0);
     /* a suffix the buffer cannot hold whole is left out, never cut */
-    char small[24] = "p.json: arena.tp: bad";
-    bk_plan_name_set("p.json", sets, 5, small, sizeof small);
-    assert_string_equal(small, "p.json: arena.tp: bad");
+    expect_named("p.json", sets, 5, "p.json: arena.tp: bad", 24, "p.json: arena.tp: bad");
     /* more --set inside than the message holds: the last, and how many others */
     const char *many[] = { "workload.shapes[0].tokens=11111111111111111111",
                            "workload.shapes[1].tokens=22222222222222222222",
                            "workload.shapes[2].tokens=33333333333333333333" };
-    char some[160] = "p.json: workload.shapes: bad";
-    bk_plan_name_set("p.json", many, 3, some, sizeof some);
-    assert_string_equal(some, "p.json: workload.shapes: bad (--set "
-                              "\"workload.shapes[2].tokens=33333333333333333333\" and 2 other "
-                              "--set changed it)");
+    expect_named("p.json", many, 3, "p.json: workload.shapes: bad", 160,
+                 "p.json: workload.shapes: bad (--set "
+                 "\"workload.shapes[2].tokens=33333333333333333333\" and 2 other --set "
+                 "changed it)");
     /* a --set that a later one of a path around it replaced is not named */
     const char *around[] = { "workload.shapes[0].weight=5",
                              "workload.shapes[0]={\"tokens\":1,\"hidden\":8,\"weight\":1}",
                              "workload.shapes[1].weight=2" };
-    char amsg[400] = "p.json: workload.shapes: bad";
-    bk_plan_name_set("p.json", around, 3, amsg, sizeof amsg);
-    assert_string_equal(amsg, "p.json: workload.shapes: bad (--set \"workload.shapes[0]={"
-                              "\"tokens\":1,\"hidden\":8,\"weight\":1}\" and --set "
-                              "\"workload.shapes[1].weight=2\" changed it)");
+    expect_named("p.json", around, 3, "p.json: workload.shapes: bad", 400,
+                 "p.json: workload.shapes: bad (--set \"workload.shapes[0]={\"tokens\":1,"
+                 "\"hidden\":8,\"weight\":1}\" and --set \"workload.shapes[1].weight=2\" "
+                 "changed it)");
     /* the message is made printable (BK_FAIL): a label, a set's path or value with a control
      * character in it is compared, and named, made so too */
     const char *ctl[] = { "arena.model=a\x1b[2Jb", "candidate.params.r\tk=1" };
-    char cmsg[200] = "d?r/p.json: arena.model: bad";
-    bk_plan_name_set("d\x1br/p.json", ctl, 2, cmsg, sizeof cmsg);
-    assert_string_equal(cmsg, "d?r/p.json: arena.model: bad (from --set \"arena.model=a?[2Jb\")");
-    snprintf(cmsg, sizeof cmsg, "p.json: candidate.params.r k: bad");
-    bk_plan_name_set("p.json", ctl, 2, cmsg, sizeof cmsg);
-    assert_string_equal(cmsg, "p.json: candidate.params.r k: bad (from --set "
-                              "\"candidate.params.r k=1\")");
+    expect_named("d\x1br/p.json", ctl, 2, "d?r/p.json: arena.model: bad", 200,
+                 "d?r/p.json: arena.model: bad (from --set \"arena.model=a?[2Jb\")");
+    expect_named("p.json", ctl, 2, "p.json: candidate.params.r k: bad", 200,
+                 "p.json: candidate.params.r k: bad (from --set \"candidate.params.r k=1\")");
 }
 
 static void test_set_errors(void **state)

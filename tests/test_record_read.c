@@ -720,6 +720,28 @@ static char *slurp(const char *path, size_t *len)
     return copy;
 }
 
+/* Write run (with score sc) as a record in a new folder g_dir/name; rpath and spath (1024
+ * bytes each) its record.json and samples.msgpack. */
+static void write_run(bk_run *run, const bk_score *sc, const char *name, char *rpath,
+                      char *spath)
+{
+    bk_err err = { 0 };
+    snprintf(run->run_dir, sizeof run->run_dir, "%s/%s", g_dir, name);
+    assert_int_equal(mkdir(run->run_dir, 0700), 0);
+    if (bk_record_write(run, sc, &err) != BK_OK)
+        fail_msg("%s", err.msg);
+    snprintf(rpath, 1024, "%s/record.json", run->run_dir);
+    snprintf(spath, 1024, "%s/samples.msgpack", run->run_dir);
+}
+
+/* ... and remove it again */
+static void remove_run(const bk_run *run, const char *rpath, const char *spath)
+{
+    unlink(rpath);
+    unlink(spath);
+    rmdir(run->run_dir);
+}
+
 /* record.json and samples.msgpack replace theirs together: a record that cannot be written
  * whole (here: past a file-size limit that the samples fit under) leaves the pair that was
  * there as it was, not new samples beside the old record (which then no longer rescored,
@@ -733,13 +755,8 @@ static void test_pair_replaced_together(void **state)
     memset(&sc, 0, sizeof sc);
     if (read_edited(NULL, NULL, &run, &err) != BK_OK)
         fail_msg("%s", err.msg);
-    snprintf(run.run_dir, sizeof run.run_dir, "%s/pair", g_dir);
-    assert_int_equal(mkdir(run.run_dir, 0700), 0);
-    if (bk_record_write(&run, &sc, &err) != BK_OK)
-        fail_msg("%s", err.msg);
     char rpath[1024], spath[1024];
-    snprintf(rpath, sizeof rpath, "%s/record.json", run.run_dir);
-    snprintf(spath, sizeof spath, "%s/samples.msgpack", run.run_dir);
+    write_run(&run, &sc, "pair", rpath, spath);
     size_t rlen, slen;
     char *r0 = slurp(rpath, &rlen), *s0 = slurp(spath, &slen);
     const rlim_t limit = 8192;
@@ -770,9 +787,7 @@ static void test_pair_replaced_together(void **state)
             n++;
     closedir(d);
     assert_int_equal(n, 2); /* no temporary file left */
-    unlink(rpath);
-    unlink(spath);
-    rmdir(run.run_dir);
+    remove_run(&run, rpath, spath);
     free(r0);
     free(s0);
     free(r1);
@@ -805,13 +820,8 @@ static void test_failed_arm_gaps(void **state)
     d->proc.exit_code = 1;
     b->ok = 0;
     snprintf(b->reason, sizeof b->reason, "rank 0: samples missing");
-    snprintf(run.run_dir, sizeof run.run_dir, "%s/gaps", g_dir);
-    assert_int_equal(mkdir(run.run_dir, 0700), 0);
-    if (bk_record_write(&run, &sc, &err) != BK_OK)
-        fail_msg("%s", err.msg);
     char rpath[1024], spath[1024];
-    snprintf(rpath, sizeof rpath, "%s/record.json", run.run_dir);
-    snprintf(spath, sizeof spath, "%s/samples.msgpack", run.run_dir);
+    write_run(&run, &sc, "gaps", rpath, spath);
     memset(&back, 0, sizeof back);
     if (bk_record_read(rpath, &back, &err) != BK_OK)
         fail_msg("%s", err.msg);
@@ -865,9 +875,7 @@ static void test_failed_arm_gaps(void **state)
     assert_int_equal(back.arms[0].r[0].ns[0][89], d->ns[0][89]);
     assert_int_equal(back.arms[0].r[0].ns[0][90], UINT64_MAX);
     bk_run_free(&back);
-    unlink(rpath);
-    unlink(spath);
-    rmdir(run.run_dir);
+    remove_run(&run, rpath, spath);
     bk_run_free(&run);
 }
 
